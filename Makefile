@@ -1,0 +1,85 @@
+# Colibri build. `make` builds the host library and tools into build/host.
+# Other flavours: `make asan` (AddressSanitizer + UBSan), `make cross`
+# (aarch64-linux-gnu and Cortex-M7 objects of the core), `make freestanding`.
+
+CC        ?= cc
+BUILD     ?= build
+PY        ?= python3
+
+# Strict, portable C11; no floating-point contraction (determinism contract).
+WARN      := -std=c11 -Wall -Wextra -Wpedantic -Werror -Wshadow -Wstrict-prototypes \
+             -Wmissing-prototypes -Wcast-align -Wvla
+FP_STRICT := -ffp-contract=off -fno-fast-math
+OPT       ?= -O2
+CORE_INC  := -Isdk/include -Isdk/src
+
+SDK_SRC   := $(sort $(wildcard sdk/src/*.c sdk/src/kernels/*.c))
+LINUX_SRC := $(sort $(wildcard ports/linux/colibri_linux*.c))
+RUN_SRC   := ports/linux/colibri_run.c
+
+.PHONY: all host asan cross freestanding size clean
+all: host
+
+define core_objs
+$(patsubst %.c,$(BUILD)/$(1)/%.o,$(SDK_SRC))
+endef
+
+# ---- host (x86-64 or whatever cc targets) --------------------------------
+HOST_CFLAGS := $(WARN) $(FP_STRICT) $(OPT) -g -fPIC $(CORE_INC)
+host: $(BUILD)/host/libcolibri.a $(BUILD)/host/libcolibri.so $(BUILD)/host/colibri-run
+
+$(BUILD)/host/%.o: %.c $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.h ports/linux/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_CFLAGS) -Iports/linux -c $< -o $@
+
+$(BUILD)/host/libcolibri.a: $(call core_objs,host)
+	$(AR) rcs $@ $^
+
+$(BUILD)/host/libcolibri.so: $(call core_objs,host)
+	$(CC) -shared -o $@ $^ -lm
+
+$(BUILD)/host/colibri-run: $(patsubst %.c,$(BUILD)/host/%.o,$(RUN_SRC) $(LINUX_SRC)) $(BUILD)/host/libcolibri.a
+	$(CC) -o $@ $^ -lm
+
+# ---- sanitizers ------------------------------------------------------------
+ASAN_CFLAGS := $(WARN) $(FP_STRICT) -O1 -g -fno-omit-frame-pointer \
+               -fsanitize=address,undefined -fno-sanitize-recover=all $(CORE_INC)
+asan: $(BUILD)/asan/colibri-run $(BUILD)/asan/libcolibri.a
+
+$(BUILD)/asan/%.o: %.c $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.h ports/linux/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ASAN_CFLAGS) -Iports/linux -c $< -o $@
+
+$(BUILD)/asan/libcolibri.a: $(call core_objs,asan)
+	$(AR) rcs $@ $^
+
+$(BUILD)/asan/colibri-run: $(patsubst %.c,$(BUILD)/asan/%.o,$(RUN_SRC) $(LINUX_SRC)) $(BUILD)/asan/libcolibri.a
+	$(CC) -fsanitize=address,undefined -o $@ $^ -lm
+
+# ---- cross builds of the core (objects only: proves it compiles clean) -----
+AARCH64_CC  ?= aarch64-linux-gnu-gcc
+ARMNONE_CC  ?= arm-none-eabi-gcc
+CM7_FLAGS   := -mcpu=cortex-m7 -mthumb -mfpu=fpv5-d16 -mfloat-abi=hard
+cross: $(call core_objs,aarch64) $(call core_objs,cortex-m7)
+
+$(BUILD)/aarch64/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(WARN) $(FP_STRICT) -O2 $(CORE_INC) -c $< -o $@
+
+$(BUILD)/cortex-m7/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(ARMNONE_CC) $(CM7_FLAGS) $(WARN) $(FP_STRICT) -O2 -ffunction-sections -fdata-sections $(CORE_INC) -c $< -o $@
+
+# Freestanding: no hosted libc headers beyond the freestanding set.
+freestanding: $(call core_objs,freestanding)
+
+$(BUILD)/freestanding/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(ARMNONE_CC) $(CM7_FLAGS) $(WARN) $(FP_STRICT) -O2 -ffreestanding -DCOLIBRI_FREESTANDING=1 $(CORE_INC) -c $< -o $@
+
+# Code size of the core, per target (text/data/bss per object and total).
+size: host cross
+	@for t in host aarch64 cortex-m7; do echo "== $$t"; size -t $(call core_objs,$$t) | tail -1; done
+
+clean:
+	rm -rf $(BUILD)

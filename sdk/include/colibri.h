@@ -1,0 +1,250 @@
+/*
+ * colibri.h - the one public header of the Colibri MoE inference core.
+ *
+ * Colibri runs Mixture-of-Experts transformer models from a model image that
+ * lies in memory (an mmap'd file, or memory-mapped flash), in place, with no
+ * allocation, no system call and no hidden state. This header is the manual:
+ * every function says what it needs, what it returns and who owns what.
+ *
+ *   colibri_model  model;                 caller storage, filled by colibri_init
+ *   colibri_state  state;                 caller storage: KV cache bookkeeping
+ *   static uint8_t kv[...]   aligned(16)  caller memory: colibri_state_size()
+ *   static uint8_t work[...] aligned(16)  caller memory: colibri_scratch_size()
+ *
+ *   colibri_init(&model, image, image_size, NULL);
+ *   colibri_state_init(&state, &model, kv, sizeof kv, ctx);
+ *   colibri_forward(&model, &state, ids, n, logits, COLIBRI_LOGITS_LAST,
+ *                   work, sizeof work, NULL);
+ *
+ * Ownership: the image must stay mapped and unchanged while the model is in
+ * use; the model struct points into it. The state points into the caller's
+ * KV memory. Nothing is ever freed because nothing is ever allocated.
+ *
+ * Threads and interrupts: colibri_forward only reads the model and the image,
+ * and writes only the state, the scratch memory and the logits the caller
+ * passes. Two calls may run at once (one from an interrupt handler, say) if
+ * they use different states, scratch buffers and logits buffers.
+ *
+ * Determinism: the same image, inputs and build give bit-identical logits.
+ * The reference kernels are compiled without floating-point contraction.
+ *
+ * The model image format is specified in docs/format.md.
+ */
+#ifndef COLIBRI_H
+#define COLIBRI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLIBRI_VERSION_MAJOR 0
+#define COLIBRI_VERSION_MINOR 1
+#define COLIBRI_VERSION_PATCH 0
+
+/* Image format version this build reads (docs/format.md). */
+#define COLIBRI_FORMAT_MAJOR 1
+#define COLIBRI_FORMAT_MINOR 0
+
+/* Largest top_k an image may ask for. */
+#define COLIBRI_MAX_TOP_K 64
+
+/*
+ * Status codes. 0 is success. The values are pinned: they never change and
+ * are never reused. colibri_strerror() gives a one-line text for each.
+ */
+typedef enum colibri_status {
+    COLIBRI_OK = 0,
+    COLIBRI_E_BAD_ARGUMENT = 1,         /* NULL pointer, zero length, bad enum */
+    COLIBRI_E_BAD_MAGIC = 2,            /* not a Colibri image */
+    COLIBRI_E_UNSUPPORTED_VERSION = 3,  /* format major version or flags unknown */
+    COLIBRI_E_TRUNCATED = 4,            /* image shorter than it says it is */
+    COLIBRI_E_CHECKSUM = 5,             /* header/table CRC or tensor data CRC wrong */
+    COLIBRI_E_OUT_OF_RANGE = 6,         /* a tensor offset/size points past the end */
+    COLIBRI_E_MISALIGNED = 7,           /* tensor or caller buffer not aligned */
+    COLIBRI_E_UNSUPPORTED_ARCH = 8,     /* family, activation, norm or qk-norm kind */
+    COLIBRI_E_UNSUPPORTED_ROUTER = 9,   /* router kind this build does not implement */
+    COLIBRI_E_CONFIG_MISMATCH = 10,     /* image fingerprint != compiled-in config */
+    COLIBRI_E_TOKEN_OUT_OF_RANGE = 11,  /* token id >= vocab_size */
+    COLIBRI_E_CONTEXT_FULL = 12,        /* state has no room for the tokens */
+    COLIBRI_E_WORKSPACE_TOO_SMALL = 13, /* state or scratch memory too small */
+    COLIBRI_E_BAD_HYPERPARAMS = 14,     /* model record values invalid or inconsistent */
+    COLIBRI_E_UNSUPPORTED_DTYPE = 15,   /* tensor dtype this build cannot read */
+    COLIBRI_E_BAD_TENSOR_TABLE = 16,    /* tensor missing, extra, repeated or out of order */
+    COLIBRI_E_BAD_SHAPE = 17,           /* tensor shape/size differs from the model record */
+    COLIBRI_E_OVERLAP = 18,             /* tensor data overlaps the tables or another tensor */
+    COLIBRI_E_BAD_LAYER_TABLE = 19      /* layer table inconsistent */
+} colibri_status;
+
+/* A one-line English description of a status; never NULL. */
+const char *colibri_strerror(colibri_status status);
+
+/* ---------------------------------------------------------------------------
+ * Port interface: how the core reaches the platform. Optional; versioned.
+ * ------------------------------------------------------------------------- */
+
+#define COLIBRI_PORT_VERSION 1
+
+typedef struct colibri_port {
+    uint32_t version; /* COLIBRI_PORT_VERSION */
+    /* (optional) a monotonic tick counter; what a tick is is the port's
+     * business (cycles, instructions, nanoseconds) and its docs say so. */
+    uint64_t (*ticks)(void *ctx);
+    /* (optional) a hint that [addr, addr+size) is about to be read: an expert
+     * block in slow flash, say. Must not fail and must not block for long. */
+    void (*prefetch)(void *ctx, const void *addr, size_t size);
+    void *ctx; /* passed back to the functions above */
+} colibri_port;
+
+/* ---------------------------------------------------------------------------
+ * Model
+ * ------------------------------------------------------------------------- */
+
+/* Hyper-parameters, decoded from the image's model record (docs/format.md). */
+typedef struct colibri_hparams {
+    uint32_t arch;            /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch */
+    uint32_t vocab_size;
+    uint32_t hidden_size;
+    uint32_t n_layers;
+    uint32_t n_heads;
+    uint32_t n_kv_heads;
+    uint32_t head_dim;
+    uint32_t max_context;
+    uint32_t dense_intermediate;
+    uint32_t expert_intermediate;
+    uint32_t n_experts;
+    uint32_t shared_intermediate;
+    float rms_eps;
+    float rope_theta;
+    uint32_t attn_bias;       /* bit 0 q, 1 k, 2 v, 3 o */
+    uint32_t qk_norm;         /* 0 none, 1 whole projection, 2 per head */
+    uint32_t tie_embeddings;
+    uint32_t router_score;    /* 0 softmax */
+    uint32_t top_k;
+    uint32_t router_norm_topk;
+    float routed_scaling;
+    uint32_t shared_gate;     /* 0 none, 1 sigmoid */
+    uint32_t n_group;
+    uint32_t topk_group;
+    uint32_t alignment;
+} colibri_hparams;
+
+/*
+ * A validated view of an image. Caller storage; filled by colibri_init; holds
+ * pointers into the image only. Treat the fields as read-only.
+ */
+typedef struct colibri_model {
+    const uint8_t *image;        /* the image, as passed to colibri_init */
+    uint64_t image_size;         /* bytes the image says it has */
+    const uint8_t *layer_table;  /* n_layers entries of 16 bytes */
+    const uint8_t *tensor_table; /* n_tensors entries of 64 bytes */
+    uint32_t n_tensors;
+    uint32_t fingerprint;        /* the image's meta CRC-32 */
+    colibri_hparams hp;
+    const float *token_embed;    /* [vocab_size, hidden_size] */
+    const float *output_norm;    /* [hidden_size] */
+    const float *lm_head;        /* [vocab_size, hidden_size]; == token_embed if tied */
+    colibri_port port;           /* copy of the caller's port, or all NULL */
+} colibri_model;
+
+typedef struct colibri_options {
+    /* 0: accept any image. Otherwise the image's fingerprint must equal it
+     * (pass COLIBRI_MODEL_FINGERPRINT from the generated model_config.h). */
+    uint32_t expected_fingerprint;
+    const colibri_port *port; /* NULL: no ticks, no prefetch */
+} colibri_options;
+
+/*
+ * Validate the image at [image, image + image_size) and fill *model.
+ * Checks the header, the header/table CRC, the model record, the layer table
+ * and every tensor table entry against the buffer size (docs/format.md,
+ * section 4). Does not read tensor data (see colibri_verify). Zero copy.
+ * On failure *model is zeroed and the status names the first defect found.
+ * options may be NULL. image must be at least 4-byte aligned.
+ */
+colibri_status colibri_init(colibri_model *model, const void *image,
+                            size_t image_size, const colibri_options *options);
+
+/*
+ * Read every tensor of an initialised model and check its data CRC-32.
+ * Returns COLIBRI_E_CHECKSUM on the first mismatch; if bad_tensor is not
+ * NULL it receives that tensor's table index. Time is proportional to the
+ * image size.
+ */
+colibri_status colibri_verify(const colibri_model *model, uint32_t *bad_tensor);
+
+/* Check the data CRCs of one expert's block (gate, up, down) only. */
+colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer,
+                                     uint32_t expert);
+
+/* ---------------------------------------------------------------------------
+ * State (KV cache) and scratch memory
+ * ------------------------------------------------------------------------- */
+
+typedef struct colibri_state {
+    float *k_cache;        /* [n_layers][max_context][n_kv_heads * head_dim] */
+    float *v_cache;        /* same shape */
+    uint32_t max_context;  /* positions this state can hold */
+    uint32_t pos;          /* positions filled so far */
+    uint32_t fingerprint;  /* model it was made for */
+} colibri_state;
+
+/* Bytes of KV memory a state for max_context positions needs (0 if
+ * max_context is 0 or larger than the model's). Formula: docs/format.md 8. */
+size_t colibri_state_size(const colibri_model *model, uint32_t max_context);
+
+/* Bytes of scratch memory colibri_forward needs with a state of
+ * max_context positions (0 on bad arguments). */
+size_t colibri_scratch_size(const colibri_model *model, uint32_t max_context);
+
+/*
+ * Make *state use the caller's memory [mem, mem + mem_size) as its KV cache
+ * for up to max_context positions, and empty it. mem must be 16-byte
+ * aligned and at least colibri_state_size(model, max_context) bytes.
+ */
+colibri_status colibri_state_init(colibri_state *state, const colibri_model *model,
+                                  void *mem, size_t mem_size, uint32_t max_context);
+
+/* Forget every position (the memory is kept, not cleared). */
+void colibri_state_reset(colibri_state *state);
+
+/* ---------------------------------------------------------------------------
+ * Forward pass
+ * ------------------------------------------------------------------------- */
+
+typedef enum colibri_logits_mode {
+    COLIBRI_LOGITS_LAST = 0, /* logits: vocab_size floats, for the last id */
+    COLIBRI_LOGITS_ALL = 1,  /* logits: n_ids * vocab_size floats, row per id */
+    COLIBRI_LOGITS_NONE = 2  /* logits may be NULL; only the KV cache advances */
+} colibri_logits_mode;
+
+/*
+ * Run ids[0 .. n_ids-1] through the model at positions state->pos onward,
+ * append their keys and values to the state, and write logits as asked.
+ *
+ * Before anything is written, every id is checked (< vocab_size, else
+ * COLIBRI_E_TOKEN_OUT_OF_RANGE), room is checked (state->pos + n_ids <=
+ * state->max_context, else COLIBRI_E_CONTEXT_FULL) and the scratch size is
+ * checked (COLIBRI_E_WORKSPACE_TOO_SMALL): a refused call changes nothing.
+ *
+ * scratch: 16-byte aligned, colibri_scratch_size(model, state->max_context)
+ * bytes. ticks (optional): the port's tick count for the call, 0 without a
+ * ticks function.
+ *
+ * No allocation, no system call, loop bounds fixed by the model record.
+ */
+colibri_status colibri_forward(const colibri_model *model, colibri_state *state,
+                               const int32_t *ids, uint32_t n_ids, float *logits,
+                               colibri_logits_mode mode, void *scratch,
+                               size_t scratch_size, uint64_t *ticks);
+
+/* Index of the largest of n floats; ties go to the lowest index. */
+uint32_t colibri_argmax(const float *values, uint32_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLIBRI_H */

@@ -1,0 +1,84 @@
+/*
+ * colibri_compat.h - the one place where the core meets the compiler and the
+ * C library. Every #if of the core lives here.
+ *
+ * The core needs from the C library only memcpy/memset (string.h) and
+ * sqrtf/expf/powf/sinf/cosf (libm). A port may route the math functions
+ * elsewhere by defining COLIBRI_MATH_OVERRIDE and the five COLIBRI_*F macros.
+ */
+#ifndef COLIBRI_COMPAT_H
+#define COLIBRI_COMPAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifndef COLIBRI_MATH_OVERRIDE
+#include <math.h>
+#define COLIBRI_SQRTF(x) sqrtf(x)
+#define COLIBRI_EXPF(x) expf(x)
+#define COLIBRI_POWF(x, y) powf((x), (y))
+#define COLIBRI_SINF(x) sinf(x)
+#define COLIBRI_COSF(x) cosf(x)
+#endif
+
+/* The image stores little-endian integers and floats, and tensor data is
+ * used in place as float arrays: the core runs on little-endian targets only
+ * (every Arm profile we ship, and x86-64). */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "Colibri uses model images in place and needs a little-endian target"
+#endif
+#endif
+
+_Static_assert(sizeof(float) == 4, "IEEE-754 binary32 float required");
+_Static_assert(sizeof(uint64_t) == 8, "64-bit integers required");
+
+/* Programmer errors (not data errors) are checked with COLIBRI_ASSERT; a
+ * release build compiles them out. Data errors always get a status. */
+#if defined(COLIBRI_ENABLE_ASSERT)
+#define COLIBRI_ASSERT(cond)                                                   \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            __builtin_trap();                                                  \
+        }                                                                      \
+    } while (0)
+#else
+#define COLIBRI_ASSERT(cond) ((void)0)
+#endif
+
+/* Little-endian field readers: byte-wise, so neither alignment nor host
+ * endianness matters for header and table fields. */
+static inline uint16_t colibri_rd_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t colibri_rd_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+static inline uint64_t colibri_rd_u64(const uint8_t *p)
+{
+    return (uint64_t)colibri_rd_u32(p) | ((uint64_t)colibri_rd_u32(p + 4) << 32);
+}
+
+static inline float colibri_rd_f32(const uint8_t *p)
+{
+    uint32_t bits = colibri_rd_u32(p);
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+/* Bit test that does not depend on <math.h> classification macros. */
+static inline int colibri_is_finite(float value)
+{
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return (bits & 0x7F800000u) != 0x7F800000u;
+}
+
+#endif /* COLIBRI_COMPAT_H */

@@ -1,0 +1,110 @@
+/* hparams.c - decode and check the model record (docs/format.md 1.1). */
+#include "model_internal.h"
+
+#define MAX_VOCAB (1u << 24)
+#define MAX_HIDDEN 65536u
+#define MAX_LAYERS 1024u
+#define MAX_HEADS 1024u
+#define MAX_HEAD_DIM 1024u
+#define MAX_CONTEXT (1u << 24)
+#define MAX_INTERMEDIATE (1u << 20)
+#define MAX_EXPERTS 4096u
+
+static void hparams_read(const uint8_t *img, colibri_hparams *hp)
+{
+    hp->arch = colibri_rd_u32(img + HDR_ARCH);
+    hp->alignment = colibri_rd_u32(img + HDR_ALIGNMENT);
+    hp->vocab_size = colibri_rd_u32(img + REC_VOCAB);
+    hp->hidden_size = colibri_rd_u32(img + REC_HIDDEN);
+    hp->n_layers = colibri_rd_u32(img + REC_N_LAYERS);
+    hp->n_heads = colibri_rd_u32(img + REC_N_HEADS);
+    hp->n_kv_heads = colibri_rd_u32(img + REC_N_KV_HEADS);
+    hp->head_dim = colibri_rd_u32(img + REC_HEAD_DIM);
+    hp->max_context = colibri_rd_u32(img + REC_MAX_CONTEXT);
+    hp->dense_intermediate = colibri_rd_u32(img + REC_DENSE_INTER);
+    hp->expert_intermediate = colibri_rd_u32(img + REC_EXPERT_INTER);
+    hp->n_experts = colibri_rd_u32(img + REC_N_EXPERTS);
+    hp->shared_intermediate = colibri_rd_u32(img + REC_SHARED_INTER);
+    hp->rms_eps = colibri_rd_f32(img + REC_RMS_EPS);
+    hp->rope_theta = colibri_rd_f32(img + REC_ROPE_THETA);
+    hp->attn_bias = colibri_rd_u32(img + REC_ATTN_BIAS);
+    hp->qk_norm = colibri_rd_u32(img + REC_QK_NORM);
+    hp->tie_embeddings = colibri_rd_u32(img + REC_TIE_EMBED);
+    hp->router_score = colibri_rd_u32(img + REC_ROUTER_SCORE);
+    hp->top_k = colibri_rd_u32(img + REC_TOP_K);
+    hp->router_norm_topk = colibri_rd_u32(img + REC_NORM_TOPK);
+    hp->routed_scaling = colibri_rd_f32(img + REC_ROUTED_SCALING);
+    hp->shared_gate = colibri_rd_u32(img + REC_SHARED_GATE);
+    hp->n_group = colibri_rd_u32(img + REC_N_GROUP);
+    hp->topk_group = colibri_rd_u32(img + REC_TOPK_GROUP);
+}
+
+static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
+{
+    return value >= lo && value <= hi;
+}
+
+static int positive_finite(float value)
+{
+    return colibri_is_finite(value) && value > 0.0f;
+}
+
+static colibri_status check_kinds(const uint8_t *img, const colibri_hparams *hp)
+{
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_SWITCH) || hp->qk_norm > QK_NORM_PER_HEAD ||
+        colibri_rd_u32(img + REC_ACTIVATION) != 0 || colibri_rd_u32(img + REC_NORM_KIND) != 0) {
+        return COLIBRI_E_UNSUPPORTED_ARCH;
+    }
+    return COLIBRI_OK;
+}
+
+static colibri_status check_attention(const colibri_hparams *hp)
+{
+    int ok = in_range(hp->vocab_size, 1, MAX_VOCAB) && in_range(hp->hidden_size, 1, MAX_HIDDEN) &&
+             in_range(hp->n_layers, 1, MAX_LAYERS) && in_range(hp->n_heads, 1, MAX_HEADS) &&
+             in_range(hp->n_kv_heads, 1, hp->n_heads) && hp->n_heads % hp->n_kv_heads == 0 &&
+             in_range(hp->head_dim, 2, MAX_HEAD_DIM) && hp->head_dim % 2 == 0 &&
+             in_range(hp->max_context, 1, MAX_CONTEXT) && positive_finite(hp->rms_eps) &&
+             positive_finite(hp->rope_theta) && (hp->attn_bias & ~(uint32_t)BIAS_ALL) == 0 &&
+             hp->tie_embeddings <= 1;
+    return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
+}
+
+/* Widths may be 0 when no layer uses them; the layer table check enforces
+ * that each layer kind present has its widths. */
+static colibri_status check_ffn(const colibri_hparams *hp)
+{
+    int ok = hp->dense_intermediate <= MAX_INTERMEDIATE &&
+             hp->expert_intermediate <= MAX_INTERMEDIATE &&
+             hp->shared_intermediate <= MAX_INTERMEDIATE && hp->n_experts <= MAX_EXPERTS &&
+             hp->top_k <= hp->n_experts && hp->top_k <= COLIBRI_MAX_TOP_K &&
+             hp->router_norm_topk <= 1 && hp->shared_gate <= 1 &&
+             (hp->shared_gate == 0 || hp->shared_intermediate > 0);
+    return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
+}
+
+static colibri_status check_router(const colibri_hparams *hp)
+{
+    if (hp->router_score != 0 || hp->n_group != 1 || hp->topk_group != 1 ||
+        !positive_finite(hp->routed_scaling)) {
+        return COLIBRI_E_UNSUPPORTED_ROUTER;
+    }
+    return COLIBRI_OK;
+}
+
+colibri_status hparams_decode(const uint8_t *image, colibri_hparams *hp)
+{
+    colibri_status status;
+    hparams_read(image, hp);
+    status = check_kinds(image, hp);
+    if (status == COLIBRI_OK) {
+        status = check_attention(hp);
+    }
+    if (status == COLIBRI_OK) {
+        status = check_ffn(hp);
+    }
+    if (status == COLIBRI_OK) {
+        status = check_router(hp);
+    }
+    return status;
+}

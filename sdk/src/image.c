@@ -1,0 +1,142 @@
+/* image.c - colibri_init: validate an image in place (docs/format.md 4). */
+#include "crc32.h"
+#include "model_internal.h"
+
+#define MAX_ALIGNMENT (1u << 20)
+
+static colibri_status check_identity(const uint8_t *img, size_t size)
+{
+    if (size < IMG_HEADER_SIZE) {
+        return COLIBRI_E_TRUNCATED;
+    }
+    if (memcmp(img + HDR_MAGIC, IMG_MAGIC, IMG_MAGIC_SIZE) != 0) {
+        return COLIBRI_E_BAD_MAGIC;
+    }
+    if (colibri_rd_u16(img + HDR_VERSION_MAJOR) != COLIBRI_FORMAT_MAJOR ||
+        colibri_rd_u32(img + HDR_FLAGS) != 0) {
+        return COLIBRI_E_UNSUPPORTED_VERSION;
+    }
+    return COLIBRI_OK;
+}
+
+static uint64_t tables_end(const uint8_t *img)
+{
+    return colibri_rd_u64(img + HDR_TENSOR_TABLE) +
+           (uint64_t)colibri_rd_u32(img + HDR_N_TENSORS) * IMG_TENSOR_ENTRY_SIZE;
+}
+
+/* v1 fixes the table placement; the offsets are still stored explicitly. */
+static colibri_status check_layout(const uint8_t *img, size_t size)
+{
+    uint64_t n_layers = colibri_rd_u32(img + REC_N_LAYERS);
+    uint64_t image_size = colibri_rd_u64(img + HDR_IMAGE_SIZE);
+    uint32_t alignment = colibri_rd_u32(img + HDR_ALIGNMENT);
+    int aligned_ok = alignment >= IMG_DATA_ALIGN && alignment <= MAX_ALIGNMENT &&
+                     (alignment & (alignment - 1u)) == 0;
+
+    if (colibri_rd_u32(img + HDR_HEADER_SIZE) != IMG_HEADER_SIZE ||
+        colibri_rd_u64(img + HDR_LAYER_TABLE) != IMG_HEADER_SIZE ||
+        colibri_rd_u64(img + HDR_TENSOR_TABLE) != IMG_HEADER_SIZE + n_layers * IMG_LAYER_ENTRY_SIZE ||
+        !aligned_ok) {
+        return COLIBRI_E_BAD_HYPERPARAMS;
+    }
+    if (image_size < IMG_HEADER_SIZE || image_size > (uint64_t)size ||
+        tables_end(img) > image_size) {
+        return COLIBRI_E_TRUNCATED;
+    }
+    return COLIBRI_OK;
+}
+
+static uint32_t meta_crc(const uint8_t *img)
+{
+    static const uint8_t zero[4] = {0, 0, 0, 0};
+    uint64_t end = tables_end(img);
+    uint32_t crc = colibri_crc32_update(0, img, HDR_META_CRC);
+    crc = colibri_crc32_update(crc, zero, sizeof zero);
+    return colibri_crc32_update(crc, img + HDR_META_CRC + 4, (size_t)(end - (HDR_META_CRC + 4)));
+}
+
+static colibri_status check_integrity(const uint8_t *img, const colibri_options *options)
+{
+    uint32_t stored = colibri_rd_u32(img + HDR_META_CRC);
+    if (meta_crc(img) != stored) {
+        return COLIBRI_E_CHECKSUM;
+    }
+    if (options != NULL && options->expected_fingerprint != 0 &&
+        options->expected_fingerprint != stored) {
+        return COLIBRI_E_CONFIG_MISMATCH;
+    }
+    return COLIBRI_OK;
+}
+
+static void model_fill(colibri_model *m, const uint8_t *img, const colibri_options *options)
+{
+    m->image = img;
+    m->image_size = colibri_rd_u64(img + HDR_IMAGE_SIZE);
+    m->layer_table = img + IMG_HEADER_SIZE;
+    m->tensor_table = img + colibri_rd_u64(img + HDR_TENSOR_TABLE);
+    m->n_tensors = colibri_rd_u32(img + HDR_N_TENSORS);
+    m->fingerprint = colibri_rd_u32(img + HDR_META_CRC);
+    if (options != NULL && options->port != NULL &&
+        options->port->version == COLIBRI_PORT_VERSION) {
+        m->port = *options->port;
+    }
+}
+
+/* Global tensors come first, in a fixed order (docs/format.md 3.1). */
+static void globals_resolve(colibri_model *m)
+{
+    m->token_embed = tensor_data(m, 0);
+    m->output_norm = tensor_data(m, 1);
+    m->lm_head = m->hp.tie_embeddings ? m->token_embed : tensor_data(m, 2);
+}
+
+static colibri_status init_steps(colibri_model *model, const uint8_t *img, size_t size,
+                                 const colibri_options *options)
+{
+    colibri_status status = check_identity(img, size);
+    if (status == COLIBRI_OK) {
+        status = check_layout(img, size);
+    }
+    if (status == COLIBRI_OK) {
+        status = check_integrity(img, options);
+    }
+    if (status == COLIBRI_OK) {
+        status = hparams_decode(img, &model->hp);
+    }
+    if (status == COLIBRI_OK) {
+        model_fill(model, img, options);
+        status = layer_table_check(model);
+    }
+    if (status == COLIBRI_OK) {
+        status = tensor_table_check(model);
+    }
+    return status;
+}
+
+colibri_status colibri_init(colibri_model *model, const void *image, size_t image_size,
+                            const colibri_options *options)
+{
+    colibri_status status;
+    if (model == NULL) {
+        return COLIBRI_E_BAD_ARGUMENT;
+    }
+    memset(model, 0, sizeof *model);
+    if (image == NULL) {
+        return COLIBRI_E_BAD_ARGUMENT;
+    }
+    if (((uintptr_t)image & 3u) != 0) {
+        return COLIBRI_E_MISALIGNED;
+    }
+    if (options != NULL && options->port != NULL &&
+        options->port->version != COLIBRI_PORT_VERSION) {
+        return COLIBRI_E_BAD_ARGUMENT;
+    }
+    status = init_steps(model, (const uint8_t *)image, image_size, options);
+    if (status != COLIBRI_OK) {
+        memset(model, 0, sizeof *model);
+        return status;
+    }
+    globals_resolve(model);
+    return COLIBRI_OK;
+}

@@ -1,0 +1,120 @@
+/*
+ * image_layout.h - byte offsets and codes of the model image format v1.
+ * docs/format.md is the normative description; this file mirrors it.
+ */
+#ifndef COLIBRI_IMAGE_LAYOUT_H
+#define COLIBRI_IMAGE_LAYOUT_H
+
+#include <stdint.h>
+
+#define IMG_MAGIC "COLIBRI\x1a"
+#define IMG_MAGIC_SIZE 8u
+#define IMG_HEADER_SIZE 256u
+#define IMG_LAYER_ENTRY_SIZE 16u
+#define IMG_TENSOR_ENTRY_SIZE 64u
+#define IMG_DATA_ALIGN 64u
+#define IMG_NONE 0xFFFFu
+
+/* Header fields (section 1). */
+enum {
+    HDR_MAGIC = 0,
+    HDR_VERSION_MAJOR = 8,
+    HDR_VERSION_MINOR = 10,
+    HDR_HEADER_SIZE = 12,
+    HDR_IMAGE_SIZE = 16,
+    HDR_META_CRC = 24,
+    HDR_FLAGS = 28,
+    HDR_ALIGNMENT = 32,
+    HDR_ARCH = 36,
+    HDR_LAYER_TABLE = 40,
+    HDR_TENSOR_TABLE = 48,
+    HDR_N_TENSORS = 56
+};
+
+/* Model record fields (section 1.1). */
+enum {
+    REC_VOCAB = 64,
+    REC_HIDDEN = 68,
+    REC_N_LAYERS = 72,
+    REC_N_HEADS = 76,
+    REC_N_KV_HEADS = 80,
+    REC_HEAD_DIM = 84,
+    REC_MAX_CONTEXT = 88,
+    REC_DENSE_INTER = 92,
+    REC_EXPERT_INTER = 96,
+    REC_N_EXPERTS = 100,
+    REC_SHARED_INTER = 104,
+    REC_RMS_EPS = 108,
+    REC_ROPE_THETA = 112,
+    REC_ATTN_BIAS = 116,
+    REC_QK_NORM = 120,
+    REC_TIE_EMBED = 124,
+    REC_ROUTER_SCORE = 128,
+    REC_TOP_K = 132,
+    REC_NORM_TOPK = 136,
+    REC_ROUTED_SCALING = 140,
+    REC_SHARED_GATE = 144,
+    REC_N_GROUP = 148,
+    REC_TOPK_GROUP = 152,
+    REC_ACTIVATION = 156,
+    REC_NORM_KIND = 160
+};
+
+/* Layer table entry fields (section 2). */
+enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8 };
+enum { FFN_DENSE = 0, FFN_MOE = 1 };
+
+/* Tensor table entry fields (section 3). */
+enum {
+    TEN_ROLE = 0,
+    TEN_LAYER = 2,
+    TEN_EXPERT = 4,
+    TEN_DTYPE = 6,
+    TEN_NDIM = 8,
+    TEN_SHAPE = 12,
+    TEN_CRC = 28,
+    TEN_OFFSET = 32,
+    TEN_SIZE = 40
+};
+enum { DTYPE_F32 = 0 };
+
+/* Tensor roles (section 3.1). */
+enum {
+    ROLE_TOKEN_EMBED = 1,
+    ROLE_OUTPUT_NORM = 2,
+    ROLE_LM_HEAD = 3,
+    ROLE_ATTN_NORM = 16,
+    ROLE_ATTN_Q = 17,
+    ROLE_ATTN_K = 18,
+    ROLE_ATTN_V = 19,
+    ROLE_ATTN_O = 20,
+    ROLE_ATTN_Q_BIAS = 21,
+    ROLE_ATTN_K_BIAS = 22,
+    ROLE_ATTN_V_BIAS = 23,
+    ROLE_ATTN_O_BIAS = 24,
+    ROLE_ATTN_Q_NORM = 25,
+    ROLE_ATTN_K_NORM = 26,
+    ROLE_FFN_NORM = 27,
+    ROLE_DENSE_GATE = 32,
+    ROLE_DENSE_UP = 33,
+    ROLE_DENSE_DOWN = 34,
+    ROLE_ROUTER = 40,
+    ROLE_SHARED_GATE = 41,
+    ROLE_SHARED_UP = 42,
+    ROLE_SHARED_DOWN = 43,
+    ROLE_SHARED_EXPERT_GATE = 44,
+    ROLE_EXPERT_GATE = 48,
+    ROLE_EXPERT_UP = 49,
+    ROLE_EXPERT_DOWN = 50
+};
+
+/* Attention bias bits, qk-norm kinds, architectures. */
+enum { BIAS_Q = 1u, BIAS_K = 2u, BIAS_V = 4u, BIAS_O = 8u, BIAS_ALL = 15u };
+enum { QK_NORM_NONE = 0, QK_NORM_WHOLE = 1, QK_NORM_PER_HEAD = 2 };
+enum { ARCH_MIXTRAL = 1, ARCH_QWEN2_MOE = 2, ARCH_OLMOE = 3, ARCH_QWEN3_MOE = 4, ARCH_SWITCH = 5 };
+
+/* Tensors of one expert block, and the non-expert tensors that precede the
+ * experts in an MoE layer, follow from the model record. */
+#define EXPERT_TENSORS 3u
+
+#endif /* COLIBRI_IMAGE_LAYOUT_H */

@@ -1,0 +1,45 @@
+/*
+ * kernels.h - the numeric kernels of the forward pass. kernels/reference.c is
+ * the portable C version that always exists; a SIMD version for an ISA
+ * overrides it and is tested against it (docs/kernels.md).
+ *
+ * All kernels are strict: sums run in index order, no contraction, so a
+ * build gives the same bits on every run.
+ */
+#ifndef COLIBRI_KERNELS_H
+#define COLIBRI_KERNELS_H
+
+#include <stdint.h>
+
+/* out[r] = sum_c w[r * cols + c] * x[c], r < rows. out must not alias x. */
+void colibri_k_matvec(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols);
+
+/* sum_i a[i] * b[i], in index order. */
+float colibri_k_dot(const float *a, const float *b, uint32_t n);
+
+/* out[i] = w[i] * (x[i] / sqrt(mean(x^2) + eps)); out may alias x. */
+void colibri_k_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps);
+
+/* x[i] = exp(x[i] - max) / sum, in place. n >= 1. */
+void colibri_k_softmax(float *x, uint32_t n);
+
+/* a[i] = silu(a[i]) * b[i] (SwiGLU), silu(v) = v / (1 + exp(-v)). */
+void colibri_k_swiglu(float *a, const float *b, uint32_t n);
+
+/* y[i] += x[i]. */
+void colibri_k_add(float *y, const float *x, uint32_t n);
+
+/* y[i] += x[i] * s. */
+void colibri_k_add_scaled(float *y, const float *x, float s, uint32_t n);
+
+/* 1 / (1 + exp(-v)). */
+float colibri_k_sigmoid(float v);
+
+/* cos_sin[0 .. d/2) = cos(pos * f_i), cos_sin[d/2 .. d) = sin(pos * f_i),
+ * f_i = 1 / theta^(2i/d): the Hugging Face default RoPE. */
+void colibri_k_rope_table(float *cos_sin, uint32_t pos, uint32_t head_dim, float theta);
+
+/* Rotate one head vector by the table (rotate-half convention). */
+void colibri_k_rope_apply(float *x, const float *cos_sin, uint32_t head_dim);
+
+#endif

@@ -1,0 +1,95 @@
+/* reference.c - portable C reference kernels (contracts in kernels.h). */
+#include "colibri_compat.h"
+#include "kernels.h"
+
+float colibri_k_dot(const float *a, const float *b, uint32_t n)
+{
+    float sum = 0.0f;
+    for (uint32_t i = 0; i < n; i++) {
+        sum += a[i] * b[i];
+    }
+    return sum;
+}
+
+void colibri_k_matvec(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        out[r] = colibri_k_dot(w + (size_t)r * cols, x, cols);
+    }
+}
+
+void colibri_k_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
+{
+    float sum = 0.0f;
+    for (uint32_t i = 0; i < n; i++) {
+        sum += x[i] * x[i];
+    }
+    float inv = 1.0f / COLIBRI_SQRTF(sum / (float)n + eps);
+    for (uint32_t i = 0; i < n; i++) {
+        out[i] = w[i] * (x[i] * inv);
+    }
+}
+
+void colibri_k_softmax(float *x, uint32_t n)
+{
+    float max = x[0], sum = 0.0f;
+    for (uint32_t i = 1; i < n; i++) {
+        max = x[i] > max ? x[i] : max;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        x[i] = COLIBRI_EXPF(x[i] - max);
+        sum += x[i];
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        x[i] = x[i] / sum;
+    }
+}
+
+float colibri_k_sigmoid(float v)
+{
+    return 1.0f / (1.0f + COLIBRI_EXPF(-v));
+}
+
+void colibri_k_swiglu(float *a, const float *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        a[i] = a[i] / (1.0f + COLIBRI_EXPF(-a[i])) * b[i];
+    }
+}
+
+void colibri_k_add(float *y, const float *x, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        y[i] = y[i] + x[i];
+    }
+}
+
+void colibri_k_add_scaled(float *y, const float *x, float s, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        y[i] = y[i] + x[i] * s;
+    }
+}
+
+void colibri_k_rope_table(float *cos_sin, uint32_t pos, uint32_t head_dim, float theta)
+{
+    uint32_t half = head_dim / 2u;
+    for (uint32_t i = 0; i < half; i++) {
+        float exponent = (float)(2u * i) / (float)head_dim;
+        float inv_freq = 1.0f / COLIBRI_POWF(theta, exponent);
+        float angle = (float)pos * inv_freq;
+        cos_sin[i] = COLIBRI_COSF(angle);
+        cos_sin[half + i] = COLIBRI_SINF(angle);
+    }
+}
+
+void colibri_k_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
+{
+    uint32_t half = head_dim / 2u;
+    for (uint32_t i = 0; i < half; i++) {
+        float c = cos_sin[i], s = cos_sin[half + i];
+        float x1 = x[i], x2 = x[half + i];
+        x[i] = x1 * c - x2 * s;
+        x[half + i] = x2 * c + x1 * s;
+    }
+}

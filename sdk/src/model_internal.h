@@ -1,0 +1,70 @@
+/*
+ * model_internal.h - what the core's files share about a validated model:
+ * table access and the per-layer view used by the forward pass.
+ */
+#ifndef COLIBRI_MODEL_INTERNAL_H
+#define COLIBRI_MODEL_INTERNAL_H
+
+#include "colibri.h"
+#include "colibri_compat.h"
+#include "image_layout.h"
+
+/* Pointers to one layer's weights, resolved from the validated table. */
+typedef struct layer_view {
+    uint32_t ffn_kind;         /* FFN_DENSE or FFN_MOE */
+    const float *attn_norm;    /* [H] */
+    const float *wq;           /* [Q, H] */
+    const float *wk;           /* [K, H] */
+    const float *wv;           /* [K, H] */
+    const float *wo;           /* [H, Q] */
+    const float *bq;           /* [Q] or NULL */
+    const float *bk;           /* [K] or NULL */
+    const float *bv;           /* [K] or NULL */
+    const float *bo;           /* [H] or NULL */
+    const float *q_norm;       /* [Q] or [head_dim] or NULL */
+    const float *k_norm;       /* [K] or [head_dim] or NULL */
+    const float *ffn_norm;     /* [H] */
+    const float *dense_gate;   /* [D, H] (dense layer) */
+    const float *dense_up;     /* [D, H] */
+    const float *dense_down;   /* [H, D] */
+    const float *router;       /* [E, H] (MoE layer) */
+    const float *shared_gate;  /* [S, H] or NULL */
+    const float *shared_up;    /* [S, H] or NULL */
+    const float *shared_down;  /* [H, S] or NULL */
+    const float *shared_expert_gate; /* [1, H] or NULL */
+    uint32_t first_expert;     /* table index of expert 0's EXPERT_GATE */
+} layer_view;
+
+/* One routed expert's weights: one contiguous block in the image. */
+typedef struct expert_view {
+    const float *gate;  /* [I, H] */
+    const float *up;    /* [I, H] */
+    const float *down;  /* [H, I] */
+    const uint8_t *block;
+    size_t block_size;
+} expert_view;
+
+static inline const uint8_t *tensor_entry(const colibri_model *m, uint32_t index)
+{
+    return m->tensor_table + (size_t)index * IMG_TENSOR_ENTRY_SIZE;
+}
+
+static inline const float *tensor_data(const colibri_model *m, uint32_t index)
+{
+    const uint8_t *p = m->image + colibri_rd_u64(tensor_entry(m, index) + TEN_OFFSET);
+    return (const float *)(const void *)p;
+}
+
+void layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view);
+void expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
+                      expert_view *view);
+
+/* Validation steps of colibri_init, in the order docs/format.md gives. */
+colibri_status hparams_decode(const uint8_t *image, colibri_hparams *hp);
+colibri_status layer_table_check(const colibri_model *m);
+colibri_status tensor_table_check(const colibri_model *m);
+
+/* Tensors a layer of the given kind holds (docs/format.md 3.1). */
+uint32_t layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind);
+
+#endif /* COLIBRI_MODEL_INTERNAL_H */

@@ -1,0 +1,69 @@
+/* router.c - MoE routing (contract in router.h). */
+#include "router.h"
+#include "kernels.h"
+
+/* True when score a at index ia ranks before score b at index ib. */
+static int ranks_before(float a, uint32_t ia, float b, uint32_t ib)
+{
+    int a_nan = a != a, b_nan = b != b;
+    if (a_nan || b_nan) {
+        return (!a_nan && b_nan) || (a_nan && b_nan && ia < ib);
+    }
+    return a > b || (a == b && ia < ib);
+}
+
+void router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, float *weight)
+{
+    uint32_t prev = 0;
+    for (uint32_t j = 0; j < k; j++) {
+        uint32_t best = n; /* none yet */
+        for (uint32_t e = 0; e < n; e++) {
+            int after_prev = j == 0 || ranks_before(scores[prev], prev, scores[e], e);
+            int better = best == n || ranks_before(scores[e], e, scores[best], best);
+            best = (after_prev && better) ? e : best;
+        }
+        idx[j] = best;
+        weight[j] = scores[best];
+        prev = best;
+    }
+}
+
+void router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k)
+{
+    uint32_t sorted_idx[COLIBRI_MAX_TOP_K];
+    float sorted_weight[COLIBRI_MAX_TOP_K];
+    for (uint32_t i = 0; i < k; i++) {
+        uint32_t rank = 0;
+        for (uint32_t j = 0; j < k; j++) {
+            rank += idx[j] < idx[i];
+        }
+        sorted_idx[rank] = idx[i];
+        sorted_weight[rank] = weight[i];
+    }
+    for (uint32_t i = 0; i < k; i++) {
+        idx[i] = sorted_idx[i];
+        weight[i] = sorted_weight[i];
+    }
+}
+
+void router_route(const colibri_hparams *hp, const float *w_router, const float *x,
+                  float *scores, uint32_t *idx, float *weight)
+{
+    uint32_t k = hp->top_k;
+    colibri_k_matvec(scores, w_router, x, hp->n_experts, hp->hidden_size);
+    colibri_k_softmax(scores, hp->n_experts);
+    router_top_k(scores, hp->n_experts, k, idx, weight);
+    if (hp->router_norm_topk) {
+        float sum = 0.0f;
+        for (uint32_t j = 0; j < k; j++) {
+            sum += weight[j];
+        }
+        for (uint32_t j = 0; j < k; j++) {
+            weight[j] = weight[j] / sum;
+        }
+    }
+    for (uint32_t j = 0; j < k; j++) {
+        weight[j] = weight[j] * hp->routed_scaling;
+    }
+    router_sort_by_expert(idx, weight, k);
+}

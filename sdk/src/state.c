@@ -1,0 +1,109 @@
+/* state.c - KV state and scratch sizing (docs/format.md 8), state set-up. */
+#include "workspace.h"
+
+#define FLOATS_PER_REGION_STEP 16u
+
+static size_t round_floats(size_t count)
+{
+    return (count + FLOATS_PER_REGION_STEP - 1u) / FLOATS_PER_REGION_STEP * FLOATS_PER_REGION_STEP;
+}
+
+static uint32_t max3(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint32_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+/* Cuts regions in order; pointers are formed only when base is given. */
+typedef struct carver {
+    uint8_t *base;
+    size_t used; /* bytes */
+} carver;
+
+static float *carve(carver *c, size_t floats)
+{
+    float *p = c->base != NULL ? (float *)(void *)(c->base + c->used) : NULL;
+    c->used += round_floats(floats) * sizeof(float);
+    return p;
+}
+
+size_t workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
+                        workspace *ws)
+{
+    carver c = {base, 0};
+    size_t h = hp->hidden_size, q = (size_t)hp->n_heads * hp->head_dim;
+    size_t k = (size_t)hp->n_kv_heads * hp->head_dim;
+    size_t m = max3(hp->dense_intermediate, hp->expert_intermediate, hp->shared_intermediate);
+    size_t e = hp->n_experts > 0 ? hp->n_experts : 1u, top = hp->top_k > 0 ? hp->top_k : 1u;
+    workspace unused;
+    if (ws == NULL) {
+        ws = &unused;
+    }
+    ws->x = carve(&c, h);
+    ws->xn = carve(&c, h);
+    ws->ffn_sum = carve(&c, h);
+    ws->ffn_out = carve(&c, h);
+    ws->q = carve(&c, q);
+    ws->k = carve(&c, k);
+    ws->v = carve(&c, k);
+    ws->attn = carve(&c, q);
+    ws->scores = carve(&c, context);
+    ws->h1 = carve(&c, m);
+    ws->h2 = carve(&c, m);
+    ws->router = carve(&c, e);
+    ws->rope = carve(&c, hp->head_dim);
+    ws->topk_w = carve(&c, top);
+    ws->topk_i = (uint32_t *)(void *)carve(&c, top);
+    return c.used;
+}
+
+static int context_valid(const colibri_model *model, uint32_t max_context)
+{
+    return model != NULL && model->image != NULL && max_context > 0 &&
+           max_context <= model->hp.max_context;
+}
+
+size_t colibri_state_size(const colibri_model *model, uint32_t max_context)
+{
+    if (!context_valid(model, max_context)) {
+        return 0;
+    }
+    return 2u * (size_t)model->hp.n_layers * max_context * model->hp.n_kv_heads *
+           model->hp.head_dim * sizeof(float);
+}
+
+size_t colibri_scratch_size(const colibri_model *model, uint32_t max_context)
+{
+    if (!context_valid(model, max_context)) {
+        return 0;
+    }
+    return workspace_layout(&model->hp, max_context, NULL, NULL);
+}
+
+colibri_status colibri_state_init(colibri_state *state, const colibri_model *model, void *mem,
+                                  size_t mem_size, uint32_t max_context)
+{
+    size_t need = colibri_state_size(model, max_context);
+    if (state == NULL || mem == NULL || need == 0) {
+        return COLIBRI_E_BAD_ARGUMENT;
+    }
+    if (((uintptr_t)mem & 15u) != 0) {
+        return COLIBRI_E_MISALIGNED;
+    }
+    if (mem_size < need) {
+        return COLIBRI_E_WORKSPACE_TOO_SMALL;
+    }
+    state->k_cache = (float *)mem;
+    state->v_cache = state->k_cache + need / sizeof(float) / 2u;
+    state->max_context = max_context;
+    state->pos = 0;
+    state->fingerprint = model->fingerprint;
+    return COLIBRI_OK;
+}
+
+void colibri_state_reset(colibri_state *state)
+{
+    if (state != NULL) {
+        state->pos = 0;
+    }
+}

@@ -1,0 +1,34 @@
+/* status.c - colibri_strerror. */
+#include "colibri.h"
+
+static const char *const messages[] = {
+    [COLIBRI_OK] = "success",
+    [COLIBRI_E_BAD_ARGUMENT] = "bad argument (NULL pointer, zero length or unknown mode)",
+    [COLIBRI_E_BAD_MAGIC] = "not a Colibri model image (bad magic)",
+    [COLIBRI_E_UNSUPPORTED_VERSION] = "unsupported image format version or flags",
+    [COLIBRI_E_TRUNCATED] = "image truncated: shorter than its header says",
+    [COLIBRI_E_CHECKSUM] = "checksum mismatch: image corrupted",
+    [COLIBRI_E_OUT_OF_RANGE] = "tensor offset or size points past the end of the image",
+    [COLIBRI_E_MISALIGNED] = "tensor or buffer not aligned as required",
+    [COLIBRI_E_UNSUPPORTED_ARCH] = "unsupported architecture (family, activation, norm or qk-norm)",
+    [COLIBRI_E_UNSUPPORTED_ROUTER] = "unsupported router (score function, groups or scaling)",
+    [COLIBRI_E_CONFIG_MISMATCH] = "image does not match the compiled-in model configuration",
+    [COLIBRI_E_TOKEN_OUT_OF_RANGE] = "token id out of range of the vocabulary",
+    [COLIBRI_E_CONTEXT_FULL] = "context full: the state has no room for these tokens",
+    [COLIBRI_E_WORKSPACE_TOO_SMALL] = "state or scratch memory too small",
+    [COLIBRI_E_BAD_HYPERPARAMS] = "invalid or inconsistent hyper-parameters in the image header",
+    [COLIBRI_E_UNSUPPORTED_DTYPE] = "unsupported tensor data type",
+    [COLIBRI_E_BAD_TENSOR_TABLE] = "tensor table: tensor missing, extra, repeated or out of order",
+    [COLIBRI_E_BAD_SHAPE] = "tensor shape or size does not match the hyper-parameters",
+    [COLIBRI_E_OVERLAP] = "tensor data overlaps the tables or another tensor",
+    [COLIBRI_E_BAD_LAYER_TABLE] = "layer table inconsistent with the tensor table",
+};
+
+const char *colibri_strerror(colibri_status status)
+{
+    unsigned index = (unsigned)status;
+    if (index >= sizeof messages / sizeof messages[0] || messages[index] == NULL) {
+        return "unknown status";
+    }
+    return messages[index];
+}
