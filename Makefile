@@ -17,7 +17,7 @@ SDK_SRC   := $(sort $(wildcard sdk/src/*.c sdk/src/kernels/*.c))
 LINUX_SRC := $(sort $(wildcard ports/linux/colibri_linux*.c))
 RUN_SRC   := ports/linux/colibri_run.c
 
-.PHONY: all host asan cross freestanding size clean
+.PHONY: all host asan cross freestanding size clean test-bins fuzz
 all: host
 
 define core_objs
@@ -56,6 +56,26 @@ $(BUILD)/asan/libcolibri.a: $(call core_objs,asan)
 $(BUILD)/asan/colibri-run: $(patsubst %.c,$(BUILD)/asan/%.o,$(RUN_SRC) $(LINUX_SRC)) $(BUILD)/asan/libcolibri.a
 	$(CC) -fsanitize=address,undefined -o $@ $^ -lm
 
+# ---- test programs (sanitized) --------------------------------------------
+TEST_CFLAGS := -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O1 -g -fsanitize=address,undefined \
+               -fno-sanitize-recover=all $(CORE_INC)
+test-bins: $(BUILD)/asan/test_units $(BUILD)/asan/image_probe
+
+$(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
+	$(CC) $(TEST_CFLAGS) $^ -lm -o $@
+
+$(BUILD)/asan/image_probe: tests/sdk/image_probe.c $(BUILD)/asan/libcolibri.a
+	$(CC) $(TEST_CFLAGS) $^ -lm -o $@
+
+# libFuzzer target for the loader (needs clang).
+FUZZ_CC ?= clang
+fuzz: $(BUILD)/fuzz/fuzz_image
+
+$(BUILD)/fuzz/fuzz_image: tests/fuzz/fuzz_image.c $(SDK_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=c11 -g -O1 $(FP_STRICT) -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all $(CORE_INC) $^ -lm -o $@
+
 # ---- cross builds of the core (objects only: proves it compiles clean) -----
 AARCH64_CC  ?= aarch64-linux-gnu-gcc
 ARMNONE_CC  ?= arm-none-eabi-gcc
@@ -77,9 +97,12 @@ $(BUILD)/freestanding/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(ARMNONE_CC) $(CM7_FLAGS) $(WARN) $(FP_STRICT) -O2 -ffreestanding -DCOLIBRI_FREESTANDING=1 $(CORE_INC) -c $< -o $@
 
-# Code size of the core, per target (text/data/bss per object and total).
+# Code size of the core per target: text/data/bss summed over the objects.
 size: host cross
-	@for t in host aarch64 cortex-m7; do echo "== $$t"; size -t $(call core_objs,$$t) | tail -1; done
+	@echo "target      text    data     bss"
+	@size -t $(call core_objs,host) | tail -1 | awk '{printf "x86-64   %7s %7s %7s\n", $$1, $$2, $$3}'
+	@aarch64-linux-gnu-size -t $(call core_objs,aarch64) | tail -1 | awk '{printf "aarch64  %7s %7s %7s\n", $$1, $$2, $$3}'
+	@arm-none-eabi-size -t $(call core_objs,cortex-m7) | tail -1 | awk '{printf "cortex-m7%7s %7s %7s\n", $$1, $$2, $$3}'
 
 clean:
 	rm -rf $(BUILD)

@@ -4,12 +4,22 @@
 
 #define MAX_ALIGNMENT (1u << 20)
 
+static int magic_matches(const uint8_t *img)
+{
+    static const char magic[] = IMG_MAGIC;
+    uint32_t diff = 0;
+    for (uint32_t i = 0; i < IMG_MAGIC_SIZE; i++) {
+        diff |= (uint32_t)(img[HDR_MAGIC + i] ^ (uint8_t)magic[i]);
+    }
+    return diff == 0;
+}
+
 static colibri_status check_identity(const uint8_t *img, size_t size)
 {
     if (size < IMG_HEADER_SIZE) {
         return COLIBRI_E_TRUNCATED;
     }
-    if (memcmp(img + HDR_MAGIC, IMG_MAGIC, IMG_MAGIC_SIZE) != 0) {
+    if (!magic_matches(img)) {
         return COLIBRI_E_BAD_MAGIC;
     }
     if (colibri_rd_u16(img + HDR_VERSION_MAJOR) != COLIBRI_FORMAT_MAJOR ||

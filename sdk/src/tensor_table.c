@@ -110,7 +110,7 @@ static colibri_status check_placement(table_walk *w, const uint8_t *e, uint16_t 
     if (size > w->m->image_size || offset > w->m->image_size - size) {
         return COLIBRI_E_OUT_OF_RANGE;
     }
-    if (offset % align != 0) {
+    if ((offset & (align - 1u)) != 0) { /* align is a power of two */
         return COLIBRI_E_MISALIGNED;
     }
     if (offset < w->data_end) {

@@ -1,0 +1,143 @@
+/*
+ * colibri_linux.h - the Linux port of Colibri: map a model image file, give
+ * the core a clock and a prefetch hook.
+ *
+ *   colibri_linux_mapping map;
+ *   char err[1024];
+ *   if (colibri_linux_map(&map, "model.bin", COLIBRI_LINUX_MAP_MLOCK,
+ *                         err, sizeof err) != COLIBRI_LINUX_OK) {
+ *       fprintf(stderr, "%s\n", err);          (err names the file and the cure)
+ *       return 1;
+ *   }
+ *   colibri_port port;
+ *   colibri_linux_port_init(&port, &map);
+ *   colibri_options opt = { 0, &port };
+ *   colibri_init(&model, map.data, map.size, &opt);
+ *   ...
+ *   colibri_linux_unmap(&map);
+ *
+ * What colibri_linux_map does, in order (docs/linux.md):
+ *   1. open(O_RDONLY | O_CLOEXEC), fstat: refuses a missing file, a
+ *      directory or any other non-regular file, an empty file, a file smaller
+ *      than the 256-byte header and a file too large for the address space.
+ *   2. flock(LOCK_SH | LOCK_NB): a shared advisory lock, so a cooperating
+ *      writer that takes LOCK_EX (the converter, a flasher) is refused while
+ *      the model is in use, and vice versa. Advisory only: see the caveat.
+ *   3. pread of the header (no page of the file is mapped yet): the magic
+ *      "COLIBRI\x1a" must be at byte 0 and the header's image_size (u64 LE
+ *      at byte 16) must not exceed the file size. A truncated file is thus
+ *      refused with an error instead of a SIGBUS on first touch.
+ *   4. mmap(PROT_READ, MAP_PRIVATE) of exactly the file size.
+ *   5. madvise: MADV_RANDOM over the whole image (an MoE decode step reads
+ *      top_k of n_experts expert blocks per layer, so sequential read-ahead
+ *      would mostly fetch experts that are not used), then MADV_WILLNEED over
+ *      the header and the layer/tensor tables, which colibri_init reads at
+ *      once. The core's prefetch hook asks for each expert block with
+ *      MADV_WILLNEED before it is read (colibri_linux_port_init).
+ *   6. With COLIBRI_LINUX_MAP_MLOCK: getrlimit(RLIMIT_MEMLOCK) first; an
+ *      image larger than the soft limit is refused (unless the process has
+ *      CAP_IPC_LOCK) with a message stating the limit, the image size and
+ *      how to raise the limit; then mlock, whose failure is reported with
+ *      strerror(errno).
+ *
+ * Caveat (a Linux limit, not a bug of this port): a file that another process
+ * truncates while it is mapped makes the next read of a page past the new end
+ * raise SIGBUS. The lock above is advisory and does not prevent it, nor does
+ * mlock (truncation drops locked pages too). Replace model files by writing
+ * a new file and rename()-ing it over the old one: mappings of the old file
+ * stay valid. A program that cannot rule this out catches SIGBUS (as
+ * colibri-run does) to report it.
+ *
+ * The port library never exits, never prints and never allocates.
+ */
+#ifndef COLIBRI_LINUX_H
+#define COLIBRI_LINUX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "colibri.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Flags for colibri_linux_map. */
+#define COLIBRI_LINUX_MAP_MLOCK 0x1u   /* lock the whole image in RAM */
+#define COLIBRI_LINUX_MAP_NO_FLOCK 0x2u /* do not take the shared flock */
+
+/* Results of the port functions. 0 is success; the values are pinned. */
+typedef enum colibri_linux_status {
+    COLIBRI_LINUX_OK = 0,
+    COLIBRI_LINUX_E_BAD_ARGUMENT = 1, /* NULL pointer, unknown flag */
+    COLIBRI_LINUX_E_OPEN = 2,         /* open or fstat failed (errno in text) */
+    COLIBRI_LINUX_E_NOT_REGULAR = 3,  /* a directory, device, FIFO, socket... */
+    COLIBRI_LINUX_E_EMPTY = 4,        /* file of 0 bytes */
+    COLIBRI_LINUX_E_TOO_SMALL = 5,    /* smaller than the 256-byte header */
+    COLIBRI_LINUX_E_TOO_LARGE = 6,    /* larger than this process can map */
+    COLIBRI_LINUX_E_BAD_MAGIC = 7,    /* not a Colibri model image */
+    COLIBRI_LINUX_E_TRUNCATED = 8,    /* header's image_size > file size */
+    COLIBRI_LINUX_E_LOCKED = 9,       /* another process holds LOCK_EX */
+    COLIBRI_LINUX_E_READ = 10,        /* pread of the header failed */
+    COLIBRI_LINUX_E_MMAP = 11,        /* mmap failed (errno in text) */
+    COLIBRI_LINUX_E_MLOCK_LIMIT = 12, /* image larger than RLIMIT_MEMLOCK */
+    COLIBRI_LINUX_E_MLOCK = 13        /* mlock failed (errno in text) */
+} colibri_linux_status;
+
+/* A one-line description of a status; never NULL. */
+const char *colibri_linux_strerror(colibri_linux_status status);
+
+/* A mapped model file. Caller storage; filled by colibri_linux_map. */
+typedef struct colibri_linux_mapping {
+    const uint8_t *data;  /* first byte of the mapping; NULL when unmapped */
+    size_t size;          /* bytes mapped == file size at map time */
+    uint64_t image_size;  /* the header's image_size (<= size) */
+    size_t page_size;     /* sysconf(_SC_PAGESIZE) */
+    int fd;               /* open descriptor holding the flock; -1 if none */
+    int locked;           /* 1 if the image is mlock'd */
+    int flocked;          /* 1 if the shared flock is held */
+} colibri_linux_mapping;
+
+/*
+ * Map the model image file at path for reading (steps above). flags is 0 or
+ * a combination of COLIBRI_LINUX_MAP_*. On success *m describes the mapping
+ * and err (if err_size > 0) holds an empty string. On failure *m is reset
+ * (data NULL, fd -1), nothing stays open or mapped, and err holds one line
+ * of plain text naming the file, what is wrong and, where there is one, the
+ * cure. 1024 bytes hold every message but for very long paths; a longer one
+ * is cut short, always terminated. err may be NULL if err_size is 0.
+ */
+colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *path,
+                                       unsigned flags, char *err, size_t err_size);
+
+/* Unlock, unmap, release the flock and close. Safe on a reset or already
+ * unmapped mapping; afterwards *m is reset. */
+void colibri_linux_unmap(colibri_linux_mapping *m);
+
+/* Access patterns for colibri_linux_advise. */
+typedef enum colibri_linux_access {
+    COLIBRI_LINUX_ACCESS_RANDOM = 0,     /* the default after map: decode */
+    COLIBRI_LINUX_ACCESS_SEQUENTIAL = 1, /* one pass over everything: verify */
+    COLIBRI_LINUX_ACCESS_WILLNEED = 2    /* read the whole image ahead now */
+} colibri_linux_access;
+
+/* Tell the kernel how the whole image is about to be read (madvise). A hint:
+ * returns 0, or the errno of a failed madvise (nothing else changes). */
+int colibri_linux_advise(const colibri_linux_mapping *m, colibri_linux_access access);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t colibri_linux_ticks_ns(void);
+
+/*
+ * Fill *port for colibri_options.port: version COLIBRI_PORT_VERSION, ticks =
+ * CLOCK_MONOTONIC nanoseconds, prefetch = madvise(MADV_WILLNEED) over the
+ * pages of the range (ranges outside the mapping are ignored). m may be NULL
+ * (then prefetch is not set). m must outlive every use of the port.
+ */
+void colibri_linux_port_init(colibri_port *port, const colibri_linux_mapping *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLIBRI_LINUX_H */

@@ -1,0 +1,51 @@
+"""The documented Linux limit: a model file truncated by another process
+while colibri-run has it mapped raises SIGBUS on the next read of a lost
+page. colibri-run catches it and exits 1 with a message instead of dumping
+core (docs/linux.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from colibri_tools.image_spec import ModelRecord
+from linux_helpers import assert_no_sanitizer_report
+from linux_tiny_image import write_tiny_image
+
+
+@pytest.fixture(scope="module")
+def slow_image(tmp_path_factory):
+    """An image whose 4096-token decode runs for seconds (a long-context MoE)."""
+    record = ModelRecord(vocab_size=256, hidden_size=128, n_layers=2, n_heads=4, n_kv_heads=2,
+                         head_dim=32, max_context=4096, dense_intermediate=0,
+                         expert_intermediate=256, n_experts=8, shared_intermediate=0,
+                         rms_eps=1e-5, rope_theta=10000.0, top_k=2, router_norm_topk=1)
+    return write_tiny_image(tmp_path_factory.mktemp("slow") / "model.bin", record=record)
+
+
+def test_truncated_while_mapped(any_run, slow_image, tmp_path):
+    path = tmp_path / "victim.bin"
+    path.write_bytes(slow_image.read_bytes())
+    proc = subprocess.Popen([str(any_run), str(path), "--ids", "1", "--gen", "4096",
+                             "--context", "4096"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)  # well past start-up: decoding
+        if proc.poll() is not None:
+            pytest.skip("colibri-run finished before the file could be truncated")
+        os.truncate(path, 4096)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if "its header says the image is" in err:
+        pytest.skip("the file was truncated before colibri-run mapped it")  # a slow start
+    assert proc.returncode == 1, (proc.returncode, err)
+    assert out == ""
+    assert "SIGBUS while reading the mapped model file" in err
+    assert "truncated by another process" in err
+    assert_no_sanitizer_report(subprocess.CompletedProcess([], 1, out, err))

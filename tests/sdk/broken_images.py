@@ -1,0 +1,141 @@
+"""Deliberately broken model images, each with the status colibri_init (or
+colibri_verify) must report. Built from one valid image by editing bytes at
+the offsets docs/format.md gives; written here on their own, independent of
+the converter's code, so a mistake in the writer cannot hide here.
+
+    python tests/sdk/broken_images.py VALID_MODEL_BIN OUT_DIR
+writes one file per defect plus manifest.json (name -> expected statuses).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import struct
+import sys
+import zlib
+from typing import Callable
+
+# Status numbers pinned in colibri.h.
+OK, BAD_MAGIC, UNSUPPORTED_VERSION, TRUNCATED, CHECKSUM = 0, 2, 3, 4, 5
+OUT_OF_RANGE, MISALIGNED, UNSUPPORTED_ARCH, UNSUPPORTED_ROUTER = 6, 7, 8, 9
+CONFIG_MISMATCH, BAD_HYPERPARAMS, UNSUPPORTED_DTYPE = 10, 14, 15
+BAD_TENSOR_TABLE, BAD_SHAPE, OVERLAP, BAD_LAYER_TABLE = 16, 17, 18, 19
+
+HEADER, LAYER_ENTRY, TENSOR_ENTRY = 256, 16, 64
+ROLE_EXPERT_GATE = 48
+
+
+def put(img: bytearray, offset: int, fmt: str, value) -> None:
+    struct.pack_into("<" + fmt, img, offset, value)
+
+
+def get(img: bytes, offset: int, fmt: str):
+    return struct.unpack_from("<" + fmt, img, offset)[0]
+
+
+def fix_crc(img: bytearray) -> bytearray:
+    end = get(img, 48, "Q") + get(img, 56, "I") * TENSOR_ENTRY
+    crc = zlib.crc32(bytes(img[:24]) + b"\0\0\0\0" + bytes(img[28:end]))
+    put(img, 24, "I", crc)
+    return img
+
+
+def tensor(img: bytes, index: int) -> int:
+    """Byte offset of tensor table entry `index`."""
+    return get(img, 48, "Q") + index * TENSOR_ENTRY
+
+
+def first_expert_gate(img: bytes) -> int:
+    for i in range(get(img, 56, "I")):
+        if get(img, tensor(img, i), "H") == ROLE_EXPERT_GATE:
+            return i
+    raise ValueError("image has no routed expert")
+
+
+def edited(valid: bytes, edit: Callable[[bytearray], None], crc: bool = True) -> bytes:
+    img = bytearray(valid)
+    edit(img)
+    return bytes(fix_crc(img) if crc else img)
+
+
+def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
+    n_tensors = get(v, 56, "I")
+    size = len(v)
+    gate = first_expert_gate(v)
+    last = n_tensors - 1
+    t1 = tensor(v, 1)
+
+    def set_at(offset: int, fmt: str, value):
+        return lambda img: put(img, offset, fmt, value)
+
+    def swap_first_two(img: bytearray) -> None:
+        a, b = tensor(img, 0), tensor(img, 1)
+        img[a:a + 2], img[b:b + 2] = img[b:b + 2], img[a:a + 2]
+
+    def flip_weight(img: bytearray) -> None:
+        img[get(img, tensor(img, gate) + 32, "Q") + 5] ^= 0x40
+
+    init = lambda status: {"init": status}  # noqa: E731
+    return {
+        "bad_magic": (edited(v, set_at(0, "B", ord("X")), crc=False), init(BAD_MAGIC)),
+        "text_file": (b"COLIBRI is not this text\n" * 20, init(BAD_MAGIC)),
+        "version_2": (edited(v, set_at(8, "H", 2)), init(UNSUPPORTED_VERSION)),
+        "unknown_flag": (edited(v, set_at(28, "I", 1)), init(UNSUPPORTED_VERSION)),
+        "header_only_100_bytes": (v[:100], init(TRUNCATED)),
+        "cut_in_tensor_table": (v[:tensor(v, 2) + 10], init(TRUNCATED)),
+        "cut_last_byte": (v[:-1], init(TRUNCATED)),
+        "image_size_larger_than_file": (edited(v, set_at(16, "Q", size + 64)), init(TRUNCATED)),
+        "header_byte_flipped": (edited(v, set_at(68, "I", get(v, 68, "I") + 1), crc=False),
+                                init(CHECKSUM)),
+        "table_byte_flipped": (edited(v, set_at(t1 + 60, "B", 1), crc=False), init(CHECKSUM)),
+        "offset_past_end": (edited(v, set_at(tensor(v, last) + 32, "Q", size)),
+                            init(OUT_OF_RANGE)),
+        "offset_far_past_end": (edited(v, set_at(t1 + 32, "Q", 1 << 62)), init(OUT_OF_RANGE)),
+        "size_overflows": (edited(v, set_at(t1 + 40, "Q", (1 << 64) - 64)), init(OUT_OF_RANGE)),
+        "tensor_misaligned": (edited(v, set_at(t1 + 32, "Q", get(v, t1 + 32, "Q") + 4)),
+                              init(MISALIGNED)),
+        "expert_block_misaligned": (
+            edited(v, set_at(tensor(v, gate) + 32, "Q", get(v, tensor(v, gate) + 32, "Q") + 64)),
+            init(MISALIGNED)),
+        "unknown_arch": (edited(v, set_at(36, "I", 99)), init(UNSUPPORTED_ARCH)),
+        "unknown_activation": (edited(v, set_at(156, "I", 1)), init(UNSUPPORTED_ARCH)),
+        "unknown_qk_norm": (edited(v, set_at(120, "I", 3)), init(UNSUPPORTED_ARCH)),
+        "sigmoid_router": (edited(v, set_at(128, "I", 1)), init(UNSUPPORTED_ROUTER)),
+        "expert_groups": (edited(v, set_at(148, "I", 2)), init(UNSUPPORTED_ROUTER)),
+        "routed_scaling_nan": (edited(v, set_at(140, "I", 0x7FC00000)), init(UNSUPPORTED_ROUTER)),
+        "zero_heads": (edited(v, set_at(76, "I", 0)), init(BAD_HYPERPARAMS)),
+        "odd_head_dim": (edited(v, set_at(84, "I", 7)), init(BAD_HYPERPARAMS)),
+        "top_k_above_experts": (edited(v, set_at(132, "I", 4097)), init(BAD_HYPERPARAMS)),
+        "eps_negative": (edited(v, set_at(108, "f", -1.0)), init(BAD_HYPERPARAMS)),
+        "alignment_not_power_of_two": (edited(v, set_at(32, "I", 3000)), init(BAD_HYPERPARAMS)),
+        "n_layers_huge": (edited(v, set_at(72, "I", 0xFFFFFFFF)), init(BAD_HYPERPARAMS)),
+        "dtype_unknown": (edited(v, set_at(t1 + 6, "H", 7)), init(UNSUPPORTED_DTYPE)),
+        "tensors_swapped": (edited(v, swap_first_two), init(BAD_TENSOR_TABLE)),
+        "expert_index_wrong": (edited(v, set_at(tensor(v, gate) + 4, "H", 1)),
+                               init(BAD_TENSOR_TABLE)),
+        "shape_wrong": (edited(v, set_at(t1 + 12, "I", get(v, t1 + 12, "I") + 1)),
+                        init(BAD_SHAPE)),
+        "overlapping_tensors": (edited(v, set_at(t1 + 32, "Q", get(v, tensor(v, 0) + 32, "Q"))),
+                                init(OVERLAP)),
+        "tensor_over_tables": (edited(v, set_at(tensor(v, 0) + 32, "Q", 0)), init(OVERLAP)),
+        "layer_kind_unknown": (edited(v, set_at(HEADER, "I", 7)), init(BAD_LAYER_TABLE)),
+        "layer_first_tensor_wrong": (edited(v, set_at(HEADER + 4, "I", 0)),
+                                     init(BAD_LAYER_TABLE)),
+        "one_tensor_too_many": (edited(v, set_at(56, "I", n_tensors + 1)), init(BAD_LAYER_TABLE)),
+        "expert_weight_corrupted": (edited(v, flip_weight, crc=False),
+                                    {"init": OK, "verify": CHECKSUM}),
+    }
+
+
+def write_broken_images(valid: bytes, out_dir: pathlib.Path) -> dict[str, dict]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {}
+    for name, (data, expect) in _defects(valid).items():
+        (out_dir / f"{name}.bin").write_bytes(data)
+        manifest[name] = expect
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+if __name__ == "__main__":
+    write_broken_images(pathlib.Path(sys.argv[1]).read_bytes(), pathlib.Path(sys.argv[2]))

@@ -1,0 +1,62 @@
+"""Build properties of the core: warning-free strict C11 on every target,
+no allocation/printing/OS symbol in its objects, and a freestanding build."""
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+# What the core may take from outside itself: memcpy/memset and libm.
+ALLOWED = {"memcpy", "memset", "sqrtf", "expf", "powf", "sinf", "cosf", "sincosf"}
+FORBIDDEN = {"malloc", "calloc", "realloc", "free", "printf", "fprintf", "puts", "abort",
+             "exit", "time", "clock_gettime", "errno", "__errno_location"}
+TARGETS = {
+    "host": ("cc", "nm"),
+    "aarch64": ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-nm"),
+    "cortex-m7": ("arm-none-eabi-gcc", "arm-none-eabi-nm"),
+    "freestanding": ("arm-none-eabi-gcc", "arm-none-eabi-nm"),
+}
+
+
+def _objects(target: str) -> list[pathlib.Path]:
+    return sorted((REPO / "build" / target / "sdk" / "src").rglob("*.o"))
+
+
+def _symbols(nm: str, objects: list[pathlib.Path], flag: str) -> set[str]:
+    out = subprocess.run([nm, flag, *map(str, objects)], capture_output=True, text=True,
+                         check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.strip() and ":" not in line}
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_core_builds_strict_and_calls_nothing_it_should_not(target):
+    compiler, nm = TARGETS[target]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"{compiler} not installed (scripts/setup.sh installs it)")
+    make_target = {"host": "host", "freestanding": "freestanding"}.get(target, "cross")
+    subprocess.run(["make", "-s", "-B", make_target], cwd=REPO, check=True,
+                   capture_output=True)
+    objects = _objects(target)
+    assert len(objects) >= 10
+    undefined = _symbols(nm, objects, "-u")
+    defined = _symbols(nm, objects, "--defined-only")
+    external = undefined - defined
+    assert not external & FORBIDDEN
+    assert external <= ALLOWED, f"unexpected external symbols: {sorted(external - ALLOWED)}"
+
+
+def test_core_sources_have_no_preprocessor_conditionals_outside_compat():
+    """#if lives in colibri_compat.h (and ports), not in the core's sources."""
+    offenders = []
+    for path in (REPO / "sdk" / "src").rglob("*.[ch]"):
+        if path.name == "colibri_compat.h":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.lstrip().startswith(("#if", "#ifdef", "#ifndef", "#elif")):
+                guard = line.split()[1] if len(line.split()) > 1 else ""
+                if not guard.endswith("_H"):
+                    offenders.append(f"{path.name}:{number}: {line.strip()}")
+    assert not offenders

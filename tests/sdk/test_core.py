@@ -1,0 +1,70 @@
+"""The core's own tests: C unit tests, every broken image under ASan/UBSan,
+the fingerprint check, and the loader fuzz target."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from broken_images import CONFIG_MISMATCH, write_broken_images
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SAN_ENV = {**os.environ, "ASAN_OPTIONS": "abort_on_error=0:detect_leaks=1",
+           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+
+
+def probe(bins: pathlib.Path, image: pathlib.Path, *extra: str) -> dict[str, int]:
+    done = subprocess.run([str(bins / "image_probe"), str(image), *extra], capture_output=True,
+                          text=True, timeout=60, env=SAN_ENV)
+    assert done.returncode == 0 and "ERROR" not in done.stderr, done.stderr
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", done.stdout)}
+
+
+def test_c_unit_tests(asan_bins):
+    done = subprocess.run([str(asan_bins / "test_units")], capture_output=True, text=True,
+                          timeout=60, env=SAN_ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^\d+ passed, 0 failed$", done.stdout, re.M)
+
+
+def test_valid_image_loads_verifies_and_runs(asan_bins, valid_image):
+    assert probe(asan_bins, valid_image) == {"init": 0, "verify": 0, "forward": 0}
+
+
+def test_broken_images_each_report_their_status(asan_bins, valid_image, tmp_path):
+    manifest = write_broken_images(valid_image.read_bytes(), tmp_path / "broken")
+    wrong = {}
+    for name, expect in manifest.items():
+        got = probe(asan_bins, tmp_path / "broken" / f"{name}.bin")
+        if any(got[key] != value for key, value in expect.items()):
+            wrong[name] = (expect, got)
+    assert not wrong
+    assert len(manifest) >= 30
+
+
+def test_fingerprint_mismatch_is_refused(asan_bins, valid_image):
+    fingerprint = int.from_bytes(valid_image.read_bytes()[24:28], "little")
+    assert probe(asan_bins, valid_image, hex(fingerprint))["init"] == 0
+    assert probe(asan_bins, valid_image, hex(fingerprint ^ 1))["init"] == CONFIG_MISMATCH
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="libFuzzer needs clang")
+def test_fuzz_loader_for_a_while(valid_image, tmp_path):
+    """Bounded libFuzzer run seeded with a valid image and the broken ones;
+    any crash, sanitizer report, leak or timeout fails the test."""
+    subprocess.run(["make", "-s", "fuzz"], cwd=REPO, check=True)
+    corpus = tmp_path / "corpus"
+    write_broken_images(valid_image.read_bytes(), corpus)
+    (corpus / "manifest.json").unlink()
+    seconds = os.environ.get("COLIBRI_FUZZ_SECONDS", "20")
+    done = subprocess.run(
+        [str(REPO / "build" / "fuzz" / "fuzz_image"), f"-max_total_time={seconds}",
+         "-timeout=10", "-rss_limit_mb=2048", f"-artifact_prefix={tmp_path}/", str(corpus)],
+        capture_output=True, text=True, timeout=int(seconds) + 120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Done" in done.stderr

@@ -1,0 +1,145 @@
+/*
+ * test_units.c - unit tests of the core's pieces that need no model image:
+ * CRC, status texts, top-k selection and its tie rule, expert ordering,
+ * argmax, kernels, and colibri_init's argument checks.
+ * Prints one line per failure and a closing "N passed, M failed" line.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "colibri.h"
+#include "crc32.h"
+#include "kernels.h"
+#include "router.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (cond) {                                                            \
+            passed++;                                                          \
+        } else {                                                               \
+            failed++;                                                          \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
+        }                                                                      \
+    } while (0)
+
+static void test_crc32(void)
+{
+    const char *text = "123456789";
+    CHECK(colibri_crc32_update(0, (const uint8_t *)text, 9) == 0xCBF43926u);
+    uint32_t part = colibri_crc32_update(0, (const uint8_t *)text, 4);
+    CHECK(colibri_crc32_update(part, (const uint8_t *)text + 4, 5) == 0xCBF43926u);
+    CHECK(colibri_crc32_update(0, NULL, 0) == 0u);
+}
+
+static void test_strerror(void)
+{
+    for (int s = 0; s <= COLIBRI_E_BAD_LAYER_TABLE; s++) {
+        const char *text = colibri_strerror((colibri_status)s);
+        CHECK(text != NULL && strcmp(text, "unknown status") != 0);
+        for (int t = 0; t < s; t++) {
+            CHECK(strcmp(text, colibri_strerror((colibri_status)t)) != 0);
+        }
+    }
+    CHECK(strcmp(colibri_strerror((colibri_status)20), "unknown status") == 0);
+    CHECK(strcmp(colibri_strerror((colibri_status)-1), "unknown status") == 0);
+}
+
+static void test_top_k_ties(void)
+{
+    const float scores[5] = {0.2f, 0.5f, 0.5f, 0.1f, 0.5f};
+    uint32_t idx[5];
+    float w[5];
+    router_top_k(scores, 5, 3, idx, w);
+    CHECK(idx[0] == 1 && idx[1] == 2 && idx[2] == 4);
+    CHECK(w[0] == 0.5f && w[2] == 0.5f);
+    router_top_k(scores, 5, 5, idx, w);
+    CHECK(idx[3] == 0 && idx[4] == 3);
+}
+
+static void test_top_k_order_and_nan(void)
+{
+    const float scores[6] = {0.1f, NAN, 0.9f, -1.0f, 0.3f, NAN};
+    uint32_t idx[6];
+    float w[6];
+    router_top_k(scores, 6, 6, idx, w);
+    CHECK(idx[0] == 2 && idx[1] == 4 && idx[2] == 0 && idx[3] == 3);
+    CHECK(idx[4] == 1 && idx[5] == 5);
+    router_top_k(scores, 6, 1, idx, w);
+    CHECK(idx[0] == 2 && w[0] == 0.9f);
+}
+
+static void test_sort_by_expert(void)
+{
+    uint32_t idx[4] = {7, 2, 9, 0};
+    float w[4] = {0.7f, 0.2f, 0.9f, 0.05f};
+    router_sort_by_expert(idx, w, 4);
+    CHECK(idx[0] == 0 && idx[1] == 2 && idx[2] == 7 && idx[3] == 9);
+    CHECK(w[0] == 0.05f && w[1] == 0.2f && w[2] == 0.7f && w[3] == 0.9f);
+}
+
+static void test_argmax(void)
+{
+    const float v[5] = {1.0f, 3.0f, -2.0f, 3.0f, 0.0f};
+    const float with_nan[3] = {NAN, -5.0f, -6.0f};
+    CHECK(colibri_argmax(v, 5) == 1);
+    CHECK(colibri_argmax(v, 1) == 0);
+    CHECK(colibri_argmax(with_nan, 3) == 1);
+}
+
+static void test_kernels(void)
+{
+    const float x[4] = {1.0f, -2.0f, 3.0f, 0.5f};
+    const float w[4] = {1.0f, 0.5f, 2.0f, -1.0f};
+    float out[4], sm[3] = {1.0f, 2.0f, 3.0f}, head[4] = {1.0f, 2.0f, 3.0f, 4.0f}, cs[4];
+    double ms = (1.0 + 4.0 + 9.0 + 0.25) / 4.0, inv = 1.0 / sqrt(ms + 1e-5);
+    colibri_k_rmsnorm(out, x, w, 4, 1e-5f);
+    for (int i = 0; i < 4; i++) {
+        CHECK(fabs(out[i] - w[i] * x[i] * inv) < 1e-6);
+    }
+    colibri_k_softmax(sm, 3);
+    CHECK(fabs(sm[0] + sm[1] + sm[2] - 1.0) < 1e-6 && sm[2] > sm[1] && sm[1] > sm[0]);
+    colibri_k_rope_table(cs, 0, 4, 10000.0f);
+    colibri_k_rope_apply(head, cs, 4);
+    CHECK(head[0] == 1.0f && head[1] == 2.0f && head[2] == 3.0f && head[3] == 4.0f);
+    colibri_k_rope_table(cs, 3, 4, 10000.0f);
+    CHECK(fabs(cs[0] - cos(3.0)) < 1e-6 && fabs(cs[2] - sin(3.0)) < 1e-6);
+    CHECK(fabs(cs[1] - cos(3.0 / 100.0)) < 1e-6);
+    CHECK(fabs(colibri_k_sigmoid(0.0f) - 0.5f) < 1e-7);
+}
+
+static void test_init_arguments(void)
+{
+    static uint32_t storage[128];
+    uint8_t *bytes = (uint8_t *)storage;
+    colibri_model model;
+    memset(storage, 0, sizeof storage);
+    CHECK(colibri_init(NULL, storage, sizeof storage, NULL) == COLIBRI_E_BAD_ARGUMENT);
+    CHECK(colibri_init(&model, NULL, sizeof storage, NULL) == COLIBRI_E_BAD_ARGUMENT);
+    CHECK(colibri_init(&model, bytes + 1, 300, NULL) == COLIBRI_E_MISALIGNED);
+    CHECK(colibri_init(&model, storage, 255, NULL) == COLIBRI_E_TRUNCATED);
+    CHECK(colibri_init(&model, storage, sizeof storage, NULL) == COLIBRI_E_BAD_MAGIC);
+    CHECK(model.image == NULL);
+    memcpy(bytes, "COLIBRI\x1a", 8);
+    bytes[8] = 2;
+    CHECK(colibri_init(&model, storage, sizeof storage, NULL) == COLIBRI_E_UNSUPPORTED_VERSION);
+    CHECK(colibri_state_size(&model, 16) == 0);
+    CHECK(colibri_scratch_size(NULL, 16) == 0);
+    CHECK(colibri_verify(&model, NULL) == COLIBRI_E_BAD_ARGUMENT);
+}
+
+int main(void)
+{
+    test_crc32();
+    test_strerror();
+    test_top_k_ties();
+    test_top_k_order_and_nan();
+    test_sort_by_expert();
+    test_argmax();
+    test_kernels();
+    test_init_arguments();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}
