@@ -444,6 +444,25 @@ static double per_second(uint64_t count, uint64_t ns)
     return ns == 0 ? 0.0 : (double)count * 1e9 / (double)ns;
 }
 
+/* Peak resident set of this process image in KiB (VmHWM), 0 if unknown.
+ * getrusage's ru_maxrss would include the parent's size before exec. */
+static unsigned long peak_rss_kib(void)
+{
+    char line[256];
+    unsigned long kib = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kib = strtoul(line + 6, NULL, 10);
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
 static void print_stats(const run_options *o, const colibri_linux_mapping *map,
                         const colibri_model *model, uint32_t ctx, size_t state_bytes,
                         size_t scratch_bytes, run_timing *t)
@@ -461,8 +480,8 @@ static void print_stats(const run_options *o, const colibri_linux_mapping *map,
             model->fingerprint);
     fprintf(stderr, PROG ": image: bytes=%llu file_bytes=%zu mlock=%s\n",
             (unsigned long long)model->image_size, map->size, map->locked ? "yes" : "no");
-    fprintf(stderr, PROG ": memory: context=%u state_bytes=%zu scratch_bytes=%zu\n", ctx,
-            state_bytes, scratch_bytes);
+    fprintf(stderr, PROG ": memory: context=%u state_bytes=%zu scratch_bytes=%zu peak_rss_kib=%lu\n",
+            ctx, state_bytes, scratch_bytes, peak_rss_kib());
     fprintf(stderr, PROG ": setup: map_ns=%llu init_ns=%llu verify_ns=%llu\n",
             (unsigned long long)t->map_ns, (unsigned long long)t->init_ns,
             (unsigned long long)t->verify_ns);

@@ -65,9 +65,18 @@ static int layer_kind_supported(const colibri_hparams *hp, uint32_t kind)
     return kind == FFN_MOE && hp->n_experts > 0 && hp->top_k > 0 && hp->expert_intermediate > 0;
 }
 
+/* Widths of a layer kind no layer uses must be 0 (docs/format.md 1.1). */
+static int unused_widths_zero(const colibri_hparams *hp, int any_dense, int any_moe)
+{
+    int dense_ok = any_dense || hp->dense_intermediate == 0;
+    int moe_ok = any_moe || (hp->n_experts == 0 && hp->top_k == 0 && hp->expert_intermediate == 0);
+    return dense_ok && moe_ok;
+}
+
 colibri_status layer_table_check(const colibri_model *m)
 {
     uint32_t next = global_tensor_count(&m->hp);
+    int any_dense = 0, any_moe = 0;
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         const uint8_t *e = m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE;
         uint32_t kind = colibri_rd_u32(e + LAY_FFN_KIND);
@@ -79,8 +88,13 @@ colibri_status layer_table_check(const colibri_model *m)
             return COLIBRI_E_BAD_HYPERPARAMS;
         }
         next += layer_tensor_count(&m->hp, kind);
+        any_dense |= kind == FFN_DENSE;
+        any_moe |= kind == FFN_MOE;
     }
-    return next == m->n_tensors ? COLIBRI_OK : COLIBRI_E_BAD_LAYER_TABLE;
+    if (next != m->n_tensors) {
+        return COLIBRI_E_BAD_LAYER_TABLE;
+    }
+    return unused_widths_zero(&m->hp, any_dense, any_moe) ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
 }
 
 /* ---- tensor table ---------------------------------------------------------- */

@@ -1,0 +1,14 @@
+"""Shared pytest setup (keep it small; suites add their own fixtures in their folders).
+
+tests/ is put on sys.path so suites can `import hf_models`, and tools/ so the
+colibri_tools package imports even without `pip install -e .`.
+"""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+for _path in (ROOT / "tests", ROOT / "tools"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))

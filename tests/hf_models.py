@@ -1,0 +1,196 @@
+"""Tiny Hugging Face MoE models with random weights, for tests (no hub, no network).
+
+    model, config = build_model("qwen2_moe", seed=0, norm_topk_prob=True)
+    save_checkpoint(model, tmp_path / "hf", layout="fused", shards=3, dtype="bfloat16")
+
+Weights are rescaled so every part matters: the default 0.02-std init makes
+attention and experts negligible and hides router bugs. Here linear weights are
+N(0, 1/in_features), norm weights 1 + 0.2 N(0, 1), router weights large enough
+that tokens pick different experts, embeddings N(0, 1), biases N(0, 0.1); the
+logits come out with a standard deviation of order 1.
+
+The default configs have awkward shapes on purpose: hidden sizes 36 and 44,
+head_dim != hidden / heads (mixtral, qwen3_moe), 5 experts with top-3 (mixtral),
+odd vocabularies, GQA everywhere, dense layers (qwen2_moe via mlp_only_layers,
+qwen3_moe via decoder_sparse_step), biases (qwen2_moe q/k/v, olmoe q/k/v/o).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import (
+    MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig,
+    Qwen2MoeForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM,
+)
+
+FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch")
+ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
+LM_HEAD_GAIN = 1.5
+
+_CLASSES = {
+    "mixtral": (MixtralConfig, MixtralForCausalLM),
+    "qwen2_moe": (Qwen2MoeConfig, Qwen2MoeForCausalLM),
+    "olmoe": (OlmoeConfig, OlmoeForCausalLM),
+    "qwen3_moe": (Qwen3MoeConfig, Qwen3MoeForCausalLM),
+    "switch": (Qwen2MoeConfig, Qwen2MoeForCausalLM),
+}
+
+DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
+    "mixtral": dict(vocab_size=97, hidden_size=36, intermediate_size=20, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=10,
+                    num_local_experts=5, num_experts_per_tok=3, max_position_embeddings=128,
+                    rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 1e6}),
+    "qwen2_moe": dict(vocab_size=101, hidden_size=36, intermediate_size=28,
+                      moe_intermediate_size=12, shared_expert_intermediate_size=20,
+                      num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2,
+                      num_experts=4, num_experts_per_tok=2, norm_topk_prob=False,
+                      mlp_only_layers=[1], qkv_bias=True, max_position_embeddings=96,
+                      rms_norm_eps=1e-6),
+    "olmoe": dict(vocab_size=97, hidden_size=44, intermediate_size=16, num_hidden_layers=2,
+                  num_attention_heads=2, num_key_value_heads=1, num_experts=6,
+                  num_experts_per_tok=2, norm_topk_prob=False, attention_bias=True,
+                  max_position_embeddings=64, rms_norm_eps=1e-5, eos_token_id=2, pad_token_id=1),
+    "qwen3_moe": dict(vocab_size=101, hidden_size=44, intermediate_size=24,
+                      moe_intermediate_size=14, num_hidden_layers=3, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=10, num_experts=4, num_experts_per_tok=2,
+                      norm_topk_prob=True, decoder_sparse_step=2, max_position_embeddings=80,
+                      rms_norm_eps=1e-6),
+    "switch": dict(vocab_size=97, hidden_size=36, intermediate_size=24, moe_intermediate_size=16,
+                   shared_expert_intermediate_size=12, num_hidden_layers=2,
+                   num_attention_heads=6, num_key_value_heads=3, num_experts=4,
+                   num_experts_per_tok=1, norm_topk_prob=False, qkv_bias=True,
+                   max_position_embeddings=64, rms_norm_eps=1e-6),
+}
+
+TOKENIZER_TEXT = (
+    "the small bird sings in the morning and the big bird answers from the tree . "
+    "experts route tokens ; the router picks the best expert for every token . "
+    "a tiny model runs on a tiny chip with a tiny memory and a fast flash ."
+)
+
+
+def _normal(shape: tuple[int, ...], std: float, gen: torch.Generator) -> torch.Tensor:
+    return torch.randn(shape, generator=gen, dtype=torch.float32) * std
+
+
+def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -> torch.Tensor:
+    shape = tuple(p.shape)
+    if name.endswith("embed_tokens.weight"):
+        return _normal(shape, 1.0, gen)
+    if "norm" in name.rsplit(".", 2)[-2]:
+        return 1.0 + _normal(shape, 0.2, gen)
+    if name.endswith(".bias"):
+        return _normal(shape, 0.1, gen)
+    if name.endswith("mlp.gate.weight"):
+        return _normal(shape, ROUTER_GAIN / math.sqrt(hidden), gen)
+    if name.endswith("lm_head.weight"):
+        return _normal(shape, LM_HEAD_GAIN / math.sqrt(hidden), gen)
+    return _normal(shape, 1.0 / math.sqrt(shape[-1]), gen)  # [.., out, in]: N(0, 1/in)
+
+
+def _rescale(model: torch.nn.Module, family: str, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed + 1)
+    hidden = model.config.hidden_size
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(_init_value(name, p, hidden, gen))
+            if family == "switch" and name.endswith("shared_expert.down_proj.weight"):
+                p.zero_()
+
+
+def build_model(family: str, seed: int = 0, **config_overrides: Any) -> tuple[torch.nn.Module, Any]:
+    """A tiny eval-mode float32 model of `family` with rescaled random weights."""
+    config_cls, model_cls = _CLASSES[family]
+    config = config_cls(**(DEFAULT_CONFIGS[family] | config_overrides))
+    torch.manual_seed(seed)
+    model = model_cls(config).to(torch.float32).eval()
+    # Plain loops: the grouped-mm experts kernel wants 16-byte strides our odd sizes lack.
+    model.config._experts_implementation = "eager"
+    model.config._attn_implementation = "eager"
+    _rescale(model, family, seed)
+    return model, config
+
+
+def build_tokenizer(vocab_size: int) -> Any:
+    """A real BPE tokenizer trained in-process, with at most vocab_size tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.BpeTrainer(vocab_size=min(vocab_size, 80), show_progress=False,
+                                  special_tokens=["<unk>", "<s>", "</s>"])
+    tok.train_from_iterator([TOKENIZER_TEXT] * 4, trainer)
+    assert tok.get_vocab_size() <= vocab_size
+    return tok
+
+
+def _tensors(model: torch.nn.Module, layout: str) -> dict[str, torch.Tensor]:
+    if layout == "per_expert":
+        with tempfile.TemporaryDirectory() as tmp:
+            model.save_pretrained(tmp)
+            return load_file(str(Path(tmp) / "model.safetensors"))
+    if layout == "fused":
+        tensors = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        if model.config.tie_word_embeddings:
+            tensors.pop("lm_head.weight", None)
+        return tensors
+    raise ValueError(f"layout {layout!r}: per_expert or fused")
+
+
+def _write_shards(tensors: dict[str, torch.Tensor], out_dir: Path, shards: int) -> None:
+    names = list(tensors)
+    if shards == 1:
+        save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+        return
+    weight_map = {}
+    for i in range(shards):
+        shard = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: tensors[n] for n in names[i::shards]}
+        save_file(part, str(out_dir / shard), metadata={"format": "pt"})
+        weight_map |= {n: shard for n in part}
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    (out_dir / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+
+
+def save_checkpoint(model: torch.nn.Module, out_dir: str | Path, *, layout: str = "per_expert",
+                    shards: int = 1, dtype: str = "float32", tokenizer: bool = True,
+                    weights_format: str = "safetensors") -> Path:
+    """Write config.json, the weights and (optionally) tokenizer.json to out_dir.
+
+    layout: "per_expert" (as save_pretrained writes) or "fused" (in-memory names).
+    shards: number of .safetensors files (an index is written when > 1).
+    dtype: "float32" or "bfloat16". weights_format: "safetensors" or "torch"
+    (a single pytorch_model.bin).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.config.save_pretrained(out_dir)
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    tensors = {k: v.to(torch_dtype).contiguous() for k, v in _tensors(model, layout).items()}
+    if weights_format == "torch":
+        torch.save(tensors, out_dir / "pytorch_model.bin")
+    else:
+        _write_shards(tensors, out_dir, shards)
+    if tokenizer:
+        build_tokenizer(model.config.vocab_size).save(str(out_dir / "tokenizer.json"))
+    return out_dir
+
+
+def edit_config(hf_dir: str | Path, **changes: Any) -> None:
+    """Change (or, with value ...Ellipsis, delete) fields of hf_dir/config.json."""
+    path = Path(hf_dir) / "config.json"
+    config = json.loads(path.read_text())
+    for key, value in changes.items():
+        if value is Ellipsis:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    path.write_text(json.dumps(config, indent=2))

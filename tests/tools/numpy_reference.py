@@ -1,0 +1,120 @@
+"""An independent float64 numpy forward pass over a model image.
+
+It reads only the image (record + tensors) and follows the semantics that
+docs/format.md gives each field, so comparing its logits with the Hugging Face
+model's checks that the converter mapped every tensor and flag correctly
+(gate vs up, q/k norm kind, routing normalisation, shared expert gate, biases).
+RoPE pairs dimension i with i + head_dim/2, as transformers does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from colibri_tools.image_format import NO_EXPERT, NO_LAYER, FfnKind, ModelImage, Role
+
+
+def _rms(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class _Weights:
+    def __init__(self, image: ModelImage) -> None:
+        self.image = image
+
+    def get(self, role: Role, layer: int = NO_LAYER, expert: int = NO_EXPERT) -> np.ndarray:
+        return self.image.tensor_array(self.image.find(role, layer, expert)).astype(np.float64)
+
+    def has(self, role: Role, layer: int) -> bool:
+        return any(t.key == (role, layer, NO_EXPERT) for t in self.image.tensors)
+
+
+def _rope(x: np.ndarray, positions: np.ndarray, theta: float) -> np.ndarray:
+    """x: [n, heads, head_dim]."""
+    hd = x.shape[-1]
+    inv = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+    angles = positions[:, None] * inv[None, :]
+    cos = np.cos(np.concatenate([angles, angles], -1))[:, None, :]
+    sin = np.sin(np.concatenate([angles, angles], -1))[:, None, :]
+    rotated = np.concatenate([-x[..., hd // 2:], x[..., :hd // 2]], -1)
+    return x * cos + rotated * sin
+
+
+def _project(w: _Weights, h: np.ndarray, layer: int, role: Role, bias: Role) -> np.ndarray:
+    out = h @ w.get(role, layer).T
+    return out + w.get(bias, layer) if w.has(bias, layer) else out
+
+
+def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
+    r = w.image.record
+    n, hd = h.shape[0], r.head_dim
+    q = _project(w, h, layer, Role.ATTN_Q, Role.ATTN_Q_BIAS)
+    k = _project(w, h, layer, Role.ATTN_K, Role.ATTN_K_BIAS)
+    v = _project(w, h, layer, Role.ATTN_V, Role.ATTN_V_BIAS)
+    if r.qk_norm == 1:
+        q = _rms(q, w.get(Role.ATTN_Q_NORM, layer), r.rms_eps)
+        k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)
+    q, k, v = q.reshape(n, r.n_heads, hd), k.reshape(n, r.n_kv_heads, hd), v.reshape(n, r.n_kv_heads, hd)
+    if r.qk_norm == 2:
+        q = _rms(q, w.get(Role.ATTN_Q_NORM, layer), r.rms_eps)
+        k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)
+    positions = np.arange(n, dtype=np.float64)
+    q, k = _rope(q, positions, r.rope_theta), _rope(k, positions, r.rope_theta)
+    group = r.n_heads // r.n_kv_heads
+    mask = np.triu(np.full((n, n), -np.inf), 1)
+    out = np.empty((n, r.n_heads, hd))
+    for head in range(r.n_heads):
+        scores = q[:, head] @ k[:, head // group].T / np.sqrt(hd) + mask
+        out[:, head] = _softmax(scores) @ v[:, head // group]
+    return _project(w, out.reshape(n, -1), layer, Role.ATTN_O, Role.ATTN_O_BIAS)
+
+
+def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray) -> np.ndarray:
+    return (_silu(h @ gate.T) * (h @ up.T)) @ down.T
+
+
+def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
+    r = w.image.record
+    probs = _softmax(h @ w.get(Role.ROUTER, layer).T)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        chosen = np.argsort(-probs[t], kind="stable")[:r.top_k]
+        weights = probs[t, chosen]
+        if r.router_norm_topk:
+            weights = weights / weights.sum()
+        for e, weight in zip(chosen, weights * r.routed_scaling):
+            experts = [w.get(role, layer, int(e)) for role in
+                       (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)]
+            out[t] += weight * _swiglu(h[t:t + 1], *experts)[0]
+    if r.shared_intermediate:
+        shared = _swiglu(h, *(w.get(role, layer) for role in
+                              (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN)))
+        if r.shared_gate:
+            shared = shared / (1.0 + np.exp(-(h @ w.get(Role.SHARED_EXPERT_GATE, layer).T)))
+        out += shared
+    return out
+
+
+def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
+    """Logits [len(ids), vocab] for ids at positions 0 .. len(ids)-1."""
+    r, w = image.record, _Weights(image)
+    x = w.get(Role.TOKEN_EMBED)[np.asarray(ids)]
+    for layer, entry in enumerate(image.layers):
+        x = x + _attention(w, _rms(x, w.get(Role.ATTN_NORM, layer), r.rms_eps), layer)
+        h = _rms(x, w.get(Role.FFN_NORM, layer), r.rms_eps)
+        if entry.ffn_kind == FfnKind.MOE:
+            x = x + _moe(w, h, layer)
+        else:
+            x = x + _swiglu(h, *(w.get(role, layer) for role in
+                                 (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)))
+    head = w.get(Role.TOKEN_EMBED if r.tie_embeddings else Role.LM_HEAD)
+    return _rms(x, w.get(Role.OUTPUT_NORM), r.rms_eps) @ head.T

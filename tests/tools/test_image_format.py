@@ -1,0 +1,340 @@
+"""The writer against docs/format.md, byte for byte, and the reader against
+deliberately broken images.
+
+Offsets, roles and the canonical order are spelled out here from the document
+(or parsed from it), independently of colibri_tools.image_spec.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from colibri_tools import convert, fix_meta_crc, read_image
+from colibri_tools.errors import ImageFormatError
+from colibri_tools.image_spec import (
+    HEADER_FIELDS, LAYER_FIELDS, MODEL_RECORD_END, MODEL_RECORD_FIELDS, TENSOR_FIELDS, Role,
+)
+from hf_expect import GLOBAL, expected_record
+from hf_models import FAMILIES
+
+ROOT = Path(__file__).resolve().parents[2]
+FORMAT_MD = (ROOT / "docs" / "format.md").read_text()
+COLIBRI_H = (ROOT / "sdk" / "include" / "colibri.h").read_text()
+DOC_TYPES = {"u8[8]": "8s", "u16": "H", "u32": "I", "u64": "Q", "f32": "f", "u32[4]": "4I"}
+
+# Model record offsets exactly as docs/format.md 1.1 lists them.
+RECORD_AT = {
+    "vocab_size": (64, "I"), "hidden_size": (68, "I"), "n_layers": (72, "I"),
+    "n_heads": (76, "I"), "n_kv_heads": (80, "I"), "head_dim": (84, "I"),
+    "max_context": (88, "I"), "dense_intermediate": (92, "I"),
+    "expert_intermediate": (96, "I"), "n_experts": (100, "I"),
+    "shared_intermediate": (104, "I"), "rms_eps": (108, "f"), "rope_theta": (112, "f"),
+    "attn_bias": (116, "I"), "qk_norm": (120, "I"), "tie_embeddings": (124, "I"),
+    "router_score": (128, "I"), "top_k": (132, "I"), "router_norm_topk": (136, "I"),
+    "routed_scaling": (140, "f"), "shared_gate": (144, "I"), "n_group": (148, "I"),
+    "topk_group": (152, "I"), "activation": (156, "I"), "norm_kind": (160, "I"),
+}
+
+
+def _doc_section(start: str, end: str) -> list[list[str]]:
+    text = FORMAT_MD[FORMAT_MD.index(start):FORMAT_MD.index(end)]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("|")]
+    return [r for r in rows if r[0].isdigit()]
+
+
+@pytest.mark.parametrize("start,end,table", [
+    ("## 1. Header", "### 1.1", HEADER_FIELDS),
+    ("### 1.1", "## 2.", MODEL_RECORD_FIELDS),
+    ("## 2. Layer table", "## 3.", LAYER_FIELDS),
+    ("## 3. Tensor table", "### 3.1", TENSOR_FIELDS),
+])
+def test_field_tables_match_the_document(start, end, table):
+    doc = [(name, int(off), DOC_TYPES[typ]) for off, typ, name, *_ in _doc_section(start, end)
+           if typ in DOC_TYPES]
+    assert [(n, o, c) for n, o, c in table] == doc
+
+
+def test_reserved_tails_match_the_document():
+    record_rows = _doc_section("### 1.1", "## 2.")
+    assert record_rows[-1][:3] == [str(MODEL_RECORD_END), "u8[92]", "reserved"]
+    assert _doc_section("## 3. Tensor table", "### 3.1")[-1][:3] == ["48", "u8[16]", "reserved"]
+
+
+def test_roles_match_the_document():
+    doc = {int(r[0]): r[1] for r in _doc_section("### 3.1", "### 3.2")}
+    assert doc == {int(role): role.name for role in Role}
+
+
+def _u(fmt: str, data: bytes, offset: int):
+    return struct.unpack_from("<" + fmt, data, offset)[0]
+
+
+def _align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+def _doc_order(rec: dict) -> list[tuple]:
+    """Section 3.1, written out plainly: (role, layer, expert, shape) in table order."""
+    h, v, hd = rec["hidden_size"], rec["vocab_size"], rec["head_dim"]
+    q, k = rec["n_heads"] * hd, rec["n_kv_heads"] * hd
+    d, i, s, e = (rec["dense_intermediate"], rec["expert_intermediate"],
+                  rec["shared_intermediate"], rec["n_experts"])
+    out = [(1, GLOBAL, GLOBAL, (v, h)), (2, GLOBAL, GLOBAL, (h,))]
+    if not rec["tie_embeddings"]:
+        out.append((3, GLOBAL, GLOBAL, (v, h)))
+    for layer, kind in enumerate(rec["ffn_kinds"]):
+        rows = [(16, (h,)), (17, (q, h)), (18, (k, h)), (19, (k, h)), (20, (h, q))]
+        rows += [(21 + bit, shape) for bit, shape in enumerate([(q,), (k,), (k,), (h,)])
+                 if rec["attn_bias"] & (1 << bit)]
+        if rec["qk_norm"] == 1:
+            rows += [(25, (q,)), (26, (k,))]
+        if rec["qk_norm"] == 2:
+            rows += [(25, (hd,)), (26, (hd,))]
+        rows.append((27, (h,)))
+        if kind == 0:
+            rows += [(32, (d, h)), (33, (d, h)), (34, (h, d))]
+        else:
+            rows.append((40, (e, h)))
+            if s:
+                rows += [(41, (s, h)), (42, (s, h)), (43, (h, s))]
+                if rec["shared_gate"]:
+                    rows.append((44, (1, h)))
+        out += [(role, layer, GLOBAL, shape) for role, shape in rows]
+        if kind == 1:
+            for x in range(e):
+                out += [(48, layer, x, (i, h)), (49, layer, x, (i, h)), (50, layer, x, (h, i))]
+    return out
+
+
+def _raw_tensors(data: bytes, table: int, n: int) -> list[dict]:
+    out = []
+    for idx in range(n):
+        b = table + 64 * idx
+        ndim = _u("I", data, b + 8)
+        out.append({"role": _u("H", data, b), "layer": _u("H", data, b + 2),
+                    "expert": _u("H", data, b + 4), "dtype": _u("H", data, b + 6), "ndim": ndim,
+                    "shape": struct.unpack_from("<4I", data, b + 12),
+                    "crc": _u("I", data, b + 28), "offset": _u("Q", data, b + 32),
+                    "size": _u("Q", data, b + 40), "reserved": data[b + 48:b + 64]})
+    return out
+
+
+def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
+    n_layers = rec["n_layers"]
+    assert data[0:8] == b"COLIBRI\x1a"
+    assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, 0, 256)
+    assert _u("Q", data, 16) == len(data)
+    assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (0, alignment, rec["arch"])
+    assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
+    assert _u("I", data, 60) == 0 and data[164:256] == bytes(92)
+    for name, (offset, code) in RECORD_AT.items():
+        assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
+    table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)
+    end = table + 64 * n_tensors
+    assert _u("I", data, 24) == zlib.crc32(data[:24] + bytes(4) + data[28:end])
+    return table, n_tensors
+
+
+def _check_layer_table(data: bytes, rec: dict, order: list[tuple]) -> None:
+    for layer, kind in enumerate(rec["ffn_kinds"]):
+        b = 256 + 16 * layer
+        members = [idx for idx, t in enumerate(order) if t[1] == layer]
+        assert struct.unpack_from("<4I", data, b) == (kind, members[0], len(members), 0)
+
+
+def _check_placement(data: bytes, tensors: list[dict], table_end: int, alignment: int) -> None:
+    covered = bytearray(len(data))
+    covered[:table_end] = b"\1" * table_end
+    cursor = table_end
+    for idx, t in enumerate(tensors):
+        assert t["offset"] >= cursor and t["offset"] % 64 == 0
+        if t["role"] == 48:
+            assert t["offset"] % alignment == 0
+        if t["role"] in (49, 50):  # back to back after the gate (resp. up)
+            assert t["offset"] == _align(tensors[idx - 1]["offset"] + tensors[idx - 1]["size"], 64)
+        body = data[t["offset"]:t["offset"] + t["size"]]
+        assert len(body) == t["size"] and zlib.crc32(body) == t["crc"]
+        covered[t["offset"]:t["offset"] + t["size"]] = b"\1" * t["size"]
+        cursor = t["offset"] + t["size"]
+    padding = bytes(b for b, c in zip(data, covered) if not c)
+    assert padding == bytes(len(padding))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_written_image_follows_the_document(family, hf_model, hf_checkpoint, tmp_path):
+    model, _ = hf_model(family)
+    alignment = 4096 if family != "olmoe" else 256
+    result = convert(hf_checkpoint(family), tmp_path, alignment=alignment, progress=False)
+    data = result.image_path.read_bytes()
+    rec = expected_record(model, family)
+    table, n_tensors = _check_header(data, rec, alignment)
+    order = _doc_order(rec)
+    _check_layer_table(data, rec, order)
+    tensors = _raw_tensors(data, table, n_tensors)
+    got = [(t["role"], t["layer"], t["expert"], tuple(t["shape"][:t["ndim"]])) for t in tensors]
+    assert got == order
+    for t in tensors:
+        assert t["dtype"] == 0 and t["reserved"] == bytes(16) and t["ndim"] in (1, 2)
+        assert t["shape"][t["ndim"]:] == (0,) * (4 - t["ndim"])
+        assert t["size"] == 4 * math.prod(t["shape"][:t["ndim"]])
+    _check_placement(data, tensors, table + 64 * n_tensors, alignment)
+
+
+def test_meta_crc_is_the_crc_of_the_check_string():
+    from colibri_tools.image_spec import meta_crc32
+    assert zlib.crc32(b"123456789") == 0xCBF43926
+    buf = bytearray(b"x" * 40)
+    assert meta_crc32(buf, 40) == zlib.crc32(bytes(buf[:24]) + bytes(4) + bytes(buf[28:40]))
+
+
+# ---------------------------------------------------------------------------
+# Broken images: each defect gives the status colibri_init reports for it.
+
+
+@pytest.fixture(scope="module")
+def good_image(tmp_path_factory, hf_checkpoint) -> bytes:
+    out = tmp_path_factory.mktemp("good_image")
+    return convert(hf_checkpoint("qwen2_moe"), out, progress=False).image_path.read_bytes()
+
+
+def _tensor_entry(data: bytes | bytearray, index: int) -> int:
+    n_layers = _u("I", data, 72)
+    return 256 + 16 * n_layers + 64 * index
+
+
+def _first(data: bytes, role: int) -> int:
+    n = _u("I", data, 56)
+    return next(i for i in range(n) if _u("H", data, _tensor_entry(data, i)) == role)
+
+
+def _put(buf: bytearray, fmt: str, offset: int, value) -> None:
+    struct.pack_into("<" + fmt, buf, offset, value)
+
+
+def _mutations(data: bytes) -> dict:
+    """name -> (function of a bytearray, whether to fix the meta CRC, expected status)."""
+    gate = _tensor_entry(data, _first(data, 48))
+    last = _tensor_entry(data, _u("I", data, 56) - 1)
+    second = _tensor_entry(data, 1)
+    return {
+        "bad magic": (lambda b: _put(b, "B", 0, 0x44), False, "COLIBRI_E_BAD_MAGIC"),
+        "major 2": (lambda b: _put(b, "H", 8, 2), False, "COLIBRI_E_UNSUPPORTED_VERSION"),
+        "unknown flag": (lambda b: _put(b, "I", 28, 4), False, "COLIBRI_E_UNSUPPORTED_VERSION"),
+        "header_size": (lambda b: _put(b, "I", 12, 128), True, "COLIBRI_E_BAD_HYPERPARAMS"),
+        "tensor_table_offset": (lambda b: _put(b, "Q", 48, 512), True, "COLIBRI_E_BAD_HYPERPARAMS"),
+        "image_size too big": (lambda b: _put(b, "Q", 16, len(data) + 64), True,
+                               "COLIBRI_E_TRUNCATED"),
+        "tables past end": (lambda b: _put(b, "I", 56, 1 << 30), True, "COLIBRI_E_TRUNCATED"),
+        "flipped table byte": (lambda b: _put(b, "B", gate + 20, 0x77), False, "COLIBRI_E_CHECKSUM"),
+        "odd head_dim": (lambda b: _put(b, "I", 84, 7), True, "COLIBRI_E_BAD_HYPERPARAMS"),
+        "kv heads": (lambda b: _put(b, "I", 80, 4), True, "COLIBRI_E_BAD_HYPERPARAMS"),
+        "top_k > n_experts": (lambda b: _put(b, "I", 132, 5), True, "COLIBRI_E_BAD_HYPERPARAMS"),
+        "rms_eps 0": (lambda b: _put(b, "f", 108, 0.0), True, "COLIBRI_E_BAD_HYPERPARAMS"),
+        "arch 9": (lambda b: _put(b, "I", 36, 9), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
+        "activation": (lambda b: _put(b, "I", 156, 1), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
+        "qk_norm 3": (lambda b: _put(b, "I", 120, 3), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
+        "sigmoid router": (lambda b: _put(b, "I", 128, 1), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
+        "n_group 2": (lambda b: _put(b, "I", 148, 2), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
+        "alignment 100": (lambda b: _put(b, "I", 32, 100), True, "COLIBRI_E_BAD_HYPERPARAMS"),
+        "image_size 200": (lambda b: _put(b, "Q", 16, 200), True, "COLIBRI_E_TRUNCATED"),
+        "routed_scaling 0": (lambda b: _put(b, "f", 140, 0.0), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
+        "no dense width": (lambda b: _put(b, "I", 92, 0), True, "COLIBRI_E_BAD_HYPERPARAMS"),
+        "ffn_kind 2": (lambda b: _put(b, "I", 256, 2), True, "COLIBRI_E_BAD_LAYER_TABLE"),
+        "layer n_tensors": (lambda b: _put(b, "I", 256 + 8, 5), True, "COLIBRI_E_BAD_LAYER_TABLE"),
+        "moe without experts": (lambda b: (_put(b, "I", 100, 0), _put(b, "I", 132, 0)), True,
+                                "COLIBRI_E_BAD_LAYER_TABLE"),
+        "first_tensor": (lambda b: _put(b, "I", 256 + 16 + 4, 7), True, "COLIBRI_E_BAD_LAYER_TABLE"),
+        "wrong role": (lambda b: _put(b, "H", second, 3 if _u("H", data, second) != 3 else 2),
+                       True, "COLIBRI_E_BAD_TENSOR_TABLE"),
+        "wrong expert": (lambda b: _put(b, "H", gate + 4, 1), True, "COLIBRI_E_BAD_TENSOR_TABLE"),
+        "int8 dtype": (lambda b: _put(b, "H", gate + 6, 1), True, "COLIBRI_E_UNSUPPORTED_DTYPE"),
+        "shape": (lambda b: _put(b, "I", gate + 12, 13), True, "COLIBRI_E_BAD_SHAPE"),
+        "ndim": (lambda b: _put(b, "I", gate + 8, 3), True, "COLIBRI_E_BAD_SHAPE"),
+        "size": (lambda b: _put(b, "Q", gate + 40, 8), True, "COLIBRI_E_BAD_SHAPE"),
+        "gate misaligned": (lambda b: _put(b, "Q", gate + 32, _u("Q", data, gate + 32) + 64), True,
+                            "COLIBRI_E_MISALIGNED"),
+        "odd offset": (lambda b: _put(b, "Q", second + 32, _u("Q", data, second + 32) + 4), True,
+                       "COLIBRI_E_MISALIGNED"),
+        "past the end": (lambda b: _put(b, "Q", last + 32, len(data) - 64), True,
+                         "COLIBRI_E_OUT_OF_RANGE"),
+        "overlap": (lambda b: _put(b, "Q", last + 32, _u("Q", data, last + 32) - 64), True,
+                    "COLIBRI_E_OVERLAP"),
+        "into the tables": (lambda b: _put(b, "Q", _tensor_entry(data, 0) + 32, 256), True,
+                            "COLIBRI_E_OVERLAP"),
+    }
+
+
+def test_broken_images_give_their_status(good_image):
+    read_image(good_image, verify_data=True)
+    statuses = set(re.findall(r"\b(COLIBRI_E_[A-Z_]+)\s*=", COLIBRI_H))
+    for name, (mutate, fix, status) in _mutations(good_image).items():
+        buf = bytearray(good_image)
+        mutate(buf)
+        if fix:
+            fix_meta_crc(buf)
+        with pytest.raises(ImageFormatError) as info:
+            read_image(bytes(buf))
+        assert info.value.status == status, f"{name}: {info.value}"
+        assert status in statuses
+
+
+def test_truncation_checksum_fingerprint_and_data_crc(good_image):
+    with pytest.raises(ImageFormatError, match="TRUNCATED"):
+        read_image(good_image[:255])
+    with pytest.raises(ImageFormatError, match="TRUNCATED"):
+        read_image(good_image[:-1])
+    fingerprint = _u("I", good_image, 24)
+    assert read_image(good_image, expected_fingerprint=fingerprint).fingerprint == fingerprint
+    with pytest.raises(ImageFormatError) as info:
+        read_image(good_image, expected_fingerprint=fingerprint ^ 1)
+    assert info.value.status == "COLIBRI_E_CONFIG_MISMATCH"
+    buf = bytearray(good_image)
+    gate = _tensor_entry(buf, _first(good_image, 48))
+    buf[_u("Q", good_image, gate + 32) + 5] ^= 0x10
+    image = read_image(bytes(buf))  # colibri_init does not read tensor data
+    with pytest.raises(ImageFormatError) as info:
+        image.verify_data()
+    assert info.value.status == "COLIBRI_E_CHECKSUM" and info.value.offset == _u("Q", buf, gate + 32)
+
+
+def test_minor_version_and_reserved_bytes_are_accepted(good_image):
+    buf = bytearray(good_image)
+    _put(buf, "H", 10, 3)
+    buf[200] = 1  # reserved in 1.0: a later minor may give it meaning
+    fix_meta_crc(buf)
+    assert read_image(bytes(buf)).header["version_minor"] == 3
+
+
+def test_fix_meta_crc_returns_what_the_reader_accepts(good_image):
+    buf = bytearray(good_image)
+    _put(buf, "I", 24, 0)
+    assert fix_meta_crc(buf) == _u("I", good_image, 24)
+    assert bytes(buf) == good_image
+
+
+def test_random_table_corruption_never_crashes(good_image):
+    """Mutation fuzzing of header and tables: valid or ImageFormatError, nothing else."""
+    table_end = _tensor_entry(good_image, _u("I", good_image, 56))
+    rng = random.Random(99)
+    rejected = 0
+    for trial in range(600):
+        buf = bytearray(good_image)
+        for _ in range(rng.randint(1, 3)):
+            buf[rng.randrange(table_end)] = rng.randrange(256)
+        if trial % 2:
+            fix_meta_crc(buf)
+        if trial % 7 == 0:
+            buf = buf[:rng.randrange(len(buf))]
+        try:
+            read_image(bytes(buf)).verify_data()
+        except ImageFormatError:
+            rejected += 1
+    assert rejected > 300

@@ -1,0 +1,116 @@
+"""Configs and checkpoints the converter must refuse, with a message naming the
+config field (or tensor), a non-zero exit, and no file left in OUT_DIR."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from colibri_tools import convert
+from colibri_tools.convert import main
+from colibri_tools.errors import CheckpointError, UnsupportedModelError
+from hf_models import edit_config
+
+ROPE_LINEAR = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
+
+UNSUPPORTED = [
+    ("qwen2_moe", {"rope_parameters": ROPE_LINEAR}, "rope_parameters.rope_type"),
+    ("qwen3_moe", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6}},
+     "rope_parameters.rope_type"),
+    ("mixtral", {"rope_parameters": ..., "rope_theta": 1e6,
+                 "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "rope_scaling"),
+    ("olmoe", {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4,
+                                   "partial_rotary_factor": 0.5}},
+     "rope_parameters.partial_rotary_factor"),
+    ("mixtral", {"sliding_window": 32}, "sliding_window"),
+    ("qwen2_moe", {"use_sliding_window": True, "sliding_window": 16}, "use_sliding_window"),
+    ("qwen3_moe", {"use_sliding_window": True, "sliding_window": 16}, "use_sliding_window"),
+    ("qwen2_moe", {"layer_types": ["full_attention", "sliding_attention", "full_attention"]},
+     "layer_types"),
+    ("olmoe", {"model_type": "llama"}, "model_type"),
+    ("mixtral", {"model_type": "deepseek_v3"}, "model_type"),
+    ("mixtral", {"hidden_act": "gelu"}, "hidden_act"),
+    ("qwen3_moe", {"hidden_act": "relu"}, "hidden_act"),
+    ("olmoe", {"clip_qkv": 8.0}, "clip_qkv"),
+    ("olmoe", {"head_dim": 11}, "head_dim"),
+    ("mixtral", {"head_dim": 9}, "head_dim"),
+    ("qwen3_moe", {"num_experts_per_tok": 5}, "num_experts_per_tok"),
+    ("qwen2_moe", {"num_key_value_heads": 4}, "num_key_value_heads"),
+]
+
+
+def _assert_empty(out) -> None:
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("family,changes,field", UNSUPPORTED,
+                         ids=[f"{f}-{field}" for f, _, field in UNSUPPORTED])
+def test_unsupported_config_names_the_field(family, changes, field, hf_checkpoint,
+                                            copy_checkpoint, tmp_path, capsys):
+    hf_dir = copy_checkpoint(hf_checkpoint(family))
+    edit_config(hf_dir, **changes)
+    out = tmp_path / "out"
+    with pytest.raises(UnsupportedModelError) as info:
+        convert(hf_dir, out, progress=False)
+    assert info.value.field == field and field in str(info.value)
+    assert main([str(hf_dir), "-o", str(out)]) != 0
+    err = capsys.readouterr().err
+    assert "unsupported" in err and field in err and "config.json" in err
+    _assert_empty(out)
+
+
+def test_existing_output_is_left_untouched(hf_checkpoint, copy_checkpoint, tmp_path):
+    hf_dir = copy_checkpoint(hf_checkpoint("mixtral"))
+    edit_config(hf_dir, hidden_act="gelu")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "model.bin").write_bytes(b"older image")
+    assert main([str(hf_dir), "-o", str(out), "--quiet"]) != 0
+    assert [p.name for p in out.iterdir()] == ["model.bin"]
+    assert (out / "model.bin").read_bytes() == b"older image"
+
+
+@pytest.mark.parametrize("family,changes,needle", [
+    ("qwen2_moe", {"qkv_bias": False}, "not used"),          # biases the config does not announce
+    ("qwen3_moe", {"attention_bias": True}, "q_proj.bias. not found"),  # announced, missing
+    ("mixtral", {"intermediate_size": 24}, "has shape"),
+    ("olmoe", {"hidden_size": ...}, "hidden_size"),
+    ("olmoe", {"num_hidden_layers": "2"}, "not an integer"),
+])
+def test_config_and_weights_disagree(family, changes, needle, hf_checkpoint, copy_checkpoint,
+                                     tmp_path):
+    hf_dir = copy_checkpoint(hf_checkpoint(family))
+    edit_config(hf_dir, **changes)
+    with pytest.raises(CheckpointError, match=needle):
+        convert(hf_dir, tmp_path / "out", progress=False)
+    _assert_empty(tmp_path / "out")
+
+
+def test_missing_weights_and_config(tmp_path, hf_checkpoint, copy_checkpoint):
+    with pytest.raises(CheckpointError, match="not a directory"):
+        convert(tmp_path / "nothing", tmp_path / "out", progress=False)
+    hf_dir = copy_checkpoint(hf_checkpoint("olmoe"))
+    (hf_dir / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="no model.safetensors"):
+        convert(hf_dir, tmp_path / "out", progress=False)
+    (hf_dir / "config.json").unlink()
+    with pytest.raises(CheckpointError, match="config.json"):
+        convert(hf_dir, tmp_path / "out", progress=False)
+    _assert_empty(tmp_path / "out")
+
+
+@pytest.mark.parametrize("shard,needle", [
+    ("../../etc/passwd", "plain file name"),
+    ("model-00009-of-00009.safetensors", "missing"),
+    ("model-00002-of-00003.safetensors", "not there|not listed"),
+])
+def test_bad_shard_index(shard, needle, hf_checkpoint, copy_checkpoint, tmp_path):
+    hf_dir = copy_checkpoint(hf_checkpoint("qwen3_moe", shards=3))
+    index_path = hf_dir / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    name = next(n for n, s in index["weight_map"].items() if s.startswith("model-00001-"))
+    index["weight_map"][name] = shard
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match=needle):
+        convert(hf_dir, tmp_path / "out", progress=False)

@@ -1,0 +1,228 @@
+"""colibri-convert: a Hugging Face MoE checkpoint -> model.bin, model_config.h,
+model_tokenizer.json.
+
+Library first: `convert(hf_dir, out_dir)` does the work and returns a
+ConvertResult; `main(argv)` is the thin command line around it.
+
+Outputs are written under temporary names in OUT_DIR and renamed only once the
+image has been re-read and checked (meta CRC, every data CRC, every tensor's
+bytes against the checkpoint). On any error the temporary files are removed and
+an older output in OUT_DIR is left as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+from tqdm import tqdm
+
+from .checkpoint import Checkpoint
+from .config_header import write_config_header
+from .errors import ColibriError, ImageFormatError, OptionError
+from .families import ModelSpec, as_switch, model_spec, switch_candidate
+from .image_layout import tensor_bytes
+from .image_reader import ModelImage, read_image
+from .image_spec import DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MIN_ALIGNMENT, FfnKind, ModelRecord
+from .image_writer import SourceTensor, WrittenImage, write_image
+from .sizes import scratch_size, state_size
+from .tensor_map import TensorMap
+
+log = logging.getLogger("colibri_tools.convert")
+
+IMAGE_NAME = "model.bin"
+HEADER_NAME = "model_config.h"
+TOKENIZER_OUT_NAME = "model_tokenizer.json"
+DEFAULT_CONTEXT_CAP = 2048
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    image_path: Path
+    header_path: Path
+    tokenizer_path: Path | None
+    family: str
+    arch: int
+    record: ModelRecord
+    ffn_kinds: list[int]
+    fingerprint: int
+    image_size: int
+    n_tensors: int
+    alignment: int
+    context: int
+    state_bytes: int
+    scratch_bytes: int
+    dropped_shared_expert: bool
+
+
+def _check_alignment(alignment: int) -> None:
+    if not (MIN_ALIGNMENT <= alignment <= MAX_ALIGNMENT and alignment & (alignment - 1) == 0):
+        raise OptionError(f"--alignment {alignment}: must be a power of two, "
+                          f"{MIN_ALIGNMENT} .. {MAX_ALIGNMENT}")
+
+
+def _choose_context(record: ModelRecord, context: int | None) -> int:
+    if context is None:
+        return min(record.max_context, DEFAULT_CONTEXT_CAP)
+    if not 1 <= context <= record.max_context:
+        raise OptionError(f"--context {context}: must be 1 .. {record.max_context} "
+                          f"(max_position_embeddings)")
+    return context
+
+
+def _plan(ckpt: Checkpoint) -> tuple[ModelSpec, list[SourceTensor], bool]:
+    """The model spec and its tensors, switch detection included; nothing written yet."""
+    spec = model_spec(ckpt.config, ckpt.config_path)
+    tmap = TensorMap(ckpt, spec)
+    dropped = switch_candidate(spec) and tmap.shared_expert_is_zero()
+    if dropped:
+        spec = as_switch(spec)
+        tmap.spec = spec
+        log.info("shared expert is all zeros in every MoE layer: dropped; written as arch 5 "
+                 "(switch, top-1)")
+    sources = tmap.sources()
+    tmap.check_all_used()
+    return spec, sources, dropped
+
+
+def _self_check(path: Path, written: WrittenImage, sources: list[SourceTensor]) -> ModelImage:
+    """Re-read the image: header/table validation, every data CRC, every tensor's bytes."""
+    image = read_image(path, verify_data=True)
+    if image.fingerprint != written.meta_crc32 or image.tensors != written.tensors:
+        raise ImageFormatError("re-read tables differ from what was written",
+                               status="COLIBRI_E_CHECKSUM", path=path)
+    for entry, source in zip(image.tensors, sources):
+        want = np.ascontiguousarray(source.load(), dtype="<f4").tobytes()
+        if image.tensor_bytes(entry) != want:
+            raise ImageFormatError(f"{entry.describe()}: bytes differ from the checkpoint",
+                                   status="COLIBRI_E_CHECKSUM", path=path, offset=entry.offset)
+    return image
+
+
+@contextmanager
+def _staged_outputs(out_dir: Path, names: Sequence[str]) -> Iterator[dict[str, Path]]:
+    """Temporary paths in out_dir for each final name; renamed into place on success,
+    removed on failure (and out_dir too, if this call created it and it is empty)."""
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staged: dict[str, Path] = {}
+    try:
+        for name in names:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
+            os.close(fd)
+            staged[name] = Path(tmp)
+        yield staged
+        for name, tmp in staged.items():
+            os.replace(tmp, out_dir / name)
+    except BaseException:
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+        if created and not any(out_dir.iterdir()):
+            out_dir.rmdir()
+        raise
+
+
+def _write_all(staged: dict[str, Path], spec: ModelSpec, sources: list[SourceTensor],
+               alignment: int, context: int, ckpt: Checkpoint, progress: bool) -> ModelImage:
+    total = sum(tensor_bytes(s.entry.shape) for s in sources)
+    with tqdm(total=total, unit="B", unit_scale=True, desc=IMAGE_NAME,
+              disable=None if progress else True) as bar:
+        written = write_image(staged[IMAGE_NAME], arch=spec.arch, record=spec.record,
+                              ffn_kinds=spec.ffn_kinds, sources=sources, alignment=alignment,
+                              progress=bar.update)
+    image = _self_check(staged[IMAGE_NAME], written, sources)
+    write_config_header(staged[HEADER_NAME], image, context, ckpt.path.resolve().name)
+    if TOKENIZER_OUT_NAME in staged:
+        shutil.copyfile(ckpt.tokenizer_path, staged[TOKENIZER_OUT_NAME])
+    return image
+
+
+def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = None,
+            alignment: int = DEFAULT_ALIGNMENT, progress: bool = True) -> ConvertResult:
+    """Convert the checkpoint in hf_dir; write model.bin, model_config.h and (when the
+    checkpoint has tokenizer.json) model_tokenizer.json into out_dir."""
+    _check_alignment(alignment)
+    out_dir = Path(out_dir)
+    with Checkpoint(hf_dir) as ckpt:
+        spec, sources, dropped = _plan(ckpt)
+        context = _choose_context(spec.record, context)
+        names = [IMAGE_NAME, HEADER_NAME] + ([TOKENIZER_OUT_NAME] if ckpt.tokenizer_path else [])
+        with _staged_outputs(out_dir, names) as staged:
+            image = _write_all(staged, spec, sources, alignment, context, ckpt, progress)
+        if ckpt.tokenizer_path is None:
+            (out_dir / TOKENIZER_OUT_NAME).unlink(missing_ok=True)  # stale from another model
+    return ConvertResult(
+        out_dir / IMAGE_NAME, out_dir / HEADER_NAME,
+        out_dir / TOKENIZER_OUT_NAME if TOKENIZER_OUT_NAME in names else None,
+        spec.family, int(spec.arch), spec.record, spec.ffn_kinds, image.fingerprint,
+        image.image_size, len(image.tensors), alignment, context,
+        state_size(spec.record, context), scratch_size(spec.record, context), dropped)
+
+
+def summary(result: ConvertResult) -> str:
+    """A few human-readable lines about a conversion."""
+    r = result.record
+    n_moe = sum(1 for k in result.ffn_kinds if k == FfnKind.MOE)
+    lines = [
+        f"{result.family} (arch {result.arch}): {r.n_layers} layers ({n_moe} MoE, "
+        f"{r.n_layers - n_moe} dense), vocab {r.vocab_size}, hidden {r.hidden_size}, "
+        f"heads {r.n_heads}/{r.n_kv_heads} x {r.head_dim}, max context {r.max_context}",
+        f"experts: {r.n_experts} x {r.expert_intermediate}, top-{r.top_k}, "
+        f"shared {r.shared_intermediate}, dense {r.dense_intermediate}"
+        + (" (zero shared expert dropped)" if result.dropped_shared_expert else ""),
+        f"image: {result.image_size} bytes, {result.n_tensors} tensors, alignment "
+        f"{result.alignment}, fingerprint 0x{result.fingerprint:08X}",
+        f"context {result.context}: state {result.state_bytes} bytes, "
+        f"scratch {result.scratch_bytes} bytes",
+        "wrote " + ", ".join(str(p) for p in (result.image_path, result.header_path,
+                                              result.tokenizer_path) if p is not None),
+    ]
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="colibri-convert", description="Convert a Hugging Face "
+                                "MoE checkpoint (mixtral, qwen2_moe, olmoe, qwen3_moe) to a "
+                                "Colibri model image.")
+    p.add_argument("hf_dir", type=Path, help="directory with config.json and the weights")
+    p.add_argument("-o", "--out", dest="out_dir", type=Path, required=True,
+                   help="output directory for model.bin, model_config.h, model_tokenizer.json")
+    p.add_argument("--context", type=int, default=None,
+                   help="state context for model_config.h (default min(max positions, 2048))")
+    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT,
+                   help="alignment of every expert block, a power of two 64 .. 1048576")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("colibri-convert: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING if args.quiet else logging.INFO)
+    try:
+        result = convert(args.hf_dir, args.out_dir, context=args.context,
+                         alignment=args.alignment, progress=not args.quiet)
+    except (ColibriError, OSError) as exc:
+        print(f"colibri-convert: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        log.removeHandler(handler)
+    if not args.quiet:
+        print(summary(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

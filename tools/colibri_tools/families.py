@@ -1,0 +1,231 @@
+"""Model families: from a Hugging Face config.json to the image's model record.
+
+Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
+
+- mixtral: softmax top-k always renormalised; experts = num_local_experts of
+  width intermediate_size; no biases; head_dim may be None (= hidden / heads).
+- qwen2_moe: q, k, v bias when qkv_bias; shared expert (shared_expert_intermediate_size)
+  with a sigmoid gate; a layer is dense (intermediate_size) when it is in
+  mlp_only_layers, (layer + 1) % decoder_sparse_step != 0 or num_experts == 0;
+  experts have width moe_intermediate_size.
+- olmoe: q, k, v, o bias when attention_bias; RMSNorm over the whole q and k
+  projections (qk_norm 1), which needs head_dim == hidden / heads; no clip_qkv.
+- qwen3_moe: q, k, v, o bias when attention_bias; per-head q/k RMSNorm (qk_norm 2);
+  dense layers as qwen2_moe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .hf_config import HFConfig
+from .image_layout import model_problems
+from .image_spec import DEFAULT_ALIGNMENT, Arch, FfnKind, ModelRecord
+
+MAX_CONTEXT_CAP = 1 << 24
+ALL_BIASES = 0b1111
+QKV_BIASES = 0b0111
+
+# Record field -> the config field it comes from, to name it in errors.
+_SOURCE_FIELDS = {
+    "vocab_size": "vocab_size", "hidden_size": "hidden_size", "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads",
+    "head_dim": "head_dim", "max_context": "max_position_embeddings",
+    "dense_intermediate": "intermediate_size", "shared_intermediate": "shared_expert_intermediate_size",
+    "top_k": "num_experts_per_tok", "rms_eps": "rms_norm_eps", "rope_theta": "rope_theta",
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a checkpoint becomes: family, arch, model record and each layer's FFN kind."""
+
+    family: str
+    arch: Arch
+    record: ModelRecord
+    ffn_kinds: list[int]
+    config: HFConfig
+
+    @property
+    def moe_layers(self) -> list[int]:
+        return [i for i, k in enumerate(self.ffn_kinds) if k == FfnKind.MOE]
+
+
+def _check_common(c: HFConfig) -> None:
+    c.reject_if("hidden_act", lambda v: (v or "silu") != "silu", "only SiLU (SwiGLU) is supported")
+    c.reject_if("partial_rotary_factor", lambda v: v not in (None, 1, 1.0),
+                "RoPE over part of the head is not supported")
+
+
+def _is_plain_rope(params: object) -> bool:
+    if not isinstance(params, dict):
+        return False
+    kind = params.get("rope_type", params.get("type", "default"))
+    return kind == "default" and params.get("partial_rotary_factor") in (None, 1, 1.0)
+
+
+def _rope_parameters(c: HFConfig) -> dict:
+    params = c.raw("rope_parameters")
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise c.unsupported("rope_parameters", params, "must be an object")
+    nested = [v for v in params.values() if isinstance(v, dict)]
+    if nested:  # per-layer-type parameters: accept only if they are all the same
+        if len(nested) != len(params) or any(v != nested[0] for v in nested):
+            raise c.unsupported("rope_parameters", params, "differs between layer types")
+        params = nested[0]
+    return params
+
+
+def rope_theta(c: HFConfig, default: float) -> float:
+    """RoPE base from rope_parameters.rope_theta (or legacy rope_theta); plain RoPE only."""
+    scaling = c.raw("rope_scaling")
+    if scaling not in (None, {}) and not _is_plain_rope(scaling):
+        raise c.unsupported("rope_scaling", scaling, "RoPE scaling is not supported")
+    params = _rope_parameters(c)
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind != "default":
+        raise c.unsupported("rope_parameters.rope_type", kind, "only default RoPE is supported")
+    if params.get("partial_rotary_factor") not in (None, 1, 1.0):
+        raise c.unsupported("rope_parameters.partial_rotary_factor",
+                            params["partial_rotary_factor"], "partial RoPE is not supported")
+    theta = params.get("rope_theta", c.get("rope_theta", default))
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+        raise c.unsupported("rope_parameters.rope_theta", theta, "must be a number > 0")
+    return float(theta)
+
+
+def _attention(c: HFConfig, head_dim_key: str | None) -> dict:
+    hidden = c.integer("hidden_size", minimum=1)
+    heads = c.integer("num_attention_heads", minimum=1)
+    kv_heads = c.integer("num_key_value_heads", heads, minimum=1)
+    head_dim = c.integer(head_dim_key, 0) if head_dim_key else 0
+    return {"vocab_size": c.integer("vocab_size", minimum=1), "hidden_size": hidden,
+            "n_layers": c.integer("num_hidden_layers", minimum=1), "n_heads": heads,
+            "n_kv_heads": kv_heads, "head_dim": head_dim or hidden // heads,
+            "max_context": min(c.integer("max_position_embeddings", minimum=1), MAX_CONTEXT_CAP),
+            "tie_embeddings": int(c.flag("tie_word_embeddings", False))}
+
+
+def _qwen_ffn_kinds(c: HFConfig, n_layers: int, n_experts: int) -> list[int]:
+    mlp_only = c.int_list("mlp_only_layers")
+    step = c.integer("decoder_sparse_step", 1, minimum=1)
+    return [FfnKind.MOE if (i not in mlp_only and n_experts > 0 and (i + 1) % step == 0)
+            else FfnKind.DENSE for i in range(n_layers)]
+
+
+def _routing(c: HFConfig, kinds: list[int], n_experts: int, width: int, norm: bool) -> dict:
+    if FfnKind.MOE not in kinds:
+        return {"n_experts": 0, "expert_intermediate": 0, "top_k": 0, "router_norm_topk": 0}
+    return {"n_experts": n_experts, "expert_intermediate": width,
+            "top_k": c.integer("num_experts_per_tok", minimum=1), "router_norm_topk": int(norm)}
+
+
+def _dense_width(c: HFConfig, kinds: list[int]) -> int:
+    return c.integer("intermediate_size", minimum=1) if FfnKind.DENSE in kinds else 0
+
+
+def _reject_sliding_window_qwen(c: HFConfig) -> None:
+    c.reject_if("use_sliding_window", bool, "sliding-window attention is not supported")
+    c.reject_if("layer_types", lambda v: isinstance(v, list) and any(t != "full_attention" for t in v),
+                "only full attention layers are supported")
+
+
+def _mixtral(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    c.reject_if("sliding_window", lambda v: v is not None, "sliding-window attention is not supported")
+    fields = _attention(c, "head_dim")
+    kinds = [FfnKind.MOE] * fields["n_layers"]
+    _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
+    fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), True)
+    fields |= {"rope_theta": rope_theta(c, 1e6), "rms_eps": c.number("rms_norm_eps", 1e-5)}
+    return Arch.MIXTRAL, fields, kinds
+
+
+def _qwen2_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    _reject_sliding_window_qwen(c)
+    fields = _attention(c, "head_dim")
+    _, n_experts = c.first_integer(("num_experts", "num_local_experts"))
+    kinds = _qwen_ffn_kinds(c, fields["n_layers"], n_experts)
+    moe_width = c.integer("moe_intermediate_size", minimum=1) if n_experts else 0
+    fields |= _routing(c, kinds, n_experts, moe_width, c.flag("norm_topk_prob", False))
+    shared = c.integer("shared_expert_intermediate_size", 0) if FfnKind.MOE in kinds else 0
+    fields |= {"dense_intermediate": _dense_width(c, kinds), "shared_intermediate": shared,
+               "shared_gate": int(shared > 0),
+               "attn_bias": QKV_BIASES if c.flag("qkv_bias", True) else 0,
+               "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-6)}
+    return Arch.QWEN2_MOE, fields, kinds
+
+
+def _olmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    c.reject_if("clip_qkv", lambda v: v is not None, "clipping q, k and v is not supported")
+    fields = _attention(c, "head_dim")
+    hidden, heads = fields["hidden_size"], fields["n_heads"]
+    if hidden % heads or fields["head_dim"] != hidden // heads:
+        raise c.unsupported("head_dim", fields["head_dim"], f"OLMoE's q/k norm needs head_dim == "
+                            f"hidden_size / num_attention_heads ({hidden} / {heads})")
+    kinds = [FfnKind.MOE] * fields["n_layers"]
+    _, n_experts = c.first_integer(("num_experts", "num_local_experts"))
+    fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1),
+                       c.flag("norm_topk_prob", False))
+    fields |= {"attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 1,
+               "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-5)}
+    return Arch.OLMOE, fields, kinds
+
+
+def _qwen3_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    _reject_sliding_window_qwen(c)
+    fields = _attention(c, "head_dim")
+    _, n_experts = c.first_integer(("num_experts", "num_local_experts"))
+    kinds = _qwen_ffn_kinds(c, fields["n_layers"], n_experts)
+    moe_width = c.integer("moe_intermediate_size", minimum=1) if n_experts else 0
+    fields |= _routing(c, kinds, n_experts, moe_width, c.flag("norm_topk_prob", False))
+    fields |= {"dense_intermediate": _dense_width(c, kinds),
+               "attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 2,
+               "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-6)}
+    return Arch.QWEN3_MOE, fields, kinds
+
+
+FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe}
+
+_RECORD_DEFAULTS = {"dense_intermediate": 0, "shared_intermediate": 0}
+
+
+def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]) -> None:
+    for p in model_problems(arch, DEFAULT_ALIGNMENT, record, kinds):
+        source = _SOURCE_FIELDS.get(p.field, p.field)
+        if p.field == "expert_intermediate":
+            plain = arch in (Arch.MIXTRAL, Arch.OLMOE)
+            source = "intermediate_size" if plain else "moe_intermediate_size"
+        if p.field == "n_experts":
+            source = "num_local_experts" if arch == Arch.MIXTRAL else "num_experts"
+        raise c.unsupported(source, c.raw(source) if c.raw(source) is not None else p.value,
+                            f"{p.field} {p.reason}")
+
+
+def model_spec(config: dict, path: str | Path) -> ModelSpec:
+    """Map a config.json (already parsed) to the image's model record."""
+    c = HFConfig(config, path)
+    family = config.get("model_type")
+    if family not in FAMILIES:
+        raise c.unsupported("model_type", family, f"supported: {', '.join(FAMILIES)}")
+    _check_common(c)
+    arch, fields, kinds = FAMILIES[family](c)
+    record = ModelRecord(**(_RECORD_DEFAULTS | fields))
+    _check_limits(c, arch, record, kinds)
+    return ModelSpec(family, arch, record, kinds, c)
+
+
+def switch_candidate(spec: ModelSpec) -> bool:
+    """A qwen2_moe with top-1 unnormalised routing and a shared expert: arch 5 if the
+    shared expert turns out to be all zeros."""
+    r = spec.record
+    return (spec.arch == Arch.QWEN2_MOE and r.top_k == 1 and r.router_norm_topk == 0
+            and r.shared_intermediate > 0)
+
+
+def as_switch(spec: ModelSpec) -> ModelSpec:
+    """The same model as arch 5 without its (all-zero) shared expert."""
+    record = replace(spec.record, shared_intermediate=0, shared_gate=0)
+    return replace(spec, arch=Arch.SWITCH, record=record)

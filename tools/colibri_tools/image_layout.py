@@ -1,0 +1,243 @@
+"""What a valid image holds: record limits (1.1), the canonical tensor sequence
+(3.1) and data placement (3.2) of docs/format.md. Shared by the writer and the
+reader, so both agree on one definition.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .image_spec import (
+    DATA_ALIGN, MAX_ALIGNMENT, MAX_TOP_K, MIN_ALIGNMENT, NO_EXPERT, NO_LAYER, Arch, FfnKind,
+    LayerEntry, ModelRecord, Role, TensorEntry,
+)
+
+BAD_HYPERPARAMS = "COLIBRI_E_BAD_HYPERPARAMS"
+UNSUPPORTED_ARCH = "COLIBRI_E_UNSUPPORTED_ARCH"
+UNSUPPORTED_ROUTER = "COLIBRI_E_UNSUPPORTED_ROUTER"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One defect of a model record: the field, its value, why, and the C status."""
+
+    field: str
+    value: object
+    reason: str
+    status: str
+
+
+@dataclass(frozen=True)
+class ExpertBlock:
+    """One expert's gate, up and down tensors: [offset, offset + size)."""
+
+    layer: int
+    expert: int
+    offset: int
+    size: int
+
+
+def align_up(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+def _in_range(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and low <= value <= high
+
+
+def _positive_finite(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+def _check(rows: list[tuple[str, object, bool, str]], status: str) -> list[Problem]:
+    return [Problem(name, value, reason, status) for name, value, ok, reason in rows if not ok]
+
+
+def _arch_problems(arch: int, r: ModelRecord) -> list[Problem]:
+    return _check([
+        ("arch", arch, arch in Arch._value2member_map_, "unknown family"),
+        ("qk_norm", r.qk_norm, r.qk_norm in (0, 1, 2), "must be 0, 1 or 2"),
+        ("activation", r.activation, r.activation == 0, "only 0 (SiLU) is supported"),
+        ("norm_kind", r.norm_kind, r.norm_kind == 0, "only 0 (RMSNorm) is supported"),
+    ], UNSUPPORTED_ARCH)
+
+
+def _attention_problems(r: ModelRecord) -> list[Problem]:
+    rows = [(name, getattr(r, name), _in_range(getattr(r, name), lo, hi), f"must be {lo} .. {hi}")
+            for name, lo, hi in (("vocab_size", 1, 1 << 24), ("hidden_size", 1, 65536),
+                                 ("n_layers", 1, 1024), ("n_heads", 1, 1024),
+                                 ("n_kv_heads", 1, r.n_heads), ("head_dim", 2, 1024),
+                                 ("max_context", 1, 1 << 24))]
+    rows += [
+        ("n_kv_heads", r.n_kv_heads, r.n_kv_heads < 1 or r.n_heads % r.n_kv_heads == 0,
+         "must divide n_heads"),
+        ("head_dim", r.head_dim, r.head_dim % 2 == 0, "must be even"),
+        ("rms_eps", r.rms_eps, _positive_finite(r.rms_eps), "must be finite and > 0"),
+        ("rope_theta", r.rope_theta, _positive_finite(r.rope_theta), "must be finite and > 0"),
+        ("attn_bias", r.attn_bias, r.attn_bias & ~0xF == 0, "only bits 0..3 may be set"),
+        ("tie_embeddings", r.tie_embeddings, r.tie_embeddings in (0, 1), "must be 0 or 1"),
+    ]
+    return _check(rows, BAD_HYPERPARAMS)
+
+
+def _ffn_problems(r: ModelRecord) -> list[Problem]:
+    width = 1 << 20
+    return _check([
+        ("dense_intermediate", r.dense_intermediate, r.dense_intermediate <= width, "must be <= 2^20"),
+        ("expert_intermediate", r.expert_intermediate, r.expert_intermediate <= width,
+         "must be <= 2^20"),
+        ("shared_intermediate", r.shared_intermediate, r.shared_intermediate <= width,
+         "must be <= 2^20"),
+        ("n_experts", r.n_experts, r.n_experts <= 4096, "must be <= 4096"),
+        ("top_k", r.top_k, r.top_k <= min(r.n_experts, MAX_TOP_K),
+         f"must be <= min(n_experts, {MAX_TOP_K})"),
+        ("router_norm_topk", r.router_norm_topk, r.router_norm_topk in (0, 1), "must be 0 or 1"),
+        ("shared_gate", r.shared_gate, r.shared_gate in (0, 1), "must be 0 or 1"),
+        ("shared_gate", r.shared_gate, r.shared_gate == 0 or r.shared_intermediate > 0,
+         "needs a shared expert (shared_intermediate > 0)"),
+    ], BAD_HYPERPARAMS)
+
+
+def _router_problems(r: ModelRecord) -> list[Problem]:
+    return _check([
+        ("router_score", r.router_score, r.router_score == 0, "only 0 (softmax) is supported"),
+        ("n_group", r.n_group, r.n_group == 1, "only 1 is supported"),
+        ("topk_group", r.topk_group, r.topk_group == 1, "only 1 is supported"),
+        ("routed_scaling", r.routed_scaling, _positive_finite(r.routed_scaling),
+         "must be finite and > 0"),
+    ], UNSUPPORTED_ROUTER)
+
+
+def alignment_ok(alignment: int) -> bool:
+    return MIN_ALIGNMENT <= alignment <= MAX_ALIGNMENT and alignment & (alignment - 1) == 0
+
+
+def record_problems(arch: int, alignment: int, record: ModelRecord) -> list[Problem]:
+    """Defects of the header's arch and alignment and of the model record (section 1.1)
+    that do not depend on the layer table, in the order colibri_init reports them."""
+    out = [] if alignment_ok(alignment) else [
+        Problem("alignment", alignment, "must be a power of two, 64 .. 1 MiB", BAD_HYPERPARAMS)]
+    return (out + _arch_problems(arch, record) + _attention_problems(record)
+            + _ffn_problems(record) + _router_problems(record))
+
+
+_KIND_WIDTHS = {FfnKind.DENSE: ("dense_intermediate",),
+                FfnKind.MOE: ("expert_intermediate", "n_experts", "top_k")}
+
+
+def missing_widths(r: ModelRecord, kind: int) -> list[Problem]:
+    """Widths a layer of this kind needs that are 0."""
+    return [Problem(name, 0, "must be > 0: a layer of that kind needs it", BAD_HYPERPARAMS)
+            for name in _KIND_WIDTHS.get(kind, ()) if getattr(r, name) == 0]
+
+
+def unused_widths(r: ModelRecord, ffn_kinds: list[int]) -> list[Problem]:
+    """Widths of a layer kind no layer has, which section 1.1 wants 0."""
+    return [Problem(name, getattr(r, name), "must be 0: no layer of that kind", BAD_HYPERPARAMS)
+            for kind, names in _KIND_WIDTHS.items() if kind not in ffn_kinds
+            for name in names if getattr(r, name) != 0]
+
+
+def layer_kind_problems(r: ModelRecord, ffn_kinds: list[int]) -> list[Problem]:
+    """Widths each layer kind needs: 1 .. limit when a layer of that kind exists, else 0."""
+    needed = [p for kind in sorted(set(ffn_kinds)) for p in missing_widths(r, kind)]
+    return needed + unused_widths(r, ffn_kinds)
+
+
+def model_problems(arch: int, alignment: int, record: ModelRecord,
+                   ffn_kinds: list[int]) -> list[Problem]:
+    """Everything a writer must get right in the header, record and layer kinds."""
+    return record_problems(arch, alignment, record) + layer_kind_problems(record, ffn_kinds)
+
+
+def global_tensors(r: ModelRecord) -> list[TensorEntry]:
+    out = [TensorEntry(Role.TOKEN_EMBED, NO_LAYER, NO_EXPERT, (r.vocab_size, r.hidden_size)),
+           TensorEntry(Role.OUTPUT_NORM, NO_LAYER, NO_EXPERT, (r.hidden_size,))]
+    if not r.tie_embeddings:
+        out.append(TensorEntry(Role.LM_HEAD, NO_LAYER, NO_EXPERT, (r.vocab_size, r.hidden_size)))
+    return out
+
+
+def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]]:
+    h, q, k = r.hidden_size, r.n_heads * r.head_dim, r.n_kv_heads * r.head_dim
+    qn, kn = ((q,), (k,)) if r.qk_norm == 1 else ((r.head_dim,), (r.head_dim,))
+    return [
+        (Role.ATTN_NORM, (h,), True), (Role.ATTN_Q, (q, h), True), (Role.ATTN_K, (k, h), True),
+        (Role.ATTN_V, (k, h), True), (Role.ATTN_O, (h, q), True),
+        (Role.ATTN_Q_BIAS, (q,), bool(r.attn_bias & 1)),
+        (Role.ATTN_K_BIAS, (k,), bool(r.attn_bias & 2)),
+        (Role.ATTN_V_BIAS, (k,), bool(r.attn_bias & 4)),
+        (Role.ATTN_O_BIAS, (h,), bool(r.attn_bias & 8)),
+        (Role.ATTN_Q_NORM, qn, r.qk_norm != 0), (Role.ATTN_K_NORM, kn, r.qk_norm != 0),
+        (Role.FFN_NORM, (h,), True),
+    ]
+
+
+def _ffn_shapes(r: ModelRecord, kind: int) -> list[tuple[Role, tuple[int, ...], bool]]:
+    h, d, s = r.hidden_size, r.dense_intermediate, r.shared_intermediate
+    if kind == FfnKind.DENSE:
+        return [(Role.DENSE_GATE, (d, h), True), (Role.DENSE_UP, (d, h), True),
+                (Role.DENSE_DOWN, (h, d), True)]
+    shared = s > 0
+    return [(Role.ROUTER, (r.n_experts, h), True), (Role.SHARED_GATE, (s, h), shared),
+            (Role.SHARED_UP, (s, h), shared), (Role.SHARED_DOWN, (h, s), shared),
+            (Role.SHARED_EXPERT_GATE, (1, h), shared and r.shared_gate == 1)]
+
+
+def layer_tensors(r: ModelRecord, layer: int, kind: int) -> list[TensorEntry]:
+    """The tensors of one layer, in table order (section 3.1)."""
+    rows = _attention_shapes(r) + _ffn_shapes(r, kind)
+    out = [TensorEntry(role, layer, NO_EXPERT, shape) for role, shape, present in rows if present]
+    if kind == FfnKind.MOE:
+        h, i = r.hidden_size, r.expert_intermediate
+        for e in range(r.n_experts):
+            out += [TensorEntry(Role.EXPERT_GATE, layer, e, (i, h)),
+                    TensorEntry(Role.EXPERT_UP, layer, e, (i, h)),
+                    TensorEntry(Role.EXPERT_DOWN, layer, e, (h, i))]
+    return out
+
+
+def layer_tensor_count(r: ModelRecord, kind: int) -> int:
+    """How many table entries a layer of this kind has (section 3.1)."""
+    rows = _attention_shapes(r) + _ffn_shapes(r, kind)
+    experts = 3 * r.n_experts if kind == FfnKind.MOE else 0
+    return sum(1 for _, _, present in rows if present) + experts
+
+
+def canonical_tensors(r: ModelRecord, ffn_kinds: list[int]) -> tuple[list[TensorEntry],
+                                                                      list[LayerEntry]]:
+    """The whole tensor table (unplaced) and the layer table, in canonical order."""
+    tensors = global_tensors(r)
+    layers = []
+    for layer, kind in enumerate(ffn_kinds):
+        own = layer_tensors(r, layer, kind)
+        layers.append(LayerEntry(int(kind), len(tensors), len(own)))
+        tensors += own
+    return tensors, layers
+
+
+def tensor_bytes(shape: tuple[int, ...]) -> int:
+    return math.prod(shape) * 4
+
+
+def place_tensors(entries: list[TensorEntry], data_start: int,
+                  alignment: int) -> tuple[list[TensorEntry], int]:
+    """Give every entry its offset and size (section 3.2); return them and the image size."""
+    cursor, out = data_start, []
+    for entry in entries:
+        step = alignment if entry.role == Role.EXPERT_GATE else DATA_ALIGN
+        offset = align_up(cursor, step)
+        size = tensor_bytes(entry.shape)
+        out.append(replace(entry, offset=offset, size=size))
+        cursor = offset + size
+    return out, align_up(cursor, DATA_ALIGN)
+
+
+def expert_blocks(entries: list[TensorEntry]) -> list[ExpertBlock]:
+    """Each expert's block, from its gate's offset to the end of its down tensor."""
+    gates = {(t.layer, t.expert): t for t in entries if t.role == Role.EXPERT_GATE}
+    downs = {(t.layer, t.expert): t for t in entries if t.role == Role.EXPERT_DOWN}
+    return [ExpertBlock(layer, expert, g.offset, downs[layer, expert].offset
+                        + downs[layer, expert].size - g.offset)
+            for (layer, expert), g in gates.items()]

@@ -1,0 +1,276 @@
+"""Read and validate a model image (docs/format.md, section 4), in the same
+order as colibri_init, and give access to its tensors.
+
+Each defect raises ImageFormatError whose `status` names the colibri_status the
+C reader reports, with the offset of the offending bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ImageFormatError
+from .image_layout import (
+    ExpertBlock, Problem, alignment_ok, canonical_tensors, expert_blocks, global_tensors,
+    layer_tensor_count, missing_widths, record_problems, unused_widths,
+)
+from .image_spec import (
+    DATA_ALIGN, HEADER_FIELDS, HEADER_SIZE, LAYER_ENTRY_SIZE, MAGIC, META_CRC_OFFSET,
+    MODEL_RECORD_FIELDS, NO_EXPERT, NO_LAYER, TENSOR_ENTRY_SIZE, VERSION_MAJOR, FfnKind,
+    LayerEntry, ModelRecord, Role, TensorEntry,
+    meta_crc32, unpack_header, unpack_layer, unpack_tensor,
+)
+
+Source = str | Path | bytes | bytearray | memoryview
+
+
+@dataclass
+class ModelImage:
+    """A validated image: header fields, model record, layer and tensor tables."""
+
+    source: str
+    header: dict
+    record: ModelRecord
+    layers: list[LayerEntry]
+    tensors: list[TensorEntry]
+    data: np.ndarray = field(repr=False)  # uint8 view of the whole image
+    _by_key: dict = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_key = {t.key: t for t in self.tensors}
+
+    @property
+    def arch(self) -> int:
+        return self.header["arch"]
+
+    @property
+    def alignment(self) -> int:
+        return self.header["alignment"]
+
+    @property
+    def image_size(self) -> int:
+        return self.header["image_size"]
+
+    @property
+    def fingerprint(self) -> int:
+        return self.header["meta_crc32"]
+
+    def find(self, role: int, layer: int = NO_LAYER, expert: int = NO_EXPERT) -> TensorEntry:
+        try:
+            return self._by_key[(role, layer, expert)]
+        except KeyError:
+            raise KeyError((Role(role).name, layer, expert)) from None
+
+    def tensor_bytes(self, tensor: TensorEntry | int) -> bytes:
+        t = self.tensors[tensor] if isinstance(tensor, int) else tensor
+        return self.data[t.offset:t.offset + t.size].tobytes()
+
+    def tensor_array(self, tensor: TensorEntry | int) -> np.ndarray:
+        """A float32 copy of the tensor, shaped as its table entry says."""
+        t = self.tensors[tensor] if isinstance(tensor, int) else tensor
+        return np.frombuffer(self.tensor_bytes(t), dtype="<f4").reshape(t.shape).astype(np.float32)
+
+    def expert_blocks(self) -> list[ExpertBlock]:
+        return expert_blocks(self.tensors)
+
+    def verify_data(self) -> None:
+        """Check every tensor's data CRC-32 (what colibri_verify does)."""
+        for index, t in enumerate(self.tensors):
+            crc = zlib.crc32(self.data[t.offset:t.offset + t.size]) & 0xFFFFFFFF
+            if crc != t.data_crc32:
+                raise ImageFormatError(f"tensor #{index} {t.describe()}: data CRC-32 0x{crc:08X} "
+                                       f"!= 0x{t.data_crc32:08X} in the table",
+                                       status="COLIBRI_E_CHECKSUM", path=self.source, offset=t.offset)
+
+
+class _Checker:
+    """Validation steps over one buffer; each raises with the source's name."""
+
+    def __init__(self, source: str, data: np.ndarray) -> None:
+        self.source = source
+        self.data = data
+        self.buf = memoryview(data)
+
+    def fail(self, message: str, status: str, offset: int | None = None) -> ImageFormatError:
+        return ImageFormatError(message, status=status, path=self.source, offset=offset)
+
+    def raise_first(self, problems: list[Problem], where: str = "") -> None:
+        if problems:
+            p = problems[0]
+            raise self.fail(f"{where}{p.field} = {p.value!r}: {p.reason}", p.status,
+                            _field_offset(p.field))
+
+    def check_fixed_header(self) -> tuple[dict, ModelRecord]:
+        """Section 4 step 1: size, magic, version, flags and the fixed table layout."""
+        if len(self.data) < HEADER_SIZE:
+            raise self.fail(f"{len(self.data)} bytes, shorter than the {HEADER_SIZE}-byte header",
+                            "COLIBRI_E_TRUNCATED", 0)
+        header, record = unpack_header(self.buf)
+        if header["magic"] != MAGIC:
+            raise self.fail(f"magic {header['magic']!r} is not {MAGIC!r}", "COLIBRI_E_BAD_MAGIC", 0)
+        if header["version_major"] != VERSION_MAJOR:
+            raise self.fail(f"format major version {header['version_major']} (reader knows "
+                            f"{VERSION_MAJOR})", "COLIBRI_E_UNSUPPORTED_VERSION", 8)
+        if header["flags"] != 0:
+            raise self.fail(f"unknown flags 0x{header['flags']:08X}",
+                            "COLIBRI_E_UNSUPPORTED_VERSION", 28)
+        self._check_table_offsets(header, record)
+        return header, record
+
+    def _check_table_offsets(self, header: dict, record: ModelRecord) -> None:
+        checks = [("header_size", 12, HEADER_SIZE),
+                  ("layer_table_offset", 40, HEADER_SIZE),
+                  ("tensor_table_offset", 48, HEADER_SIZE + LAYER_ENTRY_SIZE * record.n_layers)]
+        for name, offset, want in checks:
+            if header[name] != want:
+                raise self.fail(f"{name} is {header[name]}, the fixed layout needs {want}",
+                                "COLIBRI_E_BAD_HYPERPARAMS", offset)
+        if not alignment_ok(header["alignment"]):
+            raise self.fail(f"alignment {header['alignment']} is not a power of two 64 .. 1 MiB",
+                            "COLIBRI_E_BAD_HYPERPARAMS", 32)
+
+    def check_extent(self, header: dict) -> int:
+        if not HEADER_SIZE <= header["image_size"] <= len(self.data):
+            raise self.fail(f"image_size {header['image_size']} is not {HEADER_SIZE} .. the "
+                            f"{len(self.data)} bytes given", "COLIBRI_E_TRUNCATED", 16)
+        end = header["tensor_table_offset"] + TENSOR_ENTRY_SIZE * header["n_tensors"]
+        if end > header["image_size"]:
+            raise self.fail(f"tables end at {end}, past image_size {header['image_size']}",
+                            "COLIBRI_E_TRUNCATED", header["tensor_table_offset"])
+        return end
+
+    def check_meta_crc(self, header: dict, end: int, expected_fingerprint: int) -> None:
+        crc = meta_crc32(self.buf, end)
+        if crc != header["meta_crc32"]:
+            raise self.fail(f"meta CRC-32 0x{crc:08X} != 0x{header['meta_crc32']:08X} stored",
+                            "COLIBRI_E_CHECKSUM", META_CRC_OFFSET)
+        if expected_fingerprint and crc != expected_fingerprint:
+            raise self.fail(f"fingerprint 0x{crc:08X} != expected 0x{expected_fingerprint:08X}",
+                            "COLIBRI_E_CONFIG_MISMATCH", META_CRC_OFFSET)
+
+    def check_record(self, header: dict, record: ModelRecord) -> None:
+        self.raise_first(record_problems(header["arch"], header["alignment"], record))
+
+    def read_layers(self, record: ModelRecord) -> list[LayerEntry]:
+        return [unpack_layer(self.buf, HEADER_SIZE + LAYER_ENTRY_SIZE * i)
+                for i in range(record.n_layers)]
+
+    def check_layers(self, header: dict, record: ModelRecord, layers: list[LayerEntry]) -> None:
+        """Section 2: contiguous layers of known kinds with the entry counts of 3.1;
+        then the widths each kind present needs (and zero for kinds absent)."""
+        cursor = len(global_tensors(record))
+        for i, layer in enumerate(layers):
+            offset = HEADER_SIZE + LAYER_ENTRY_SIZE * i
+            kind_ok = layer.ffn_kind in (FfnKind.DENSE, FfnKind.MOE)
+            if (not kind_ok or layer.first_tensor != cursor
+                    or layer.n_tensors != layer_tensor_count(record, layer.ffn_kind)):
+                raise self.fail(f"layer {i}: ffn_kind {layer.ffn_kind}, first_tensor "
+                                f"{layer.first_tensor}, n_tensors {layer.n_tensors} (first "
+                                f"expected at {cursor})", "COLIBRI_E_BAD_LAYER_TABLE", offset)
+            self.raise_first(missing_widths(record, layer.ffn_kind), f"layer {i}: ")
+            cursor += layer.n_tensors
+        if cursor != header["n_tensors"]:
+            raise self.fail(f"layers end at tensor {cursor}, the table has {header['n_tensors']}",
+                            "COLIBRI_E_BAD_LAYER_TABLE", HEADER_SIZE)
+        self.raise_first(unused_widths(record, [layer.ffn_kind for layer in layers]))
+
+    def read_tensors(self, header: dict) -> list[tuple[TensorEntry, int, tuple]]:
+        base = header["tensor_table_offset"]
+        return [unpack_tensor(self.buf, base + TENSOR_ENTRY_SIZE * i)
+                for i in range(header["n_tensors"])]
+
+    def check_tensors(self, header: dict, record: ModelRecord, layers: list[LayerEntry],
+                      actual: list[tuple[TensorEntry, int, tuple]], tables_end: int) -> None:
+        expected, _ = canonical_tensors(record, [layer.ffn_kind for layer in layers])
+        cursor = tables_end
+        for i in range(max(len(expected), len(actual))):
+            offset = header["tensor_table_offset"] + TENSOR_ENTRY_SIZE * i
+            if i >= len(actual) or i >= len(expected) or actual[i][0].key != expected[i].key:
+                what = expected[i].describe() if i < len(expected) else "no entry"
+                raise self.fail(f"tensor #{i}: expected {what}", "COLIBRI_E_BAD_TENSOR_TABLE", offset)
+            self._check_entry(header, i, offset, actual[i], expected[i], cursor)
+            cursor = actual[i][0].offset + actual[i][0].size
+
+    def _check_entry(self, header: dict, index: int, offset: int,
+                     actual: tuple[TensorEntry, int, tuple], want: TensorEntry, cursor: int) -> None:
+        """Identity is checked by the caller; then dtype, placement (3.2), shape."""
+        t, ndim, raw_shape = actual
+        name = f"tensor #{index} {want.describe()}"
+        if t.dtype != 0:
+            raise self.fail(f"{name}: dtype {t.dtype}", "COLIBRI_E_UNSUPPORTED_DTYPE", offset + 6)
+        if t.offset + t.size > header["image_size"]:
+            raise self.fail(f"{name}: data [{t.offset}, {t.offset + t.size}) past image_size "
+                            f"{header['image_size']}", "COLIBRI_E_OUT_OF_RANGE", offset + 32)
+        step = header["alignment"] if t.role == Role.EXPERT_GATE else DATA_ALIGN
+        if t.offset % step:
+            raise self.fail(f"{name}: offset {t.offset} is not a multiple of {step}",
+                            "COLIBRI_E_MISALIGNED", offset + 32)
+        if t.offset < cursor:
+            raise self.fail(f"{name}: data at {t.offset} overlaps bytes before {cursor}",
+                            "COLIBRI_E_OVERLAP", offset + 32)
+        wanted_shape = tuple(want.shape) + (0,) * (4 - len(want.shape))
+        size = 4 * math.prod(want.shape)
+        if ndim != len(want.shape) or tuple(raw_shape) != wanted_shape or t.size != size:
+            raise self.fail(f"{name}: ndim {ndim}, shape {tuple(raw_shape)}, size {t.size}; expected "
+                            f"shape {want.shape}", "COLIBRI_E_BAD_SHAPE", offset + 8)
+
+
+def _field_offset(name: str) -> int | None:
+    for field_name, offset, _ in HEADER_FIELDS + MODEL_RECORD_FIELDS:
+        if field_name == name:
+            return offset
+    return None
+
+
+def _load(source: Source) -> tuple[str, np.ndarray]:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return "<bytes>", np.frombuffer(source, dtype=np.uint8)
+    path = Path(source)
+    try:
+        if path.stat().st_size == 0:
+            return str(path), np.zeros(0, dtype=np.uint8)
+        return str(path), np.memmap(path, dtype=np.uint8, mode="r")
+    except OSError as exc:
+        raise ImageFormatError(f"cannot open: {exc.strerror}", status="COLIBRI_E_BAD_ARGUMENT",
+                               path=path) from None
+
+
+def read_image(source: Source, *, expected_fingerprint: int = 0,
+               verify_data: bool = False) -> ModelImage:
+    """Validate an image (a path, or its bytes) as colibri_init does, and return it.
+
+    With verify_data, also check every tensor's data CRC-32 (colibri_verify).
+    """
+    name, data = _load(source)
+    check = _Checker(name, data)
+    header, record = check.check_fixed_header()
+    end = check.check_extent(header)
+    check.check_meta_crc(header, end, expected_fingerprint)
+    check.check_record(header, record)
+    layers = check.read_layers(record)
+    check.check_layers(header, record, layers)
+    actual = check.read_tensors(header)
+    check.check_tensors(header, record, layers, actual, end)
+    image = ModelImage(name, header, record, layers, [a[0] for a in actual], data)
+    if verify_data:
+        image.verify_data()
+    return image
+
+
+def fix_meta_crc(buf: bytearray) -> int:
+    """Recompute meta_crc32 of an image held in `buf`, in place; return it.
+
+    The extent comes from the header's tensor_table_offset and n_tensors
+    (clipped to the buffer), so tests can craft images broken past the CRC check.
+    """
+    table_offset = int.from_bytes(buf[48:56], "little")
+    n_tensors = int.from_bytes(buf[56:60], "little")
+    end = min(len(buf), table_offset + TENSOR_ENTRY_SIZE * n_tensors)
+    crc = meta_crc32(buf, end)
+    buf[META_CRC_OFFSET:META_CRC_OFFSET + 4] = crc.to_bytes(4, "little")
+    return crc

@@ -1,0 +1,277 @@
+"""Constants and byte layout of the Colibri model image, version 1.0 (docs/format.md).
+
+Every field table below is (name, offset, struct code) and is the single place
+the Python tools take offsets from. All integers and floats are little-endian.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, fields
+from enum import IntEnum
+
+MAGIC = b"COLIBRI\x1a"
+VERSION_MAJOR = 1
+VERSION_MINOR = 0
+HEADER_SIZE = 256
+LAYER_ENTRY_SIZE = 16
+TENSOR_ENTRY_SIZE = 64
+DATA_ALIGN = 64                 # every tensor starts at a multiple of this
+DEFAULT_ALIGNMENT = 4096        # every expert block starts at a multiple of `alignment`
+MIN_ALIGNMENT = 64
+MAX_ALIGNMENT = 1 << 20
+NO_LAYER = 0xFFFF               # layer of a global tensor
+NO_EXPERT = 0xFFFF              # expert of a non-expert tensor
+DTYPE_F32 = 0
+META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
+MAX_TOP_K = 64
+
+
+class Arch(IntEnum):
+    MIXTRAL = 1
+    QWEN2_MOE = 2
+    OLMOE = 3
+    QWEN3_MOE = 4
+    SWITCH = 5
+
+
+class FfnKind(IntEnum):
+    DENSE = 0
+    MOE = 1
+
+
+class Role(IntEnum):
+    TOKEN_EMBED = 1
+    OUTPUT_NORM = 2
+    LM_HEAD = 3
+    ATTN_NORM = 16
+    ATTN_Q = 17
+    ATTN_K = 18
+    ATTN_V = 19
+    ATTN_O = 20
+    ATTN_Q_BIAS = 21
+    ATTN_K_BIAS = 22
+    ATTN_V_BIAS = 23
+    ATTN_O_BIAS = 24
+    ATTN_Q_NORM = 25
+    ATTN_K_NORM = 26
+    FFN_NORM = 27
+    DENSE_GATE = 32
+    DENSE_UP = 33
+    DENSE_DOWN = 34
+    ROUTER = 40
+    SHARED_GATE = 41
+    SHARED_UP = 42
+    SHARED_DOWN = 43
+    SHARED_EXPERT_GATE = 44
+    EXPERT_GATE = 48
+    EXPERT_UP = 49
+    EXPERT_DOWN = 50
+
+
+EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
+
+# Header, section 1 (the model record, section 1.1, follows in MODEL_RECORD_FIELDS).
+HEADER_FIELDS: tuple[tuple[str, int, str], ...] = (
+    ("magic", 0, "8s"),
+    ("version_major", 8, "H"),
+    ("version_minor", 10, "H"),
+    ("header_size", 12, "I"),
+    ("image_size", 16, "Q"),
+    ("meta_crc32", 24, "I"),
+    ("flags", 28, "I"),
+    ("alignment", 32, "I"),
+    ("arch", 36, "I"),
+    ("layer_table_offset", 40, "Q"),
+    ("tensor_table_offset", 48, "Q"),
+    ("n_tensors", 56, "I"),
+    ("reserved", 60, "I"),
+)
+
+MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
+    ("vocab_size", 64, "I"),
+    ("hidden_size", 68, "I"),
+    ("n_layers", 72, "I"),
+    ("n_heads", 76, "I"),
+    ("n_kv_heads", 80, "I"),
+    ("head_dim", 84, "I"),
+    ("max_context", 88, "I"),
+    ("dense_intermediate", 92, "I"),
+    ("expert_intermediate", 96, "I"),
+    ("n_experts", 100, "I"),
+    ("shared_intermediate", 104, "I"),
+    ("rms_eps", 108, "f"),
+    ("rope_theta", 112, "f"),
+    ("attn_bias", 116, "I"),
+    ("qk_norm", 120, "I"),
+    ("tie_embeddings", 124, "I"),
+    ("router_score", 128, "I"),
+    ("top_k", 132, "I"),
+    ("router_norm_topk", 136, "I"),
+    ("routed_scaling", 140, "f"),
+    ("shared_gate", 144, "I"),
+    ("n_group", 148, "I"),
+    ("topk_group", 152, "I"),
+    ("activation", 156, "I"),
+    ("norm_kind", 160, "I"),
+)
+MODEL_RECORD_END = 164  # bytes 164 .. 255 are reserved (zero)
+
+LAYER_FIELDS: tuple[tuple[str, int, str], ...] = (
+    ("ffn_kind", 0, "I"),
+    ("first_tensor", 4, "I"),
+    ("n_tensors", 8, "I"),
+    ("reserved", 12, "I"),
+)
+
+TENSOR_FIELDS: tuple[tuple[str, int, str], ...] = (
+    ("role", 0, "H"),
+    ("layer", 2, "H"),
+    ("expert", 4, "H"),
+    ("dtype", 6, "H"),
+    ("ndim", 8, "I"),
+    ("shape", 12, "4I"),
+    ("data_crc32", 28, "I"),
+    ("offset", 32, "Q"),
+    ("size", 40, "Q"),
+)  # bytes 48 .. 63 are reserved (zero)
+
+
+@dataclass
+class ModelRecord:
+    """The model record (section 1.1), field for field."""
+
+    vocab_size: int
+    hidden_size: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    max_context: int
+    dense_intermediate: int
+    expert_intermediate: int
+    n_experts: int
+    shared_intermediate: int
+    rms_eps: float
+    rope_theta: float
+    attn_bias: int = 0
+    qk_norm: int = 0
+    tie_embeddings: int = 0
+    router_score: int = 0
+    top_k: int = 0
+    router_norm_topk: int = 0
+    routed_scaling: float = 1.0
+    shared_gate: int = 0
+    n_group: int = 1
+    topk_group: int = 1
+    activation: int = 0
+    norm_kind: int = 0
+
+
+@dataclass(frozen=True)
+class LayerEntry:
+    ffn_kind: int
+    first_tensor: int
+    n_tensors: int
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor table entry. Before placement offset, size and crc are 0."""
+
+    role: int
+    layer: int
+    expert: int
+    shape: tuple[int, ...]
+    dtype: int = DTYPE_F32
+    data_crc32: int = 0
+    offset: int = 0
+    size: int = 0
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.role, self.layer, self.expert)
+
+    def describe(self) -> str:
+        name = Role(self.role).name if self.role in Role._value2member_map_ else str(self.role)
+        where = "global" if self.layer == NO_LAYER else f"layer {self.layer}"
+        if self.expert != NO_EXPERT:
+            where += f" expert {self.expert}"
+        return f"{name} ({where})"
+
+
+def _pack_fields(buf: bytearray, base: int, table: tuple, values: dict) -> None:
+    for name, offset, code in table:
+        value = values[name]
+        if code == "4I":
+            struct.pack_into("<4I", buf, base + offset, *value)
+        else:
+            struct.pack_into("<" + code, buf, base + offset, value)
+
+
+def _unpack_fields(buf: bytes | memoryview, base: int, table: tuple) -> dict:
+    out = {}
+    for name, offset, code in table:
+        value = struct.unpack_from("<" + code, buf, base + offset)
+        out[name] = value if code == "4I" else value[0]
+    return out
+
+
+def pack_header(buf: bytearray, header: dict, record: ModelRecord) -> None:
+    """Write the 256-byte header (section 1 and 1.1) into buf[0:256]."""
+    _pack_fields(buf, 0, HEADER_FIELDS, header)
+    values = {f.name: getattr(record, f.name) for f in fields(record)}
+    _pack_fields(buf, 0, MODEL_RECORD_FIELDS, values)
+
+
+def unpack_header(buf: bytes | memoryview) -> tuple[dict, ModelRecord]:
+    header = _unpack_fields(buf, 0, HEADER_FIELDS)
+    record = ModelRecord(**_unpack_fields(buf, 0, MODEL_RECORD_FIELDS))
+    return header, record
+
+
+def pack_layer(buf: bytearray, offset: int, entry: LayerEntry) -> None:
+    values = {"ffn_kind": entry.ffn_kind, "first_tensor": entry.first_tensor,
+              "n_tensors": entry.n_tensors, "reserved": 0}
+    _pack_fields(buf, offset, LAYER_FIELDS, values)
+
+
+def unpack_layer(buf: bytes | memoryview, offset: int) -> LayerEntry:
+    values = _unpack_fields(buf, offset, LAYER_FIELDS)
+    return LayerEntry(values["ffn_kind"], values["first_tensor"], values["n_tensors"])
+
+
+def pack_tensor(buf: bytearray, offset: int, entry: TensorEntry) -> None:
+    values = {"role": entry.role, "layer": entry.layer, "expert": entry.expert,
+              "dtype": entry.dtype, "ndim": entry.ndim,
+              "shape": tuple(entry.shape) + (0,) * (4 - entry.ndim),
+              "data_crc32": entry.data_crc32, "offset": entry.offset, "size": entry.size}
+    _pack_fields(buf, offset, TENSOR_FIELDS, values)
+
+
+def unpack_tensor(buf: bytes | memoryview, offset: int) -> tuple[TensorEntry, int, tuple[int, ...]]:
+    """Decode one entry; also return its raw ndim and raw 4-entry shape for validation."""
+    v = _unpack_fields(buf, offset, TENSOR_FIELDS)
+    ndim = v["ndim"]
+    shape = tuple(v["shape"][:ndim]) if 1 <= ndim <= 4 else tuple(v["shape"])
+    entry = TensorEntry(v["role"], v["layer"], v["expert"], shape, v["dtype"],
+                        v["data_crc32"], v["offset"], v["size"])
+    return entry, ndim, v["shape"]
+
+
+def tables_end(n_layers: int, n_tensors: int) -> int:
+    """End of the tensor table = the extent meta_crc32 covers."""
+    return HEADER_SIZE + LAYER_ENTRY_SIZE * n_layers + TENSOR_ENTRY_SIZE * n_tensors
+
+
+def meta_crc32(buf: bytes | bytearray | memoryview, end: int) -> int:
+    """CRC-32 of buf[0:end] with the meta_crc32 field taken as zero (section 1)."""
+    view = memoryview(buf)
+    crc = zlib.crc32(view[:META_CRC_OFFSET])
+    crc = zlib.crc32(b"\0\0\0\0", crc)
+    return zlib.crc32(view[META_CRC_OFFSET + 4:end], crc) & 0xFFFFFFFF

@@ -1,0 +1,131 @@
+"""Write a model image (docs/format.md), streaming one tensor at a time.
+
+The data region is written first (tensor by tensor, each loaded only when its
+turn comes, with its CRC-32 taken on the way), then the header and tables are
+written at the start of the file with their meta CRC-32. Padding is zero.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from .errors import ImageFormatError
+from .image_layout import align_up, canonical_tensors, model_problems, place_tensors
+from .image_spec import (
+    DATA_ALIGN, DEFAULT_ALIGNMENT, HEADER_SIZE, LAYER_ENTRY_SIZE, MAGIC, TENSOR_ENTRY_SIZE,
+    VERSION_MAJOR, VERSION_MINOR, LayerEntry, ModelRecord, TensorEntry, meta_crc32, pack_header,
+    pack_layer, pack_tensor, tables_end,
+)
+
+_ZEROS = bytes(1 << 16)
+
+
+@dataclass(frozen=True)
+class SourceTensor:
+    """A tensor to write: its table identity and shape, and how to load its float32 data."""
+
+    entry: TensorEntry
+    load: Callable[[], np.ndarray]
+
+
+@dataclass(frozen=True)
+class WrittenImage:
+    path: Path
+    image_size: int
+    meta_crc32: int
+    layers: list[LayerEntry]
+    tensors: list[TensorEntry]
+
+
+def _check_inputs(path: Path, arch: int, alignment: int, record: ModelRecord,
+                  ffn_kinds: list[int], sources: Sequence[SourceTensor]) -> list[LayerEntry]:
+    problems = model_problems(arch, alignment, record, ffn_kinds)
+    if problems:
+        p = problems[0]
+        raise ImageFormatError(f"cannot write {p.field} = {p.value!r}: {p.reason}",
+                               status=p.status, path=path)
+    expected, layers = canonical_tensors(record, ffn_kinds)
+    got = [(s.entry.key, tuple(s.entry.shape)) for s in sources]
+    want = [(e.key, e.shape) for e in expected]
+    if got != want:
+        index = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
+                     min(len(got), len(want)))
+        raise ImageFormatError(f"tensor #{index} given to the writer is not the one "
+                               f"section 3.1 asks for", status="COLIBRI_E_BAD_TENSOR_TABLE", path=path)
+    return layers
+
+
+def _pad_to(f: BinaryIO, position: int, target: int) -> int:
+    while position < target:
+        n = min(target - position, len(_ZEROS))
+        f.write(_ZEROS[:n])
+        position += n
+    return position
+
+
+def _as_f32_bytes(path: Path, entry: TensorEntry, array: np.ndarray) -> memoryview:
+    if tuple(array.shape) != tuple(entry.shape):
+        raise ImageFormatError(f"{entry.describe()}: data of shape {tuple(array.shape)} for a "
+                               f"{entry.shape} entry", status="COLIBRI_E_BAD_SHAPE", path=path)
+    data = np.ascontiguousarray(array, dtype="<f4").reshape(-1)
+    return memoryview(data.view(np.uint8))
+
+
+def _write_data(f: BinaryIO, path: Path, placed: list[TensorEntry],
+                sources: Sequence[SourceTensor], image_size: int,
+                progress: Callable[[int], None] | None) -> list[TensorEntry]:
+    """Write zeros for the tables, then every tensor at its offset; return entries with CRCs."""
+    position = 0
+    out = []
+    for entry, source in zip(placed, sources):
+        position = _pad_to(f, position, entry.offset)
+        data = _as_f32_bytes(path, entry, source.load())
+        f.write(data)
+        position += len(data)
+        out.append(replace(entry, data_crc32=zlib.crc32(data) & 0xFFFFFFFF))
+        if progress is not None:
+            progress(len(data))
+    _pad_to(f, position, image_size)
+    return out
+
+
+def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEntry],
+            tensors: list[TensorEntry], image_size: int) -> bytearray:
+    layer_offset = HEADER_SIZE
+    tensor_offset = layer_offset + LAYER_ENTRY_SIZE * len(layers)
+    end = tables_end(len(layers), len(tensors))
+    buf = bytearray(end)
+    header = {"magic": MAGIC, "version_major": VERSION_MAJOR, "version_minor": VERSION_MINOR,
+              "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0, "flags": 0,
+              "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,
+              "tensor_table_offset": tensor_offset, "n_tensors": len(tensors), "reserved": 0}
+    pack_header(buf, header, record)
+    for i, layer in enumerate(layers):
+        pack_layer(buf, layer_offset + LAYER_ENTRY_SIZE * i, layer)
+    for i, tensor in enumerate(tensors):
+        pack_tensor(buf, tensor_offset + TENSOR_ENTRY_SIZE * i, tensor)
+    buf[24:28] = meta_crc32(buf, end).to_bytes(4, "little")
+    return buf
+
+
+def write_image(path: str | Path, *, arch: int, record: ModelRecord, ffn_kinds: list[int],
+                sources: Sequence[SourceTensor], alignment: int = DEFAULT_ALIGNMENT,
+                progress: Callable[[int], None] | None = None) -> WrittenImage:
+    """Write the image to `path`; `sources` must be in canonical order (section 3.1)."""
+    path = Path(path)
+    layers = _check_inputs(path, arch, alignment, record, ffn_kinds, sources)
+    unplaced = [s.entry for s in sources]
+    end = tables_end(len(layers), len(unplaced))
+    placed, image_size = place_tensors(unplaced, align_up(end, DATA_ALIGN), alignment)
+    with path.open("wb") as f:
+        tensors = _write_data(f, path, placed, sources, image_size, progress)
+        tables = _tables(arch, alignment, record, layers, tensors, image_size)
+        f.seek(0)
+        f.write(tables)
+    return WrittenImage(path, image_size, int.from_bytes(tables[24:28], "little"), layers, tensors)

@@ -1,0 +1,164 @@
+"""Which checkpoint tensor fills which image role (docs/format.md 3.1).
+
+Both expert layouts are accepted, per layer:
+
+- per-expert (what `save_pretrained` writes): `{block}.experts.{e}.gate_proj.weight`,
+  `up_proj`, `down_proj` (Mixtral: `w1` gate, `w3` up, `w2` down), with block
+  `mlp` or Mixtral's `block_sparse_moe`;
+- fused (transformers 5 in memory): `{block}.experts.gate_up_proj` [E, 2I, H]
+  (gate = first I rows, up = last I rows) and `{block}.experts.down_proj` [E, H, I].
+
+Every shape is checked before anything is written, and every checkpoint tensor
+must be used: a stray tensor (a bias the config does not announce, say) means
+the mapping and the checkpoint disagree, and is an error rather than a silent
+omission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .checkpoint import Checkpoint
+from .errors import CheckpointError
+from .families import ModelSpec
+from .image_layout import canonical_tensors
+from .image_spec import Role, TensorEntry
+from .image_writer import SourceTensor
+
+_GLOBAL_NAMES = {Role.TOKEN_EMBED: "model.embed_tokens.weight",
+                 Role.OUTPUT_NORM: "model.norm.weight", Role.LM_HEAD: "lm_head.weight"}
+
+_LAYER_NAMES = {
+    Role.ATTN_NORM: "input_layernorm.weight", Role.ATTN_Q: "self_attn.q_proj.weight",
+    Role.ATTN_K: "self_attn.k_proj.weight", Role.ATTN_V: "self_attn.v_proj.weight",
+    Role.ATTN_O: "self_attn.o_proj.weight", Role.ATTN_Q_BIAS: "self_attn.q_proj.bias",
+    Role.ATTN_K_BIAS: "self_attn.k_proj.bias", Role.ATTN_V_BIAS: "self_attn.v_proj.bias",
+    Role.ATTN_O_BIAS: "self_attn.o_proj.bias", Role.ATTN_Q_NORM: "self_attn.q_norm.weight",
+    Role.ATTN_K_NORM: "self_attn.k_norm.weight", Role.FFN_NORM: "post_attention_layernorm.weight",
+    Role.DENSE_GATE: "mlp.gate_proj.weight", Role.DENSE_UP: "mlp.up_proj.weight",
+    Role.DENSE_DOWN: "mlp.down_proj.weight",
+}
+
+_BLOCK_NAMES = {Role.ROUTER: "gate.weight", Role.SHARED_GATE: "shared_expert.gate_proj.weight",
+                Role.SHARED_UP: "shared_expert.up_proj.weight",
+                Role.SHARED_DOWN: "shared_expert.down_proj.weight",
+                Role.SHARED_EXPERT_GATE: "shared_expert_gate.weight"}
+
+_MOE_BLOCKS = ("mlp", "block_sparse_moe")
+_PER_EXPERT_NAMES = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+Loader = Callable[[], np.ndarray]
+
+
+class TensorMap:
+    """Resolves every tensor of a ModelSpec to a loader over a Checkpoint."""
+
+    def __init__(self, checkpoint: Checkpoint, spec: ModelSpec) -> None:
+        self.ckpt = checkpoint
+        self.spec = spec
+        self.used: set[str] = set()
+
+    # -- names -------------------------------------------------------------
+    def _moe_block(self, layer: int) -> str:
+        for block in _MOE_BLOCKS:
+            if self.ckpt.has(f"model.layers.{layer}.{block}.gate.weight"):
+                return f"model.layers.{layer}.{block}"
+        raise CheckpointError(f"layer {layer} is a MoE layer but has no router "
+                              f"(model.layers.{layer}.mlp.gate.weight)", path=self.ckpt.path)
+
+    def name_of(self, role: int, layer: int) -> str:
+        """Checkpoint name of a non-expert tensor."""
+        if role in _GLOBAL_NAMES:
+            return _GLOBAL_NAMES[role]
+        if role in _LAYER_NAMES:
+            return f"model.layers.{layer}.{_LAYER_NAMES[role]}"
+        return f"{self._moe_block(layer)}.{_BLOCK_NAMES[role]}"
+
+    # -- loaders -----------------------------------------------------------
+    def _load(self, name: str, index: int | None = None, rows: slice | None = None) -> np.ndarray:
+        array = self.ckpt.load(name, index)
+        if rows is not None:
+            array = array[rows]
+        if not np.isfinite(array).all():
+            raise CheckpointError(f"tensor {name!r} holds NaN or infinity",
+                                  path=self.ckpt.file_of(name))
+        return array
+
+    def _expect(self, name: str, shape: tuple[int, ...]) -> None:
+        if not self.ckpt.has(name):
+            raise CheckpointError(f"tensor {name!r} not found (needed for shape {shape})",
+                                  path=self.ckpt.path)
+        got = tuple(self.ckpt.shape(name))
+        if got != tuple(shape):
+            raise CheckpointError(f"tensor {name!r} has shape {got}, expected {tuple(shape)}",
+                                  path=self.ckpt.file_of(name))
+        self.used.add(name)
+
+    def _plain(self, entry: TensorEntry) -> Loader:
+        name = self.name_of(entry.role, entry.layer)
+        self._expect(name, entry.shape)
+        return lambda: self._load(name)
+
+    def _expert_loaders(self, layer: int) -> list[tuple[Loader, Loader, Loader]]:
+        block = self._moe_block(layer)
+        r = self.spec.record
+        e_count, inter, hidden = r.n_experts, r.expert_intermediate, r.hidden_size
+        fused_gate_up, fused_down = f"{block}.experts.gate_up_proj", f"{block}.experts.down_proj"
+        if self.ckpt.has(fused_gate_up):
+            self._expect(fused_gate_up, (e_count, 2 * inter, hidden))
+            self._expect(fused_down, (e_count, hidden, inter))
+            return [(lambda e=e: self._load(fused_gate_up, e, slice(0, inter)),
+                     lambda e=e: self._load(fused_gate_up, e, slice(inter, 2 * inter)),
+                     lambda e=e: self._load(fused_down, e)) for e in range(e_count)]
+        names = next((n for n in _PER_EXPERT_NAMES
+                      if self.ckpt.has(f"{block}.experts.0.{n[0]}.weight")), _PER_EXPERT_NAMES[0])
+        out = []
+        for e in range(e_count):
+            gate, up, down = (f"{block}.experts.{e}.{n}.weight" for n in names)
+            self._expect(gate, (inter, hidden))
+            self._expect(up, (inter, hidden))
+            self._expect(down, (hidden, inter))
+            out.append((lambda n=gate: self._load(n), lambda n=up: self._load(n),
+                        lambda n=down: self._load(n)))
+        return out
+
+    def sources(self) -> list[SourceTensor]:
+        """Every image tensor in canonical order, with its loader; shapes checked now."""
+        entries, _ = canonical_tensors(self.spec.record, self.spec.ffn_kinds)
+        experts = {layer: self._expert_loaders(layer) for layer in self.spec.moe_layers}
+        out = []
+        for entry in entries:
+            if entry.role in (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN):
+                loader = experts[entry.layer][entry.expert][entry.role - Role.EXPERT_GATE]
+            else:
+                loader = self._plain(entry)
+            out.append(SourceTensor(entry, loader))
+        return out
+
+    # -- checks ------------------------------------------------------------
+    def shared_expert_is_zero(self) -> bool:
+        """True when every MoE layer's shared expert down projection is all zeros
+        (its output is then zero whatever the gate says)."""
+        r = self.spec.record
+        for layer in self.spec.moe_layers:
+            for role, shape in ((Role.SHARED_GATE, (r.shared_intermediate, r.hidden_size)),
+                                (Role.SHARED_UP, (r.shared_intermediate, r.hidden_size)),
+                                (Role.SHARED_DOWN, (r.hidden_size, r.shared_intermediate)),
+                                (Role.SHARED_EXPERT_GATE, (1, r.hidden_size))):
+                self._expect(self.name_of(role, layer), shape)
+            if np.any(self._load(self.name_of(Role.SHARED_DOWN, layer))):
+                return False
+        return True
+
+    def check_all_used(self) -> None:
+        ignored = {_GLOBAL_NAMES[Role.LM_HEAD]} if self.spec.record.tie_embeddings else set()
+        stray = [n for n in self.ckpt.names() if n not in self.used and n not in ignored
+                 and not n.endswith(_IGNORED_SUFFIXES)]
+        if stray:
+            shown = ", ".join(sorted(stray)[:5]) + (" ..." if len(stray) > 5 else "")
+            raise CheckpointError(f"{len(stray)} tensor(s) not used by the {self.spec.family} "
+                                  f"mapping (config and weights disagree): {shown}",
+                                  path=self.ckpt.path)
