@@ -4,7 +4,7 @@
 
 CC        ?= cc
 BUILD     ?= build
-PY        ?= python3
+PY        ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 
 # Strict, portable C11; no floating-point contraction (determinism contract).
 WARN      := -std=c11 -Wall -Wextra -Wpedantic -Werror -Wshadow -Wstrict-prototypes \
@@ -103,6 +103,8 @@ size: host cross
 	@size -t $(call core_objs,host) | tail -1 | awk '{printf "x86-64   %7s %7s %7s\n", $$1, $$2, $$3}'
 	@aarch64-linux-gnu-size -t $(call core_objs,aarch64) | tail -1 | awk '{printf "aarch64  %7s %7s %7s\n", $$1, $$2, $$3}'
 	@arm-none-eabi-size -t $(call core_objs,cortex-m7) | tail -1 | awk '{printf "cortex-m7%7s %7s %7s\n", $$1, $$2, $$3}'
+
+include ports/baremetal/firmware.mk
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,49 @@
+/*
+ * board.h - what a bare-metal board port gives a sample. One implementation
+ * per port (ports/baremetal/aarch64, ports/baremetal/cortex_m); the board's
+ * facts (addresses, clocks, UART) come from boards/<board>.toml through the
+ * generated board_config.h, never from literals in the code.
+ */
+#ifndef COLIBRI_BOARD_H
+#define COLIBRI_BOARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "colibri.h"
+
+/* Bring the board up: FPU (and MMU/caches on Cortex-A), UART, tick source,
+ * interrupt controller. Called once, first thing in main(). */
+void board_init(void);
+
+/* Blocking write of n bytes to the console UART. */
+void board_uart_write(const uint8_t *data, size_t n);
+
+/* One byte from the console UART, or -1 if none arrived within timeout_ms
+ * (0 = poll once). */
+int board_uart_read(uint32_t timeout_ms);
+
+/* Milliseconds since board_init, monotonic (for protocol timeouts). */
+uint64_t board_millis(void);
+
+/* The board's tick source (boards/<board>.toml [ticks]: what a tick is). */
+uint64_t board_ticks(void);
+
+/* A colibri_port using board_ticks (and prefetch where the board has one). */
+const colibri_port *board_port(void);
+
+/* The weight region: base address and size from the board file. */
+const void *board_weights(void);
+size_t board_weights_size(void);
+
+/* Run fn(arg) once from a timer interrupt handler and return after it has
+ * finished (the caller sleeps with WFI meanwhile). Returns 0, or -1 when the
+ * board has no timer interrupt. stack_used (optional) receives the bytes of
+ * interrupt stack the handler used, measured by stack painting, or 0. */
+int board_run_in_interrupt(void (*fn)(void *arg), void *arg, size_t *stack_used);
+
+/* End the program: under QEMU (semihosting) exit with this status; on a
+ * real board, stop in a low-power loop. */
+void board_exit(int status) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,64 @@
+# Bare-metal firmware build, included by the top-level Makefile.
+#
+#   make firmware BOARD=qemu_virt_a72 APP=serial_runner MODEL_DIR=out/model
+#
+# Board facts come from boards/$(BOARD).toml through colibri-board (compiler,
+# flags, linker MEMORY, board_config.h). The app is samples/baremetal/$(APP);
+# MODEL_DIR holds the model_config.h written by colibri-convert.
+# Outputs in build/fw/$(BOARD)/$(APP): firmware.elf, firmware.bin, firmware.hex,
+# firmware.map, size.txt, *.su (stack usage).
+
+BOARD     ?= qemu_virt_a72
+APP       ?= serial_runner
+MODEL_DIR ?= out/model
+FW_DIR    := $(BUILD)/fw/$(BOARD)/$(APP)
+BOARD_PY  := $(PY) -m colibri_tools.boards
+
+ifneq ($(filter firmware firmware-%,$(MAKECMDGOALS)),)
+$(FW_DIR)/board.mk: boards/$(BOARD).toml tools/colibri_tools/boards.py
+	@mkdir -p $(FW_DIR)
+	@$(BOARD_PY) make $(BOARD) -o $@
+include $(FW_DIR)/board.mk
+endif
+
+# Each port directory provides port.mk: PORT_SRC (C and .S files), PORT_LD
+# (linker script that INCLUDEs memory.ld), PORT_CFLAGS, PORT_LDFLAGS.
+PORT_DIR := ports/baremetal/$(patsubst baremetal-%,%,$(BOARD_PORT))
+PORT_DIR := $(subst cortex-m,cortex_m,$(PORT_DIR))
+-include $(PORT_DIR)/port.mk
+
+FW_SRC := $(SDK_SRC) $(wildcard ports/serial/*.c) $(PORT_SRC) \
+          $(wildcard samples/baremetal/$(APP)/*.c)
+FW_OBJ := $(patsubst %,$(FW_DIR)/obj/%.o,$(FW_SRC))
+FW_CFLAGS := $(BOARD_CFLAGS) $(PORT_CFLAGS) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -g \
+             -ffreestanding -ffunction-sections -fdata-sections -fstack-usage \
+             -Isdk/include -Isdk/src -Iports/baremetal -I$(PORT_DIR) -Iports/serial \
+             -I$(FW_DIR) -I$(MODEL_DIR)
+
+.PHONY: firmware
+firmware: $(FW_DIR)/firmware.elf $(FW_DIR)/firmware.bin $(FW_DIR)/firmware.hex $(FW_DIR)/size.txt
+
+$(FW_DIR)/board_config.h: boards/$(BOARD).toml tools/colibri_tools/boards.py
+	@mkdir -p $(dir $@)
+	@$(BOARD_PY) header $(BOARD) -o $@
+
+$(FW_DIR)/memory.ld: boards/$(BOARD).toml tools/colibri_tools/boards.py
+	@mkdir -p $(dir $@)
+	@$(BOARD_PY) ld $(BOARD) -o $@
+
+$(FW_DIR)/obj/%.o: % $(FW_DIR)/board_config.h $(MODEL_DIR)/model_config.h
+	@mkdir -p $(dir $@)
+	$(BOARD_CC) $(FW_CFLAGS) -c $< -o $@
+
+$(FW_DIR)/firmware.elf: $(FW_OBJ) $(FW_DIR)/memory.ld $(PORT_LD)
+	$(BOARD_CC) $(BOARD_CFLAGS) $(PORT_LDFLAGS) $(BOARD_LDFLAGS) -L$(FW_DIR) -T$(PORT_LD) \
+	    -Wl,--gc-sections -Wl,-Map=$(FW_DIR)/firmware.map $(FW_OBJ) -o $@ $(PORT_LIBS)
+
+$(FW_DIR)/firmware.bin: $(FW_DIR)/firmware.elf
+	$(BOARD_OBJCOPY) -O binary $< $@
+
+$(FW_DIR)/firmware.hex: $(FW_DIR)/firmware.elf
+	$(BOARD_OBJCOPY) -O ihex $< $@
+
+$(FW_DIR)/size.txt: $(FW_DIR)/firmware.elf
+	$(BOARD_SIZE) -A $< > $@

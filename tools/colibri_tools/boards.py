@@ -1,0 +1,260 @@
+"""Boards are data: one TOML file per board in boards/, the single source of
+truth for addresses and flags. This module loads and checks them, and derives
+from them what must never disagree: the linker script's memory regions, the
+compiler flags, the weight address of HEX images, and the compile-time checks
+against model_config.h.
+
+    colibri-board list
+    colibri-board show BOARD
+    colibri-board ld BOARD [-o FILE]        MEMORY block + symbols for the linker script
+    colibri-board make BOARD                make variables (CC, CFLAGS, ...)
+    colibri-board header BOARD [-o FILE]    board_config.h: addresses and limits as macros
+
+Schema (docs/boards.md has the full description):
+
+    name, description, arch ("aarch64" | "armv7e-m" | "armv8.1-m"), cpu, port
+    ("baremetal-aarch64" | "baremetal-cortex-m" | "linux" | "zephyr"),
+    cross_prefix, cflags = [...], ldflags = [...]
+    [memory.code]    origin, length        (bare-metal ports)
+    [memory.ram]     origin, length
+    [weights]        address, size, alignment
+    [uart]           kind, base, clock_hz, baud, irq (optional)
+    [ticks]          source, hz (0 = not a time unit), unit (plain words)
+    [emulate]        (optional) qemu, machine, cpu, memory, extra = [...]
+    [flash]          method, and method-specific keys
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ColibriError
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BOARDS_DIR = REPO / "boards"
+ARCHES = {"aarch64", "armv7e-m", "armv8.1-m"}
+PORTS = {"baremetal-aarch64", "baremetal-cortex-m", "linux", "zephyr"}
+
+
+class BoardError(ColibriError):
+    """A board file is missing, unreadable or inconsistent."""
+
+
+@dataclass(frozen=True)
+class Region:
+    origin: int
+    length: int
+
+    @property
+    def end(self) -> int:
+        return self.origin + self.length
+
+    def overlaps(self, other: "Region") -> bool:
+        return self.origin < other.end and other.origin < self.end
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    path: pathlib.Path
+    description: str
+    arch: str
+    cpu: str
+    port: str
+    cross_prefix: str
+    cflags: tuple[str, ...]
+    ldflags: tuple[str, ...]
+    code: Region | None
+    ram: Region | None
+    weights: Region
+    weights_alignment: int
+    uart: dict[str, Any] = field(default_factory=dict)
+    ticks: dict[str, Any] = field(default_factory=dict)
+    emulate: dict[str, Any] = field(default_factory=dict)
+    flash: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bare_metal(self) -> bool:
+        return self.port.startswith("baremetal-")
+
+
+def _need(data: dict, key: str, kind: type, where: str) -> Any:
+    if key not in data:
+        raise BoardError(f"{where}: missing key '{key}'")
+    value = data[key]
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        raise BoardError(f"{where}: '{key}' must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _region(data: dict, key: str, where: str) -> Region | None:
+    if key not in data:
+        return None
+    table = _need(data, key, dict, where)
+    origin = _need(table, "origin", int, f"{where} [{key}]")
+    length = _need(table, "length", int, f"{where} [{key}]")
+    if origin < 0 or length <= 0 or origin + length > 1 << 64:
+        raise BoardError(f"{where} [{key}]: origin/length out of range")
+    return Region(origin, length)
+
+
+def _check(board: Board) -> None:
+    where = str(board.path)
+    if board.arch not in ARCHES:
+        raise BoardError(f"{where}: arch '{board.arch}' not one of {sorted(ARCHES)}")
+    if board.port not in PORTS:
+        raise BoardError(f"{where}: port '{board.port}' not one of {sorted(PORTS)}")
+    align = board.weights_alignment
+    if align < 64 or align & (align - 1) or board.weights.origin % align:
+        raise BoardError(f"{where}: weights address 0x{board.weights.origin:X} must be a "
+                         f"multiple of alignment {align} (a power of two >= 64)")
+    if board.bare_metal and (board.code is None or board.ram is None):
+        raise BoardError(f"{where}: a bare-metal board needs [memory.code] and [memory.ram]")
+    regions = {"code": board.code, "ram": board.ram, "weights": board.weights}
+    names = [n for n, r in regions.items() if r is not None]
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if regions[a].overlaps(regions[b]):
+                raise BoardError(f"{where}: {a} and {b} regions overlap")
+    if not any(f"-mcpu={board.cpu}" == flag for flag in board.cflags):
+        raise BoardError(f"{where}: cflags must contain -mcpu={board.cpu} (match the core, "
+                         f"not only the ISA)")
+
+
+def load(name_or_path: str | pathlib.Path) -> Board:
+    path = pathlib.Path(name_or_path)
+    if path.suffix != ".toml":
+        path = BOARDS_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        known = ", ".join(board_names()) or "none"
+        raise BoardError(f"no board '{name_or_path}' ({path} missing); known boards: {known}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise BoardError(f"{path}: not valid TOML: {exc}") from exc
+    where = str(path)
+    memory = data.get("memory", {})
+    weights = _need(data, "weights", dict, where)
+    board = Board(
+        name=_need(data, "name", str, where), path=path,
+        description=data.get("description", ""), arch=_need(data, "arch", str, where),
+        cpu=_need(data, "cpu", str, where), port=_need(data, "port", str, where),
+        cross_prefix=data.get("cross_prefix", ""),
+        cflags=tuple(_need(data, "cflags", list, where)),
+        ldflags=tuple(data.get("ldflags", [])),
+        code=_region(memory, "code", where), ram=_region(memory, "ram", where),
+        weights=Region(_need(weights, "address", int, f"{where} [weights]"),
+                       _need(weights, "size", int, f"{where} [weights]")),
+        weights_alignment=weights.get("alignment", 4096),
+        uart=data.get("uart", {}), ticks=data.get("ticks", {}),
+        emulate=data.get("emulate", {}), flash=data.get("flash", {}))
+    if board.name != path.stem:
+        raise BoardError(f"{where}: name '{board.name}' must equal the file name '{path.stem}'")
+    _check(board)
+    return board
+
+
+def board_names() -> list[str]:
+    return sorted(p.stem for p in BOARDS_DIR.glob("*.toml"))
+
+
+def linker_memory(board: Board) -> str:
+    """MEMORY block and symbols for a bare-metal linker script (INCLUDE it)."""
+    if not board.bare_metal:
+        raise BoardError(f"{board.name}: port {board.port} has no linker script")
+    w = board.weights
+    return "\n".join([
+        f"/* Generated from {board.path.relative_to(REPO)} by colibri-board; do not edit. */",
+        "MEMORY",
+        "{",
+        f"    CODE (rx)     : ORIGIN = 0x{board.code.origin:08X}, LENGTH = 0x{board.code.length:X}",
+        f"    RAM (rwx)     : ORIGIN = 0x{board.ram.origin:08X}, LENGTH = 0x{board.ram.length:X}",
+        f"    WEIGHTS (r)   : ORIGIN = 0x{w.origin:08X}, LENGTH = 0x{w.length:X}",
+        "}",
+        f"__colibri_weights_start = 0x{w.origin:08X};",
+        f"__colibri_weights_size = 0x{w.length:X};",
+        "",
+    ])
+
+
+def config_header(board: Board) -> str:
+    """board_config.h: the board's addresses for C, with checks against
+    model_config.h when both are included."""
+    up = board.name.upper()
+    uart = board.uart
+    lines = [
+        f"/* Generated from {board.path.relative_to(REPO)} by colibri-board; do not edit. */",
+        "#ifndef COLIBRI_BOARD_CONFIG_H", "#define COLIBRI_BOARD_CONFIG_H", "",
+        f'#define COLIBRI_BOARD_NAME "{board.name}"',
+        f"#define COLIBRI_BOARD_{up} 1",
+        f"#define COLIBRI_BOARD_WEIGHTS_ADDR 0x{board.weights.origin:08X}u",
+        f"#define COLIBRI_BOARD_WEIGHTS_SIZE 0x{board.weights.length:X}u",
+        f"#define COLIBRI_BOARD_WEIGHTS_ALIGN {board.weights_alignment}u",
+    ]
+    if uart:
+        lines += [f"#define COLIBRI_BOARD_UART_BASE 0x{uart.get('base', 0):08X}u",
+                  f"#define COLIBRI_BOARD_UART_CLOCK_HZ {uart.get('clock_hz', 0)}u",
+                  f"#define COLIBRI_BOARD_UART_BAUD {uart.get('baud', 115200)}u"]
+    if board.ticks:
+        lines += [f"#define COLIBRI_BOARD_TICKS_HZ {board.ticks.get('hz', 0)}u",
+                  f'#define COLIBRI_BOARD_TICKS_UNIT "{board.ticks.get("unit", "")}"']
+    lines += [
+        "", "#ifdef COLIBRI_MODEL_IMAGE_SIZE",
+        "_Static_assert(COLIBRI_MODEL_IMAGE_SIZE <= COLIBRI_BOARD_WEIGHTS_SIZE,",
+        '               "model image larger than the board\'s weight region");',
+        "_Static_assert(COLIBRI_MODEL_ALIGNMENT <= COLIBRI_BOARD_WEIGHTS_ALIGN ||",
+        "               COLIBRI_BOARD_WEIGHTS_ADDR % COLIBRI_MODEL_ALIGNMENT == 0,",
+        '               "weight address not aligned for the model\'s expert blocks");',
+        "#endif", "", "#endif", ""]
+    return "\n".join(lines)
+
+
+def make_vars(board: Board) -> str:
+    return "\n".join([
+        f"BOARD_ARCH := {board.arch}", f"BOARD_PORT := {board.port}",
+        f"BOARD_CC := {board.cross_prefix}gcc", f"BOARD_OBJCOPY := {board.cross_prefix}objcopy",
+        f"BOARD_SIZE := {board.cross_prefix}size",
+        f"BOARD_CFLAGS := {' '.join(board.cflags)}", f"BOARD_LDFLAGS := {' '.join(board.ldflags)}",
+        f"BOARD_WEIGHTS_ADDR := 0x{board.weights.origin:08X}", ""])
+
+
+def _write(text: str, out: pathlib.Path | None) -> None:
+    if out is None:
+        sys.stdout.write(text)
+        return
+    if not out.exists() or out.read_text() != text:  # keep make's timestamps quiet
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="colibri-board", description="Board data from boards/")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list")
+    for cmd in ("show", "ld", "make", "header"):
+        s = sub.add_parser(cmd)
+        s.add_argument("board")
+        s.add_argument("-o", "--output", type=pathlib.Path)
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "list":
+            for name in board_names():
+                board = load(name)
+                print(f"{name:20} {board.arch:10} {board.port:20} weights 0x{board.weights.origin:08X}")
+            return 0
+        board = load(args.board)
+        text = {"show": lambda b: f"{b}\n", "ld": linker_memory, "make": make_vars,
+                "header": config_header}[args.cmd](board)
+        _write(text, args.output)
+    except ColibriError as exc:
+        print(f"colibri-board: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
