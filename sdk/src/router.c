@@ -30,19 +30,18 @@ void router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, fl
 
 void router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k)
 {
-    uint32_t sorted_idx[COLIBRI_MAX_TOP_K];
-    float sorted_weight[COLIBRI_MAX_TOP_K];
+    /* Exchange sort with a fixed k(k-1)/2 compare-exchange steps. */
     for (uint32_t i = 0; i < k; i++) {
-        uint32_t rank = 0;
-        for (uint32_t j = 0; j < k; j++) {
-            rank += idx[j] < idx[i];
+        for (uint32_t j = i + 1u; j < k; j++) {
+            uint32_t lo = idx[i] < idx[j] ? idx[i] : idx[j];
+            uint32_t hi = idx[i] < idx[j] ? idx[j] : idx[i];
+            float w_lo = idx[i] < idx[j] ? weight[i] : weight[j];
+            float w_hi = idx[i] < idx[j] ? weight[j] : weight[i];
+            idx[i] = lo;
+            idx[j] = hi;
+            weight[i] = w_lo;
+            weight[j] = w_hi;
         }
-        sorted_idx[rank] = idx[i];
-        sorted_weight[rank] = weight[i];
-    }
-    for (uint32_t i = 0; i < k; i++) {
-        idx[i] = sorted_idx[i];
-        weight[i] = sorted_weight[i];
     }
 }
 

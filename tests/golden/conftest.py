@@ -2,19 +2,16 @@
 colibri-run as the engine under test. Transformers is the oracle."""
 from __future__ import annotations
 
-import json
 import pathlib
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-FAMILIES = ["mixtral", "qwen2_moe", "qwen2_moe_norm", "olmoe", "qwen3_moe", "switch"]
-REPORT = REPO / "build" / "golden_report.json"
+from golden_helpers import FAMILIES, REPO  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -48,28 +45,3 @@ def converted(tmp_path_factory):
         return cache[family]
 
     return get
-
-
-def run_engine(binary: pathlib.Path, image: pathlib.Path, ids: list[int], *, gen: int = 0,
-               logits_path: pathlib.Path | None = None, vocab: int = 0,
-               extra: tuple[str, ...] = ()) -> tuple[list[int], np.ndarray | None]:
-    cmd = [str(binary), str(image), "--ids", ",".join(map(str, ids)), "--gen", str(gen),
-           "--context", "64", *extra]
-    if logits_path is not None:
-        cmd += ["--all-logits", str(logits_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    generated = [int(t) for t in done.stdout.split()]
-    logits = None
-    if logits_path is not None:
-        logits = np.fromfile(logits_path, dtype="<f4").reshape(len(ids), vocab)
-    return generated, logits
-
-
-def record(family: str, key: str, value: float) -> None:
-    """Keep the worst difference seen per family for the docs and notes."""
-    REPORT.parent.mkdir(exist_ok=True)
-    data = json.loads(REPORT.read_text()) if REPORT.exists() else {}
-    entry = data.setdefault(family, {})
-    entry[key] = max(value, entry.get(key, 0.0))
-    REPORT.write_text(json.dumps(data, indent=1, sort_keys=True))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import FAMILIES, record, run_engine
+from golden_helpers import FAMILIES, record, run_engine
 
 TOLERANCE = 1e-4
 
