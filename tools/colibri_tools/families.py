@@ -143,13 +143,19 @@ def _mixtral(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.MIXTRAL, fields, kinds
 
 
-def _qwen2_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+def _qwen_common(c: HFConfig) -> tuple[dict, list[int]]:
+    """What Qwen2-MoE and Qwen3-MoE configs share: attention, layer kinds, routing."""
     _reject_sliding_window_qwen(c)
     fields = _attention(c, "head_dim")
     _, n_experts = c.first_integer(("num_experts", "num_local_experts"))
     kinds = _qwen_ffn_kinds(c, fields["n_layers"], n_experts)
     moe_width = c.integer("moe_intermediate_size", minimum=1) if n_experts else 0
     fields |= _routing(c, kinds, n_experts, moe_width, c.flag("norm_topk_prob", False))
+    return fields, kinds
+
+
+def _qwen2_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    fields, kinds = _qwen_common(c)
     shared = c.integer("shared_expert_intermediate_size", 0) if FfnKind.MOE in kinds else 0
     fields |= {"dense_intermediate": _dense_width(c, kinds), "shared_intermediate": shared,
                "shared_gate": int(shared > 0),
@@ -175,12 +181,7 @@ def _olmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
 
 
 def _qwen3_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    _reject_sliding_window_qwen(c)
-    fields = _attention(c, "head_dim")
-    _, n_experts = c.first_integer(("num_experts", "num_local_experts"))
-    kinds = _qwen_ffn_kinds(c, fields["n_layers"], n_experts)
-    moe_width = c.integer("moe_intermediate_size", minimum=1) if n_experts else 0
-    fields |= _routing(c, kinds, n_experts, moe_width, c.flag("norm_topk_prob", False))
+    fields, kinds = _qwen_common(c)
     fields |= {"dense_intermediate": _dense_width(c, kinds),
                "attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 2,
                "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-6)}
