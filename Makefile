@@ -105,6 +105,8 @@ size: host cross
 	@arm-none-eabi-size -t $(call core_objs,cortex-m7) | tail -1 | awk '{printf "cortex-m7%7s %7s %7s\n", $$1, $$2, $$3}'
 
 include ports/baremetal/firmware.mk
+include ports/serial/serial.mk
+-include ports/linux/cross.mk
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,152 @@
+"""The host client against devices that misbehave: silent, absent, chatty,
+slow, or hanging up mid-reply. Every wait must end within its timeout with an
+error that names the port."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from colibri_tools.serial_proto import (
+    DeviceTimeout, Frame, Info, Msg, SerialClient, SerialProtocolError, StreamDecoder,
+    encode_frame,
+)
+
+INFO = Info(1, 4096, 0, 0x1234ABCD, 0, 97, 64, 0, 2, 5, 3, 1, 1, (0, 1, 0), 1, "fake", "ticks")
+
+
+class FakeDevice:
+    """A TCP server that runs `behave(conn)` for each client, in a thread."""
+
+    def __init__(self, behave) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"socket://127.0.0.1:{self.server.getsockname()[1]}"
+        self.behave = behave
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        with conn:
+            self.behave(conn)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def read_request(conn: socket.socket) -> Frame:
+    decoder = StreamDecoder()
+    while True:
+        data = conn.recv(4096)
+        if not data:
+            raise ConnectionError("client went away")
+        for event in decoder.feed(data):
+            if isinstance(event, Frame):
+                return event
+
+
+@pytest.fixture
+def fake():
+    devices = []
+
+    def start(behave) -> FakeDevice:
+        devices.append(FakeDevice(behave))
+        return devices[-1]
+
+    yield start
+    for d in devices:
+        d.close()
+
+
+def test_device_that_never_answers(fake):
+    device = fake(lambda conn: time.sleep(3))
+    with SerialClient.open(device.url, timeout=0.5) as client:
+        start = time.monotonic()
+        with pytest.raises(DeviceTimeout) as info:
+            client.hello()
+        elapsed = time.monotonic() - start
+    assert 0.45 < elapsed < 2.5  # generous: the machine may be loaded
+    message = str(info.value)
+    assert device.url in message and "no reply to HELLO within 0.5 s" in message
+
+
+def test_connect_gives_up_within_its_timeout(fake):
+    device = fake(lambda conn: time.sleep(3))
+    with SerialClient.open(device.url, timeout=5) as client:
+        start = time.monotonic()
+        with pytest.raises(DeviceTimeout, match="no INFO reply to HELLO within 1 s"):
+            client.connect(timeout=1.0, attempt=0.3)
+        assert time.monotonic() - start < 3.0
+
+
+def test_nothing_listening():
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    start = time.monotonic()
+    with pytest.raises(SerialProtocolError, match="cannot open the port") as info:
+        SerialClient.open(f"socket://127.0.0.1:{port}", connect_timeout=0.5)
+    assert time.monotonic() - start < 3
+    assert str(port) in str(info.value)
+
+
+def test_missing_device_path():
+    with pytest.raises(SerialProtocolError, match="/dev/ttyCOLIBRI_NONE"):
+        SerialClient.open("/dev/ttyCOLIBRI_NONE")
+
+
+def test_chatty_slow_device_with_stale_replies(fake):
+    def behave(conn):
+        request = read_request(conn)
+        reply = encode_frame(Msg.INFO, request.seq, INFO.pack())
+        conn.sendall(b"boot banner\r\n\x00\xff garbage \xc0\x1b\x83")           # text, junk
+        conn.sendall(encode_frame(Msg.INFO, (request.seq + 100) % 256, b"x"))  # stale seq
+        conn.sendall(encode_frame(Msg.RESULT, request.seq, b"")[:-1] + b"\x00")  # bad CRC
+        for i in range(0, len(reply), 5):                                     # slow, split
+            conn.sendall(reply[i:i + 5])
+            time.sleep(0.01)
+        time.sleep(1)
+
+    device = fake(behave)
+    with SerialClient.open(device.url, timeout=3) as client:
+        assert client.hello() == INFO
+        assert "boot banner" in client.text_log
+
+
+def test_device_hangs_up_mid_reply(fake):
+    def behave(conn):
+        request = read_request(conn)
+        conn.sendall(encode_frame(Msg.INFO, request.seq, INFO.pack())[:20])
+
+    device = fake(behave)
+    with SerialClient.open(device.url, timeout=3) as client:
+        start = time.monotonic()
+        with pytest.raises(SerialProtocolError, match="port failed while reading"):
+            client.hello()
+        assert time.monotonic() - start < 3
+
+
+def test_error_reply_becomes_device_error(fake):
+    from colibri_tools.serial_proto import DeviceError, ErrorReply
+
+    def behave(conn):
+        request = read_request(conn)
+        conn.sendall(encode_frame(Msg.ERROR, request.seq, ErrorReply(3, 1, "nope").pack()))
+        time.sleep(0.5)
+
+    device = fake(behave)
+    with SerialClient.open(device.url, timeout=3) as client:
+        with pytest.raises(DeviceError, match="device refused HELLO: ERROR UNKNOWN_TYPE") as info:
+            client.hello()
+        assert info.value.code == 3
+
+
+def test_line_mode_timeout(fake):
+    device = fake(lambda conn: (conn.recv(100), conn.sendall(b"tokens: 1 2\r\n"), time.sleep(2)))
+    with SerialClient.open(device.url, timeout=0.4) as client:
+        with pytest.raises(DeviceTimeout, match="no 'ok' or 'error' line"):
+            client.command("gen 1 / 2")
