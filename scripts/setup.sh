@@ -10,6 +10,7 @@ APT_PACKAGES=(
   build-essential make clang python3-venv python3-dev
   gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
   gcc-arm-none-eabi binutils-arm-none-eabi libnewlib-arm-none-eabi
+  qemu-system-arm qemu-user
 )
 
 missing=()

@@ -19,6 +19,19 @@ $(FW_DIR)/board.mk: boards/$(BOARD).toml tools/colibri_tools/boards.py
 	@mkdir -p $(FW_DIR)
 	@$(BOARD_PY) make $(BOARD) -o $@
 include $(FW_DIR)/board.mk
+ifeq ($(filter baremetal-% ,$(BOARD_PORT) ),)
+ifneq ($(BOARD_PORT),)
+$(error board '$(BOARD)' runs the $(BOARD_PORT) port, not bare metal: build its firmware with \
+    that port (linux boards: make linux-cross BOARD=$(BOARD); zephyr: west build))
+endif
+endif
+# Rebuild when MODEL_DIR points at another model, even one whose
+# model_config.h is older than the objects: the stamp changes with its content.
+FW_MODEL_STAMP := $(FW_DIR)/model.stamp
+FW_MODEL_ID := $(shell cat $(MODEL_DIR)/model_config.h 2>/dev/null | cksum)
+ifneq ($(FW_MODEL_ID),$(shell cat $(FW_MODEL_STAMP) 2>/dev/null))
+$(shell mkdir -p $(FW_DIR) && echo '$(FW_MODEL_ID)' > $(FW_MODEL_STAMP))
+endif
 endif
 
 # Each port directory provides port.mk: PORT_SRC (C and .S files), PORT_LD
@@ -31,7 +44,7 @@ FW_SRC := $(SDK_SRC) $(wildcard ports/serial/*.c ports/baremetal/*.c) $(PORT_SRC
           $(wildcard samples/baremetal/$(APP)/*.c)
 FW_OBJ := $(patsubst %,$(FW_DIR)/obj/%.o,$(FW_SRC))
 FW_CFLAGS := $(BOARD_CFLAGS) $(PORT_CFLAGS) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -g \
-             -ffreestanding -ffunction-sections -fdata-sections -fstack-usage \
+             -ffreestanding -ffunction-sections -fdata-sections -fstack-usage -MMD -MP \
              -Isdk/include -Isdk/src -Iports/baremetal -I$(PORT_DIR) -Iports/serial \
              -I$(FW_DIR) -I$(MODEL_DIR)
 
@@ -46,13 +59,15 @@ $(FW_DIR)/memory.ld: boards/$(BOARD).toml tools/colibri_tools/boards.py
 	@mkdir -p $(dir $@)
 	@$(BOARD_PY) ld $(BOARD) -o $@
 
-$(FW_DIR)/obj/%.o: % $(FW_DIR)/board_config.h $(MODEL_DIR)/model_config.h
+$(FW_DIR)/obj/%.o: % $(FW_DIR)/board_config.h $(MODEL_DIR)/model_config.h $(FW_MODEL_STAMP)
 	@mkdir -p $(dir $@)
 	$(BOARD_CC) $(FW_CFLAGS) -c $< -o $@
 
 $(FW_DIR)/firmware.elf: $(FW_OBJ) $(FW_DIR)/memory.ld $(PORT_LD)
 	$(BOARD_CC) $(BOARD_CFLAGS) $(PORT_LDFLAGS) $(BOARD_LDFLAGS) -L$(FW_DIR) -T$(PORT_LD) \
 	    -Wl,--gc-sections -Wl,-Map=$(FW_DIR)/firmware.map $(FW_OBJ) -o $@ $(PORT_LIBS)
+
+-include $(FW_OBJ:.o=.d)
 
 $(FW_DIR)/firmware.bin: $(FW_DIR)/firmware.elf
 	$(BOARD_OBJCOPY) -O binary $< $@

@@ -75,6 +75,7 @@ class Board:
     uart: dict[str, Any] = field(default_factory=dict)
     ticks: dict[str, Any] = field(default_factory=dict)
     emulate: dict[str, Any] = field(default_factory=dict)
+    interrupts: dict[str, Any] = field(default_factory=dict)
     flash: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -151,7 +152,8 @@ def load(name_or_path: str | pathlib.Path) -> Board:
                        _need(weights, "size", int, f"{where} [weights]")),
         weights_alignment=weights.get("alignment", 4096),
         uart=data.get("uart", {}), ticks=data.get("ticks", {}),
-        emulate=data.get("emulate", {}), flash=data.get("flash", {}))
+        emulate=data.get("emulate", {}), interrupts=data.get("interrupts", {}),
+        flash=data.get("flash", {}))
     if board.name != path.stem:
         raise BoardError(f"{where}: name '{board.name}' must equal the file name '{path.stem}'")
     _check(board)
@@ -162,13 +164,21 @@ def board_names() -> list[str]:
     return sorted(p.stem for p in BOARDS_DIR.glob("*.toml"))
 
 
+def _source(board: Board) -> str:
+    """The board file's path as shown in generated files (relative to the repo if inside)."""
+    try:
+        return str(board.path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(board.path)
+
+
 def linker_memory(board: Board) -> str:
     """MEMORY block and symbols for a bare-metal linker script (INCLUDE it)."""
     if not board.bare_metal:
         raise BoardError(f"{board.name}: port {board.port} has no linker script")
     w = board.weights
     return "\n".join([
-        f"/* Generated from {board.path.relative_to(REPO)} by colibri-board; do not edit. */",
+        f"/* Generated from {_source(board)} by colibri-board; do not edit. */",
         "MEMORY",
         "{",
         f"    CODE (rx)     : ORIGIN = 0x{board.code.origin:08X}, LENGTH = 0x{board.code.length:X}",
@@ -187,7 +197,7 @@ def config_header(board: Board) -> str:
     up = board.name.upper()
     uart = board.uart
     lines = [
-        f"/* Generated from {board.path.relative_to(REPO)} by colibri-board; do not edit. */",
+        f"/* Generated from {_source(board)} by colibri-board; do not edit. */",
         "#ifndef COLIBRI_BOARD_CONFIG_H", "#define COLIBRI_BOARD_CONFIG_H", "",
         f'#define COLIBRI_BOARD_NAME "{board.name}"',
         f"#define COLIBRI_BOARD_{up} 1",
@@ -199,6 +209,9 @@ def config_header(board: Board) -> str:
         lines += [f"#define COLIBRI_BOARD_UART_BASE 0x{uart.get('base', 0):08X}u",
                   f"#define COLIBRI_BOARD_UART_CLOCK_HZ {uart.get('clock_hz', 0)}u",
                   f"#define COLIBRI_BOARD_UART_BAUD {uart.get('baud', 115200)}u"]
+    for key, value in board.interrupts.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            lines.append(f"#define COLIBRI_BOARD_IRQ_{key.upper()} 0x{value:X}u")
     if board.ticks:
         lines += [f"#define COLIBRI_BOARD_TICKS_HZ {board.ticks.get('hz', 0)}u",
                   f'#define COLIBRI_BOARD_TICKS_UNIT "{board.ticks.get("unit", "")}"']
@@ -206,8 +219,7 @@ def config_header(board: Board) -> str:
         "", "#ifdef COLIBRI_MODEL_IMAGE_SIZE",
         "_Static_assert(COLIBRI_MODEL_IMAGE_SIZE <= COLIBRI_BOARD_WEIGHTS_SIZE,",
         '               "model image larger than the board\'s weight region");',
-        "_Static_assert(COLIBRI_MODEL_ALIGNMENT <= COLIBRI_BOARD_WEIGHTS_ALIGN ||",
-        "               COLIBRI_BOARD_WEIGHTS_ADDR % COLIBRI_MODEL_ALIGNMENT == 0,",
+        "_Static_assert(COLIBRI_BOARD_WEIGHTS_ADDR % COLIBRI_MODEL_ALIGNMENT == 0,",
         '               "weight address not aligned for the model\'s expert blocks");',
         "#endif", "", "#endif", ""]
     return "\n".join(lines)

@@ -55,6 +55,18 @@ def _blocks_macro(image: ModelImage) -> list[str]:
             "#define COLIBRI_MODEL_EXPERT_BLOCKS { \\", *body, "}"]
 
 
+# The same checks board_config.h (colibri-board header) carries, so they fire
+# whichever of the two headers is included second.
+BOARD_CHECKS = [
+    "#ifdef COLIBRI_BOARD_WEIGHTS_SIZE",
+    "_Static_assert(COLIBRI_MODEL_IMAGE_SIZE <= COLIBRI_BOARD_WEIGHTS_SIZE,",
+    "               \"model image larger than the board's weight region\");",
+    "_Static_assert(COLIBRI_BOARD_WEIGHTS_ADDR % COLIBRI_MODEL_ALIGNMENT == 0,",
+    "               \"weight address not aligned for the model's expert blocks\");",
+    "#endif",
+]
+
+
 def render_config_header(image: ModelImage, context: int, source_name: str) -> str:
     """The text of model_config.h for `image` and a state of `context` positions."""
     width = max(len(n) for n, _ in header_values(image, context)) + len("COLIBRI_MODEL_")
@@ -70,7 +82,7 @@ def render_config_header(image: ModelImage, context: int, source_name: str) -> s
     ]
     lines += [f"#define {('COLIBRI_MODEL_' + name).ljust(width)} {value}"
               for name, value in header_values(image, context)]
-    lines += ["", *_blocks_macro(image), "", f"#endif /* {GUARD} */", ""]
+    lines += ["", *_blocks_macro(image), "", *BOARD_CHECKS, "", f"#endif /* {GUARD} */", ""]
     return "\n".join(lines)
 
 
