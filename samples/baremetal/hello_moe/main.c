@@ -38,12 +38,11 @@ static void fail(const char *what, colibri_status status)
 
 static void put_token(int32_t id)
 {
-    const char *text = (id >= 0 && (uint32_t)id < COLIBRI_VOCAB_SIZE) ? colibri_vocab[id] : "?";
-    size_t n = 0;
-    while (text[n] != '\0') {
-        n++;
+    if (id >= 0 && (uint32_t)id < COLIBRI_VOCAB_SIZE) {
+        console_put_text(colibri_vocab[id], colibri_vocab_len[id]);
+    } else {
+        console_puts("?");
     }
-    console_put_text(text, n);
 }
 
 static void check_image(void)

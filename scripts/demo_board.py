@@ -1,0 +1,98 @@
+"""The main job on an emulated board: the trained demo MoE model
+(models/tiny_moe, a Mixtral-architecture checkpoint) is converted, its
+weights made into an Intel HEX image at the board's weight address, the
+hello_moe firmware built for the board, and the board booted in QEMU; its
+serial console shows the model generating text from the weights in "flash".
+Then transformers runs the same checkpoint and the texts are compared.
+
+    scripts/demo.sh [--board qemu_virt_a72|qemu_an547|qemu_an500] [--prompt TEXT] [--gen N]
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import shlex
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+BIN = REPO / ".venv" / "bin"
+CHECKPOINT = REPO / "models" / "tiny_moe"
+
+
+def step(title: str, cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    print(f"\n== {title}\n$ {shlex.join(cmd)}", flush=True)
+    return subprocess.run(cmd, cwd=REPO, check=True, **kwargs)
+
+
+def write_prompt_header(model_dir: pathlib.Path, prompt: str, gen: int) -> list[int]:
+    from tokenizers import Tokenizer
+
+    ids = Tokenizer.from_file(str(model_dir / "model_tokenizer.json")).encode(prompt).ids
+    text = prompt.encode("unicode_escape").decode("ascii").replace('"', '\\"')
+    (model_dir / "model_prompt.h").write_text(
+        "/* Written by scripts/demo_board.py: the demo prompt, tokenized on the host. */\n"
+        "#ifndef COLIBRI_MODEL_PROMPT_H\n#define COLIBRI_MODEL_PROMPT_H\n"
+        f"#define COLIBRI_DEMO_PROMPT_IDS {{{', '.join(map(str, ids))}}}\n"
+        f'#define COLIBRI_DEMO_PROMPT_TEXT "{text}"\n'
+        f"#define COLIBRI_DEMO_GENERATE {gen}u\n#endif\n")
+    print(f"prompt {prompt!r} -> {len(ids)} token ids", flush=True)
+    return ids
+
+
+def reference_text(prompt_ids: list[int], gen: int, model_dir: pathlib.Path) -> str:
+    import torch
+    import transformers
+    from tokenizers import Tokenizer
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(CHECKPOINT, dtype=torch.float32)
+    with torch.no_grad():
+        out = model.eval().generate(torch.tensor([prompt_ids]), max_new_tokens=gen,
+                                    min_new_tokens=gen, do_sample=False, eos_token_id=None,
+                                    pad_token_id=0)
+    new_ids = out[0, len(prompt_ids):].tolist()
+    return Tokenizer.from_file(str(model_dir / "model_tokenizer.json")).decode(new_ids)
+
+
+def console_text(console: str, prompt: str) -> str:
+    """The generated text hello_moe printed: after the prompt, before '\\n--'."""
+    body = console.split(prompt, 1)[-1]
+    return body.split("\n--\n", 1)[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--board", default="qemu_virt_a72")
+    p.add_argument("--prompt", default="It is a truth universally acknowledged")
+    p.add_argument("--gen", type=int, default=64)
+    args = p.parse_args(argv)
+    out = REPO / "out" / "demo_board" / args.board
+    model_dir, fw = out / "model", REPO / "build" / "fw" / args.board / "hello_moe"
+    step("1. convert the trained checkpoint", [str(BIN / "colibri-convert"), str(CHECKPOINT),
+                                               "-o", str(model_dir), "--quiet"])
+    step("2. token strings for the firmware", [str(BIN / "colibri-vocab"),
+                                               str(model_dir / "model_tokenizer.json"),
+                                               "-o", str(model_dir / "model_vocab.h")])
+    prompt_ids = write_prompt_header(model_dir, args.prompt, args.gen)
+    step(f"3. build hello_moe for {args.board}",
+         ["make", "-s", "firmware", f"BOARD={args.board}", "APP=hello_moe",
+          f"MODEL_DIR={model_dir.relative_to(REPO)}"])
+    print((fw / "size.txt").read_text().split("\n\n")[0], flush=True)
+    step("4. weights as Intel HEX at the board's weight address",
+         [str(BIN / "colibri-image"), str(model_dir / "model.bin"), "--board", args.board,
+          "-o", str(out / "weights.hex")])
+    run = step(f"5. boot {args.board} in QEMU with the weights in its memory map",
+               [str(BIN / "colibri-flash"), "--board", args.board, "--backend", "qemu",
+                "--firmware", str(fw / "firmware.elf"), "--weights", str(out / "weights.hex"),
+                "--timeout", "600"], stdout=subprocess.PIPE, text=True)
+    print(run.stdout, flush=True)
+    want = reference_text(prompt_ids, args.gen, model_dir)
+    got = console_text(run.stdout, args.prompt.replace("\n", " "))
+    print("== 6. the same continuation from transformers on the checkpoint")
+    print(repr(want))
+    print("MATCH" if got == want else f"MISMATCH: board printed {got!r}")
+    return 0 if got == want else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
