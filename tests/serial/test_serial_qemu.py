@@ -1,6 +1,6 @@
 """The same protocol on emulated boards: the bare-metal serial_runner sample
 (samples/baremetal/serial_runner) built for QEMU's virt Cortex-A72 and
-mps2-an500 Cortex-M7, driven over QEMU's TCP serial port by the same client,
+mps3-an547 Cortex-M55 and mps2-an500 Cortex-M7, driven over QEMU's TCP serial port by the same client,
 must pass the golden suite and give logits bit-identical to the Linux build
 of the same core (cross-target equality through the logits digests)."""
 from __future__ import annotations
@@ -16,6 +16,7 @@ from colibri_tools.test_runner import digests, run_suite
 from serial_helpers import REPO
 
 BOARDS = {"qemu_virt_a72": ("qemu-system-aarch64", "aarch64-linux-gnu-gcc"),
+          "qemu_an547": ("qemu-system-arm", "arm-none-eabi-gcc"),
           "qemu_an500": ("qemu-system-arm", "arm-none-eabi-gcc")}
 
 

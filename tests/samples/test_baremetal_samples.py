@@ -1,0 +1,105 @@
+"""The portable bare-metal samples on every emulated board:
+isr_forward (colibri_forward from a timer interrupt == thread mode, bit for
+bit) and hello_moe with the trained demo model (the text the board prints
+== transformers' greedy continuation of the same checkpoint)."""
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BOARDS = {"qemu_virt_a72": ("qemu-system-aarch64", "aarch64-linux-gnu-gcc"),
+          "qemu_an547": ("qemu-system-arm", "arm-none-eabi-gcc"),
+          "qemu_an500": ("qemu-system-arm", "arm-none-eabi-gcc")}
+CHECKPOINT = REPO / "models" / "tiny_moe"
+
+
+def _need(board: str) -> None:
+    for tool in BOARDS[board]:
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed (scripts/setup.sh installs it)")
+
+
+def _build(board: str, app: str, model_dir: pathlib.Path, build: pathlib.Path) -> pathlib.Path:
+    done = subprocess.run(["make", "-s", "firmware", f"BUILD={build}", f"BOARD={board}",
+                           f"APP={app}", f"MODEL_DIR={model_dir}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return build / "fw" / board / app / "firmware.elf"
+
+
+def _boot(board: str, elf: pathlib.Path, weights: pathlib.Path) -> tuple[int, str]:
+    from colibri_tools.qemu import launch
+
+    with launch(board, elf, weights, tcp=False, capture=True, timeout=300) as session:
+        code = session.wait()
+        return code, session.output.decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> pathlib.Path:
+    sys.path.insert(0, str(REPO / "tests"))
+    from colibri_tools.convert import convert
+    from hf_models import build_model, save_checkpoint
+
+    root = tmp_path_factory.mktemp("isr_model")
+    model, _ = build_model("qwen2_moe", seed=21)
+    save_checkpoint(model, root / "hf")
+    convert(root / "hf", root / "out", context=64, progress=False)
+    return root / "out"
+
+
+@pytest.mark.parametrize("board", list(BOARDS))
+def test_isr_forward_equals_thread_mode(board, tiny_model, tmp_path):
+    _need(board)
+    elf = _build(board, "isr_forward", tiny_model, tmp_path)
+    code, out = _boot(board, elf, tiny_model / "model.bin")
+    assert "thread == interrupt: yes" in out, out
+    assert code == 0
+    stack = int(out.split("interrupt_stack_bytes=")[1].split()[0])
+    assert 0 < stack < 4096
+
+
+@pytest.fixture(scope="module")
+def demo_model(tmp_path_factory) -> tuple[pathlib.Path, list[int], str]:
+    """The trained checkpoint converted, its vocab header, a prompt header,
+    and transformers' greedy continuation as the expected text."""
+    if not (CHECKPOINT / "config.json").exists():
+        pytest.skip("models/tiny_moe is not there")
+    import torch
+    import transformers
+    from tokenizers import Tokenizer
+
+    from colibri_tools.convert import convert
+    from colibri_tools.vocab_header import main as vocab_main
+
+    out = tmp_path_factory.mktemp("demo") / "model"
+    convert(CHECKPOINT, out, progress=False)
+    assert vocab_main([str(out / "model_tokenizer.json"), "-o", str(out / "model_vocab.h")]) == 0
+    tok = Tokenizer.from_file(str(out / "model_tokenizer.json"))
+    prompt = "Mr. Darcy"
+    ids = tok.encode(prompt).ids
+    gen = 12
+    (out / "model_prompt.h").write_text(
+        f"#define COLIBRI_DEMO_PROMPT_IDS {{{', '.join(map(str, ids))}}}\n"
+        f'#define COLIBRI_DEMO_PROMPT_TEXT "{prompt}"\n#define COLIBRI_DEMO_GENERATE {gen}u\n')
+    model = transformers.AutoModelForCausalLM.from_pretrained(CHECKPOINT, dtype=torch.float32)
+    with torch.no_grad():
+        ref = model.eval().generate(torch.tensor([ids]), max_new_tokens=gen, min_new_tokens=gen,
+                                    do_sample=False, eos_token_id=None, pad_token_id=0)
+    return out, ids, prompt + tok.decode(ref[0, len(ids):].tolist())
+
+
+@pytest.mark.parametrize("board", ["qemu_an500", "qemu_virt_a72"])
+def test_hello_moe_prints_what_transformers_generates(board, demo_model, tmp_path):
+    _need(board)
+    model_dir, _, want = demo_model
+    elf = _build(board, "hello_moe", model_dir, tmp_path)
+    code, out = _boot(board, elf, model_dir / "model.bin")
+    assert code == 0, out
+    printed = out.split(f"hello_moe on {board}\n", 1)[1].split("\n", 1)[1].split("\n--\n")[0]
+    assert printed == want
