@@ -234,13 +234,28 @@ def make_vars(board: Board) -> str:
         f"BOARD_WEIGHTS_ADDR := 0x{board.weights.origin:08X}", ""])
 
 
-def _write(text: str, out: pathlib.Path | None) -> None:
+def write_generated(text: str, out: pathlib.Path | None) -> None:
+    """Print text, or write it to out only when it changed (make's timestamps stay quiet)."""
     if out is None:
         sys.stdout.write(text)
         return
-    if not out.exists() or out.read_text() != text:  # keep make's timestamps quiet
+    if not out.exists() or out.read_text() != text:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
+
+
+def generator_main(prog: str, render, argv: list[str] | None = None) -> int:
+    """`prog BOARD [-o FILE]`: write render(load(BOARD)); for ports' own generators."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("board")
+    parser.add_argument("-o", "--output", type=pathlib.Path)
+    args = parser.parse_args(argv)
+    try:
+        write_generated(render(load(args.board)), args.output)
+    except ColibriError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         board = load(args.board)
         text = {"show": lambda b: f"{b}\n", "ld": linker_memory, "make": make_vars,
                 "header": config_header}[args.cmd](board)
-        _write(text, args.output)
+        write_generated(text, args.output)
     except ColibriError as exc:
         print(f"colibri-board: error: {exc}", file=sys.stderr)
         return 1

@@ -12,7 +12,6 @@ a message instead of hanging the firmware.
 """
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
 import tomllib
@@ -21,8 +20,7 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 if str(REPO / "tools") not in sys.path:
     sys.path.insert(0, str(REPO / "tools"))
 
-from colibri_tools.boards import Board, BoardError, load
-from colibri_tools.errors import ColibriError
+from colibri_tools.boards import Board, BoardError, generator_main
 
 PORT = "baremetal-aarch64"
 GIC_KINDS = {"gicv2"}
@@ -84,21 +82,7 @@ def port_header(board: Board) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="port_config.py", description=__doc__.split("\n")[0])
-    parser.add_argument("board")
-    parser.add_argument("-o", "--output", type=pathlib.Path)
-    args = parser.parse_args(argv)
-    try:
-        text = port_header(load(args.board))
-    except ColibriError as exc:
-        print(f"port_config.py: error: {exc}", file=sys.stderr)
-        return 1
-    if args.output is None:
-        sys.stdout.write(text)
-    elif not args.output.exists() or args.output.read_text() != text:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text)
-    return 0
+    return generator_main("port_config.py", port_header, argv)
 
 
 if __name__ == "__main__":

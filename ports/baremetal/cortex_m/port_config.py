@@ -20,7 +20,6 @@ MPU cannot express fails the build with a message.
 """
 from __future__ import annotations
 
-import argparse
 import pathlib
 import re
 import sys
@@ -31,8 +30,7 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 if str(REPO / "tools") not in sys.path:
     sys.path.insert(0, str(REPO / "tools"))
 
-from colibri_tools.boards import Board, BoardError, Region, load
-from colibri_tools.errors import ColibriError
+from colibri_tools.boards import Board, BoardError, Region, generator_main
 
 PORT = "baremetal-cortex-m"
 UART_DRIVERS = {"cmsdk-apb": "cm_uart_cmsdk", "stm32-usart": "cm_uart_stm32"}
@@ -178,21 +176,7 @@ def port_header(board: Board) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="port_config.py", description=__doc__.split("\n")[0])
-    parser.add_argument("board")
-    parser.add_argument("-o", "--output", type=pathlib.Path)
-    args = parser.parse_args(argv)
-    try:
-        text = port_header(load(args.board))
-    except ColibriError as exc:
-        print(f"port_config.py: error: {exc}", file=sys.stderr)
-        return 1
-    if args.output is None:
-        sys.stdout.write(text)
-    elif not args.output.exists() or args.output.read_text() != text:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text)
-    return 0
+    return generator_main("port_config.py", port_header, argv)
 
 
 if __name__ == "__main__":
