@@ -64,7 +64,7 @@ static colibri_status check_scratch(const colibri_model *m, const colibri_state 
     if (((uintptr_t)scratch & 15u) != 0) {
         return COLIBRI_E_MISALIGNED;
     }
-    if (scratch_size < workspace_layout(&m->hp, state->max_context, NULL, NULL)) {
+    if (scratch_size < workspace_layout64(&m->hp, state->max_context)) {
         return COLIBRI_E_WORKSPACE_TOO_SMALL;
     }
     return COLIBRI_OK;

@@ -27,6 +27,21 @@ static float *carve(carver *c, size_t floats)
     return p;
 }
 
+uint64_t workspace_layout64(const colibri_hparams *hp, uint32_t context)
+{
+    uint64_t h = hp->hidden_size, q = (uint64_t)hp->n_heads * hp->head_dim;
+    uint64_t k = (uint64_t)hp->n_kv_heads * hp->head_dim;
+    uint64_t m = max3(hp->dense_intermediate, hp->expert_intermediate, hp->shared_intermediate);
+    uint64_t e = hp->n_experts > 0 ? hp->n_experts : 1u, top = hp->top_k > 0 ? hp->top_k : 1u;
+    uint64_t counts[] = {h, h, h, h, q, k, k, q, context, m, m, e, hp->head_dim, top, top};
+    uint64_t floats = 0;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        floats += (counts[i] + FLOATS_PER_REGION_STEP - 1u) / FLOATS_PER_REGION_STEP *
+                  FLOATS_PER_REGION_STEP;
+    }
+    return floats * sizeof(float);
+}
+
 size_t workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
                         workspace *ws)
 {
@@ -63,13 +78,21 @@ static int context_valid(const colibri_model *model, uint32_t max_context)
            max_context <= model->hp.max_context;
 }
 
+/* 0 when the byte count does not fit in size_t (a 32-bit target asked for a
+ * context it could never hold), so a caller can never get a short buffer. */
+static size_t fit_size(uint64_t bytes)
+{
+    return bytes <= (uint64_t)SIZE_MAX ? (size_t)bytes : 0u;
+}
+
 size_t colibri_state_size(const colibri_model *model, uint32_t max_context)
 {
     if (!context_valid(model, max_context)) {
         return 0;
     }
-    return 2u * (size_t)model->hp.n_layers * max_context * model->hp.n_kv_heads *
-           model->hp.head_dim * sizeof(float);
+    /* <= 2 * 1024 * 2^24 * 1024 * 1024 * 4 bytes: fits in 64 bits. */
+    return fit_size(2u * (uint64_t)model->hp.n_layers * max_context * model->hp.n_kv_heads *
+                    model->hp.head_dim * sizeof(float));
 }
 
 size_t colibri_scratch_size(const colibri_model *model, uint32_t max_context)
@@ -77,7 +100,7 @@ size_t colibri_scratch_size(const colibri_model *model, uint32_t max_context)
     if (!context_valid(model, max_context)) {
         return 0;
     }
-    return workspace_layout(&model->hp, max_context, NULL, NULL);
+    return fit_size(workspace_layout64(&model->hp, max_context));
 }
 
 colibri_status colibri_state_init(colibri_state *state, const colibri_model *model, void *mem,

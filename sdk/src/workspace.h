@@ -23,7 +23,12 @@ typedef struct workspace {
     uint32_t *topk_i;/* [max(top_k,1)] routed expert indices */
 } workspace;
 
-/* Bytes the layout needs; with base != NULL also points *ws into base. */
+/* Bytes the layout needs, in 64 bits (never overflows); the same sum as
+ * workspace_layout's. */
+uint64_t workspace_layout64(const colibri_hparams *hp, uint32_t context);
+
+/* Bytes the layout needs; with base != NULL also points *ws into base.
+ * Only for a layout whose workspace_layout64 fits in size_t. */
 size_t workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
                         workspace *ws);
 

@@ -12,6 +12,7 @@
 #include "crc32.h"
 #include "kernels.h"
 #include "router.h"
+#include "workspace.h"
 
 static int passed, failed;
 
@@ -130,8 +131,32 @@ static void test_init_arguments(void)
     CHECK(colibri_verify(&model, NULL) == COLIBRI_E_BAD_ARGUMENT);
 }
 
+static void test_workspace_sizes_agree(void)
+{
+    colibri_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.hidden_size = 36;
+    hp.n_heads = 6;
+    hp.n_kv_heads = 2;
+    hp.head_dim = 10;
+    hp.dense_intermediate = 28;
+    hp.expert_intermediate = 12;
+    hp.shared_intermediate = 20;
+    hp.n_experts = 5;
+    hp.top_k = 3;
+    for (uint32_t ctx = 1; ctx < 200; ctx += 37) {
+        size_t cut = workspace_layout(&hp, ctx, NULL, NULL);
+        CHECK(cut == workspace_layout64(&hp, ctx));
+        CHECK(cut % 64u == 0);
+    }
+    hp.n_experts = 0;
+    hp.top_k = 0;
+    CHECK(workspace_layout(&hp, 7, NULL, NULL) == workspace_layout64(&hp, 7));
+}
+
 int main(void)
 {
+    test_workspace_sizes_agree();
     test_crc32();
     test_strerror();
     test_top_k_ties();
