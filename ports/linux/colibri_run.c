@@ -212,6 +212,11 @@ static int parse_fingerprint(const char *text, uint32_t *out)
         usage_error("--fingerprint '%s' does not fit in 32 bits", text);
         return -1;
     }
+    if (v == 0) {
+        usage_error("--fingerprint 0 would accept any image; give the image's fingerprint "
+                    "(model_config.h COLIBRI_MODEL_FINGERPRINT)");
+        return -1;
+    }
     *out = (uint32_t)v;
     return 0;
 }

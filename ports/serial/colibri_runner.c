@@ -143,10 +143,16 @@ static void reply_text(colibri_runner *r, const char *line)
  * frame that starts there is served next). */
 static void handle_line(colibri_runner *r, int first)
 {
-    size_t n = 0;
+    size_t n = 0, seen = 0;
     int too_long = 0;
     int b = first;
     for (;;) {
+        /* A bounded wait: at most twice a full line of bytes, then give up
+         * (a noisy line without end-of-line must not hold the runner). */
+        if (++seen > 2u * COLIBRI_PROTO_MAX_LINE) {
+            reply_text(r, "error: line longer than 200 characters");
+            return;
+        }
         if (b == (int)COLIBRI_PROTO_SYNC0) {
             r->pushback = b;
             return;

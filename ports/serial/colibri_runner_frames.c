@@ -62,7 +62,7 @@ static void serve_hello(colibri_runner *r, const request *q)
     colibri_proto_put_u16(p + 0, COLIBRI_PROTO_VERSION);
     colibri_proto_put_u16(p + 2, COLIBRI_PROTO_MAX_PAYLOAD);
     colibri_proto_put_u32(p + 4, (uint32_t)r->init_status);
-    colibri_proto_put_u32(p + 8, r->model.fingerprint);
+    colibri_proto_put_u32(p + 8, r->init_status == COLIBRI_OK ? r->model.fingerprint : 0u);
     colibri_proto_put_u32(p + 12, r->expected_fingerprint);
     colibri_proto_put_u32(p + 16, hp->vocab_size);
     colibri_proto_put_u32(p + 20, r->state.max_context);

@@ -130,6 +130,11 @@ static colibri_status check_placement(table_walk *w, const uint8_t *e, uint16_t 
     if (offset < w->data_end) {
         return COLIBRI_E_OVERLAP;
     }
+    /* Up and down follow their gate back to back (one expert = one block). */
+    if ((role == ROLE_EXPERT_UP || role == ROLE_EXPERT_DOWN) &&
+        offset != ((w->data_end + IMG_DATA_ALIGN - 1u) & ~(uint64_t)(IMG_DATA_ALIGN - 1u))) {
+        return COLIBRI_E_MISALIGNED;
+    }
     w->data_end = offset + size;
     return COLIBRI_OK;
 }

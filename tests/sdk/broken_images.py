@@ -97,6 +97,9 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "expert_block_misaligned": (
             edited(v, set_at(tensor(v, gate) + 32, "Q", get(v, tensor(v, gate) + 32, "Q") + 64)),
             init(MISALIGNED)),
+        "gap_in_expert_block": (
+            edited(v, set_at(tensor(v, gate + 1) + 32, "Q", get(v, tensor(v, gate + 1) + 32, "Q")
+                             + 64)), init(MISALIGNED)),
         "unknown_arch": (edited(v, set_at(36, "I", 99)), init(UNSUPPORTED_ARCH)),
         "unknown_activation": (edited(v, set_at(156, "I", 1)), init(UNSUPPORTED_ARCH)),
         "unknown_qk_norm": (edited(v, set_at(120, "I", 3)), init(UNSUPPORTED_ARCH)),

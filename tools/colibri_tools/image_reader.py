@@ -213,6 +213,11 @@ class _Checker:
         if t.offset < cursor:
             raise self.fail(f"{name}: data at {t.offset} overlaps bytes before {cursor}",
                             "COLIBRI_E_OVERLAP", offset + 32)
+        packed = -(-cursor // DATA_ALIGN) * DATA_ALIGN
+        if t.role in (Role.EXPERT_UP, Role.EXPERT_DOWN) and t.offset != packed:
+            raise self.fail(f"{name}: a gap in the expert block: data at {t.offset}, expected "
+                            f"{packed} (3.2: gate, up, down back to back)",
+                            "COLIBRI_E_MISALIGNED", offset + 32)
         wanted_shape = tuple(want.shape) + (0,) * (4 - len(want.shape))
         size = 4 * math.prod(want.shape)
         if ndim != len(want.shape) or tuple(raw_shape) != wanted_shape or t.size != size:

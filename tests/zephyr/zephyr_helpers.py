@@ -1,0 +1,226 @@
+"""Build Zephyr applications of this repository with `west build` and run them
+(native_sim executables, QEMU), for the tests in tests/zephyr.
+
+Nothing here downloads Zephyr: ZEPHYR_BASE must name a Zephyr tree (with the
+CMSIS_6 module beside it for Cortex-M; scripts/setup-zephyr.sh prepares one).
+Builds go to build/zephyr-tests/<app>-<board> and are incremental between
+sessions; every process started here is bounded by a timeout and killed (its
+whole process group, by id) when it is no longer needed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_ROOT = REPO / "build" / "zephyr-tests"
+SETUP_HINT = "scripts/setup-zephyr.sh prepares one (docs/zephyr.md)"
+
+PROMPT = [1, 2, 3]      # what hello_moe feeds (CONFIG_HELLO_MOE_PROMPT) ...
+GENERATE = 8            # ... and how many tokens it generates
+
+NATIVE_SIM = "native_sim/native/64"
+AN547 = "mps3/corstone300/an547"
+AN385 = "mps2/an385"
+H747 = "stm32h747i_disco/stm32h747xx/m7"
+H750 = "stm32h750b_dk"
+
+# QEMU machine and CPU of the emulated boards (their board.cmake says the same).
+QEMU_MACHINES = {AN547: ("mps3-an547", "cortex-m55"), AN385: ("mps2-an385", "cortex-m3")}
+# Zephyr modules a board needs besides Zephyr itself (folder under the workspace).
+BOARD_MODULES = {AN547: ["modules/hal/cmsis_6"], AN385: ["modules/hal/cmsis_6"],
+                 H747: ["modules/hal/cmsis_6", "modules/hal/stm32"],
+                 H750: ["modules/hal/cmsis_6", "modules/hal/stm32"]}
+
+
+@dataclass(frozen=True)
+class ZephyrEnv:
+    base: Path          # ZEPHYR_BASE
+    west: str           # the west executable
+
+    @property
+    def workspace(self) -> Path:
+        return self.base.parent
+
+
+@dataclass(frozen=True)
+class Build:
+    app: str
+    board: str
+    directory: Path
+    log: str
+
+    @property
+    def zephyr_dir(self) -> Path:
+        return self.directory / "zephyr"
+
+    @property
+    def elf(self) -> Path:
+        return self.zephyr_dir / "zephyr.elf"
+
+    @property
+    def exe(self) -> Path:
+        return self.zephyr_dir / "zephyr.exe"
+
+    def weights(self) -> dict:
+        """zephyr/colibri_weights.json: where the build put the model image."""
+        return json.loads((self.zephyr_dir / "colibri_weights.json").read_text())
+
+    def memory(self) -> dict[str, tuple[int, int]]:
+        """The linker's memory report: region -> (used, size) in bytes."""
+        return memory_report(self.log)
+
+
+def find_env() -> ZephyrEnv | str:
+    """The Zephyr tree and west, or why the Zephyr tests cannot run."""
+    base = os.environ.get("ZEPHYR_BASE")
+    if not base:
+        return f"ZEPHYR_BASE is not set: point it at a Zephyr 4.3 tree; {SETUP_HINT}"
+    if not (Path(base) / "VERSION").is_file():
+        return f"ZEPHYR_BASE={base} is not a Zephyr tree (no VERSION file)"
+    west = shutil.which("west") or str(REPO / ".venv" / "bin" / "west")
+    if not Path(west).exists():
+        return f"west is not installed (pip install west into .venv); {SETUP_HINT}"
+    return ZephyrEnv(Path(base), west)
+
+
+def missing_for_board(env: ZephyrEnv, board: str) -> str | None:
+    """Why `board` cannot be built or run here, or None."""
+    if board != NATIVE_SIM and shutil.which("arm-none-eabi-gcc") is None:
+        return "arm-none-eabi-gcc not installed (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi)"
+    for module in BOARD_MODULES.get(board, []):
+        if not (env.workspace / module / "zephyr" / "module.yml").is_file():
+            return f"{env.workspace / module} missing (the Zephyr module {board} needs); {SETUP_HINT}"
+    return None
+
+
+def board_env(board: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    if board == NATIVE_SIM:
+        env["ZEPHYR_TOOLCHAIN_VARIANT"] = "host"
+    else:
+        env["ZEPHYR_TOOLCHAIN_VARIANT"] = "gnuarmemb"
+        env.setdefault("GNUARMEMB_TOOLCHAIN_PATH", "/usr")
+    return env
+
+
+def build_dir_for(app: str, board: str) -> Path:
+    return BUILD_ROOT / f"{Path(app).name}-{board.replace('/', '_')}"
+
+
+def west_build(env: ZephyrEnv, app: str, board: str, model_dir: Path, *,
+               extra: tuple[str, ...] = (), timeout: float = 900) -> Build:
+    """`west build` app (a path under the repository) for board, against the
+    converted model in model_dir. Incremental; raises on failure with the log."""
+    directory = build_dir_for(app, board)
+    cmd = [env.west, "build", "-b", board, "-d", str(directory), str(REPO / app), "--",
+           f"-DCOLIBRI_MODEL_DIR={model_dir}", *extra]
+    done = subprocess.run(cmd, cwd=REPO, env=board_env(board), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    log = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise AssertionError(f"west build {app} for {board} failed:\n{log[-6000:]}")
+    return Build(app, board, directory, log)
+
+
+def memory_report(log: str) -> dict[str, tuple[int, int]]:
+    units = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
+    regions = {}
+    pattern = r"^\s*(\w+):\s+(\d+)\s*(B|KB|MB|GB)\s+(\d+)\s*(B|KB|MB|GB)\s+[\d.]+%"
+    for m in re.finditer(pattern, log, re.M):
+        regions[m.group(1)] = (int(m.group(2)) * units[m.group(3)],
+                               int(m.group(4)) * units[m.group(5)])
+    return regions
+
+
+def qemu_argv(build: Build, serial: str = "stdio") -> list[str]:
+    """QEMU for an emulated board's build: the ELF, and the model image loaded
+    at the address the build wrote into colibri_weights.json."""
+    machine, cpu = QEMU_MACHINES[build.board]
+    weights = build.weights()
+    return ["qemu-system-arm", "-machine", machine, "-cpu", cpu, "-nographic", "-vga", "none",
+            "-net", "none", "-monitor", "none", "-serial", serial,
+            "-device", f"loader,file={weights['image']},addr={weights['address']},force-raw=on",
+            "-kernel", str(build.elf)]
+
+
+class Process:
+    """A child in its own process group; stop() kills that group."""
+
+    def __init__(self, argv: list[str], *, cwd: Path | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        self.output = ""
+
+    def read_until(self, pattern: str, timeout: float) -> str:
+        """Output so far once pattern (a regex) appears, or AssertionError."""
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern, re.M)
+        while not regex.search(self.output):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.argv[0]}: no /{pattern}/ within {timeout:.0f} s; "
+                                     f"output:\n{self.output[-4000:]}")
+            chunk = self.proc.stdout.read()
+            if chunk:
+                self.output += chunk.decode(errors="replace").replace("\r", "")
+            elif self.proc.poll() is not None:
+                raise AssertionError(f"{self.argv[0]} exited ({self.proc.returncode}) before "
+                                     f"/{pattern}/; output:\n{self.output[-4000:]}")
+            else:
+                time.sleep(0.05)
+        return self.output
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(timeout=10)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> "Process":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def run_until(argv: list[str], pattern: str, timeout: float, **kwargs) -> str:
+    """Start argv, return its output once pattern appears, and kill it."""
+    with Process(argv, **kwargs) as proc:
+        return proc.read_until(pattern, timeout)
+
+
+def west_run(env: ZephyrEnv, build: Build, pattern: str, timeout: float) -> str:
+    """`west build -t run` (QEMU through the board's runner, with the module's
+    loader flags) until pattern appears in the output."""
+    return run_until([env.west, "build", "-d", str(build.directory), "-t", "run"], pattern,
+                     timeout, cwd=REPO, env=board_env(build.board))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tokens_line(output: str, label: str = "tokens") -> list[int]:
+    m = re.search(rf"^{re.escape(label)}:((?: \d+)+)\s*$", output, re.M)
+    if m is None:
+        raise AssertionError(f"no '{label}:' line in:\n{output[-3000:]}")
+    return [int(t) for t in m.group(1).split()]
