@@ -37,7 +37,7 @@ static void attend_head(const colibri_hparams *hp, const float *q, const float *
                         float *out)
 {
     uint32_t hd = hp->head_dim, kv_stride = hp->n_kv_heads * hd;
-    float scale = (float)(1.0 / COLIBRI_SQRTF((float)hd));
+    float scale = 1.0f / COLIBRI_SQRTF((float)hd);
     for (uint32_t t = 0; t <= pos; t++) {
         scores[t] = colibri_k_dot(q, k_cache + (size_t)t * kv_stride + kv_head * hd, hd) * scale;
     }

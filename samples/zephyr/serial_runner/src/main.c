@@ -1,0 +1,50 @@
+/*
+ * serial_runner - serve the Colibri serial protocol (docs/serial-protocol.md)
+ * on a Zephyr UART (chosen "colibri,uart", else the console UART), on the
+ * model image at the devicetree weights region. The runner is the bare-metal
+ * port's (ports/serial), unchanged; colibri_zephyr_serial_io() is its UART.
+ * The host side is `colibri-test`; a human can type `help`.
+ *
+ *   west build -b mps3/corstone300/an547 samples/zephyr/serial_runner -- \
+ *       -DCOLIBRI_MODEL_DIR=<dir with model_config.h and model.bin>
+ */
+#include <zephyr/kernel.h>
+
+#include "colibri_runner.h"
+#include "colibri_zephyr.h"
+#include "colibri_zephyr_serial.h"
+#include "model_config.h"
+
+COLIBRI_ZEPHYR_CHECK_MODEL_FITS();
+BUILD_ASSERT(CONFIG_MAIN_STACK_SIZE >= CONFIG_COLIBRI_STACK_SIZE + 1024,
+             "CONFIG_MAIN_STACK_SIZE too small for the runner and colibri_forward");
+
+static colibri_runner runner;
+static __aligned(16) uint8_t kv_memory[COLIBRI_MODEL_STATE_BYTES];
+static __aligned(16) uint8_t scratch[COLIBRI_MODEL_SCRATCH_BYTES];
+static float logits[COLIBRI_MODEL_VOCAB_SIZE];
+
+int main(void)
+{
+    colibri_serial_io io;
+    if (colibri_zephyr_serial_io(&io) != 0) {
+        return 0; /* no UART: nothing to serve on */
+    }
+    colibri_runner_config cfg = {
+        .image = colibri_zephyr_weights(),
+        .image_size = colibri_zephyr_weights_size(),
+        .expected_fingerprint = COLIBRI_MODEL_FINGERPRINT,
+        .port = colibri_zephyr_port(),
+        .kv = kv_memory,
+        .kv_size = sizeof kv_memory,
+        .context = COLIBRI_MODEL_CONTEXT,
+        .scratch = scratch,
+        .scratch_size = sizeof scratch,
+        .logits = logits,
+        .logits_count = COLIBRI_MODEL_VOCAB_SIZE,
+        .board_name = CONFIG_BOARD_TARGET " (Zephyr)",
+        .tick_unit = colibri_zephyr_tick_unit(),
+    };
+    (void)colibri_runner_init(&runner, &io, &cfg); /* serves even if the image is bad */
+    colibri_runner_serve(&runner);
+}
