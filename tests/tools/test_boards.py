@@ -17,6 +17,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from board_files import write_board
 from colibri_tools import boards
 from colibri_tools.boards import BOARDS_DIR, board_names, config_header, linker_memory, load, make_vars
 from colibri_tools.convert import convert
@@ -171,30 +172,9 @@ def test_hex_address_is_the_weight_address(name, tiny_model, tmp_path):
 
 # ---- a model too large for the board: refused by colibri-image and by the compiler ----------
 
-SYNTHETIC = """
-name = "{name}"
-arch = "armv7e-m"
-cpu = "cortex-m7"
-port = "baremetal-cortex-m"
-cross_prefix = "arm-none-eabi-"
-cflags = ["-mcpu=cortex-m7", "-mthumb"]
-[memory.code]
-origin = 0x08000000
-length = 0x100000
-[memory.ram]
-origin = 0x24000000
-length = 0x80000
-[weights]
-address = 0x{address:X}
-size = 0x{size:X}
-alignment = {alignment}
-"""
-
-
 def synthetic(folder: Path, name: str, address: int, size: int, alignment: int = 4096) -> Path:
-    path = folder / f"{name}.toml"
-    path.write_text(SYNTHETIC.format(name=name, address=address, size=size, alignment=alignment))
-    return path
+    return write_board(folder, name, address=address, size=size, alignment=alignment,
+                       code_length=0x100000)
 
 
 BOTH_HEADERS = '#include "model_config.h"\n#include "board_config.h"\nint board_ok;\n'

@@ -17,6 +17,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from board_files import write_board
 from colibri_tools.boards import BOARDS_DIR, load
 from colibri_tools.convert import convert
 from colibri_tools.errors import ColibriError
@@ -42,31 +43,13 @@ def make_elf(path: Path, segments: list[tuple[int, bytes]], entry: int = 0) -> P
 
 def stm32_board(folder: Path, name: str, *, weights: int = 0x90000000, keys: str = "",
                 backends: str = '["pyocd", "openocd", "west"]') -> Path:
-    path = folder / f"{name}.toml"
-    path.write_text(f"""
-name = "{name}"
-arch = "armv7e-m"
-cpu = "cortex-m7"
-port = "baremetal-cortex-m"
-cross_prefix = "arm-none-eabi-"
-cflags = ["-mcpu=cortex-m7", "-mthumb"]
-[memory.code]
-origin = 0x08000000
-length = 0x100000
-[memory.ram]
-origin = 0x24000000
-length = 0x80000
-[weights]
-address = 0x{weights:X}
-size = 0x100000
-[flash]
+    return write_board(folder, name, address=weights, size=0x100000, code_length=0x100000,
+                       extra=f"""[flash]
 method = "pyocd"
 backends = {backends}
 pyocd_target = "stm32h747xihx"
 openocd_config = "board/stm32h747i-disco.cfg"
-{keys}
-""")
-    return path
+{keys}""")
 
 
 @pytest.fixture(scope="module")

@@ -27,36 +27,13 @@ from colibri_tools.hex_image import (
     load_firmware,
     main,
 )
+from board_files import write_board
 from hf_models import build_model, save_checkpoint
 from intelhex import IntelHex
 
 ROOT = Path(__file__).resolve().parents[2]
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
 ARM_OBJCOPY = shutil.which("arm-none-eabi-objcopy")
-
-
-def write_board(folder: Path, name: str, *, address: int = 0x90000000, size: int = 0x4000000,
-                alignment: int = 4096, code: int = 0x08000000) -> Path:
-    path = folder / f"{name}.toml"
-    path.write_text(f"""
-name = "{name}"
-arch = "armv7e-m"
-cpu = "cortex-m7"
-port = "baremetal-cortex-m"
-cross_prefix = "arm-none-eabi-"
-cflags = ["-mcpu=cortex-m7", "-mthumb"]
-[memory.code]
-origin = 0x{code:X}
-length = 0x200000
-[memory.ram]
-origin = 0x24000000
-length = 0x80000
-[weights]
-address = 0x{address:X}
-size = 0x{size:X}
-alignment = {alignment}
-""")
-    return path
 
 
 def hex_lines(path: Path) -> list[bytes]:
