@@ -3,7 +3,7 @@
 
 #define FLOATS_PER_REGION_STEP 16u
 
-static size_t round_floats(size_t count)
+static uint64_t round_floats(uint64_t count)
 {
     return (count + FLOATS_PER_REGION_STEP - 1u) / FLOATS_PER_REGION_STEP * FLOATS_PER_REGION_STEP;
 }
@@ -14,62 +14,53 @@ static uint32_t max3(uint32_t a, uint32_t b, uint32_t c)
     return m > c ? m : c;
 }
 
-/* Cuts regions in order; pointers are formed only when base is given. */
-typedef struct carver {
-    uint8_t *base;
-    size_t used; /* bytes */
-} carver;
+/* The scratch regions in layout order (docs/format.md 8), in floats. */
+enum { WORKSPACE_REGIONS = 15 };
 
-static float *carve(carver *c, size_t floats)
-{
-    float *p = c->base != NULL ? (float *)(void *)(c->base + c->used) : NULL;
-    c->used += round_floats(floats) * sizeof(float);
-    return p;
-}
-
-uint64_t workspace_layout64(const colibri_hparams *hp, uint32_t context)
+static void region_floats(const colibri_hparams *hp, uint32_t context,
+                          uint64_t floats[WORKSPACE_REGIONS])
 {
     uint64_t h = hp->hidden_size, q = (uint64_t)hp->n_heads * hp->head_dim;
     uint64_t k = (uint64_t)hp->n_kv_heads * hp->head_dim;
     uint64_t m = max3(hp->dense_intermediate, hp->expert_intermediate, hp->shared_intermediate);
     uint64_t e = hp->n_experts > 0 ? hp->n_experts : 1u, top = hp->top_k > 0 ? hp->top_k : 1u;
-    uint64_t counts[] = {h, h, h, h, q, k, k, q, context, m, m, e, hp->head_dim, top, top};
-    uint64_t floats = 0;
-    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
-        floats += (counts[i] + FLOATS_PER_REGION_STEP - 1u) / FLOATS_PER_REGION_STEP *
-                  FLOATS_PER_REGION_STEP;
+    const uint64_t in_order[WORKSPACE_REGIONS] = {h, h, h, h, q, k, k, q, context,
+                                                  m, m, e, hp->head_dim, top, top};
+    for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
+        floats[i] = round_floats(in_order[i]);
     }
-    return floats * sizeof(float);
+}
+
+uint64_t workspace_layout64(const colibri_hparams *hp, uint32_t context)
+{
+    uint64_t floats[WORKSPACE_REGIONS], total = 0;
+    region_floats(hp, context, floats);
+    for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
+        total += floats[i];
+    }
+    return total * sizeof(float);
 }
 
 size_t workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
                         workspace *ws)
 {
-    carver c = {base, 0};
-    size_t h = hp->hidden_size, q = (size_t)hp->n_heads * hp->head_dim;
-    size_t k = (size_t)hp->n_kv_heads * hp->head_dim;
-    size_t m = max3(hp->dense_intermediate, hp->expert_intermediate, hp->shared_intermediate);
-    size_t e = hp->n_experts > 0 ? hp->n_experts : 1u, top = hp->top_k > 0 ? hp->top_k : 1u;
+    uint64_t floats[WORKSPACE_REGIONS];
+    float *topk_i = NULL;
+    size_t used = 0;
     workspace unused;
     if (ws == NULL) {
         ws = &unused;
     }
-    ws->x = carve(&c, h);
-    ws->xn = carve(&c, h);
-    ws->ffn_sum = carve(&c, h);
-    ws->ffn_out = carve(&c, h);
-    ws->q = carve(&c, q);
-    ws->k = carve(&c, k);
-    ws->v = carve(&c, k);
-    ws->attn = carve(&c, q);
-    ws->scores = carve(&c, context);
-    ws->h1 = carve(&c, m);
-    ws->h2 = carve(&c, m);
-    ws->router = carve(&c, e);
-    ws->rope = carve(&c, hp->head_dim);
-    ws->topk_w = carve(&c, top);
-    ws->topk_i = (uint32_t *)(void *)carve(&c, top);
-    return c.used;
+    float **slots[WORKSPACE_REGIONS] = {
+        &ws->x, &ws->xn, &ws->ffn_sum, &ws->ffn_out, &ws->q, &ws->k, &ws->v, &ws->attn,
+        &ws->scores, &ws->h1, &ws->h2, &ws->router, &ws->rope, &ws->topk_w, &topk_i};
+    region_floats(hp, context, floats);
+    for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
+        *slots[i] = base != NULL ? (float *)(void *)(base + used) : NULL;
+        used += (size_t)floats[i] * sizeof(float);
+    }
+    ws->topk_i = (uint32_t *)(void *)topk_i;
+    return used;
 }
 
 static int context_valid(const colibri_model *model, uint32_t max_context)

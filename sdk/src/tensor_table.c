@@ -80,14 +80,15 @@ colibri_status layer_table_check(const colibri_model *m)
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         const uint8_t *e = m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE;
         uint32_t kind = colibri_rd_u32(e + LAY_FFN_KIND);
+        uint32_t count = layer_tensor_count(&m->hp, kind);
         if (kind > FFN_MOE || colibri_rd_u32(e + LAY_FIRST_TENSOR) != next ||
-            colibri_rd_u32(e + LAY_N_TENSORS) != layer_tensor_count(&m->hp, kind)) {
+            colibri_rd_u32(e + LAY_N_TENSORS) != count) {
             return COLIBRI_E_BAD_LAYER_TABLE;
         }
         if (!layer_kind_supported(&m->hp, kind)) {
             return COLIBRI_E_BAD_HYPERPARAMS;
         }
-        next += layer_tensor_count(&m->hp, kind);
+        next += count;
         any_dense |= kind == FFN_DENSE;
         any_moe |= kind == FFN_MOE;
     }

@@ -32,6 +32,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from .config_header import MODEL_FITS_BOARD
 from .errors import ColibriError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -75,7 +76,6 @@ class Board:
     uart: dict[str, Any] = field(default_factory=dict)
     ticks: dict[str, Any] = field(default_factory=dict)
     emulate: dict[str, Any] = field(default_factory=dict)
-    interrupts: dict[str, Any] = field(default_factory=dict)
     flash: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -152,8 +152,7 @@ def load(name_or_path: str | pathlib.Path) -> Board:
                        _need(weights, "size", int, f"{where} [weights]")),
         weights_alignment=weights.get("alignment", 4096),
         uart=data.get("uart", {}), ticks=data.get("ticks", {}),
-        emulate=data.get("emulate", {}), interrupts=data.get("interrupts", {}),
-        flash=data.get("flash", {}))
+        emulate=data.get("emulate", {}), flash=data.get("flash", {}))
     if board.name != path.stem:
         raise BoardError(f"{where}: name '{board.name}' must equal the file name '{path.stem}'")
     _check(board)
@@ -209,19 +208,11 @@ def config_header(board: Board) -> str:
         lines += [f"#define COLIBRI_BOARD_UART_BASE 0x{uart.get('base', 0):08X}u",
                   f"#define COLIBRI_BOARD_UART_CLOCK_HZ {uart.get('clock_hz', 0)}u",
                   f"#define COLIBRI_BOARD_UART_BAUD {uart.get('baud', 115200)}u"]
-    for key, value in board.interrupts.items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            lines.append(f"#define COLIBRI_BOARD_IRQ_{key.upper()} 0x{value:X}u")
     if board.ticks:
         lines += [f"#define COLIBRI_BOARD_TICKS_HZ {board.ticks.get('hz', 0)}u",
                   f'#define COLIBRI_BOARD_TICKS_UNIT "{board.ticks.get("unit", "")}"']
     lines += [
-        "", "#ifdef COLIBRI_MODEL_IMAGE_SIZE",
-        "_Static_assert(COLIBRI_MODEL_IMAGE_SIZE <= COLIBRI_BOARD_WEIGHTS_SIZE,",
-        '               "model image larger than the board\'s weight region");',
-        "_Static_assert(COLIBRI_BOARD_WEIGHTS_ADDR % COLIBRI_MODEL_ALIGNMENT == 0,",
-        '               "weight address not aligned for the model\'s expert blocks");',
-        "#endif", "", "#endif", ""]
+        "", "#ifdef COLIBRI_MODEL_IMAGE_SIZE", *MODEL_FITS_BOARD, "#endif", "", "#endif", ""]
     return "\n".join(lines)
 
 

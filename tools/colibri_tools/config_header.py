@@ -55,16 +55,16 @@ def _blocks_macro(image: ModelImage) -> list[str]:
             "#define COLIBRI_MODEL_EXPERT_BLOCKS { \\", *body, "}"]
 
 
-# The same checks board_config.h (colibri-board header) carries, so they fire
-# whichever of the two headers is included second.
-BOARD_CHECKS = [
-    "#ifdef COLIBRI_BOARD_WEIGHTS_SIZE",
+# Does the model fit the board? Both model_config.h and board_config.h carry
+# these asserts, each guarded by the other's macros, so they fire whichever of
+# the two headers is included second.
+MODEL_FITS_BOARD = [
     "_Static_assert(COLIBRI_MODEL_IMAGE_SIZE <= COLIBRI_BOARD_WEIGHTS_SIZE,",
     "               \"model image larger than the board's weight region\");",
     "_Static_assert(COLIBRI_BOARD_WEIGHTS_ADDR % COLIBRI_MODEL_ALIGNMENT == 0,",
     "               \"weight address not aligned for the model's expert blocks\");",
-    "#endif",
 ]
+BOARD_CHECKS = ["#ifdef COLIBRI_BOARD_WEIGHTS_SIZE", *MODEL_FITS_BOARD, "#endif"]
 
 
 def render_config_header(image: ModelImage, context: int, source_name: str) -> str:

@@ -195,21 +195,6 @@ class _Qmp:
     """The few QMP commands needed: capabilities, pmemsave, cont."""
 
     def __init__(self, path: Path, deadline: float, alive: Callable[[], bool]) -> None:
-        # QEMU may reset a QMP connection made while it is still setting up its
-        # chardevs (seen about 1 run in 20 with a wait=on serial): start over.
-        while True:
-            self._connect(path, deadline, alive)
-            try:
-                self._reply()                       # the greeting
-                self.command("qmp_capabilities")
-                return
-            except (ConnectionResetError, BrokenPipeError, QemuError):
-                self.close()
-                if time.monotonic() > deadline or not alive():
-                    raise
-                time.sleep(0.05)
-
-    def _connect(self, path: Path, deadline: float, alive: Callable[[], bool]) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         while True:
             try:
@@ -222,6 +207,8 @@ class _Qmp:
                 time.sleep(0.02)
         self.sock.settimeout(max(deadline - time.monotonic(), 1.0))
         self.file = self.sock.makefile("rwb")
+        self._reply()                       # the greeting
+        self.command("qmp_capabilities")
 
     def _reply(self) -> dict[str, Any]:
         while True:
