@@ -6,11 +6,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Installed with --no-install-recommends, so every package a build or a test
+# uses is named here, Recommends included (tests/prerequisites.py checks the
+# files they provide before the suite starts):
+#   libc6-dev-arm64-cross  glibc for the AArch64 *Linux* build of colibri-run
+#                          (rpi4, jetson_orin_nano; run under qemu-user). The
+#                          bare-metal AArch64 firmware does not use it: it is
+#                          built -nostdinc against the port's own headers.
+#   libclang-rt-14-dev     clang's libFuzzer and sanitizer runtimes (make fuzz)
+#   cmake ninja-build device-tree-compiler gperf
+#                          what a Zephyr build needs (tests/zephyr, twister)
+# (Never gcc-multilib: on Debian 12 it removes gcc-aarch64-linux-gnu.)
 APT_PACKAGES=(
-  build-essential make clang python3-venv python3-dev
-  gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
+  build-essential make clang libclang-rt-14-dev python3-venv python3-dev
+  gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
   gcc-arm-none-eabi binutils-arm-none-eabi libnewlib-arm-none-eabi
   qemu-system-arm qemu-user
+  cmake ninja-build device-tree-compiler gperf
 )
 
 missing=()
@@ -30,12 +42,12 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 STAMP=.venv/.colibri-setup
-WANT="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+WANT="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "setup: installing Python packages into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   # The CPU build of torch first, so nothing pulls a larger build in.
   .venv/bin/python -m pip install -q "torch==2.13.0"
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  .venv/bin/python -m pip install -q -e ".[dev,zephyr]"
   echo "$WANT" > "$STAMP"
 fi

@@ -12,3 +12,14 @@ ROOT = Path(__file__).resolve().parent.parent
 for _path in (ROOT / "tests", ROOT / "tools"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
+
+
+def pytest_sessionstart(session):
+    """Stop before the first test when the machine lacks a prerequisite
+    (tests/prerequisites.py), naming it and how to install it."""
+    import pytest
+    from prerequisites import missing, report
+
+    absent = missing()
+    if absent:
+        pytest.exit(report(absent), returncode=pytest.ExitCode.USAGE_ERROR)

@@ -44,7 +44,7 @@ FW_SRC := $(SDK_SRC) $(wildcard ports/serial/*.c ports/baremetal/*.c) $(PORT_SRC
           $(wildcard samples/baremetal/$(APP)/*.c)
 FW_OBJ := $(patsubst %,$(FW_DIR)/obj/%.o,$(FW_SRC))
 FW_CFLAGS := $(BOARD_CFLAGS) $(PORT_CFLAGS) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -g \
-             -ffreestanding -ffunction-sections -fdata-sections -fstack-usage -MMD -MP \
+             -ffreestanding -ffunction-sections -fdata-sections -fstack-usage -MD -MP \
              -Isdk/include -Isdk/src -Iports/baremetal -I$(PORT_DIR) -Iports/serial \
              -I$(FW_DIR) -I$(MODEL_DIR)
 

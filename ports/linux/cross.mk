@@ -36,4 +36,4 @@ $(LINUX_CROSS_DIR)/%.o: %.c $(LINUX_CROSS_DIR)/board.mk \
 	$(BOARD_CC) $(LINUX_CROSS_CFLAGS) -c $< -o $@
 
 $(LINUX_CROSS_DIR)/colibri-run: $(LINUX_CROSS_OBJ)
-	$(BOARD_CC) $(BOARD_CFLAGS) $(BOARD_LDFLAGS) -o $@ $^ -lm
+	$(BOARD_CC) $(BOARD_CFLAGS) $(BOARD_LDFLAGS) -o $@ $^

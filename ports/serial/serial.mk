@@ -24,10 +24,10 @@ $(SERIAL_ASAN_OBJ): ASAN_CFLAGS += -Iports/serial
 $(SERIAL_HOST_OBJ) $(SERIAL_ASAN_OBJ): $(SERIAL_HDR)
 
 $(BUILD)/host/serial_runner: $(SERIAL_HOST_OBJ) $(BUILD)/host/libcolibri.a
-	$(CC) -o $@ $^ -lm
+	$(CC) -o $@ $^
 
 $(BUILD)/asan/serial_runner: $(SERIAL_ASAN_OBJ) $(BUILD)/asan/libcolibri.a
-	$(CC) -fsanitize=address,undefined -o $@ $^ -lm
+	$(CC) -fsanitize=address,undefined -o $@ $^
 
 # Cross objects of ports/serial alone (no libc beyond memcpy/memset).
 SERIAL_CROSS_OBJ := $(patsubst %.c,$(BUILD)/aarch64/%.o,$(SERIAL_SRC)) \
@@ -40,7 +40,7 @@ $(BUILD)/fuzz/fuzz_serial_runner: tests/serial/fuzz_serial_runner.c $(SERIAL_SRC
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=c11 -g -O1 $(FP_STRICT) -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all $(CORE_INC) -Iports/serial \
-	    $(filter %.c,$^) -lm -o $@
+	    $(filter %.c,$^) -o $@
 
 .PHONY: serial-cross serial
 serial: $(BUILD)/host/serial_runner $(BUILD)/asan/serial_runner

@@ -5,7 +5,7 @@
  *
  *   cc -std=c11 -Isdk/include -Iports/linux -I<dir of model_config.h> \
  *      samples/linux/static_buffers.c ports/linux/colibri_linux.c \
- *      build/host/libcolibri.a -lm -o static_buffers
+ *      build/host/libcolibri.a -o static_buffers
  *   ./static_buffers model.bin 1 2 3
  *
  * Prints the greedy next 8 token ids, one line.

@@ -1,6 +1,7 @@
 /* attention.c - grouped-query causal self-attention with a KV cache. */
 #include "layers.h"
 #include "kernels.h"
+#include "colibri_math.h"
 
 static void project(float *out, const float *w, const float *bias, const float *x,
                     uint32_t rows, uint32_t cols)
@@ -37,7 +38,7 @@ static void attend_head(const colibri_hparams *hp, const float *q, const float *
                         float *out)
 {
     uint32_t hd = hp->head_dim, kv_stride = hp->n_kv_heads * hd;
-    float scale = 1.0f / COLIBRI_SQRTF((float)hd);
+    float scale = 1.0f / colibri_sqrtf((float)hd);
     for (uint32_t t = 0; t <= pos; t++) {
         scores[t] = colibri_k_dot(q, k_cache + (size_t)t * kv_stride + kv_head * hd, hd) * scale;
     }

@@ -2,9 +2,9 @@
  * colibri_compat.h - the one place where the core meets the compiler and the
  * C library. Every #if of the core lives here.
  *
- * The core needs from the C library only memcpy/memset (string.h) and
- * sqrtf/expf/powf/sinf/cosf (libm). A port may route the math functions
- * elsewhere by defining COLIBRI_MATH_OVERRIDE and the five COLIBRI_*F macros.
+ * The core needs from the C library only memcpy/memset (string.h); its
+ * elementary functions are its own (colibri_math.h), so no libm decides
+ * the bits of a result.
  */
 #ifndef COLIBRI_COMPAT_H
 #define COLIBRI_COMPAT_H
@@ -12,15 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-#ifndef COLIBRI_MATH_OVERRIDE
-#include <math.h>
-#define COLIBRI_SQRTF(x) sqrtf(x)
-#define COLIBRI_EXPF(x) expf(x)
-#define COLIBRI_POWF(x, y) powf((x), (y))
-#define COLIBRI_SINF(x) sinf(x)
-#define COLIBRI_COSF(x) cosf(x)
-#endif
 
 /* The image stores little-endian integers and floats, and tensor data is
  * used in place as float arrays: the core runs on little-endian targets only

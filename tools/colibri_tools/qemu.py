@@ -46,6 +46,10 @@ MiB = 1 << 20
 VIRT_RAM_BASE = 0x40000000
 VIRT_DEFAULT_MEMORY = 128 * MiB
 SEMIHOSTING = ["-semihosting-config", "enable=on,target=native"]
+# No network device on any board: no firmware here uses one, and the default
+# NIC of -M virt makes QEMU load a PXE option ROM (efi-virtio.rom, from
+# Debian's ipxe-qemu, which qemu-system-arm only recommends).
+NO_NETWORK = ["-nic", "none"]
 INSTALL_HINT = "install it with: apt-get install qemu-system-arm (it provides {tool} too)"
 LISTEN_TIMEOUT = 10.0
 
@@ -162,7 +166,7 @@ def qemu_argv(board: Board, firmware: str | Path, weights: str | Path | None = N
     argv = [emu.binary, "-M", emu.machine]
     argv += ["-cpu", emu.cpu] if emu.cpu else []
     argv += ["-m", emu.memory] if emu.memory else []
-    argv += ["-nographic", "-monitor", "none", "-serial", serial_spec(port)]
+    argv += ["-nographic", "-monitor", "none", "-serial", serial_spec(port), *NO_NETWORK]
     if not any(a.startswith("-semihosting") for a in emu.extra):
         argv += SEMIHOSTING
     argv += [*emu.extra, *firmware_args(board, firmware)]

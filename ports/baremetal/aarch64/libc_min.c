@@ -4,11 +4,9 @@
  * The firmware is linked with -nostdlib: glibc's libc.a (the only AArch64 C
  * library on the build machine) needs an OS and picks its string functions
  * with IFUNCs. What the core and the samples need is here: mem* and strlen,
- * which GCC may also call for struct copies and clearing loops. Math comes
- * from glibc's libm.a (link-time only, no IFUNCs, no OS calls), so the
- * firmware computes expf/powf/sinf/cosf with the same code as AArch64 Linux;
- * libm reports range errors in errno, a thread-local variable, defined here
- * (startup.S points TPIDR_EL0 at the TLS block).
+ * which GCC may also call for struct copies and clearing loops. No math
+ * library is linked: the core computes its own (sdk/src/colibri_math.c).
+ * include/string.h declares these; nothing else of a C library exists here.
  *
  * port.mk builds this file with -fno-tree-loop-distribute-patterns so GCC
  * does not turn these loops back into calls to themselves.
@@ -16,14 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-_Thread_local int errno;
-int *__errno_location(void);
-
-int *__errno_location(void)
-{
-    return &errno;
-}
 
 void *memcpy(void *restrict dst, const void *restrict src, size_t n)
 {

@@ -4,7 +4,9 @@
 # The compiler is the board's cross_prefix gcc (aarch64-linux-gnu-gcc on
 # Debian): a Linux-targeted GCC used freestanding. Hence -fno-pie (it defaults
 # to PIE), -mno-outline-atomics (their helpers need the OS's auxv), no
-# unwind tables, and a link with -nostdlib against only libm.a and libgcc.a.
+# unwind tables, -nostdinc (only GCC's freestanding headers and include/ of
+# this port: glibc's headers, where installed, must not be used) and a link
+# with -nostdlib against libgcc.a alone (the core has its own math).
 
 AARCH64_PORT_DIR := ports/baremetal/aarch64
 
@@ -12,10 +14,12 @@ PORT_SRC := $(AARCH64_PORT_DIR)/startup.S $(AARCH64_PORT_DIR)/vectors.S \
             $(AARCH64_PORT_DIR)/interrupt_wait.S $(sort $(wildcard $(AARCH64_PORT_DIR)/*.c))
 PORT_LD := $(AARCH64_PORT_DIR)/link.ld
 PORT_CFLAGS := -fno-pie -mno-outline-atomics -fno-stack-protector \
-               -fno-asynchronous-unwind-tables -fno-unwind-tables -fcallgraph-info=su
+               -fno-asynchronous-unwind-tables -fno-unwind-tables -fcallgraph-info=su \
+               -nostdinc -isystem $(shell $(BOARD_CC) -print-file-name=include) \
+               -isystem $(AARCH64_PORT_DIR)/include
 PORT_LDFLAGS := -nostdlib -nostartfiles -static -no-pie -Wl,--build-id=none \
                 -Wl,-z,noexecstack -Wl,--no-warn-rwx-segments
-PORT_LIBS := -Wl,--start-group -lm -lgcc -Wl,--end-group
+PORT_LIBS := -lgcc
 
 AARCH64_OBJ_DIR := $(FW_DIR)/obj/$(AARCH64_PORT_DIR)
 

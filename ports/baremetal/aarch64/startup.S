@@ -13,8 +13,7 @@
  *   4. SP_EL1 = top of the interrupt stack, then switch to SP_EL0 = top of the
  *      main stack: thread code runs at EL1t, exceptions on their own stack;
  *   5. VBAR_EL1 = aarch64_vectors, so a fault from here on is reported;
- *   6. zero .bss and .tbss, copy .data and .tdata from their load addresses, point
- *      TPIDR_EL0 at the TLS block (libm's errno lives there);
+ *   6. zero .bss, copy .data from its load address;
  *   7. aarch64_mmu_enable() (mmu.c): identity map, caches on;
  *   8. main(), then board_exit(main's return value).
  *
@@ -98,19 +97,10 @@ el1_entry:
     ldr     x0, =__bss_start
     ldr     x1, =__bss_end
     bl      zero_range
-    ldr     x0, =__tbss_start
-    ldr     x1, =__tbss_end
-    bl      zero_range
     ldr     x0, =__data_start
     ldr     x1, =__data_end
     ldr     x2, =__data_load
     bl      copy_range
-    ldr     x0, =__tdata_start
-    ldr     x1, =__tdata_end
-    ldr     x2, =__tdata_load
-    bl      copy_range
-    ldr     x0, =__tls_thread_pointer
-    msr     tpidr_el0, x0
 
     ldr     x0, =aarch64_entry_el
     str     w19, [x0]

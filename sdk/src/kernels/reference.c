@@ -1,5 +1,6 @@
 /* reference.c - portable C reference kernels (contracts in kernels.h). */
 #include "colibri_compat.h"
+#include "colibri_math.h"
 #include "kernels.h"
 
 float colibri_k_dot(const float *a, const float *b, uint32_t n)
@@ -24,7 +25,7 @@ void colibri_k_rmsnorm(float *out, const float *x, const float *w, uint32_t n, f
     for (uint32_t i = 0; i < n; i++) {
         sum += x[i] * x[i];
     }
-    float inv = 1.0f / COLIBRI_SQRTF(sum / (float)n + eps);
+    float inv = 1.0f / colibri_sqrtf(sum / (float)n + eps);
     for (uint32_t i = 0; i < n; i++) {
         out[i] = w[i] * (x[i] * inv);
     }
@@ -37,7 +38,7 @@ void colibri_k_softmax(float *x, uint32_t n)
         max = x[i] > max ? x[i] : max;
     }
     for (uint32_t i = 0; i < n; i++) {
-        x[i] = COLIBRI_EXPF(x[i] - max);
+        x[i] = colibri_expf(x[i] - max);
         sum += x[i];
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -47,13 +48,13 @@ void colibri_k_softmax(float *x, uint32_t n)
 
 float colibri_k_sigmoid(float v)
 {
-    return 1.0f / (1.0f + COLIBRI_EXPF(-v));
+    return 1.0f / (1.0f + colibri_expf(-v));
 }
 
 void colibri_k_swiglu(float *a, const float *b, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
-        a[i] = a[i] / (1.0f + COLIBRI_EXPF(-a[i])) * b[i];
+        a[i] = a[i] / (1.0f + colibri_expf(-a[i])) * b[i];
     }
 }
 
@@ -76,10 +77,9 @@ void colibri_k_rope_table(float *cos_sin, uint32_t pos, uint32_t head_dim, float
     uint32_t half = head_dim / 2u;
     for (uint32_t i = 0; i < half; i++) {
         float exponent = (float)(2u * i) / (float)head_dim;
-        float inv_freq = 1.0f / COLIBRI_POWF(theta, exponent);
+        float inv_freq = 1.0f / colibri_powf(theta, exponent);
         float angle = (float)pos * inv_freq;
-        cos_sin[i] = COLIBRI_COSF(angle);
-        cos_sin[half + i] = COLIBRI_SINF(angle);
+        colibri_sincosf(angle, &cos_sin[half + i], &cos_sin[i]);
     }
 }
 

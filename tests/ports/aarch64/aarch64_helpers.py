@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 
 from colibri_tools.boards import Board
+from colibri_tools.qemu import NO_NETWORK
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 QEMU_TIMEOUT_S = 60        # a self-test run takes well under a second
@@ -71,7 +72,8 @@ def qemu_command(board: Board, elf: pathlib.Path, image: pathlib.Path | None,
     emu = board.emulate
     cmd = ["timeout", str(QEMU_TIMEOUT_S), emu["qemu"], "-M", emu["machine"] + machine_options,
            "-cpu", emu["cpu"], "-m", emu["memory"], *emu.get("extra", []),
-           "-display", "none", "-monitor", "none", "-serial", "stdio", "-kernel", str(elf)]
+           "-display", "none", "-monitor", "none", "-serial", "stdio", *NO_NETWORK,
+           "-kernel", str(elf)]
     if image is not None:
         cmd += ["-device", f"loader,file={image},addr=0x{board.weights.origin:X},force-raw=on"]
     return cmd

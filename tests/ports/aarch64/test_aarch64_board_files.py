@@ -9,6 +9,7 @@ import subprocess
 import pytest
 from aarch64_helpers import REPO, missing_tool_reason
 from colibri_tools import boards
+from colibri_tools.qemu import NO_NETWORK
 from fdt_read import find_compatible, read_dtb
 
 LINUX_BOARDS = ["rpi4", "jetson_orin_nano"]
@@ -32,9 +33,10 @@ def virt_tree(a72_board, tmp_path_factory):
     if reason:
         pytest.skip(reason)
     dtb = tmp_path_factory.mktemp("dtb") / "virt.dtb"
-    subprocess.run(["timeout", "30", emu["qemu"], "-M", f"{emu['machine']},dumpdtb={dtb}",
-                    "-cpu", emu["cpu"], "-m", emu["memory"], "-display", "none"],
-                   capture_output=True, check=True)
+    done = subprocess.run(["timeout", "30", emu["qemu"], "-M", f"{emu['machine']},dumpdtb={dtb}",
+                           "-cpu", emu["cpu"], "-m", emu["memory"], *NO_NETWORK,
+                           "-display", "none"], capture_output=True, text=True)
+    assert done.returncode == 0, f"QEMU could not dump its device tree: {done.stderr}"
     return read_dtb(dtb.read_bytes())
 
 

@@ -6,8 +6,10 @@ usage (-fstack-usage / -fcallgraph-info) against the painted measurement.
 from __future__ import annotations
 
 import itertools
+import pathlib
 import re
 import subprocess
+import tempfile
 
 from aarch64_helpers import REPO, elf_symbols
 from stack_usage import add_disassembly, indirect_callers, load_callgraph, title, worst_stack
@@ -29,7 +31,8 @@ def test_links_no_allocator_and_no_os(selftest_firmware):
     assert not FORBIDDEN & set(symbols), sorted(FORBIDDEN & set(symbols))
     undefined = sorted(name for name, (_, kind) in symbols.items() if kind in "Uw")
     assert undefined == [], f"unresolved symbols: {undefined}"
-    assert {"expf", "memcpy", "colibri_forward", "board_run_in_interrupt"} <= set(symbols)
+    assert {"colibri_expf", "memcpy", "colibri_forward", "board_run_in_interrupt"} <= set(symbols)
+    assert not {"expf", "powf", "sinf", "cosf", "sqrtf"} & set(symbols), "no libm is linked"
 
 
 def test_weight_symbols_equal_the_board_file(selftest_firmware):
@@ -78,7 +81,7 @@ def test_sections_lie_in_the_board_regions(selftest_firmware):
             assert inside(code, vma, size), name
         else:
             assert inside(ram, vma, size), name
-            if name in (".data", ".tdata"):
+            if name == ".data":
                 assert inside(code, lma, size), f"{name} load image must be in CODE"
         assert not board.weights.overlaps(type(board.weights)(vma, max(size, 1))), name
 
@@ -129,3 +132,19 @@ def test_port_sources_have_no_address_literals():
         for literal in ("0x09000000", "0x9000000", "0x08000000", "0x08010000", "0x90000000",
                         "0x40000000"):
             assert literal not in text.lower(), f"{path.name} hard-codes {literal}"
+
+
+def test_uses_no_linux_c_library(selftest_firmware):
+    """The firmware is built -nostdinc and linked -nostdlib: no glibc header
+    (libc6-dev-arm64-cross, where installed) and no C or math library."""
+    deps = " ".join(d.read_text() for d in selftest_firmware.objects.rglob("*.d"))
+    headers = {pathlib.Path(h).resolve() for h in re.findall(r"(?:^|\s)(/\S+\.h)\b", deps)}
+    assert any(h.name == "stdint.h" for h in headers), "dependency files list no system header"
+    compiler = pathlib.Path(subprocess.run(
+        [f"{selftest_firmware.board.cross_prefix}gcc", "-print-file-name=include"],
+        capture_output=True, text=True, check=True).stdout.strip()).resolve()
+    foreign = sorted(str(h) for h in headers if compiler not in h.parents and REPO not in h.parents
+                     and not str(h).startswith(tempfile.gettempdir()))
+    assert foreign == [], f"headers from outside the compiler and the repository: {foreign}"
+    link_map = (selftest_firmware.directory / "firmware.map").read_text()
+    assert not re.search(r"lib(c|m)\.a\b", link_map), "a C or math library was linked"
