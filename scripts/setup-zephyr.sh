@@ -4,6 +4,11 @@
 #
 #   scripts/setup-zephyr.sh [options] WORKSPACE
 #
+# WORKSPACE is either a Zephyr 4.x workspace you already have (a west
+# workspace made by `west init`/`west update`, or a pruned tree such as
+# ../shared/zephyr: zephyr/ plus modules/hal/...), which is used as it is, or
+# a new folder that is filled from the sources given below.
+#
 #   --zephyr SRC          a Zephyr tree (directory) or git directory (bare
 #                         mirror); required unless WORKSPACE/zephyr exists
 #   --zephyr-rev REV      commit of a git SRC (default HEAD)
@@ -16,10 +21,11 @@
 #                         revision Zephyr's west.yml pins
 #   --upstream SRC[@REV]  an upstream Zephyr (directory or git directory) to
 #                         restore files a copy lacks (see FILES_UPSTREAM_TRACKS)
-#   --no-apt, --no-pip    skip the package installs
+#   --no-install          skip scripts/setup.sh (the Debian and Python packages)
 #
-# WORKSPACE must lie outside this repository. It receives zephyr/, modules/,
-# a west workspace marker (.west/config) and colibri-env.sh to source:
+# WORKSPACE must lie outside this repository. It receives (when new) zephyr/,
+# modules/, a west workspace marker (.west/config), and colibri-env.sh to
+# source:
 #
 #   . WORKSPACE/colibri-env.sh
 #   west build -b mps3/corstone300/an547 samples/zephyr/hello_moe -- -DCOLIBRI_MODEL_DIR=out/model
@@ -28,17 +34,9 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 
-APT_PACKAGES=(
-  cmake ninja-build device-tree-compiler gperf ccache xz-utils file make
-  gcc-arm-none-eabi binutils-arm-none-eabi libnewlib-arm-none-eabi
-  qemu-system-arm
-)
-# (Never gcc-multilib: on Debian 12 it removes the aarch64 cross compiler.
-#  native_sim is built 64-bit, as native_sim/native/64.)
-PIP_PACKAGES=(
-  west pyelftools pykwalify jsonschema pyyaml packaging
-  anytree psutil ply tabulate colorama natsort junitparser intelhex
-)
+# The Debian packages a Zephyr build needs (cmake, ninja, dtc, the Arm
+# toolchain, QEMU) and the Python ones (west and twister's: the [zephyr] extra
+# of pyproject.toml) are installed by scripts/setup.sh, like everything else.
 # Files upstream Zephyr tracks that some copies lack (their .gitignore hides
 # build/, target/ and *.swo); Kconfig cannot be parsed without them.
 FILES_UPSTREAM_TRACKS=(
@@ -53,7 +51,7 @@ die() { echo "setup-zephyr: $*" >&2; exit 1; }
 say() { echo "setup-zephyr: $*"; }
 
 ZEPHYR_SRC="" ZEPHYR_REV="HEAD" ZEPHYR_SUBDIR="" UPSTREAM="" WS=""
-DO_APT=1 DO_PIP=1
+DO_INSTALL=1
 MODULES=()
 while (($#)); do
   case "$1" in
@@ -62,35 +60,16 @@ while (($#)); do
     --zephyr-subdir) ZEPHYR_SUBDIR="$2"; shift 2 ;;
     --module) MODULES+=("$2"); shift 2 ;;
     --upstream) UPSTREAM="$2"; shift 2 ;;
-    --no-apt) DO_APT=0; shift ;;
-    --no-pip) DO_PIP=0; shift ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    --no-install) DO_INSTALL=0; shift ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) [ -z "$WS" ] || die "one WORKSPACE only"; WS="$1"; shift ;;
   esac
 done
 [ -n "$WS" ] || die "usage: scripts/setup-zephyr.sh [options] WORKSPACE (see --help)"
-mkdir -p "$WS"
-WS="$(cd "$WS" && pwd)"
+WS="$(realpath -m "$WS")"
 case "$WS/" in "$REPO"/*) die "WORKSPACE $WS is inside the repository; put it elsewhere" ;; esac
-
-install_apt() {
-  local missing=() pkg
-  for pkg in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done
-  ((${#missing[@]})) || return 0
-  say "installing Debian packages: ${missing[*]}"
-  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
-
-install_pip() {
-  [ -x "$REPO/.venv/bin/python" ] || "$REPO/scripts/setup.sh"
-  say "installing Python packages into .venv: ${PIP_PACKAGES[*]}"
-  "$REPO/.venv/bin/python" -m pip install -q "${PIP_PACKAGES[@]}"
-}
+mkdir -p "$WS"
 
 is_git_dir() { git --git-dir="$1" rev-parse --git-dir >/dev/null 2>&1; }
 
@@ -166,18 +145,24 @@ write_workspace_files() {
   mkdir -p "$WS/.west"
   [ -f "$WS/.west/config" ] || printf '[manifest]\npath = zephyr\nfile = west.yml\n\n[zephyr]\nbase = zephyr\n' \
     > "$WS/.west/config"
+  local modules=() m
+  for m in "$WS"/modules/hal/cmsis_6 "$WS"/modules/hal/stm32; do
+    [ -f "$m/zephyr/module.yml" ] && modules+=("$m")
+  done
   cat > "$WS/colibri-env.sh" <<EOF
 # Source this before west build / west twister (written by setup-zephyr.sh).
 export PATH="$REPO/.venv/bin:\$PATH"
 export ZEPHYR_BASE="$WS/zephyr"
+# The modules Colibri's boards need, named directly (a pruned tree's west.yml
+# lists projects that are not there).
+export ZEPHYR_MODULES="$(IFS=';'; echo "${modules[*]}")"
 export GNUARMEMB_TOOLCHAIN_PATH=/usr
 # Cortex-M boards: ZEPHYR_TOOLCHAIN_VARIANT=gnuarmemb; native_sim: host.
 export ZEPHYR_TOOLCHAIN_VARIANT=\${ZEPHYR_TOOLCHAIN_VARIANT:-gnuarmemb}
 EOF
 }
 
-((DO_APT)) && install_apt
-((DO_PIP)) && install_pip
+((DO_INSTALL)) && "$REPO/scripts/setup.sh"
 if [ ! -f "$WS/zephyr/VERSION" ]; then
   [ -n "$ZEPHYR_SRC" ] || die "no $WS/zephyr yet: give --zephyr SRC"
   say "Zephyr from $ZEPHYR_SRC ${ZEPHYR_SUBDIR:+($ZEPHYR_SUBDIR) }-> $WS/zephyr"
@@ -185,6 +170,8 @@ if [ ! -f "$WS/zephyr/VERSION" ]; then
   export_tree "$ZEPHYR_SRC" "$ZEPHYR_REV" "$ZEPHYR_SUBDIR" "$WS/zephyr"
 fi
 [ -f "$WS/zephyr/VERSION" ] || die "$WS/zephyr is not a Zephyr tree (no VERSION)"
+major="$(awk '$1 == "VERSION_MAJOR" {print $3}' "$WS/zephyr/VERSION")"
+[ "$major" = 4 ] || say "warning: Zephyr $major.x: the module is built and tested with Zephyr 4.x"
 restore_upstream_files
 for m in "${MODULES[@]}"; do add_module "$m"; done
 [ -f "$WS/modules/hal/cmsis_6/zephyr/module.yml" ] ||

@@ -230,10 +230,13 @@ static double log_positive(double x)
         m *= 0.5;
         e += 1;
     }
+    static const double inv_odd[12] = {1.0,        1.0 / 3.0,  1.0 / 5.0,  1.0 / 7.0,
+                                       1.0 / 9.0,  1.0 / 11.0, 1.0 / 13.0, 1.0 / 15.0,
+                                       1.0 / 17.0, 1.0 / 19.0, 1.0 / 21.0, 1.0 / 23.0};
     double s = (m - 1.0) / (m + 1.0), s2 = s * s;
-    double p = 1.0 / 23.0;
-    for (int32_t n = 21; n >= 1; n -= 2) {
-        p = p * s2 + 1.0 / (double)n;
+    double p = inv_odd[11];
+    for (int32_t n = 10; n >= 0; n--) {
+        p = p * s2 + inv_odd[n];
     }
     double ed = (double)e;
     return ed * LN2_HI + (2.0 * s * p + ed * LN2_LO);
@@ -245,9 +248,13 @@ static double exp_double(double z)
     int32_t k = nearest_int(z * LOG2E);
     double kd = (double)k;
     double r = (z - kd * LN2_HI) - kd * LN2_LO;
+    static const double inv_n[14] = {0.0,        1.0,        1.0 / 2.0,  1.0 / 3.0,
+                                     1.0 / 4.0,  1.0 / 5.0,  1.0 / 6.0,  1.0 / 7.0,
+                                     1.0 / 8.0,  1.0 / 9.0,  1.0 / 10.0, 1.0 / 11.0,
+                                     1.0 / 12.0, 1.0 / 13.0};
     double p = 1.0; /* 1 + r/1 (1 + r/2 (1 + ... (1 + r/13))) */
     for (int32_t n = 13; n >= 1; n--) {
-        p = 1.0 + p * (r / (double)n);
+        p = 1.0 + p * (r * inv_n[n]);
     }
     return p * f64_pow2(k);
 }

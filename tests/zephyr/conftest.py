@@ -94,3 +94,19 @@ def zephyr_build(zephyr, zephyr_model, colibri_run):
 def need_qemu():
     if shutil.which("qemu-system-arm") is None:
         pytest.skip("qemu-system-arm not installed (Debian: qemu-system-arm)")
+
+
+_TWISTER_SUMMARY: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def twister_summary() -> list[str]:
+    """Lines the twister tests want in the session's closing summary."""
+    return _TWISTER_SUMMARY
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _TWISTER_SUMMARY:
+        terminalreporter.section("Zephyr twister")
+        for line in _TWISTER_SUMMARY:
+            terminalreporter.write_line(line)

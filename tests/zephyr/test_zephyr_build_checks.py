@@ -3,6 +3,7 @@ conversions stop the configuration with a message naming them, and the
 weights HEX holds model.bin at the devicetree address the firmware reads."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -42,3 +43,39 @@ def test_weights_hex_is_model_bin_at_the_devicetree_address(zephyr_build, zephyr
     assert hexfile.segments() == [(start, start + len(image))]
     assert hexfile.tobinstr(start=start, size=len(image)) == image
     assert weights["image_size"] == len(image) <= weights["region_size"]
+
+
+def _convert(tmp_path, name: str, *args: str):
+    from colibri_tools.convert import main as convert_main
+    out = tmp_path / name
+    assert convert_main([str(REPO / "models" / "tiny_moe"), "-o", str(out), "--quiet", *args]) == 0
+    return out
+
+
+def _west(zephyr, board, model_dir, build_dir, *, cmake_only: bool):
+    argv = [zephyr.west, "build", *(["--cmake-only"] if cmake_only else []), "-p", "always",
+            "-b", board, "-d", str(build_dir), str(REPO / "samples/zephyr/hello_moe"), "--",
+            f"-DCOLIBRI_MODEL_DIR={model_dir}"]
+    done = subprocess.run(argv, cwd=REPO, env=board_env(board), capture_output=True, text=True,
+                          timeout=600)
+    return done.returncode, " ".join((done.stdout + done.stderr).split())
+
+
+def test_a_model_too_big_for_sram_stops_before_the_link_naming_a_context_that_fits(
+        zephyr, zephyr_build, tmp_path):
+    """The demo model at its default context (256) needs 512 KiB of KV state:
+    more than the AN547's 512 KiB SRAM. The configuration stops with the
+    largest context that fits, and at that context hello_moe links."""
+    zephyr_build("samples/zephyr/hello_moe", AN547)  # skips without the toolchain/modules
+    code, log = _west(zephyr, AN547, _convert(tmp_path, "default"), tmp_path / "b1",
+                      cmake_only=True)
+    assert code != 0
+    m = re.search(r"RAM buffers do not fit mps3/corstone300/an547: 1 x \(KV state 524288 bytes for "
+                  r"context 256 .* the SRAM is 524288 bytes .* The largest context that fits is "
+                  r"(\d+): convert again with colibri-convert \.\.\. --context \1\.", log)
+    assert m, log[-3000:]
+    fit = int(m.group(1))
+    assert 64 <= fit < 256
+    code, log = _west(zephyr, AN547, _convert(tmp_path, "fits", "--context", str(fit)),
+                      tmp_path / "b2", cmake_only=False)
+    assert code == 0, log[-3000:]

@@ -109,6 +109,64 @@ function(colibri_check_model_files region_addr region_size)
   message(STATUS "Colibri: model ${bin} (${image_size} bytes, fingerprint ${fingerprint_hex})")
 endfunction()
 
+# Before the link: do the application's model buffers fit the board's SRAM?
+# Each of CONFIG_COLIBRI_MODEL_INSTANCES sets of buffers holds the KV state
+# (linear in the context), the scratch and the logits, at the context the
+# model was converted for; CONFIG_COLIBRI_RAM_RESERVE bytes are left for the
+# kernel, the stacks and the rest of the application. When they do not fit,
+# the message names the largest context that does (the linker still has the
+# last word on everything else).
+function(colibri_model_ram_check)
+  dt_chosen(sram_path PROPERTY "zephyr,sram")
+  if(NOT sram_path)
+    return()
+  endif()
+  dt_reg_size(sram_size PATH ${sram_path})
+  if(NOT sram_size)
+    return()
+  endif()
+  math(EXPR sram_size "${sram_size}" OUTPUT_FORMAT DECIMAL)
+  set(header ${COLIBRI_MODEL_DIR}/model_config.h)
+  colibri_config_value(context ${header} COLIBRI_MODEL_CONTEXT)
+  colibri_config_value(max_context ${header} COLIBRI_MODEL_MAX_CONTEXT)
+  colibri_config_value(state ${header} COLIBRI_MODEL_STATE_BYTES)
+  colibri_config_value(scratch ${header} COLIBRI_MODEL_SCRATCH_BYTES)
+  colibri_config_value(vocab ${header} COLIBRI_MODEL_VOCAB_SIZE)
+  set(sets ${CONFIG_COLIBRI_MODEL_INSTANCES})
+  set(reserve ${CONFIG_COLIBRI_RAM_RESERVE})
+  math(EXPR per_set "${state} + ${scratch} + 4 * ${vocab}")
+  math(EXPR need "${sets} * ${per_set}")
+  math(EXPR room "${sram_size} - ${reserve}")
+  if(need LESS_EQUAL room)
+    message(STATUS "Colibri: model buffers ${need} bytes (${sets} x state ${state} + scratch "
+                   "${scratch} + logits) of ${sram_size} bytes SRAM, ${reserve} reserved")
+    return()
+  endif()
+  # State bytes are linear in the context; the scratch at the converted
+  # context bounds the scratch of any smaller one.
+  math(EXPR per_position "${state} / ${context}")
+  math(EXPR spare "${room} - ${sets} * (${scratch} + 4 * ${vocab})")
+  set(fit 0)
+  if(spare GREATER 0)
+    math(EXPR fit "${spare} / (${sets} * ${per_position})")
+  endif()
+  if(fit GREATER max_context)
+    set(fit ${max_context})
+  endif()
+  if(fit LESS 1)
+    set(advice "No context fits: the scratch and logits alone exceed it.")
+  else()
+    set(advice "The largest context that fits is ${fit}: convert again with "
+               "colibri-convert ... --context ${fit}.")
+  endif()
+  string(JOIN "" advice ${advice})
+  colibri_model_fail(
+    "the model's RAM buffers do not fit ${BOARD}${BOARD_QUALIFIERS}: ${sets} x (KV state "
+    "${state} bytes for context ${context} + scratch ${scratch} + logits) = ${need} bytes, "
+    "but the SRAM is ${sram_size} bytes and CONFIG_COLIBRI_RAM_RESERVE keeps ${reserve} of "
+    "them for the kernel and the application. ${advice}")
+endfunction()
+
 # zephyr/colibri_weights.hex (the image at the region's address),
 # zephyr/colibri_weights.json (what a flasher needs to know), and, with
 # CONFIG_BUILD_OUTPUT_HEX, merged.hex (firmware + weights) through Zephyr's
