@@ -13,7 +13,11 @@ FP_STRICT := -ffp-contract=off -fno-fast-math
 OPT       ?= -O2
 CORE_INC  := -Isdk/include -Isdk/src
 
-SDK_SRC   := $(sort $(wildcard sdk/src/*.c sdk/src/kernels/*.c))
+# Kernel tables built into the core (sdk/src/kernels/<name>.c, each defining
+# colibri_kernels_<name>); the reference is always one of them.
+KERNELS   ?= reference
+SDK_SRC   := $(sort $(wildcard sdk/src/*.c) $(patsubst %,sdk/src/kernels/%.c,$(sort reference $(KERNELS))))
+KERNEL_TABLES := $(foreach k,$(sort reference $(KERNELS)),&colibri_kernels_$(k),)
 LINUX_SRC := $(sort $(wildcard ports/linux/colibri_linux*.c))
 RUN_SRC   := ports/linux/colibri_run.c
 
@@ -59,9 +63,17 @@ $(BUILD)/asan/colibri-run: $(patsubst %.c,$(BUILD)/asan/%.o,$(RUN_SRC) $(LINUX_S
 # ---- test programs (sanitized) --------------------------------------------
 TEST_CFLAGS := -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O1 -g -fsanitize=address,undefined \
                -fno-sanitize-recover=all $(CORE_INC)
-test-bins: $(BUILD)/asan/test_units $(BUILD)/asan/image_probe
+test-bins: $(BUILD)/asan/test_units $(BUILD)/asan/image_probe $(BUILD)/asan/test_kernels \
+           $(BUILD)/asan/test_port_seam
 
 $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
+	$(CC) $(TEST_CFLAGS) $^ -o $@
+
+# Every compiled kernel table against the contract (docs/kernels.md).
+$(BUILD)/asan/test_kernels: tests/sdk/test_kernels.c $(BUILD)/asan/libcolibri.a
+	$(CC) $(TEST_CFLAGS) '-DCOLIBRI_TEST_KERNEL_TABLES=$(KERNEL_TABLES)' $^ -o $@
+
+$(BUILD)/asan/test_port_seam: tests/sdk/test_port_seam.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
 
 $(BUILD)/asan/image_probe: tests/sdk/image_probe.c $(BUILD)/asan/libcolibri.a

@@ -51,7 +51,7 @@ static uint64_t port_ticks(void *ctx)
 
 const colibri_port *colibri_zephyr_port(void)
 {
-    static const colibri_port port = {COLIBRI_PORT_VERSION, port_ticks, NULL, NULL};
+    static const colibri_port port = {.version = COLIBRI_PORT_VERSION, .ticks = port_ticks};
     return &port;
 }
 

@@ -85,18 +85,70 @@ const char *colibri_strerror(colibri_status status);
  * Port interface: how the core reaches the platform. Optional; versioned.
  * ------------------------------------------------------------------------- */
 
-#define COLIBRI_PORT_VERSION 1
+/*
+ * The struct only grows, at its end; version says how much of it the port
+ * filled. colibri_init accepts 1 <= version <= COLIBRI_PORT_VERSION and reads
+ * only the slots that version has, so a port written for an older version
+ * keeps working unchanged.
+ *
+ *   version 1: ticks, prefetch, ctx
+ *   version 2: + parallel_for, kernels
+ */
+#define COLIBRI_PORT_VERSION 2
+
+/* A task of parallel_for: runs task number `task` of a batch. */
+typedef void (*colibri_task_fn)(void *arg, uint32_t task);
 
 typedef struct colibri_port {
-    uint32_t version; /* COLIBRI_PORT_VERSION */
+    uint32_t version; /* the COLIBRI_PORT_VERSION the port was written for */
     /* (optional) a monotonic tick counter; what a tick is is the port's
      * business (cycles, instructions, nanoseconds) and its docs say so. */
     uint64_t (*ticks)(void *ctx);
     /* (optional) a hint that [addr, addr+size) is about to be read: an expert
      * block in slow flash, say. Must not fail and must not block for long. */
     void (*prefetch)(void *ctx, const void *addr, size_t size);
-    void *ctx; /* passed back to the functions above */
+    void *ctx; /* passed back to the functions here */
+    /* (optional, version 2) run fn(arg, 0) .. fn(arg, n_tasks - 1), in any
+     * order and on any threads, and return when all have finished. Tasks
+     * never share what they write, so results do not depend on the split.
+     * NULL, or a port of version 1: the core runs them itself, in order.
+     * Must not be called from an interrupt handler's port. */
+    void (*parallel_for)(void *ctx, uint32_t n_tasks, colibri_task_fn fn, void *arg);
+    /* (optional, version 2) the kernel table for this CPU (a port may pick
+     * one by probing the CPU); NULL, or a port of version 1: the reference. */
+    const struct colibri_kernels *kernels;
 } colibri_port;
+
+/* ---------------------------------------------------------------------------
+ * Kernels: the numeric inner loops, one table per instruction set
+ * (docs/kernels.md). Every kernel meets the same contract and gives the same
+ * bits as the reference. A NULL slot means the reference kernel.
+ * ------------------------------------------------------------------------- */
+
+typedef struct colibri_kernels {
+    const char *name; /* "reference", ... */
+    /* sum_i a[i] * b[i] in the canonical order (docs/kernels.md). */
+    float (*dot)(const float *a, const float *b, uint32_t n);
+    /* out[r] = dot(w + r * cols, x, cols) for r < rows, w fp32 row-major;
+     * out does not alias w or x. */
+    void (*matvec_f32)(float *out, const float *w, const float *x, uint32_t rows,
+                       uint32_t cols);
+    /* out[i] = w[i] * (x[i] / sqrt(mean(x^2) + eps)); out may alias x. */
+    void (*rmsnorm)(float *out, const float *x, const float *w, uint32_t n, float eps);
+    /* x[i] = exp(x[i] - max) / sum, in place; n >= 1. */
+    void (*softmax)(float *x, uint32_t n);
+    /* a[i] = silu(a[i]) * b[i], silu(v) = v / (1 + exp(-v)). */
+    void (*swiglu)(float *a, const float *b, uint32_t n);
+    /* y[i] = y[i] + x[i]. */
+    void (*add)(float *y, const float *x, uint32_t n);
+    /* y[i] = y[i] + x[i] * s. */
+    void (*add_scaled)(float *y, const float *x, float s, uint32_t n);
+    /* rotate one head vector by a RoPE cos/sin table (rotate-half). */
+    void (*rope_apply)(float *x, const float *cos_sin, uint32_t head_dim);
+} colibri_kernels;
+
+/* The portable C kernels: always built, the definition of every result. */
+extern const colibri_kernels colibri_kernels_reference;
 
 /* ---------------------------------------------------------------------------
  * Model
@@ -146,14 +198,15 @@ typedef struct colibri_model {
     const float *token_embed;    /* [vocab_size, hidden_size] */
     const float *output_norm;    /* [hidden_size] */
     const float *lm_head;        /* [vocab_size, hidden_size]; == token_embed if tied */
-    colibri_port port;           /* copy of the caller's port, or all NULL */
+    colibri_port port;           /* the caller's port, as far as its version goes */
+    colibri_kernels kernels;     /* the chosen table, NULL slots filled with the reference */
 } colibri_model;
 
 typedef struct colibri_options {
     /* 0: accept any image. Otherwise the image's fingerprint must equal it
      * (pass COLIBRI_MODEL_FINGERPRINT from the generated model_config.h). */
     uint32_t expected_fingerprint;
-    const colibri_port *port; /* NULL: no ticks, no prefetch */
+    const colibri_port *port; /* NULL: no ticks, no prefetch, one thread, reference kernels */
 } colibri_options;
 
 /*

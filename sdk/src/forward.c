@@ -7,13 +7,14 @@ static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *sta
 {
     const colibri_hparams *hp = &m->hp;
     layer_view layer;
-    layer_view_load(m, l, &layer);
-    colibri_k_rmsnorm(ws->xn, ws->x, layer.attn_norm, hp->hidden_size, hp->rms_eps);
-    attention_forward(m, &layer, l, state, ws);
-    colibri_k_add(ws->x, ws->ffn_out, hp->hidden_size);
-    colibri_k_rmsnorm(ws->xn, ws->x, layer.ffn_norm, hp->hidden_size, hp->rms_eps);
-    ffn_forward(m, &layer, ws);
-    colibri_k_add(ws->x, ws->ffn_sum, hp->hidden_size);
+    const colibri_kernels *k = &m->kernels;
+    colibri_layer_view_load(m, l, &layer);
+    k->rmsnorm(ws->xn, ws->x, layer.attn_norm, hp->hidden_size, hp->rms_eps);
+    colibri_attention_forward(m, &layer, l, state, ws);
+    k->add(ws->x, ws->ffn_out, hp->hidden_size);
+    k->rmsnorm(ws->xn, ws->x, layer.ffn_norm, hp->hidden_size, hp->rms_eps);
+    colibri_ffn_forward(m, &layer, ws);
+    k->add(ws->x, ws->ffn_sum, hp->hidden_size);
 }
 
 /* Run one token at state->pos; with logits != NULL write its logits. */
@@ -28,8 +29,8 @@ static void token_forward(const colibri_model *m, colibri_state *state, int32_t 
     }
     state->pos++;
     if (logits != NULL) {
-        colibri_k_rmsnorm(ws->xn, ws->x, m->output_norm, hp->hidden_size, hp->rms_eps);
-        colibri_k_matvec(logits, m->lm_head, ws->xn, hp->vocab_size, hp->hidden_size);
+        m->kernels.rmsnorm(ws->xn, ws->x, m->output_norm, hp->hidden_size, hp->rms_eps);
+        m->kernels.matvec_f32(logits, m->lm_head, ws->xn, hp->vocab_size, hp->hidden_size);
     }
 }
 
@@ -64,7 +65,7 @@ static colibri_status check_scratch(const colibri_model *m, const colibri_state 
     if (((uintptr_t)scratch & 15u) != 0) {
         return COLIBRI_E_MISALIGNED;
     }
-    if (scratch_size < workspace_layout64(&m->hp, state->max_context)) {
+    if (scratch_size < colibri_workspace_layout64(&m->hp, state->max_context)) {
         return COLIBRI_E_WORKSPACE_TOO_SMALL;
     }
     return COLIBRI_OK;
@@ -99,7 +100,7 @@ colibri_status colibri_forward(const colibri_model *model, colibri_state *state,
         return status;
     }
     start = port_ticks(model);
-    workspace_layout(&model->hp, state->max_context, (uint8_t *)scratch, &ws);
+    colibri_workspace_layout(&model->hp, state->max_context, (uint8_t *)scratch, &ws);
     for (uint32_t i = 0; i < n_ids; i++) {
         float *row = logits_row(logits, mode, i, n_ids, model->hp.vocab_size);
         token_forward(model, state, ids[i], row, &ws);

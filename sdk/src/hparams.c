@@ -92,7 +92,7 @@ static colibri_status check_router(const colibri_hparams *hp)
     return COLIBRI_OK;
 }
 
-colibri_status hparams_decode(const uint8_t *image, colibri_hparams *hp)
+colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
 {
     colibri_status status;
     hparams_read(image, hp);

@@ -87,10 +87,7 @@ static void model_fill(colibri_model *m, const uint8_t *img, const colibri_optio
     m->tensor_table = img + colibri_rd_u64(img + HDR_TENSOR_TABLE);
     m->n_tensors = colibri_rd_u32(img + HDR_N_TENSORS);
     m->fingerprint = colibri_rd_u32(img + HDR_META_CRC);
-    if (options != NULL && options->port != NULL &&
-        options->port->version == COLIBRI_PORT_VERSION) {
-        m->port = *options->port;
-    }
+    colibri_options_apply(m, options);
 }
 
 /* Global tensors come first, in a fixed order (docs/format.md 3.1). */
@@ -112,14 +109,14 @@ static colibri_status init_steps(colibri_model *model, const uint8_t *img, size_
         status = check_integrity(img, options);
     }
     if (status == COLIBRI_OK) {
-        status = hparams_decode(img, &model->hp);
+        status = colibri_hparams_decode(img, &model->hp);
     }
     if (status == COLIBRI_OK) {
         model_fill(model, img, options);
-        status = layer_table_check(model);
+        status = colibri_layer_table_check(model);
     }
     if (status == COLIBRI_OK) {
-        status = tensor_table_check(model);
+        status = colibri_tensor_table_check(model);
     }
     return status;
 }
@@ -138,8 +135,7 @@ colibri_status colibri_init(colibri_model *model, const void *image, size_t imag
     if (((uintptr_t)image & 3u) != 0) {
         return COLIBRI_E_MISALIGNED;
     }
-    if (options != NULL && options->port != NULL &&
-        options->port->version != COLIBRI_PORT_VERSION) {
+    if (!colibri_options_valid(options)) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
     status = init_steps(model, (const uint8_t *)image, image_size, options);

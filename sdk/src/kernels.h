@@ -1,15 +1,16 @@
 /*
- * kernels.h - the numeric kernels of the forward pass. kernels/reference.c is
- * the portable C version that always exists; a SIMD version for an ISA
- * overrides it and is tested against it (docs/kernels.md).
- *
- * All kernels are strict: sums run in index order, no contraction, so a
- * build gives the same bits on every run.
+ * kernels.h - the reference kernels (kernels/reference.c), which the table
+ * colibri_kernels_reference points at, and two helpers that are not slots of
+ * a table (they run once per token, not in an inner loop). The forward pass
+ * calls kernels through model->kernels; the contract of each slot is in
+ * colibri.h and docs/kernels.md.
  */
 #ifndef COLIBRI_KERNELS_H
 #define COLIBRI_KERNELS_H
 
 #include <stdint.h>
+
+#include "colibri.h"
 
 /* out[r] = sum_c w[r * cols + c] * x[c], r < rows. out must not alias x. */
 void colibri_k_matvec(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols);

@@ -55,16 +55,20 @@ static inline const float *tensor_data(const colibri_model *m, uint32_t index)
     return (const float *)(const void *)p;
 }
 
-void layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view);
-void expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
+void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view);
+void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
                       expert_view *view);
 
+/* colibri_options: the port version is known; port and kernels into *m. */
+int colibri_options_valid(const colibri_options *options);
+void colibri_options_apply(colibri_model *m, const colibri_options *options);
+
 /* Validation steps of colibri_init, in the order docs/format.md gives. */
-colibri_status hparams_decode(const uint8_t *image, colibri_hparams *hp);
-colibri_status layer_table_check(const colibri_model *m);
-colibri_status tensor_table_check(const colibri_model *m);
+colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp);
+colibri_status colibri_layer_table_check(const colibri_model *m);
+colibri_status colibri_tensor_table_check(const colibri_model *m);
 
 /* Tensors a layer of the given kind holds (docs/format.md 3.1). */
-uint32_t layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind);
+uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind);
 
 #endif /* COLIBRI_MODEL_INTERNAL_H */

@@ -12,7 +12,7 @@ static int ranks_before(float a, uint32_t ia, float b, uint32_t ib)
     return a > b || (a == b && ia < ib);
 }
 
-void router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, float *weight)
+void colibri_router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, float *weight)
 {
     uint32_t prev = 0;
     for (uint32_t j = 0; j < k; j++) {
@@ -28,7 +28,7 @@ void router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, fl
     }
 }
 
-void router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k)
+void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k)
 {
     /* Exchange sort with a fixed k(k-1)/2 compare-exchange steps. */
     for (uint32_t i = 0; i < k; i++) {
@@ -45,13 +45,14 @@ void router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k)
     }
 }
 
-void router_route(const colibri_hparams *hp, const float *w_router, const float *x,
-                  float *scores, uint32_t *idx, float *weight)
+void colibri_router_route(const colibri_model *m, const float *w_router, const float *x,
+                          float *scores, uint32_t *idx, float *weight)
 {
+    const colibri_hparams *hp = &m->hp;
     uint32_t k = hp->top_k;
-    colibri_k_matvec(scores, w_router, x, hp->n_experts, hp->hidden_size);
-    colibri_k_softmax(scores, hp->n_experts);
-    router_top_k(scores, hp->n_experts, k, idx, weight);
+    m->kernels.matvec_f32(scores, w_router, x, hp->n_experts, hp->hidden_size);
+    m->kernels.softmax(scores, hp->n_experts);
+    colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
     if (hp->router_norm_topk) {
         float sum = 0.0f;
         for (uint32_t j = 0; j < k; j++) {
@@ -64,5 +65,5 @@ void router_route(const colibri_hparams *hp, const float *w_router, const float 
     for (uint32_t j = 0; j < k; j++) {
         weight[j] = weight[j] * hp->routed_scaling;
     }
-    router_sort_by_expert(idx, weight, k);
+    colibri_router_sort_by_expert(idx, weight, k);
 }

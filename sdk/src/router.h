@@ -11,18 +11,18 @@
  * number. Runs k full passes over n scores whatever the values: constant
  * time for a given (n, k). Requires 1 <= k <= n.
  */
-void router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, float *weight);
+void colibri_router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, float *weight);
 
 /* Reorder the k (idx, weight) pairs by ascending expert index, in a fixed
  * number of steps (the order experts are summed in). */
-void router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k);
+void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k);
 
 /*
  * Full router of one token: logits = W x, scores = softmax(logits), top-k,
  * optional renormalisation, routed scaling, then ascending expert order.
  * scores is scratch of n_experts floats.
  */
-void router_route(const colibri_hparams *hp, const float *w_router, const float *x,
-                  float *scores, uint32_t *idx, float *weight);
+void colibri_router_route(const colibri_model *m, const float *w_router, const float *x,
+                          float *scores, uint32_t *idx, float *weight);
 
 #endif

@@ -31,7 +31,7 @@ static void region_floats(const colibri_hparams *hp, uint32_t context,
     }
 }
 
-uint64_t workspace_layout64(const colibri_hparams *hp, uint32_t context)
+uint64_t colibri_workspace_layout64(const colibri_hparams *hp, uint32_t context)
 {
     uint64_t floats[WORKSPACE_REGIONS], total = 0;
     region_floats(hp, context, floats);
@@ -41,7 +41,7 @@ uint64_t workspace_layout64(const colibri_hparams *hp, uint32_t context)
     return total * sizeof(float);
 }
 
-size_t workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
+size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
                         workspace *ws)
 {
     uint64_t floats[WORKSPACE_REGIONS];
@@ -91,7 +91,7 @@ size_t colibri_scratch_size(const colibri_model *model, uint32_t max_context)
     if (!context_valid(model, max_context)) {
         return 0;
     }
-    return fit_size(workspace_layout64(&model->hp, max_context));
+    return fit_size(colibri_workspace_layout64(&model->hp, max_context));
 }
 
 colibri_status colibri_state_init(colibri_state *state, const colibri_model *model, void *mem,

@@ -46,7 +46,7 @@ static uint32_t moe_shared_count(const colibri_hparams *hp)
     return hp->shared_intermediate > 0 ? 3u + hp->shared_gate : 0u;
 }
 
-uint32_t layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind)
+uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind)
 {
     uint32_t count = attention_tensor_count(hp);
     if (ffn_kind == FFN_DENSE) {
@@ -73,14 +73,14 @@ static int unused_widths_zero(const colibri_hparams *hp, int any_dense, int any_
     return dense_ok && moe_ok;
 }
 
-colibri_status layer_table_check(const colibri_model *m)
+colibri_status colibri_layer_table_check(const colibri_model *m)
 {
     uint32_t next = global_tensor_count(&m->hp);
     int any_dense = 0, any_moe = 0;
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         const uint8_t *e = m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE;
         uint32_t kind = colibri_rd_u32(e + LAY_FFN_KIND);
-        uint32_t count = layer_tensor_count(&m->hp, kind);
+        uint32_t count = colibri_layer_tensor_count(&m->hp, kind);
         if (kind > FFN_MOE || colibri_rd_u32(e + LAY_FIRST_TENSOR) != next ||
             colibri_rd_u32(e + LAY_N_TENSORS) != count) {
             return COLIBRI_E_BAD_LAYER_TABLE;
@@ -246,7 +246,7 @@ static colibri_status expect_moe(table_walk *w, uint32_t l)
     return COLIBRI_OK;
 }
 
-colibri_status tensor_table_check(const colibri_model *m)
+colibri_status colibri_tensor_table_check(const colibri_model *m)
 {
     table_walk w = {m, 0, 0};
     w.data_end = colibri_rd_u64(m->image + HDR_TENSOR_TABLE) +
@@ -289,11 +289,11 @@ static const float **view_slot(layer_view *v, uint16_t role)
     }
 }
 
-void layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view)
+void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view)
 {
     const uint8_t *entry = m->layer_table + (size_t)layer * IMG_LAYER_ENTRY_SIZE;
     uint32_t first = colibri_rd_u32(entry + LAY_FIRST_TENSOR);
-    uint32_t own = layer_tensor_count(&m->hp, FFN_DENSE);
+    uint32_t own = colibri_layer_tensor_count(&m->hp, FFN_DENSE);
     memset(view, 0, sizeof *view);
     view->ffn_kind = colibri_rd_u32(entry + LAY_FFN_KIND);
     if (view->ffn_kind == FFN_MOE) {
@@ -308,7 +308,7 @@ void layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view)
     view->first_expert = first + own;
 }
 
-void expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
+void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
                       expert_view *view)
 {
     uint32_t gate = layer->first_expert + expert * EXPERT_TENSORS;

@@ -33,7 +33,7 @@ colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer,
         expert >= model->hp.n_experts) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
-    layer_view_load(model, layer, &view);
+    colibri_layer_view_load(model, layer, &view);
     if (view.ffn_kind != FFN_MOE) {
         return COLIBRI_E_BAD_ARGUMENT;
     }

@@ -24,12 +24,12 @@ typedef struct workspace {
 } workspace;
 
 /* Bytes the layout needs, in 64 bits (never overflows); the same sum as
- * workspace_layout's. */
-uint64_t workspace_layout64(const colibri_hparams *hp, uint32_t context);
+ * colibri_workspace_layout's. */
+uint64_t colibri_workspace_layout64(const colibri_hparams *hp, uint32_t context);
 
 /* Bytes the layout needs; with base != NULL also points *ws into base.
- * Only for a layout whose workspace_layout64 fits in size_t. */
-size_t workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
+ * Only for a layout whose colibri_workspace_layout64 fits in size_t. */
+size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
                         workspace *ws);
 
 #endif

@@ -32,6 +32,21 @@ def test_c_unit_tests(asan_bins):
     assert re.search(r"^\d+ passed, 0 failed$", done.stdout, re.M)
 
 
+def test_every_kernel_table_meets_the_contract(asan_bins):
+    done = subprocess.run([str(asan_bins / "test_kernels")], capture_output=True, text=True,
+                          timeout=120, env=SAN_ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reference: checked" in done.stdout
+    assert re.search(r"^\d+ passed, 0 failed$", done.stdout, re.M)
+
+
+def test_port_seam_grows_without_breaking_older_ports(asan_bins, valid_image):
+    done = subprocess.run([str(asan_bins / "test_port_seam"), str(valid_image)],
+                          capture_output=True, text=True, timeout=120, env=SAN_ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^\d+ passed, 0 failed$", done.stdout, re.M)
+
+
 def test_valid_image_loads_verifies_and_runs(asan_bins, valid_image):
     assert probe(asan_bins, valid_image) == {"init": 0, "verify": 0, "forward": 0}
 

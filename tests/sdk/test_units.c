@@ -53,10 +53,10 @@ static void test_top_k_ties(void)
     const float scores[5] = {0.2f, 0.5f, 0.5f, 0.1f, 0.5f};
     uint32_t idx[5];
     float w[5];
-    router_top_k(scores, 5, 3, idx, w);
+    colibri_router_top_k(scores, 5, 3, idx, w);
     CHECK(idx[0] == 1 && idx[1] == 2 && idx[2] == 4);
     CHECK(w[0] == 0.5f && w[2] == 0.5f);
-    router_top_k(scores, 5, 5, idx, w);
+    colibri_router_top_k(scores, 5, 5, idx, w);
     CHECK(idx[3] == 0 && idx[4] == 3);
 }
 
@@ -65,10 +65,10 @@ static void test_top_k_order_and_nan(void)
     const float scores[6] = {0.1f, NAN, 0.9f, -1.0f, 0.3f, NAN};
     uint32_t idx[6];
     float w[6];
-    router_top_k(scores, 6, 6, idx, w);
+    colibri_router_top_k(scores, 6, 6, idx, w);
     CHECK(idx[0] == 2 && idx[1] == 4 && idx[2] == 0 && idx[3] == 3);
     CHECK(idx[4] == 1 && idx[5] == 5);
-    router_top_k(scores, 6, 1, idx, w);
+    colibri_router_top_k(scores, 6, 1, idx, w);
     CHECK(idx[0] == 2 && w[0] == 0.9f);
 }
 
@@ -76,7 +76,7 @@ static void test_sort_by_expert(void)
 {
     uint32_t idx[4] = {7, 2, 9, 0};
     float w[4] = {0.7f, 0.2f, 0.9f, 0.05f};
-    router_sort_by_expert(idx, w, 4);
+    colibri_router_sort_by_expert(idx, w, 4);
     CHECK(idx[0] == 0 && idx[1] == 2 && idx[2] == 7 && idx[3] == 9);
     CHECK(w[0] == 0.05f && w[1] == 0.2f && w[2] == 0.7f && w[3] == 0.9f);
 }
@@ -145,13 +145,13 @@ static void test_workspace_sizes_agree(void)
     hp.n_experts = 5;
     hp.top_k = 3;
     for (uint32_t ctx = 1; ctx < 200; ctx += 37) {
-        size_t cut = workspace_layout(&hp, ctx, NULL, NULL);
-        CHECK(cut == workspace_layout64(&hp, ctx));
+        size_t cut = colibri_workspace_layout(&hp, ctx, NULL, NULL);
+        CHECK(cut == colibri_workspace_layout64(&hp, ctx));
         CHECK(cut % 64u == 0);
     }
     hp.n_experts = 0;
     hp.top_k = 0;
-    CHECK(workspace_layout(&hp, 7, NULL, NULL) == workspace_layout64(&hp, 7));
+    CHECK(colibri_workspace_layout(&hp, 7, NULL, NULL) == colibri_workspace_layout64(&hp, 7));
 }
 
 int main(void)

@@ -51,7 +51,7 @@ void board_init(void)
     }
     CM_BOARD_UART_DRIVER.init(&console_uart);
     cm_systick_init(COLIBRI_BOARD_TICKS_HZ);
-    ticks_port = (colibri_port){COLIBRI_PORT_VERSION, port_ticks, 0, 0};
+    ticks_port = (colibri_port){.version = COLIBRI_PORT_VERSION, .ticks = port_ticks};
     if (mpu != 0) {
         console_puts("board: MPU cannot express the weight region; left off\n");
     }

@@ -93,3 +93,15 @@ void colibri_k_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
         x[half + i] = x2 * c + x1 * s;
     }
 }
+
+const colibri_kernels colibri_kernels_reference = {
+    .name = "reference",
+    .dot = colibri_k_dot,
+    .matvec_f32 = colibri_k_matvec,
+    .rmsnorm = colibri_k_rmsnorm,
+    .softmax = colibri_k_softmax,
+    .swiglu = colibri_k_swiglu,
+    .add = colibri_k_add,
+    .add_scaled = colibri_k_add_scaled,
+    .rope_apply = colibri_k_rope_apply,
+};

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 
 from aarch64_helpers import REPO, elf_symbols
+from kernel_slots import KERNEL_CALLERS, reference_kernels
 from stack_usage import add_disassembly, indirect_callers, load_callgraph, title, worst_stack
 
 # Nothing that allocates, talks to an OS or starts a hosted C runtime.
@@ -107,12 +108,16 @@ def test_interrupt_stack_bound(selftest_firmware, selftest_run, record_property)
     prefix = selftest_firmware.board.cross_prefix
     graph = load_callgraph(selftest_firmware.objects)
     add_disassembly(graph, selftest_firmware.elf, f"{prefix}objdump", f"{prefix}nm")
+    kernels = {title(graph, name) for name in reference_kernels()}
     indirect = {
         "aarch64_irq_handle": {title(graph, "run_prompt_job")},   # the job passed in
-        "colibri_forward": {title(graph, "port_ticks")},          # colibri_port.ticks
-        "ffn_forward": set(),                                     # .prefetch: NULL here
+        "colibri_forward": {title(graph, "port_ticks")} | kernels,  # .ticks, kernel slots
+        "colibri_ffn_forward": kernels,                           # .prefetch: NULL here
     }
     root = "aarch64_exception_dispatch"
+    for caller in indirect_callers(graph, root, indirect) - set(indirect):
+        assert caller.rsplit(":", 1)[-1] in KERNEL_CALLERS, f"unresolved indirect call in {caller}"
+        indirect[caller] = kernels                                # model->kernels.*
     assert indirect_callers(graph, root, indirect) == set(indirect)
     depth, chain = worst_stack(graph, root, indirect)
     static_bound = CONTEXT_FRAME + depth

@@ -16,6 +16,7 @@ from cm_helpers import (
     selftest_logits,
 )
 from cm_stack_bound import handler_bound
+from kernel_slots import KERNEL_CALLERS, reference_kernels
 from colibri_tools import boards
 
 SPIN_ITERATIONS = 20000  # check_ticks() in board_selftest_m/main.c
@@ -122,8 +123,10 @@ def test_handler_stack_painted_within_static_bound(selftest):
     _, firmware, done = selftest
     isr = fields(selftest_lines(done.stdout)["isr"])
     measured, size = int(isr["stack_bytes"]), int(isr["handler_stack_size"])
+    kernels = reference_kernels()  # model->kernels.*: the reference table in this firmware
+    indirect = {name: kernels for name in KERNEL_CALLERS}
+    indirect.update({"PendSV_Handler": [JOB], "colibri_forward": [PORT_TICKS, *kernels]})
     bound = handler_bound(firmware.obj, firmware.elf, "PendSV_Handler", "SysTick_Handler",
-                          {"PendSV_Handler": [JOB], "colibri_forward": [PORT_TICKS],
-                           "ffn_forward": []})  # no prefetch function in this port
+                          indirect)  # (no prefetch function in this port)
     assert "colibri_forward" in bound["handler_path"]
     assert 100 < measured <= bound["bound"] <= size, (measured, bound)

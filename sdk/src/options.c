@@ -1,0 +1,53 @@
+/*
+ * options.c - what colibri_options brings into a model: the port, read only
+ * as far as its version goes, and the port's kernel table, with every NULL
+ * slot filled from the reference table (the forward pass never tests a slot).
+ */
+#include "model_internal.h"
+
+int colibri_options_valid(const colibri_options *options)
+{
+    const colibri_port *port = options != NULL ? options->port : NULL;
+    return port == NULL || (port->version >= 1u && port->version <= COLIBRI_PORT_VERSION);
+}
+
+/* Slots a port of its version has; nothing past them is read. */
+static void port_copy(colibri_port *out, const colibri_port *in)
+{
+    out->version = in->version;
+    out->ticks = in->ticks;
+    out->prefetch = in->prefetch;
+    out->ctx = in->ctx;
+    if (in->version >= 2u) {
+        out->parallel_for = in->parallel_for;
+        out->kernels = in->kernels;
+    }
+}
+
+#define KERNEL_SLOT(out, chosen, slot)                                         \
+    ((out)->slot = (chosen)->slot != NULL ? (chosen)->slot : colibri_kernels_reference.slot)
+
+static void kernels_resolve(colibri_kernels *out, const colibri_kernels *chosen)
+{
+    *out = colibri_kernels_reference;
+    if (chosen == NULL) {
+        return;
+    }
+    out->name = chosen->name != NULL ? chosen->name : colibri_kernels_reference.name;
+    KERNEL_SLOT(out, chosen, dot);
+    KERNEL_SLOT(out, chosen, matvec_f32);
+    KERNEL_SLOT(out, chosen, rmsnorm);
+    KERNEL_SLOT(out, chosen, softmax);
+    KERNEL_SLOT(out, chosen, swiglu);
+    KERNEL_SLOT(out, chosen, add);
+    KERNEL_SLOT(out, chosen, add_scaled);
+    KERNEL_SLOT(out, chosen, rope_apply);
+}
+
+void colibri_options_apply(colibri_model *m, const colibri_options *options)
+{
+    if (options != NULL && options->port != NULL) {
+        port_copy(&m->port, options->port);
+    }
+    kernels_resolve(&m->kernels, m->port.kernels);
+}

@@ -1,0 +1,218 @@
+/*
+ * test_kernels.c - every slot of every compiled kernel table against the
+ * contract of docs/kernels.md, written out here a second time in plain C
+ * (the "spec" functions): results must be bit-identical, on awkward lengths
+ * (1 .. 1000), aligned and unaligned buffers, and inputs with NaN, infinities
+ * and subnormals. The tables come from the build (KERNELS in the Makefile).
+ * Prints one line per failure and "N passed, M failed".
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "colibri.h"
+#include "colibri_math.h"
+
+#ifndef COLIBRI_TEST_KERNEL_TABLES
+#define COLIBRI_TEST_KERNEL_TABLES &colibri_kernels_reference,
+#endif
+
+static const colibri_kernels *const tables[] = {COLIBRI_TEST_KERNEL_TABLES};
+static const uint32_t lengths[] = {1, 3, 15, 17, 63, 65, 72, 100, 1000};
+enum { MAX_N = 1000, ROWS = 5, PAD = 16 };
+enum { DATA_NORMAL, DATA_NAN, DATA_INF, DATA_SUBNORMAL, DATA_KINDS };
+
+static int passed, failed;
+
+/* ---- the contract, once more ------------------------------------------- */
+
+static float spec_lanes(const float *a, const float *b, uint32_t n)
+{
+    float sum = 0.0f;
+    for (uint32_t i = 0; i < n; i++) {
+        sum = sum + (b != NULL ? a[i] * b[i] : a[i]);
+    }
+    return sum;
+}
+
+static float spec_dot(const float *a, const float *b, uint32_t n)
+{
+    return spec_lanes(a, b, n);
+}
+
+static void spec_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
+{
+    float inv = 1.0f / colibri_sqrtf(spec_dot(x, x, n) / (float)n + eps);
+    for (uint32_t i = 0; i < n; i++) {
+        out[i] = w[i] * (x[i] * inv);
+    }
+}
+
+static void spec_softmax(float *x, uint32_t n)
+{
+    float max = x[0], sum = 0.0f;
+    for (uint32_t i = 1; i < n; i++) {
+        max = x[i] > max ? x[i] : max;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        x[i] = colibri_expf(x[i] - max);
+        sum = sum + x[i];
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        x[i] = x[i] / sum;
+    }
+}
+
+static void spec_swiglu(float *a, const float *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        a[i] = a[i] / (1.0f + colibri_expf(-a[i])) * b[i];
+    }
+}
+
+static void spec_rope_apply(float *x, const float *cos_sin, uint32_t d)
+{
+    for (uint32_t i = 0; i < d / 2u; i++) {
+        float c = cos_sin[i], s = cos_sin[d / 2u + i], x1 = x[i], x2 = x[d / 2u + i];
+        x[i] = x1 * c - x2 * s;
+        x[d / 2u + i] = x2 * c + x1 * s;
+    }
+}
+
+/* ---- inputs -------------------------------------------------------------- */
+
+static uint32_t rng_state = 12345u;
+
+static float next_float(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)(int32_t)(rng_state >> 8) / 8388608.0f - 1.0f; /* [-1, 1) */
+}
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void fill(float *v, uint32_t n, int kind)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        v[i] = next_float();
+    }
+    if (kind == DATA_NAN) {
+        v[n / 2u] = from_bits(0x7FC00000u);
+    } else if (kind == DATA_INF) {
+        v[n - 1u] = from_bits(0x7F800000u);
+    } else if (kind == DATA_SUBNORMAL) {
+        for (uint32_t i = 0; i < n; i += 2u) {
+            v[i] = from_bits(0x00000001u + i * 977u);
+        }
+    }
+}
+
+/* Same bits, or both NaN (NaN payloads are not part of the contract). */
+static int same(const float *a, const float *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        int a_nan = a[i] != a[i], b_nan = b[i] != b[i];
+        if (a_nan != b_nan || (!a_nan && memcmp(&a[i], &b[i], sizeof a[i]) != 0)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void check(int ok, const colibri_kernels *k, const char *slot, uint32_t n, uint32_t shift,
+                  int kind)
+{
+    if (ok) {
+        passed++;
+    } else {
+        failed++;
+        printf("FAIL %s.%s n=%u shift=%u data=%d\n", k->name, slot, n, shift, kind);
+    }
+}
+
+/* Buffers 64-byte aligned; `shift` floats in (shift 1: 4-byte aligned only). */
+static _Alignas(64) float buf_a[MAX_N * ROWS + PAD], buf_b[MAX_N + PAD], buf_c[MAX_N * ROWS + PAD];
+static _Alignas(64) float got[MAX_N + PAD], want[MAX_N + PAD];
+
+static void test_reductions(const colibri_kernels *k, uint32_t n, uint32_t shift, int kind)
+{
+    float *a = buf_a + shift, *b = buf_b + shift, *w = buf_c + shift;
+    fill(a, n * ROWS, kind);
+    fill(b, n, kind == DATA_SUBNORMAL ? kind : DATA_NORMAL);
+    fill(w, n, DATA_NORMAL);
+    float d_got = k->dot(a, b, n), d_want = spec_dot(a, b, n);
+    check(same(&d_got, &d_want, 1), k, "dot", n, shift, kind);
+    k->matvec_f32(got, a, b, ROWS, n);
+    for (uint32_t r = 0; r < ROWS; r++) {
+        want[r] = spec_dot(a + r * n, b, n);
+    }
+    check(same(got, want, ROWS), k, "matvec_f32", n, shift, kind);
+    k->rmsnorm(got, a, w, n, 1e-5f);
+    spec_rmsnorm(want, a, w, n, 1e-5f);
+    check(same(got, want, n), k, "rmsnorm", n, shift, kind);
+    memcpy(got, a, n * sizeof(float));
+    memcpy(want, a, n * sizeof(float));
+    k->softmax(got, n);
+    spec_softmax(want, n);
+    check(same(got, want, n), k, "softmax", n, shift, kind);
+}
+
+static void test_elementwise(const colibri_kernels *k, uint32_t n, uint32_t shift, int kind)
+{
+    float *x = buf_b + shift, *cs = buf_c + shift;
+    fill(x, n, kind);
+    fill(got, n, DATA_NORMAL);
+    memcpy(want, got, n * sizeof(float));
+    k->swiglu(got, x, n);
+    spec_swiglu(want, x, n);
+    check(same(got, want, n), k, "swiglu", n, shift, kind);
+    k->add(got, x, n);
+    for (uint32_t i = 0; i < n; i++) {
+        want[i] = want[i] + x[i];
+    }
+    check(same(got, want, n), k, "add", n, shift, kind);
+    k->add_scaled(got, x, -0.75f, n);
+    for (uint32_t i = 0; i < n; i++) {
+        want[i] = want[i] + x[i] * -0.75f;
+    }
+    check(same(got, want, n), k, "add_scaled", n, shift, kind);
+    uint32_t d = n & ~1u;
+    if (d > 0) {
+        fill(cs, d, DATA_NORMAL);
+        k->rope_apply(got, cs, d);
+        spec_rope_apply(want, cs, d);
+        check(same(got, want, d), k, "rope_apply", d, shift, kind);
+    }
+}
+
+int main(void)
+{
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+        colibri_kernels resolved = *tables[t]; /* NULL slots: the reference's */
+        const colibri_kernels *ref = &colibri_kernels_reference, *k = &resolved;
+        resolved.dot = resolved.dot ? resolved.dot : ref->dot;
+        resolved.matvec_f32 = resolved.matvec_f32 ? resolved.matvec_f32 : ref->matvec_f32;
+        resolved.rmsnorm = resolved.rmsnorm ? resolved.rmsnorm : ref->rmsnorm;
+        resolved.softmax = resolved.softmax ? resolved.softmax : ref->softmax;
+        resolved.swiglu = resolved.swiglu ? resolved.swiglu : ref->swiglu;
+        resolved.add = resolved.add ? resolved.add : ref->add;
+        resolved.add_scaled = resolved.add_scaled ? resolved.add_scaled : ref->add_scaled;
+        resolved.rope_apply = resolved.rope_apply ? resolved.rope_apply : ref->rope_apply;
+        for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+            for (uint32_t shift = 0; shift < 2; shift++) {
+                for (int kind = 0; kind < DATA_KINDS; kind++) {
+                    test_reductions(k, lengths[i], shift, kind);
+                    test_elementwise(k, lengths[i], shift, kind);
+                }
+            }
+        }
+        printf("%s: checked\n", k->name);
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,131 @@
+/*
+ * test_port_seam.c - colibri_port as a seam that grows: a port written for
+ * version 1 (a struct that ends before the version-2 slots, in a heap block of
+ * exactly that size, so AddressSanitizer sees any read past it) still works;
+ * versions 0 and COLIBRI_PORT_VERSION + 1 are refused; a version-2 port's
+ * kernel table overrides one slot and the rest stay the reference's, with the
+ * same logits bit for bit.
+ *
+ *   test_port_seam MODEL.bin        prints one line per failure and "N passed, M failed"
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "colibri.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (cond) {                                                            \
+            passed++;                                                          \
+        } else {                                                               \
+            failed++;                                                          \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
+        }                                                                      \
+    } while (0)
+
+static unsigned ticks_calls, add_calls;
+
+static uint64_t count_ticks(void *ctx)
+{
+    (void)ctx;
+    return ++ticks_calls;
+}
+
+static void counting_add(float *y, const float *x, uint32_t n)
+{
+    add_calls++;
+    colibri_kernels_reference.add(y, x, n);
+}
+
+static unsigned char *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *data = NULL;
+    long length;
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (length = ftell(f)) <= 0 ||
+        fseek(f, 0, SEEK_SET) != 0) {
+        if (f != NULL) {
+            fclose(f);
+        }
+        return NULL;
+    }
+    data = aligned_alloc(64, ((size_t)length + 63u) / 64u * 64u);
+    if (data != NULL && fread(data, 1, (size_t)length, f) != (size_t)length) {
+        free(data);
+        data = NULL;
+    }
+    fclose(f);
+    *size = (size_t)length;
+    return data;
+}
+
+/* Logits of a 3-token prompt; 0 on success. */
+static int run(const colibri_model *m, float *logits)
+{
+    uint32_t ctx = 4;
+    size_t kv_size = colibri_state_size(m, ctx), work_size = colibri_scratch_size(m, ctx);
+    void *kv = aligned_alloc(16, (kv_size + 15u) / 16u * 16u);
+    void *work = aligned_alloc(16, (work_size + 15u) / 16u * 16u);
+    int32_t ids[3] = {1, 2, 3};
+    uint64_t ticks = 0;
+    colibri_state state;
+    int status = (int)colibri_state_init(&state, m, kv, kv_size, ctx);
+    if (status == 0) {
+        status = (int)colibri_forward(m, &state, ids, 3, logits, COLIBRI_LOGITS_LAST, work,
+                                      work_size, &ticks);
+    }
+    free(kv);
+    free(work);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    size_t size = 0, v1_size = offsetof(colibri_port, parallel_for);
+    unsigned char *image = argc > 1 ? read_file(argv[1], &size) : NULL;
+    colibri_model model;
+    if (image == NULL) {
+        fprintf(stderr, "usage: test_port_seam MODEL.bin (a readable model image)\n");
+        return 2;
+    }
+    colibri_init(&model, image, size, NULL);
+    float *ref = malloc((size_t)model.hp.vocab_size * sizeof(float));
+    float *got = malloc((size_t)model.hp.vocab_size * sizeof(float));
+    CHECK(run(&model, ref) == 0 && !strcmp(model.kernels.name, "reference"));
+
+    /* A version-1 port: only version, ticks, prefetch and ctx exist. */
+    colibri_port *v1 = malloc(v1_size);
+    memset(v1, 0, v1_size);
+    v1->version = 1;
+    v1->ticks = count_ticks;
+    colibri_options options = {0, v1};
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK);
+    CHECK(model.port.ticks == count_ticks && model.port.parallel_for == NULL &&
+          model.port.kernels == NULL);
+    CHECK(run(&model, got) == 0 && ticks_calls >= 2 && !memcmp(ref, got, model.hp.vocab_size * 4));
+    v1->version = 0;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_E_BAD_ARGUMENT);
+    free(v1);
+
+    /* A version-2 port whose table overrides one slot. */
+    colibri_kernels one_slot = {.name = "counting-add", .add = counting_add};
+    colibri_port v2 = {.version = COLIBRI_PORT_VERSION, .kernels = &one_slot};
+    options.port = &v2;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK);
+    CHECK(model.kernels.add == counting_add &&
+          model.kernels.dot == colibri_kernels_reference.dot &&
+          model.kernels.matvec_f32 == colibri_kernels_reference.matvec_f32);
+    CHECK(run(&model, got) == 0 && add_calls > 0 && !memcmp(ref, got, model.hp.vocab_size * 4));
+    v2.version = COLIBRI_PORT_VERSION + 1u;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_E_BAD_ARGUMENT);
+
+    free(ref);
+    free(got);
+    free(image);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}
