@@ -12,10 +12,13 @@
 
 #include "colibri.h"
 
+/* Partial sums of the canonical reduction order (docs/kernels.md). */
+#define COLIBRI_LANES 16u
+
 /* out[r] = sum_c w[r * cols + c] * x[c], r < rows. out must not alias x. */
 void colibri_k_matvec(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols);
 
-/* sum_i a[i] * b[i], in index order. */
+/* sum_i a[i] * b[i], in the canonical order (16 lanes, then a pairwise tree). */
 float colibri_k_dot(const float *a, const float *b, uint32_t n);
 
 /* out[i] = w[i] * (x[i] / sqrt(mean(x^2) + eps)); out may alias x. */

@@ -3,13 +3,35 @@
 #include "colibri_math.h"
 #include "kernels.h"
 
+/* The canonical reduction (docs/kernels.md): COLIBRI_LANES partial sums,
+ * term i into lane i % COLIBRI_LANES in index order, then a fixed pairwise
+ * tree. Every kernel table reproduces exactly this. */
+static float lanes_reduce(float *lane)
+{
+    for (uint32_t width = COLIBRI_LANES / 2u; width > 0; width /= 2u) {
+        for (uint32_t j = 0; j < width; j++) {
+            lane[j] = lane[j] + lane[j + width];
+        }
+    }
+    return lane[0];
+}
+
 float colibri_k_dot(const float *a, const float *b, uint32_t n)
 {
-    float sum = 0.0f;
+    float lane[COLIBRI_LANES] = {0.0f};
     for (uint32_t i = 0; i < n; i++) {
-        sum += a[i] * b[i];
+        lane[i % COLIBRI_LANES] = lane[i % COLIBRI_LANES] + a[i] * b[i];
     }
-    return sum;
+    return lanes_reduce(lane);
+}
+
+static float sum_canonical(const float *x, uint32_t n)
+{
+    float lane[COLIBRI_LANES] = {0.0f};
+    for (uint32_t i = 0; i < n; i++) {
+        lane[i % COLIBRI_LANES] = lane[i % COLIBRI_LANES] + x[i];
+    }
+    return lanes_reduce(lane);
 }
 
 void colibri_k_matvec(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
@@ -21,11 +43,7 @@ void colibri_k_matvec(float *out, const float *w, const float *x, uint32_t rows,
 
 void colibri_k_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
 {
-    float sum = 0.0f;
-    for (uint32_t i = 0; i < n; i++) {
-        sum += x[i] * x[i];
-    }
-    float inv = 1.0f / colibri_sqrtf(sum / (float)n + eps);
+    float inv = 1.0f / colibri_sqrtf(colibri_k_dot(x, x, n) / (float)n + eps);
     for (uint32_t i = 0; i < n; i++) {
         out[i] = w[i] * (x[i] * inv);
     }
@@ -33,14 +51,14 @@ void colibri_k_rmsnorm(float *out, const float *x, const float *w, uint32_t n, f
 
 void colibri_k_softmax(float *x, uint32_t n)
 {
-    float max = x[0], sum = 0.0f;
+    float max = x[0], sum;
     for (uint32_t i = 1; i < n; i++) {
         max = x[i] > max ? x[i] : max;
     }
     for (uint32_t i = 0; i < n; i++) {
         x[i] = colibri_expf(x[i] - max);
-        sum += x[i];
     }
+    sum = sum_canonical(x, n);
     for (uint32_t i = 0; i < n; i++) {
         x[i] = x[i] / sum;
     }
