@@ -15,17 +15,7 @@
 
 #include "colibri.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (cond) {                                                            \
-            passed++;                                                          \
-        } else {                                                               \
-            failed++;                                                          \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
-        }                                                                      \
-    } while (0)
+#include "check.h"
 
 static unsigned ticks_calls, add_calls;
 
@@ -126,6 +116,5 @@ int main(int argc, char **argv)
     free(ref);
     free(got);
     free(image);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed == 0 ? 0 : 1;
+    return CHECK_SUMMARY();
 }

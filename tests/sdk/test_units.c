@@ -14,17 +14,7 @@
 #include "router.h"
 #include "workspace.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (cond) {                                                            \
-            passed++;                                                          \
-        } else {                                                               \
-            failed++;                                                          \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
-        }                                                                      \
-    } while (0)
+#include "check.h"
 
 static void test_crc32(void)
 {
@@ -165,6 +155,5 @@ int main(void)
     test_argmax();
     test_kernels();
     test_init_arguments();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed == 0 ? 0 : 1;
+    return CHECK_SUMMARY();
 }
