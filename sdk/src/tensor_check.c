@@ -1,9 +1,9 @@
 /*
- * tensor_table.c - the layer table and the tensor table: check them against
- * the model record once at init (docs/format.md 2, 3), then resolve a
- * layer's weight pointers from them for the forward pass.
+ * tensor_check.c - the layer table and the tensor table, checked against the
+ * model record once at init (docs/format.md 2, 3): every entry is the one
+ * the layer description (layer_tensors.c) says comes next.
  */
-#include "model_internal.h"
+#include "layer_tensors.h"
 
 /* What the next table entry must be. */
 typedef struct expected_tensor {
@@ -27,32 +27,14 @@ static uint32_t global_tensor_count(const colibri_hparams *hp)
     return hp->tie_embeddings ? 2u : 3u;
 }
 
-static uint32_t bit_count(uint32_t bits)
-{
-    uint32_t count = 0;
-    for (uint32_t i = 0; i < 4; i++) {
-        count += (bits >> i) & 1u;
-    }
-    return count;
-}
-
-static uint32_t attention_tensor_count(const colibri_hparams *hp)
-{
-    return 6u + bit_count(hp->attn_bias) + (hp->qk_norm != QK_NORM_NONE ? 2u : 0u);
-}
-
-static uint32_t moe_shared_count(const colibri_hparams *hp)
-{
-    return hp->shared_intermediate > 0 ? 3u + hp->shared_gate : 0u;
-}
-
 uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind)
 {
-    uint32_t count = attention_tensor_count(hp);
+    uint32_t count = colibri_part_tensor_count(hp, PART_ATTENTION);
     if (ffn_kind == FFN_DENSE) {
-        return count + 3u;
+        return count + colibri_part_tensor_count(hp, PART_DENSE);
     }
-    return count + 1u + moe_shared_count(hp) + EXPERT_TENSORS * hp->n_experts;
+    return count + colibri_part_tensor_count(hp, PART_MOE) +
+           hp->n_experts * colibri_part_tensor_count(hp, PART_EXPERT);
 }
 
 /* ---- layer table --------------------------------------------------------- */
@@ -198,50 +180,31 @@ static colibri_status expect_globals(table_walk *w)
     return COLIBRI_OK;
 }
 
-static colibri_status expect_attention(table_walk *w, uint32_t l)
+/* Every present tensor of one part of layer l (of expert e, or IMG_NONE). */
+static colibri_status expect_part(table_walk *w, uint32_t l, uint32_t part, uint32_t e)
 {
     const colibri_hparams *hp = &w->m->hp;
-    uint32_t h = hp->hidden_size, q = hp->n_heads * hp->head_dim, k = hp->n_kv_heads * hp->head_dim;
-    int whole = hp->qk_norm == QK_NORM_WHOLE;
-    EXPECT(expect_vector(w, ROLE_ATTN_NORM, l, h));
-    EXPECT(expect_matrix(w, ROLE_ATTN_Q, l, IMG_NONE, q, h));
-    EXPECT(expect_matrix(w, ROLE_ATTN_K, l, IMG_NONE, k, h));
-    EXPECT(expect_matrix(w, ROLE_ATTN_V, l, IMG_NONE, k, h));
-    EXPECT(expect_matrix(w, ROLE_ATTN_O, l, IMG_NONE, h, q));
-    if (hp->attn_bias & BIAS_Q) EXPECT(expect_vector(w, ROLE_ATTN_Q_BIAS, l, q));
-    if (hp->attn_bias & BIAS_K) EXPECT(expect_vector(w, ROLE_ATTN_K_BIAS, l, k));
-    if (hp->attn_bias & BIAS_V) EXPECT(expect_vector(w, ROLE_ATTN_V_BIAS, l, k));
-    if (hp->attn_bias & BIAS_O) EXPECT(expect_vector(w, ROLE_ATTN_O_BIAS, l, h));
-    if (hp->qk_norm != QK_NORM_NONE) {
-        EXPECT(expect_vector(w, ROLE_ATTN_Q_NORM, l, whole ? q : hp->head_dim));
-        EXPECT(expect_vector(w, ROLE_ATTN_K_NORM, l, whole ? k : hp->head_dim));
+    for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
+        const colibri_tensor_desc *d = &colibri_layer_tensors[i];
+        if (d->part == part && colibri_tensor_present(hp, d)) {
+            expected_tensor want = {d->role, (uint16_t)l, (uint16_t)e,
+                                    d->cols == DIM_NONE ? 1u : 2u, colibri_tensor_dim(hp, d->rows),
+                                    colibri_tensor_dim(hp, d->cols)};
+            EXPECT(expect(w, &want));
+        }
     }
-    return expect_vector(w, ROLE_FFN_NORM, l, h);
+    return COLIBRI_OK;
 }
 
-static colibri_status expect_dense(table_walk *w, uint32_t l)
+static colibri_status expect_layer(table_walk *w, uint32_t l, uint32_t kind)
 {
-    uint32_t h = w->m->hp.hidden_size, d = w->m->hp.dense_intermediate;
-    EXPECT(expect_matrix(w, ROLE_DENSE_GATE, l, IMG_NONE, d, h));
-    EXPECT(expect_matrix(w, ROLE_DENSE_UP, l, IMG_NONE, d, h));
-    return expect_matrix(w, ROLE_DENSE_DOWN, l, IMG_NONE, h, d);
-}
-
-static colibri_status expect_moe(table_walk *w, uint32_t l)
-{
-    const colibri_hparams *hp = &w->m->hp;
-    uint32_t h = hp->hidden_size, s = hp->shared_intermediate, i = hp->expert_intermediate;
-    EXPECT(expect_matrix(w, ROLE_ROUTER, l, IMG_NONE, hp->n_experts, h));
-    if (s > 0) {
-        EXPECT(expect_matrix(w, ROLE_SHARED_GATE, l, IMG_NONE, s, h));
-        EXPECT(expect_matrix(w, ROLE_SHARED_UP, l, IMG_NONE, s, h));
-        EXPECT(expect_matrix(w, ROLE_SHARED_DOWN, l, IMG_NONE, h, s));
-        if (hp->shared_gate) EXPECT(expect_matrix(w, ROLE_SHARED_EXPERT_GATE, l, IMG_NONE, 1, h));
+    EXPECT(expect_part(w, l, PART_ATTENTION, IMG_NONE));
+    if (kind == FFN_DENSE) {
+        return expect_part(w, l, PART_DENSE, IMG_NONE);
     }
-    for (uint32_t e = 0; e < hp->n_experts; e++) {
-        EXPECT(expect_matrix(w, ROLE_EXPERT_GATE, l, e, i, h));
-        EXPECT(expect_matrix(w, ROLE_EXPERT_UP, l, e, i, h));
-        EXPECT(expect_matrix(w, ROLE_EXPERT_DOWN, l, e, h, i));
+    EXPECT(expect_part(w, l, PART_MOE, IMG_NONE));
+    for (uint32_t e = 0; e < w->m->hp.n_experts; e++) {
+        EXPECT(expect_part(w, l, PART_EXPERT, e));
     }
     return COLIBRI_OK;
 }
@@ -254,69 +217,8 @@ colibri_status colibri_tensor_table_check(const colibri_model *m)
     EXPECT(expect_globals(&w));
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         uint32_t kind = colibri_rd_u32(m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE);
-        EXPECT(expect_attention(&w, l));
-        EXPECT(kind == FFN_DENSE ? expect_dense(&w, l) : expect_moe(&w, l));
+        EXPECT(expect_layer(&w, l, kind));
     }
     return w.index == m->n_tensors ? COLIBRI_OK : COLIBRI_E_BAD_TENSOR_TABLE;
 }
 
-/* ---- views for the forward pass --------------------------------------------- */
-
-static const float **view_slot(layer_view *v, uint16_t role)
-{
-    switch (role) {
-    case ROLE_ATTN_NORM: return &v->attn_norm;
-    case ROLE_ATTN_Q: return &v->wq;
-    case ROLE_ATTN_K: return &v->wk;
-    case ROLE_ATTN_V: return &v->wv;
-    case ROLE_ATTN_O: return &v->wo;
-    case ROLE_ATTN_Q_BIAS: return &v->bq;
-    case ROLE_ATTN_K_BIAS: return &v->bk;
-    case ROLE_ATTN_V_BIAS: return &v->bv;
-    case ROLE_ATTN_O_BIAS: return &v->bo;
-    case ROLE_ATTN_Q_NORM: return &v->q_norm;
-    case ROLE_ATTN_K_NORM: return &v->k_norm;
-    case ROLE_FFN_NORM: return &v->ffn_norm;
-    case ROLE_DENSE_GATE: return &v->dense_gate;
-    case ROLE_DENSE_UP: return &v->dense_up;
-    case ROLE_DENSE_DOWN: return &v->dense_down;
-    case ROLE_ROUTER: return &v->router;
-    case ROLE_SHARED_GATE: return &v->shared_gate;
-    case ROLE_SHARED_UP: return &v->shared_up;
-    case ROLE_SHARED_DOWN: return &v->shared_down;
-    case ROLE_SHARED_EXPERT_GATE: return &v->shared_expert_gate;
-    default: return NULL;
-    }
-}
-
-void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view)
-{
-    const uint8_t *entry = m->layer_table + (size_t)layer * IMG_LAYER_ENTRY_SIZE;
-    uint32_t first = colibri_rd_u32(entry + LAY_FIRST_TENSOR);
-    uint32_t own = colibri_layer_tensor_count(&m->hp, FFN_DENSE);
-    memset(view, 0, sizeof *view);
-    view->ffn_kind = colibri_rd_u32(entry + LAY_FFN_KIND);
-    if (view->ffn_kind == FFN_MOE) {
-        own = attention_tensor_count(&m->hp) + 1u + moe_shared_count(&m->hp);
-    }
-    for (uint32_t i = first; i < first + own; i++) {
-        const float **slot = view_slot(view, colibri_rd_u16(tensor_entry(m, i) + TEN_ROLE));
-        if (slot != NULL) {
-            *slot = tensor_data(m, i);
-        }
-    }
-    view->first_expert = first + own;
-}
-
-void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
-                      expert_view *view)
-{
-    uint32_t gate = layer->first_expert + expert * EXPERT_TENSORS;
-    const uint8_t *down = tensor_entry(m, gate + 2u);
-    view->gate = tensor_data(m, gate);
-    view->up = tensor_data(m, gate + 1u);
-    view->down = tensor_data(m, gate + 2u);
-    view->block = (const uint8_t *)(const void *)view->gate;
-    view->block_size = (size_t)(colibri_rd_u64(down + TEN_OFFSET) + colibri_rd_u64(down + TEN_SIZE) -
-                                colibri_rd_u64(tensor_entry(m, gate) + TEN_OFFSET));
-}

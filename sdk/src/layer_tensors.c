@@ -1,0 +1,76 @@
+/* layer_tensors.c - the table of a layer's tensors (layer_tensors.h). */
+#include "layer_tensors.h"
+
+#define SLOT(field) ((uint16_t)offsetof(layer_view, field))
+
+const colibri_tensor_desc colibri_layer_tensors[] = {
+    {ROLE_ATTN_NORM, PART_ATTENTION, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm)},
+    {ROLE_ATTN_Q, PART_ATTENTION, WHEN_ALWAYS, DIM_Q, DIM_HIDDEN, SLOT(wq)},
+    {ROLE_ATTN_K, PART_ATTENTION, WHEN_ALWAYS, DIM_KV, DIM_HIDDEN, SLOT(wk)},
+    {ROLE_ATTN_V, PART_ATTENTION, WHEN_ALWAYS, DIM_KV, DIM_HIDDEN, SLOT(wv)},
+    {ROLE_ATTN_O, PART_ATTENTION, WHEN_ALWAYS, DIM_HIDDEN, DIM_Q, SLOT(wo)},
+    {ROLE_ATTN_Q_BIAS, PART_ATTENTION, WHEN_BIAS_Q, DIM_Q, DIM_NONE, SLOT(bq)},
+    {ROLE_ATTN_K_BIAS, PART_ATTENTION, WHEN_BIAS_K, DIM_KV, DIM_NONE, SLOT(bk)},
+    {ROLE_ATTN_V_BIAS, PART_ATTENTION, WHEN_BIAS_V, DIM_KV, DIM_NONE, SLOT(bv)},
+    {ROLE_ATTN_O_BIAS, PART_ATTENTION, WHEN_BIAS_O, DIM_HIDDEN, DIM_NONE, SLOT(bo)},
+    {ROLE_ATTN_Q_NORM, PART_ATTENTION, WHEN_QK_NORM, DIM_Q_NORM, DIM_NONE, SLOT(q_norm)},
+    {ROLE_ATTN_K_NORM, PART_ATTENTION, WHEN_QK_NORM, DIM_K_NORM, DIM_NONE, SLOT(k_norm)},
+    {ROLE_FFN_NORM, PART_ATTENTION, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm)},
+    {ROLE_DENSE_GATE, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_gate)},
+    {ROLE_DENSE_UP, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_up)},
+    {ROLE_DENSE_DOWN, PART_DENSE, WHEN_ALWAYS, DIM_HIDDEN, DIM_DENSE, SLOT(dense_down)},
+    {ROLE_ROUTER, PART_MOE, WHEN_ALWAYS, DIM_EXPERTS, DIM_HIDDEN, SLOT(router)},
+    {ROLE_SHARED_GATE, PART_MOE, WHEN_SHARED, DIM_SHARED, DIM_HIDDEN, SLOT(shared_gate)},
+    {ROLE_SHARED_UP, PART_MOE, WHEN_SHARED, DIM_SHARED, DIM_HIDDEN, SLOT(shared_up)},
+    {ROLE_SHARED_DOWN, PART_MOE, WHEN_SHARED, DIM_HIDDEN, DIM_SHARED, SLOT(shared_down)},
+    {ROLE_SHARED_EXPERT_GATE, PART_MOE, WHEN_SHARED_GATE, DIM_ONE, DIM_HIDDEN,
+     SLOT(shared_expert_gate)},
+    {ROLE_EXPERT_GATE, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
+    {ROLE_EXPERT_UP, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
+    {ROLE_EXPERT_DOWN, PART_EXPERT, WHEN_ALWAYS, DIM_HIDDEN, DIM_EXPERT, SLOT_NONE},
+};
+
+const uint32_t colibri_layer_tensors_count =
+    (uint32_t)(sizeof colibri_layer_tensors / sizeof colibri_layer_tensors[0]);
+
+int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc *d)
+{
+    switch (d->when) {
+    case WHEN_BIAS_Q: return (hp->attn_bias & BIAS_Q) != 0;
+    case WHEN_BIAS_K: return (hp->attn_bias & BIAS_K) != 0;
+    case WHEN_BIAS_V: return (hp->attn_bias & BIAS_V) != 0;
+    case WHEN_BIAS_O: return (hp->attn_bias & BIAS_O) != 0;
+    case WHEN_QK_NORM: return hp->qk_norm != QK_NORM_NONE;
+    case WHEN_SHARED: return hp->shared_intermediate > 0;
+    case WHEN_SHARED_GATE: return hp->shared_intermediate > 0 && hp->shared_gate != 0;
+    default: return 1;
+    }
+}
+
+uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
+{
+    int whole = hp->qk_norm == QK_NORM_WHOLE;
+    switch (dim) {
+    case DIM_ONE: return 1u;
+    case DIM_HIDDEN: return hp->hidden_size;
+    case DIM_Q: return hp->n_heads * hp->head_dim;
+    case DIM_KV: return hp->n_kv_heads * hp->head_dim;
+    case DIM_Q_NORM: return whole ? hp->n_heads * hp->head_dim : hp->head_dim;
+    case DIM_K_NORM: return whole ? hp->n_kv_heads * hp->head_dim : hp->head_dim;
+    case DIM_DENSE: return hp->dense_intermediate;
+    case DIM_EXPERTS: return hp->n_experts;
+    case DIM_SHARED: return hp->shared_intermediate;
+    case DIM_EXPERT: return hp->expert_intermediate;
+    default: return 0u;
+    }
+}
+
+uint32_t colibri_part_tensor_count(const colibri_hparams *hp, uint32_t part)
+{
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
+        const colibri_tensor_desc *d = &colibri_layer_tensors[i];
+        count += d->part == part && colibri_tensor_present(hp, d);
+    }
+    return count;
+}

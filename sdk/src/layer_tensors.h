@@ -1,0 +1,63 @@
+/*
+ * layer_tensors.h - the one description of a decoder layer's tensors
+ * (docs/format.md 3.1): which roles, in which order, present when, with
+ * which shape, and which layer_view field points at each. Checking the
+ * tensor table, counting a layer's entries and resolving the views all walk
+ * this table; tests/sdk/layout_dump.c prints it for the Python side's test.
+ */
+#ifndef COLIBRI_LAYER_TENSORS_H
+#define COLIBRI_LAYER_TENSORS_H
+
+#include "model_internal.h"
+
+/* Which part of a layer a tensor belongs to, in table order. */
+enum { PART_ATTENTION, PART_DENSE, PART_MOE, PART_EXPERT };
+
+/* When a tensor is present, from the model record. */
+enum {
+    WHEN_ALWAYS,
+    WHEN_BIAS_Q,
+    WHEN_BIAS_K,
+    WHEN_BIAS_V,
+    WHEN_BIAS_O,
+    WHEN_QK_NORM,
+    WHEN_SHARED,
+    WHEN_SHARED_GATE
+};
+
+/* A shape dimension, from the model record (DIM_NONE: a vector's cols). */
+enum {
+    DIM_NONE,
+    DIM_ONE,
+    DIM_HIDDEN,
+    DIM_Q,        /* n_heads * head_dim */
+    DIM_KV,       /* n_kv_heads * head_dim */
+    DIM_Q_NORM,   /* DIM_Q for a whole-projection norm, head_dim per head */
+    DIM_K_NORM,
+    DIM_DENSE,
+    DIM_EXPERTS,
+    DIM_SHARED,
+    DIM_EXPERT    /* expert_intermediate */
+};
+
+#define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */
+
+typedef struct colibri_tensor_desc {
+    uint16_t role;
+    uint8_t part;
+    uint8_t when;
+    uint8_t rows;
+    uint8_t cols;
+    uint16_t slot; /* offsetof(layer_view, field), or SLOT_NONE */
+} colibri_tensor_desc;
+
+extern const colibri_tensor_desc colibri_layer_tensors[];
+extern const uint32_t colibri_layer_tensors_count;
+
+int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc *d);
+uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim);
+
+/* Present tensors of one part (PART_EXPERT: of one expert). */
+uint32_t colibri_part_tensor_count(const colibri_hparams *hp, uint32_t part);
+
+#endif /* COLIBRI_LAYER_TENSORS_H */

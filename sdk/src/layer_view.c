@@ -1,0 +1,38 @@
+/*
+ * layer_view.c - a layer's weight pointers for the forward pass, resolved
+ * from the validated tensor table in the order of the layer description
+ * (layer_tensors.c), and one expert's block.
+ */
+#include "layer_tensors.h"
+
+/* The layer's entries follow the description's order (checked at init):
+ * the k-th present non-expert tensor is entry first + k. */
+void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view)
+{
+    const uint8_t *entry = m->layer_table + (size_t)layer * IMG_LAYER_ENTRY_SIZE;
+    uint32_t index = colibri_rd_u32(entry + LAY_FIRST_TENSOR);
+    uint32_t ffn_part;
+    memset(view, 0, sizeof *view);
+    view->ffn_kind = colibri_rd_u32(entry + LAY_FFN_KIND);
+    ffn_part = view->ffn_kind == FFN_DENSE ? PART_DENSE : PART_MOE;
+    for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
+        const colibri_tensor_desc *d = &colibri_layer_tensors[i];
+        if ((d->part == PART_ATTENTION || d->part == ffn_part) && colibri_tensor_present(&m->hp, d)) {
+            *(const float **)(void *)((uint8_t *)view + d->slot) = tensor_data(m, index++);
+        }
+    }
+    view->first_expert = index;
+}
+
+void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
+                      expert_view *view)
+{
+    uint32_t gate = layer->first_expert + expert * EXPERT_TENSORS;
+    const uint8_t *down = tensor_entry(m, gate + 2u);
+    view->gate = tensor_data(m, gate);
+    view->up = tensor_data(m, gate + 1u);
+    view->down = tensor_data(m, gate + 2u);
+    view->block = (const uint8_t *)(const void *)view->gate;
+    view->block_size = (size_t)(colibri_rd_u64(down + TEN_OFFSET) + colibri_rd_u64(down + TEN_SIZE) -
+                                colibri_rd_u64(tensor_entry(m, gate) + TEN_OFFSET));
+}

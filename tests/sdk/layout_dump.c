@@ -1,0 +1,54 @@
+/*
+ * layout_dump.c - prints the tensors the core expects in one layer, from the
+ * layer description (sdk/src/layer_tensors.c), for the record given on the
+ * command line; tests/sdk/test_layer_tensors.py compares it with the Python
+ * writer's list.
+ *
+ *   layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE EXPERT_INTER EXPERTS
+ *               SHARED SHARED_GATE ATTN_BIAS QK_NORM
+ *
+ * One line per tensor: "ROLE EXPERT ROWS COLS" (COLS 0 for a vector).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "layer_tensors.h"
+
+static void print_part(const colibri_hparams *hp, uint32_t part, long expert)
+{
+    for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
+        const colibri_tensor_desc *d = &colibri_layer_tensors[i];
+        if (d->part == part && colibri_tensor_present(hp, d)) {
+            printf("%u %ld %u %u\n", d->role, expert, colibri_tensor_dim(hp, d->rows),
+                   colibri_tensor_dim(hp, d->cols));
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    colibri_hparams hp = {0};
+    if (argc != 13) {
+        fprintf(stderr, "usage: layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE "
+                        "EXPERT_INTER EXPERTS SHARED SHARED_GATE ATTN_BIAS QK_NORM\n");
+        return 2;
+    }
+    uint32_t kind = (uint32_t)strtoul(argv[1], NULL, 0);
+    uint32_t *fields[] = {&hp.hidden_size, &hp.n_heads, &hp.n_kv_heads, &hp.head_dim,
+                          &hp.dense_intermediate, &hp.expert_intermediate, &hp.n_experts,
+                          &hp.shared_intermediate, &hp.shared_gate, &hp.attn_bias, &hp.qk_norm};
+    for (int i = 0; i < 11; i++) {
+        *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
+    }
+    print_part(&hp, PART_ATTENTION, -1);
+    if (kind == FFN_DENSE) {
+        print_part(&hp, PART_DENSE, -1);
+    } else {
+        print_part(&hp, PART_MOE, -1);
+        for (uint32_t e = 0; e < hp.n_experts; e++) {
+            print_part(&hp, PART_EXPERT, (long)e);
+        }
+    }
+    printf("count %u\n", colibri_layer_tensor_count(&hp, kind));
+    return 0;
+}

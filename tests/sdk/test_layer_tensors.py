@@ -1,0 +1,52 @@
+"""One description of a layer's tensors: the C core's (sdk/src/layer_tensors.c,
+printed by tests/sdk/layout_dump.c) and the Python writer's
+(colibri_tools.image_layout.layer_tensors) must list the same roles, experts
+and shapes in the same order, for every combination of the record fields
+that decide presence and shape."""
+from __future__ import annotations
+
+import itertools
+import subprocess
+
+import pytest
+from colibri_tools.image_layout import layer_tensor_count, layer_tensors
+from colibri_tools.image_spec import ModelRecord
+
+VARIANTS = list(itertools.product(
+    (0, 1),          # ffn kind: dense, MoE
+    (0, 16),         # shared_intermediate
+    (0, 1),          # shared_gate
+    (0, 5, 15),      # attn_bias bits
+    (0, 1, 2),       # qk_norm: none, whole projection, per head
+))
+
+
+def _record(shared: int, gate: int, bias: int, qk: int) -> ModelRecord:
+    return ModelRecord(vocab_size=97, hidden_size=36, n_layers=2, n_heads=4, n_kv_heads=2,
+                       head_dim=10, max_context=64, dense_intermediate=28,
+                       expert_intermediate=20, n_experts=3, shared_intermediate=shared,
+                       rms_eps=1e-5, rope_theta=1e4, attn_bias=bias, qk_norm=qk,
+                       shared_gate=gate if shared else 0, top_k=2)
+
+
+def _c_layout(dump, kind: int, r: ModelRecord) -> tuple[list[tuple[int, int, tuple]], int]:
+    args = [kind, r.hidden_size, r.n_heads, r.n_kv_heads, r.head_dim, r.dense_intermediate,
+            r.expert_intermediate, r.n_experts, r.shared_intermediate, r.shared_gate,
+            r.attn_bias, r.qk_norm]
+    out = subprocess.run([str(dump), *map(str, args)], capture_output=True, text=True,
+                         check=True, timeout=30).stdout.splitlines()
+    rows = []
+    for line in out[:-1]:
+        role, expert, n_rows, n_cols = (int(v) for v in line.split())
+        rows.append((role, expert, (n_rows, n_cols) if n_cols else (n_rows,)))
+    return rows, int(out[-1].split()[1])
+
+
+@pytest.mark.parametrize("kind,shared,gate,bias,qk", VARIANTS)
+def test_c_and_python_describe_the_same_layer(asan_bins, kind, shared, gate, bias, qk):
+    r = _record(shared, gate, bias, qk)
+    python = [(int(t.role), -1 if t.expert == 0xFFFF else t.expert, tuple(t.shape))
+              for t in layer_tensors(r, 0, kind)]
+    c_rows, c_count = _c_layout(asan_bins / "layout_dump", kind, r)
+    assert c_rows == python
+    assert c_count == len(python) == layer_tensor_count(r, kind)
