@@ -37,7 +37,7 @@ $(BUILD)/host/%.o: %.c $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.
 	$(CC) $(HOST_CFLAGS) -Iports/linux -c $< -o $@
 
 $(BUILD)/host/libcolibri.a: $(call core_objs,host)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/host/libcolibri.so: $(call core_objs,host)
 	$(CC) -shared -o $@ $^
@@ -55,7 +55,7 @@ $(BUILD)/asan/%.o: %.c $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.
 	$(CC) $(ASAN_CFLAGS) -Iports/linux -c $< -o $@
 
 $(BUILD)/asan/libcolibri.a: $(call core_objs,asan)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/asan/colibri-run: $(patsubst %.c,$(BUILD)/asan/%.o,$(RUN_SRC) $(LINUX_SRC)) $(BUILD)/asan/libcolibri.a
 	$(CC) -fsanitize=address,undefined -o $@ $^

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "crc32.h"
+#include "colibri.h"
 
 void colibri_proto_put_u16(uint8_t *p, uint16_t v)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "colibri_runner_internal.h"
-#include "crc32.h"
+#include "colibri.h"
 
 #define NO_TENSOR 0xFFFFFFFFu
 

@@ -296,6 +296,11 @@ colibri_status colibri_forward(const colibri_model *model, colibri_state *state,
 /* Index of the largest of n floats; ties go to the lowest index. */
 uint32_t colibri_argmax(const float *values, uint32_t n);
 
+/* CRC-32 (IEEE 802.3, reflected, as the image format uses: docs/format.md
+ * section 6) continued over [data, data + size); start with crc = 0. The
+ * serial protocol and the samples use it too. */
+uint32_t colibri_crc32_update(uint32_t crc, const uint8_t *data, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

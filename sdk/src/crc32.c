@@ -1,5 +1,5 @@
 /* crc32.c - CRC-32/ISO-HDLC (zlib, PNG), table driven; the table is const. */
-#include "crc32.h"
+#include "colibri.h"
 
 static const uint32_t crc_table[256] = {
     0x00000000u, 0x77073096u, 0xEE0E612Cu, 0x990951BAu, 0x076DC419u, 0x706AF48Fu,

@@ -1,5 +1,4 @@
 /* image.c - colibri_init: validate an image in place (docs/format.md 4). */
-#include "crc32.h"
 #include "model_internal.h"
 
 #define MAX_ALIGNMENT (1u << 20)

@@ -1,5 +1,4 @@
 /* verify.c - check tensor data against the per-tensor CRC-32s on demand. */
-#include "crc32.h"
 #include "model_internal.h"
 
 static int tensor_intact(const colibri_model *m, uint32_t index)

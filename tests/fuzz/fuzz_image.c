@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "colibri.h"
-#include "crc32.h"
 
 static uint64_t rd_le(const uint8_t *p, int bytes)
 {

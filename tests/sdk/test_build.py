@@ -3,6 +3,7 @@ no allocation/printing/OS symbol in its objects, and a freestanding build."""
 from __future__ import annotations
 
 import pathlib
+import re
 import shutil
 import subprocess
 
@@ -63,3 +64,17 @@ def test_core_sources_have_no_preprocessor_conditionals_outside_compat():
                 if not guard.endswith("_H"):
                     offenders.append(f"{path.name}:{number}: {line.strip()}")
     assert not offenders
+
+
+def test_ports_and_samples_include_no_private_core_header():
+    """Ports and samples see the core through sdk/include/colibri.h only."""
+    private = {p.name for p in (REPO / "sdk" / "src").rglob("*.h")}
+    offenders = []
+    for folder in ("ports", "samples"):
+        for path in (REPO / folder).rglob("*.[ch]"):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                if m and pathlib.Path(m.group(1)).name in private and \
+                        not (path.parent / m.group(1)).exists():
+                    offenders.append(f"{path.relative_to(REPO)}:{number}: {m.group(1)}")
+    assert offenders == [], offenders

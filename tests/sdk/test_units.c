@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "colibri.h"
-#include "crc32.h"
 #include "kernels.h"
 #include "router.h"
 #include "workspace.h"

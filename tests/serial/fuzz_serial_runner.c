@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "colibri_runner.h"
-#include "crc32.h"
+#include "colibri.h"
 
 #define CONTEXT 16u
 #define MAX_INPUT 65536u

@@ -11,7 +11,6 @@
 #include "board_config.h"
 #include "colibri.h"
 #include "console.h"
-#include "crc32.h"
 #include "model_config.h"
 
 #define N_IDS 8u
