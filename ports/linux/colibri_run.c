@@ -27,7 +27,6 @@
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 #define DEFAULT_CONTEXT 2048u
-#define FORMAT_MAX_CONTEXT (1u << 24) /* docs/format.md 1.1: max_context limit */
 #define BUFFER_ALIGN 64u              /* >= the core's 16; one cache line */
 
 typedef struct run_options {
@@ -234,9 +233,9 @@ static int parse_ids(const char *text, run_options *o)
     for (i = 0; text[i] != '\0'; i++) {
         count += text[i] == ',';
     }
-    if (count > FORMAT_MAX_CONTEXT) {
+    if (count > COLIBRI_MAX_CONTEXT) {
         usage_error("--ids has %zu ids, more than any model's context (%u)", count,
-                    FORMAT_MAX_CONTEXT);
+                    COLIBRI_MAX_CONTEXT);
         return -1;
     }
     o->ids = (int32_t *)malloc(count * sizeof *o->ids);
@@ -298,7 +297,7 @@ static int apply_option(run_options *o, int id, const char *value)
         return parse_count("--gen", value, 0, INT32_MAX, &o->gen);
     case OPT_CONTEXT:
         o->have_context = 1;
-        return parse_count("--context", value, 1, FORMAT_MAX_CONTEXT, &o->context);
+        return parse_count("--context", value, 1, COLIBRI_MAX_CONTEXT, &o->context);
     case OPT_FINGERPRINT: o->have_fingerprint = 1; return parse_fingerprint(value, &o->fingerprint);
     case OPT_LOGITS:
         if (value[0] == '\0') {

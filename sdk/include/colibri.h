@@ -48,8 +48,10 @@ extern "C" {
 #define COLIBRI_FORMAT_MAJOR 1
 #define COLIBRI_FORMAT_MINOR 0
 
-/* Largest top_k an image may ask for. */
+/* Largest top_k an image may ask for, and largest max_context. The other
+ * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
 #define COLIBRI_MAX_TOP_K 64
+#define COLIBRI_MAX_CONTEXT (1u << 24)
 
 /*
  * Status codes. 0 is success. The values are pinned: they never change and

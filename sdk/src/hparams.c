@@ -1,12 +1,14 @@
 /* hparams.c - decode and check the model record (docs/format.md 1.1). */
 #include "model_internal.h"
 
+/* The limits of the model record (docs/format.md 1.1); the Python tools'
+ * copy, colibri_tools.image_spec.LIMITS, is tested equal to this table. */
 #define MAX_VOCAB (1u << 24)
 #define MAX_HIDDEN 65536u
 #define MAX_LAYERS 1024u
 #define MAX_HEADS 1024u
 #define MAX_HEAD_DIM 1024u
-#define MAX_CONTEXT (1u << 24)
+#define MAX_CONTEXT COLIBRI_MAX_CONTEXT
 #define MAX_INTERMEDIATE (1u << 20)
 #define MAX_EXPERTS 4096u
 

@@ -37,6 +37,7 @@ from .image_spec import DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MIN_ALIGNMENT, FfnKind
 from .image_writer import SourceTensor, WrittenImage, write_image
 from .sizes import scratch_size, state_size
 from .tensor_map import TensorMap
+from .status import Status
 
 log = logging.getLogger("colibri_tools.convert")
 
@@ -100,12 +101,12 @@ def _self_check(path: Path, written: WrittenImage, sources: list[SourceTensor]) 
     image = read_image(path, verify_data=True)
     if image.fingerprint != written.meta_crc32 or image.tensors != written.tensors:
         raise ImageFormatError("re-read tables differ from what was written",
-                               status="COLIBRI_E_CHECKSUM", path=path)
+                               status=Status.E_CHECKSUM.c_name, path=path)
     for entry, source in zip(image.tensors, sources):
         want = np.ascontiguousarray(source.load(), dtype="<f4").tobytes()
         if image.tensor_bytes(entry) != want:
             raise ImageFormatError(f"{entry.describe()}: bytes differ from the checkpoint",
-                                   status="COLIBRI_E_CHECKSUM", path=path, offset=entry.offset)
+                                   status=Status.E_CHECKSUM.c_name, path=path, offset=entry.offset)
     return image
 
 

@@ -9,13 +9,14 @@ import math
 from dataclasses import dataclass, replace
 
 from .image_spec import (
-    DATA_ALIGN, MAX_ALIGNMENT, MAX_TOP_K, MIN_ALIGNMENT, NO_EXPERT, NO_LAYER, Arch, FfnKind,
+    DATA_ALIGN, LIMITS, MAX_ALIGNMENT, MAX_TOP_K, MIN_ALIGNMENT, NO_EXPERT, NO_LAYER, Arch, FfnKind,
     LayerEntry, ModelRecord, Role, TensorEntry,
 )
+from .status import Status
 
-BAD_HYPERPARAMS = "COLIBRI_E_BAD_HYPERPARAMS"
-UNSUPPORTED_ARCH = "COLIBRI_E_UNSUPPORTED_ARCH"
-UNSUPPORTED_ROUTER = "COLIBRI_E_UNSUPPORTED_ROUTER"
+BAD_HYPERPARAMS = Status.E_BAD_HYPERPARAMS.c_name
+UNSUPPORTED_ARCH = Status.E_UNSUPPORTED_ARCH.c_name
+UNSUPPORTED_ROUTER = Status.E_UNSUPPORTED_ROUTER.c_name
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,12 @@ def _arch_problems(arch: int, r: ModelRecord) -> list[Problem]:
 
 def _attention_problems(r: ModelRecord) -> list[Problem]:
     rows = [(name, getattr(r, name), _in_range(getattr(r, name), lo, hi), f"must be {lo} .. {hi}")
-            for name, lo, hi in (("vocab_size", 1, 1 << 24), ("hidden_size", 1, 65536),
-                                 ("n_layers", 1, 1024), ("n_heads", 1, 1024),
-                                 ("n_kv_heads", 1, r.n_heads), ("head_dim", 2, 1024),
-                                 ("max_context", 1, 1 << 24))]
+            for name, lo, hi in (("vocab_size", 1, LIMITS["vocab_size"]),
+                                 ("hidden_size", 1, LIMITS["hidden_size"]),
+                                 ("n_layers", 1, LIMITS["n_layers"]),
+                                 ("n_heads", 1, LIMITS["n_heads"]), ("n_kv_heads", 1, r.n_heads),
+                                 ("head_dim", 2, LIMITS["head_dim"]),
+                                 ("max_context", 1, LIMITS["max_context"]))]
     rows += [
         ("n_kv_heads", r.n_kv_heads, r.n_kv_heads < 1 or r.n_heads % r.n_kv_heads == 0,
          "must divide n_heads"),
@@ -82,14 +85,14 @@ def _attention_problems(r: ModelRecord) -> list[Problem]:
 
 
 def _ffn_problems(r: ModelRecord) -> list[Problem]:
-    width = 1 << 20
+    width, experts = LIMITS["intermediate"], LIMITS["n_experts"]
     return _check([
         ("dense_intermediate", r.dense_intermediate, r.dense_intermediate <= width, "must be <= 2^20"),
         ("expert_intermediate", r.expert_intermediate, r.expert_intermediate <= width,
          "must be <= 2^20"),
         ("shared_intermediate", r.shared_intermediate, r.shared_intermediate <= width,
          "must be <= 2^20"),
-        ("n_experts", r.n_experts, r.n_experts <= 4096, "must be <= 4096"),
+        ("n_experts", r.n_experts, r.n_experts <= experts, f"must be <= {experts}"),
         ("top_k", r.top_k, r.top_k <= min(r.n_experts, MAX_TOP_K),
          f"must be <= min(n_experts, {MAX_TOP_K})"),
         ("router_norm_topk", r.router_norm_topk, r.router_norm_topk in (0, 1), "must be 0 or 1"),

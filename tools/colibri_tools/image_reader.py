@@ -25,6 +25,7 @@ from .image_spec import (
     LayerEntry, ModelRecord, Role, TensorEntry,
     meta_crc32, unpack_header, unpack_layer, unpack_tensor,
 )
+from .status import Status
 
 Source = str | Path | bytes | bytearray | memoryview
 
@@ -85,7 +86,7 @@ class ModelImage:
             if crc != t.data_crc32:
                 raise ImageFormatError(f"tensor #{index} {t.describe()}: data CRC-32 0x{crc:08X} "
                                        f"!= 0x{t.data_crc32:08X} in the table",
-                                       status="COLIBRI_E_CHECKSUM", path=self.source, offset=t.offset)
+                                       status=Status.E_CHECKSUM.c_name, path=self.source, offset=t.offset)
 
 
 class _Checker:
@@ -109,16 +110,16 @@ class _Checker:
         """Section 4 step 1: size, magic, version, flags and the fixed table layout."""
         if len(self.data) < HEADER_SIZE:
             raise self.fail(f"{len(self.data)} bytes, shorter than the {HEADER_SIZE}-byte header",
-                            "COLIBRI_E_TRUNCATED", 0)
+                            Status.E_TRUNCATED.c_name, 0)
         header, record = unpack_header(self.buf)
         if header["magic"] != MAGIC:
-            raise self.fail(f"magic {header['magic']!r} is not {MAGIC!r}", "COLIBRI_E_BAD_MAGIC", 0)
+            raise self.fail(f"magic {header['magic']!r} is not {MAGIC!r}", Status.E_BAD_MAGIC.c_name, 0)
         if header["version_major"] != VERSION_MAJOR:
             raise self.fail(f"format major version {header['version_major']} (reader knows "
-                            f"{VERSION_MAJOR})", "COLIBRI_E_UNSUPPORTED_VERSION", 8)
+                            f"{VERSION_MAJOR})", Status.E_UNSUPPORTED_VERSION.c_name, 8)
         if header["flags"] != 0:
             raise self.fail(f"unknown flags 0x{header['flags']:08X}",
-                            "COLIBRI_E_UNSUPPORTED_VERSION", 28)
+                            Status.E_UNSUPPORTED_VERSION.c_name, 28)
         self._check_table_offsets(header, record)
         return header, record
 
@@ -129,29 +130,29 @@ class _Checker:
         for name, offset, want in checks:
             if header[name] != want:
                 raise self.fail(f"{name} is {header[name]}, the fixed layout needs {want}",
-                                "COLIBRI_E_BAD_HYPERPARAMS", offset)
+                                Status.E_BAD_HYPERPARAMS.c_name, offset)
         if not alignment_ok(header["alignment"]):
             raise self.fail(f"alignment {header['alignment']} is not a power of two 64 .. 1 MiB",
-                            "COLIBRI_E_BAD_HYPERPARAMS", 32)
+                            Status.E_BAD_HYPERPARAMS.c_name, 32)
 
     def check_extent(self, header: dict) -> int:
         if not HEADER_SIZE <= header["image_size"] <= len(self.data):
             raise self.fail(f"image_size {header['image_size']} is not {HEADER_SIZE} .. the "
-                            f"{len(self.data)} bytes given", "COLIBRI_E_TRUNCATED", 16)
+                            f"{len(self.data)} bytes given", Status.E_TRUNCATED.c_name, 16)
         end = header["tensor_table_offset"] + TENSOR_ENTRY_SIZE * header["n_tensors"]
         if end > header["image_size"]:
             raise self.fail(f"tables end at {end}, past image_size {header['image_size']}",
-                            "COLIBRI_E_TRUNCATED", header["tensor_table_offset"])
+                            Status.E_TRUNCATED.c_name, header["tensor_table_offset"])
         return end
 
     def check_meta_crc(self, header: dict, end: int, expected_fingerprint: int) -> None:
         crc = meta_crc32(self.buf, end)
         if crc != header["meta_crc32"]:
             raise self.fail(f"meta CRC-32 0x{crc:08X} != 0x{header['meta_crc32']:08X} stored",
-                            "COLIBRI_E_CHECKSUM", META_CRC_OFFSET)
+                            Status.E_CHECKSUM.c_name, META_CRC_OFFSET)
         if expected_fingerprint and crc != expected_fingerprint:
             raise self.fail(f"fingerprint 0x{crc:08X} != expected 0x{expected_fingerprint:08X}",
-                            "COLIBRI_E_CONFIG_MISMATCH", META_CRC_OFFSET)
+                            Status.E_CONFIG_MISMATCH.c_name, META_CRC_OFFSET)
 
     def check_record(self, header: dict, record: ModelRecord) -> None:
         self.raise_first(record_problems(header["arch"], header["alignment"], record))
@@ -171,12 +172,12 @@ class _Checker:
                     or layer.n_tensors != layer_tensor_count(record, layer.ffn_kind)):
                 raise self.fail(f"layer {i}: ffn_kind {layer.ffn_kind}, first_tensor "
                                 f"{layer.first_tensor}, n_tensors {layer.n_tensors} (first "
-                                f"expected at {cursor})", "COLIBRI_E_BAD_LAYER_TABLE", offset)
+                                f"expected at {cursor})", Status.E_BAD_LAYER_TABLE.c_name, offset)
             self.raise_first(missing_widths(record, layer.ffn_kind), f"layer {i}: ")
             cursor += layer.n_tensors
         if cursor != header["n_tensors"]:
             raise self.fail(f"layers end at tensor {cursor}, the table has {header['n_tensors']}",
-                            "COLIBRI_E_BAD_LAYER_TABLE", HEADER_SIZE)
+                            Status.E_BAD_LAYER_TABLE.c_name, HEADER_SIZE)
         self.raise_first(unused_widths(record, [layer.ffn_kind for layer in layers]))
 
     def read_tensors(self, header: dict) -> list[tuple[TensorEntry, int, tuple]]:
@@ -192,7 +193,7 @@ class _Checker:
             offset = header["tensor_table_offset"] + TENSOR_ENTRY_SIZE * i
             if i >= len(actual) or i >= len(expected) or actual[i][0].key != expected[i].key:
                 what = expected[i].describe() if i < len(expected) else "no entry"
-                raise self.fail(f"tensor #{i}: expected {what}", "COLIBRI_E_BAD_TENSOR_TABLE", offset)
+                raise self.fail(f"tensor #{i}: expected {what}", Status.E_BAD_TENSOR_TABLE.c_name, offset)
             self._check_entry(header, i, offset, actual[i], expected[i], cursor)
             cursor = actual[i][0].offset + actual[i][0].size
 
@@ -202,27 +203,27 @@ class _Checker:
         t, ndim, raw_shape = actual
         name = f"tensor #{index} {want.describe()}"
         if t.dtype != 0:
-            raise self.fail(f"{name}: dtype {t.dtype}", "COLIBRI_E_UNSUPPORTED_DTYPE", offset + 6)
+            raise self.fail(f"{name}: dtype {t.dtype}", Status.E_UNSUPPORTED_DTYPE.c_name, offset + 6)
         if t.offset + t.size > header["image_size"]:
             raise self.fail(f"{name}: data [{t.offset}, {t.offset + t.size}) past image_size "
-                            f"{header['image_size']}", "COLIBRI_E_OUT_OF_RANGE", offset + 32)
+                            f"{header['image_size']}", Status.E_OUT_OF_RANGE.c_name, offset + 32)
         step = header["alignment"] if t.role == Role.EXPERT_GATE else DATA_ALIGN
         if t.offset % step:
             raise self.fail(f"{name}: offset {t.offset} is not a multiple of {step}",
-                            "COLIBRI_E_MISALIGNED", offset + 32)
+                            Status.E_MISALIGNED.c_name, offset + 32)
         if t.offset < cursor:
             raise self.fail(f"{name}: data at {t.offset} overlaps bytes before {cursor}",
-                            "COLIBRI_E_OVERLAP", offset + 32)
+                            Status.E_OVERLAP.c_name, offset + 32)
         packed = -(-cursor // DATA_ALIGN) * DATA_ALIGN
         if t.role in (Role.EXPERT_UP, Role.EXPERT_DOWN) and t.offset != packed:
             raise self.fail(f"{name}: a gap in the expert block: data at {t.offset}, expected "
                             f"{packed} (3.2: gate, up, down back to back)",
-                            "COLIBRI_E_MISALIGNED", offset + 32)
+                            Status.E_MISALIGNED.c_name, offset + 32)
         wanted_shape = tuple(want.shape) + (0,) * (4 - len(want.shape))
         size = 4 * math.prod(want.shape)
         if ndim != len(want.shape) or tuple(raw_shape) != wanted_shape or t.size != size:
             raise self.fail(f"{name}: ndim {ndim}, shape {tuple(raw_shape)}, size {t.size}; expected "
-                            f"shape {want.shape}", "COLIBRI_E_BAD_SHAPE", offset + 8)
+                            f"shape {want.shape}", Status.E_BAD_SHAPE.c_name, offset + 8)
 
 
 def _field_offset(name: str) -> int | None:
@@ -241,7 +242,7 @@ def _load(source: Source) -> tuple[str, np.ndarray]:
             return str(path), np.zeros(0, dtype=np.uint8)
         return str(path), np.memmap(path, dtype=np.uint8, mode="r")
     except OSError as exc:
-        raise ImageFormatError(f"cannot open: {exc.strerror}", status="COLIBRI_E_BAD_ARGUMENT",
+        raise ImageFormatError(f"cannot open: {exc.strerror}", status=Status.E_BAD_ARGUMENT.c_name,
                                path=path) from None
 
 

@@ -26,6 +26,13 @@ NO_EXPERT = 0xFFFF              # expert of a non-expert tensor
 DTYPE_F32 = 0
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
+# Upper limits of the model record (section 1.1); the C core's table is
+# sdk/src/hparams.c (tests/tools/test_limits.py keeps the two equal).
+LIMITS = {
+    "vocab_size": 1 << 24, "hidden_size": 65536, "n_layers": 1024, "n_heads": 1024,
+    "head_dim": 1024, "max_context": 1 << 24, "intermediate": 1 << 20, "n_experts": 4096,
+    "top_k": MAX_TOP_K,
+}
 
 
 class Arch(IntEnum):

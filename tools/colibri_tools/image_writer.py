@@ -22,6 +22,7 @@ from .image_spec import (
     VERSION_MAJOR, VERSION_MINOR, LayerEntry, ModelRecord, TensorEntry, meta_crc32, pack_header,
     pack_layer, pack_tensor, tables_end,
 )
+from .status import Status
 
 _ZEROS = bytes(1 << 16)
 
@@ -57,7 +58,7 @@ def _check_inputs(path: Path, arch: int, alignment: int, record: ModelRecord,
         index = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
                      min(len(got), len(want)))
         raise ImageFormatError(f"tensor #{index} given to the writer is not the one "
-                               f"section 3.1 asks for", status="COLIBRI_E_BAD_TENSOR_TABLE", path=path)
+                               f"section 3.1 asks for", status=Status.E_BAD_TENSOR_TABLE.c_name, path=path)
     return layers
 
 
@@ -72,7 +73,7 @@ def _pad_to(f: BinaryIO, position: int, target: int) -> int:
 def _as_f32_bytes(path: Path, entry: TensorEntry, array: np.ndarray) -> memoryview:
     if tuple(array.shape) != tuple(entry.shape):
         raise ImageFormatError(f"{entry.describe()}: data of shape {tuple(array.shape)} for a "
-                               f"{entry.shape} entry", status="COLIBRI_E_BAD_SHAPE", path=path)
+                               f"{entry.shape} entry", status=Status.E_BAD_SHAPE.c_name, path=path)
     data = np.ascontiguousarray(array, dtype="<f4").reshape(-1)
     return memoryview(data.view(np.uint8))
 

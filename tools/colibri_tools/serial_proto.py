@@ -36,6 +36,7 @@ from enum import IntEnum
 import serial  # pyserial
 
 from .errors import ColibriError
+from .status import Status, status_name  # noqa: F401 (status_name: re-exported)
 
 PROTOCOL_VERSION = 1
 SYNC0, SYNC1 = 0xC0, 0x1B
@@ -83,23 +84,8 @@ class ErrorCode(IntEnum):
     NO_INTERRUPT = 7
 
 
-# colibri_status values, pinned in sdk/include/colibri.h.
-STATUS_NAMES = {
-    0: "COLIBRI_OK", 1: "COLIBRI_E_BAD_ARGUMENT", 2: "COLIBRI_E_BAD_MAGIC",
-    3: "COLIBRI_E_UNSUPPORTED_VERSION", 4: "COLIBRI_E_TRUNCATED", 5: "COLIBRI_E_CHECKSUM",
-    6: "COLIBRI_E_OUT_OF_RANGE", 7: "COLIBRI_E_MISALIGNED", 8: "COLIBRI_E_UNSUPPORTED_ARCH",
-    9: "COLIBRI_E_UNSUPPORTED_ROUTER", 10: "COLIBRI_E_CONFIG_MISMATCH",
-    11: "COLIBRI_E_TOKEN_OUT_OF_RANGE", 12: "COLIBRI_E_CONTEXT_FULL",
-    13: "COLIBRI_E_WORKSPACE_TOO_SMALL", 14: "COLIBRI_E_BAD_HYPERPARAMS",
-    15: "COLIBRI_E_UNSUPPORTED_DTYPE", 16: "COLIBRI_E_BAD_TENSOR_TABLE", 17: "COLIBRI_E_BAD_SHAPE",
-    18: "COLIBRI_E_OVERLAP", 19: "COLIBRI_E_BAD_LAYER_TABLE",
-}
-STATUS_CHECKSUM = 5
+STATUS_CHECKSUM = Status.E_CHECKSUM
 
-
-def status_name(status: int) -> str:
-    """``COLIBRI_E_CHECKSUM (5)`` for 5; unknown numbers are shown as such."""
-    return f"{STATUS_NAMES.get(status, 'unknown status')} ({status})"
 
 
 class SerialProtocolError(ColibriError):

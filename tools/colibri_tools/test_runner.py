@@ -38,6 +38,7 @@ from .golden import DEFAULT_GEN, GoldenCase, Suite, load_suite, make_suite, pars
 from .serial_proto import (
     STATUS_CHECKSUM, Info, SerialClient, SerialProtocolError, status_name,
 )
+from .status import Status
 
 PROG = "colibri-test"
 DEFAULT_TOLERANCE = 1e-4
@@ -87,7 +88,7 @@ def check_device(client: SerialClient, suite: Suite, report: RunReport, *, verif
     if info.init_status != 0:
         return (f"the model failed to start on the device: {status_name(info.init_status)}"
                 + (" (the firmware was built for another model: fingerprint mismatch)"
-                   if info.init_status == 10 else ""))
+                   if info.init_status == Status.E_CONFIG_MISMATCH else ""))
     want = fingerprint if fingerprint is not None else suite.fingerprint
     if want is None:
         report.notes.append("fingerprint not checked (make the suite with --image, or pass "
@@ -100,7 +101,8 @@ def check_device(client: SerialClient, suite: Suite, report: RunReport, *, verif
     if verify:
         result = client.verify()
         if result.status == STATUS_CHECKSUM:
-            return f"weights corrupted: tensor {result.bad_tensor} (VERIFY: {status_name(5)})"
+            return (f"weights corrupted: tensor {result.bad_tensor} "
+                    f"(VERIFY: {status_name(Status.E_CHECKSUM)})")
         if result.status != 0:
             return f"VERIFY failed: {status_name(result.status)}"
         report.notes.append(f"weights verified in {result.ticks} ticks")
@@ -362,7 +364,7 @@ def _cmd_info(args) -> int:
         shown = f"0x{value:08X}" if "fingerprint" in key else value
         print(f"{key:<22} {shown}")
     print(f"{'init':<22} {status_name(info.init_status)}")
-    return 0 if info.init_status == 0 else 1
+    return 0 if info.init_status == Status.OK else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,35 @@
+"""The model record's limits, one table per language: sdk/src/hparams.c (with
+COLIBRI_MAX_TOP_K / COLIBRI_MAX_CONTEXT from the public header) and
+colibri_tools.image_spec.LIMITS must be equal."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from colibri_tools.image_spec import LIMITS
+
+REPO = Path(__file__).resolve().parents[2]
+C_NAMES = {"MAX_VOCAB": "vocab_size", "MAX_HIDDEN": "hidden_size", "MAX_LAYERS": "n_layers",
+           "MAX_HEADS": "n_heads", "MAX_HEAD_DIM": "head_dim", "MAX_CONTEXT": "max_context",
+           "MAX_INTERMEDIATE": "intermediate", "MAX_EXPERTS": "n_experts"}
+
+
+def _c_value(text: str, public: dict[str, int]) -> int:
+    text = text.strip()
+    if text in public:
+        return public[text]
+    m = re.fullmatch(r"\(?(\d+)u?(?: << (\d+))?\)?", text)
+    assert m, f"cannot read the C limit {text!r}"
+    return int(m.group(1)) << int(m.group(2) or 0)
+
+
+def test_c_and_python_limits_are_equal():
+    header = (REPO / "sdk" / "include" / "colibri.h").read_text()
+    public = {name: _c_value(value, {}) for name, value in
+              re.findall(r"#define (COLIBRI_MAX_\w+) (.+)", header)}
+    source = (REPO / "sdk" / "src" / "hparams.c").read_text()
+    c_limits = {C_NAMES[name]: _c_value(value, public)
+                for name, value in re.findall(r"#define (MAX_\w+) (.+)", source)}
+    c_limits["top_k"] = public["COLIBRI_MAX_TOP_K"]
+    assert set(c_limits) == set(C_NAMES.values()) | {"top_k"}
+    assert c_limits == LIMITS

@@ -1,0 +1,40 @@
+"""colibri_status, the core's pinned status codes (sdk/include/colibri.h is
+the source; tests/tools/test_status.py checks this copy against it)."""
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Status(IntEnum):
+    OK = 0
+    E_BAD_ARGUMENT = 1
+    E_BAD_MAGIC = 2
+    E_UNSUPPORTED_VERSION = 3
+    E_TRUNCATED = 4
+    E_CHECKSUM = 5
+    E_OUT_OF_RANGE = 6
+    E_MISALIGNED = 7
+    E_UNSUPPORTED_ARCH = 8
+    E_UNSUPPORTED_ROUTER = 9
+    E_CONFIG_MISMATCH = 10
+    E_TOKEN_OUT_OF_RANGE = 11
+    E_CONTEXT_FULL = 12
+    E_WORKSPACE_TOO_SMALL = 13
+    E_BAD_HYPERPARAMS = 14
+    E_UNSUPPORTED_DTYPE = 15
+    E_BAD_TENSOR_TABLE = 16
+    E_BAD_SHAPE = 17
+    E_OVERLAP = 18
+    E_BAD_LAYER_TABLE = 19
+
+    @property
+    def c_name(self) -> str:
+        return f"COLIBRI_{self.name}"
+
+
+def status_name(status: int) -> str:
+    """'COLIBRI_E_CHECKSUM (5)'; a value the enum lacks reads 'unknown status (N)'."""
+    try:
+        return f"{Status(status).c_name} ({status})"
+    except ValueError:
+        return f"unknown status ({status})"
