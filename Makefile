@@ -64,7 +64,7 @@ $(BUILD)/asan/colibri-run: $(patsubst %.c,$(BUILD)/asan/%.o,$(RUN_SRC) $(LINUX_S
 TEST_CFLAGS := -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O1 -g -fsanitize=address,undefined \
                -fno-sanitize-recover=all $(CORE_INC)
 test-bins: $(BUILD)/asan/test_units $(BUILD)/asan/image_probe $(BUILD)/asan/test_kernels \
-           $(BUILD)/asan/test_port_seam $(BUILD)/asan/layout_dump
+           $(BUILD)/asan/test_port_seam $(BUILD)/asan/layout_dump $(BUILD)/asan/sizes_dump
 
 $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
@@ -72,6 +72,9 @@ $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
 # Every compiled kernel table against the contract (docs/kernels.md).
 $(BUILD)/asan/test_kernels: tests/sdk/test_kernels.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) '-DCOLIBRI_TEST_KERNEL_TABLES=$(KERNEL_TABLES)' $^ -o $@
+
+$(BUILD)/asan/sizes_dump: tests/sdk/sizes_dump.c $(BUILD)/asan/libcolibri.a
+	$(CC) $(TEST_CFLAGS) $^ -o $@
 
 $(BUILD)/asan/layout_dump: tests/sdk/layout_dump.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@

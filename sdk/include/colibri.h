@@ -247,7 +247,7 @@ typedef struct colibri_state {
 } colibri_state;
 
 /* Bytes of KV memory a state for max_context positions needs (0 if
- * max_context is 0 or larger than the model's). Formula: docs/format.md 8. */
+ * max_context is 0 or larger than the model's). Formula: docs/core.md. */
 size_t colibri_state_size(const colibri_model *model, uint32_t max_context);
 
 /* Bytes of scratch memory colibri_forward needs with a state of

@@ -1,4 +1,4 @@
-/* state.c - KV state and scratch sizing (docs/format.md 8), state set-up. */
+/* state.c - KV state and scratch sizing (docs/core.md), state set-up. */
 #include "workspace.h"
 
 #define FLOATS_PER_REGION_STEP 16u
@@ -14,7 +14,7 @@ static uint32_t max3(uint32_t a, uint32_t b, uint32_t c)
     return m > c ? m : c;
 }
 
-/* The scratch regions in layout order (docs/format.md 8), in floats. */
+/* The scratch regions in layout order (docs/core.md), in floats. */
 enum { WORKSPACE_REGIONS = 15 };
 
 static void region_floats(const colibri_hparams *hp, uint32_t context,

@@ -4,7 +4,7 @@
 
 #include "model_internal.h"
 
-/* Float buffers of one forward step; sizes in docs/format.md section 8. */
+/* Float buffers of one forward step; sizes in docs/core.md (state and scratch layout). */
 typedef struct workspace {
     float *x;        /* [H] residual stream */
     float *xn;       /* [H] normed input of a sub-block */

@@ -1,5 +1,5 @@
 """model_config.h compiles as strict C11 and states the right numbers; the
-workspace sizes follow docs/format.md section 8.
+workspace sizes follow docs/core.md (state and scratch layout).
 
 Expected values come from the HF model and the document's formulas, computed
 here; the expert blocks are compared with a raw parse of the image's table.

@@ -1,4 +1,4 @@
-"""State (KV cache) and scratch byte counts, docs/format.md section 8.
+"""State (KV cache) and scratch byte counts, docs/core.md (state and scratch layout).
 
 The C functions colibri_state_size and colibri_scratch_size compute the same
 numbers; model_config.h states them for the context chosen at conversion.

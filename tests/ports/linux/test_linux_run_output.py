@@ -119,7 +119,7 @@ def test_stats(any_run, tiny_image):
                 "prompt: tokens=3 ns=", "decode: steps=3 ns=", "per_token_ns_mean=",
                 "tokens_per_s=", "generate: tokens=4"):
         assert key in err, (key, err)
-    # state bytes follow docs/format.md section 8: 2 * layers * ctx * kv_heads * head_dim * 4
+    # state bytes follow docs/core.md (state and scratch layout): 2 * layers * ctx * kv_heads * head_dim * 4
     state = int(re.search(r"state_bytes=(\d+)", err).group(1))
     assert state == 2 * 2 * MAX_CONTEXT * 2 * 8 * 4
     assert_no_sanitizer_report(done)

@@ -1,0 +1,34 @@
+/*
+ * sizes_dump.c - colibri_state_size and colibri_scratch_size for a model
+ * record given on the command line (no image needed: the sizes depend on the
+ * record alone), for tests/sdk/test_sizes.py.
+ *
+ *   sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT DENSE EXPERT_INTER
+ *              EXPERTS SHARED TOP_K            prints "STATE SCRATCH"
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "colibri.h"
+
+int main(int argc, char **argv)
+{
+    static const uint8_t image_stand_in = 0;
+    colibri_model m = {0};
+    if (argc != 13) {
+        fprintf(stderr, "usage: sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT "
+                        "DENSE EXPERT_INTER EXPERTS SHARED TOP_K\n");
+        return 2;
+    }
+    uint32_t ctx = (uint32_t)strtoul(argv[1], NULL, 0);
+    uint32_t *fields[] = {&m.hp.hidden_size, &m.hp.n_layers, &m.hp.n_heads, &m.hp.n_kv_heads,
+                          &m.hp.head_dim, &m.hp.max_context, &m.hp.dense_intermediate,
+                          &m.hp.expert_intermediate, &m.hp.n_experts, &m.hp.shared_intermediate,
+                          &m.hp.top_k};
+    for (int i = 0; i < 11; i++) {
+        *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
+    }
+    m.image = &image_stand_in;
+    printf("%zu %zu\n", colibri_state_size(&m, ctx), colibri_scratch_size(&m, ctx));
+    return 0;
+}

@@ -1,0 +1,41 @@
+"""State and scratch sizes: the Python tools' (colibri_tools.sizes, which
+writes model_config.h) equal the C core's for many record shapes and contexts
+(docs/core.md, "State and scratch layout")."""
+from __future__ import annotations
+
+import itertools
+import random
+import subprocess
+
+from colibri_tools.image_spec import ModelRecord
+from colibri_tools.sizes import scratch_size, state_size
+
+
+def _records():
+    rng = random.Random(7)
+    for _ in range(60):
+        heads = rng.choice([1, 2, 3, 4, 6, 8, 16, 32])
+        kv = rng.choice([d for d in (1, 2, 4, 8) if heads % d == 0])
+        experts = rng.choice([0, 1, 4, 5, 8, 60, 128])
+        yield ModelRecord(
+            vocab_size=97, hidden_size=rng.randrange(1, 5000), n_layers=rng.randrange(1, 60),
+            n_heads=heads, n_kv_heads=kv, head_dim=2 * rng.randrange(1, 129),
+            max_context=rng.choice([1, 7, 64, 4096]),
+            dense_intermediate=rng.choice([0, 17, 11008]),
+            expert_intermediate=rng.choice([0, 12, 1408]) if experts else 0, n_experts=experts,
+            shared_intermediate=rng.choice([0, 20, 5632]), rms_eps=1e-6, rope_theta=1e4,
+            top_k=rng.randrange(1, experts + 1) if experts else 0)
+
+
+def test_python_sizes_equal_the_core(asan_bins):
+    checked = 0
+    for r, pick in itertools.product(_records(), (1, 3)):
+        ctx = max(1, r.max_context // pick)
+        args = [ctx, r.hidden_size, r.n_layers, r.n_heads, r.n_kv_heads, r.head_dim,
+                r.max_context, r.dense_intermediate, r.expert_intermediate, r.n_experts,
+                r.shared_intermediate, r.top_k]
+        out = subprocess.run([str(asan_bins / "sizes_dump"), *map(str, args)], check=True,
+                             capture_output=True, text=True, timeout=30).stdout.split()
+        assert [int(v) for v in out] == [state_size(r, ctx), scratch_size(r, ctx)], r
+        checked += 1
+    assert checked == 120
