@@ -14,11 +14,12 @@ cd "$(dirname "$0")/.."
 #                          bare-metal AArch64 firmware does not use it: it is
 #                          built -nostdinc against the port's own headers.
 #   libclang-rt-14-dev     clang's libFuzzer and sanitizer runtimes (make fuzz)
+#   clang-format           the C style check (tests/test_style.py, .clang-format)
 #   cmake ninja-build device-tree-compiler gperf
 #                          what a Zephyr build needs (tests/zephyr, twister)
 # (Never gcc-multilib: on Debian 12 it removes gcc-aarch64-linux-gnu.)
 APT_PACKAGES=(
-  build-essential make clang libclang-rt-14-dev python3-venv python3-dev
+  build-essential make clang libclang-rt-14-dev clang-format python3-venv python3-dev
   gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
   gcc-arm-none-eabi binutils-arm-none-eabi libnewlib-arm-none-eabi
   qemu-system-arm qemu-user

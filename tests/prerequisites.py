@@ -12,9 +12,9 @@ import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 SETUP = "scripts/setup.sh"
 
@@ -54,6 +54,7 @@ def _clang_runtime(kind: str) -> Callable[[], bool]:
 NEEDS = [
     Need("the host C compiler", "build-essential", _command("cc")),
     Need("make", "make", _command("make")),
+    Need("clang-format (the C style check)", "clang-format", _command("clang-format")),
     Need("clang (libFuzzer targets)", "clang", _command("clang")),
     Need("clang's libFuzzer runtime", "libclang-rt-14-dev", _clang_runtime("fuzzer")),
     Need("clang's AddressSanitizer runtime", "libclang-rt-14-dev", _clang_runtime("asan")),

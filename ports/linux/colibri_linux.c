@@ -44,7 +44,8 @@ static void mapping_reset(colibri_linux_mapping *m)
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
+static void
+set_err(char *err, size_t err_size, const char *fmt, ...)
 {
     va_list ap;
     if (err == NULL || err_size == 0) {
@@ -66,8 +67,7 @@ static uint64_t load_u64le(const uint8_t *p)
 
 static uint32_t load_u32le(const uint8_t *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 /* Human-readable size: "8192 bytes (8.0 KiB)". */
@@ -83,8 +83,7 @@ static void format_bytes(char *buf, size_t n, uint64_t bytes)
     if (u < 0) {
         (void)snprintf(buf, n, "%llu bytes", (unsigned long long)bytes);
     } else {
-        (void)snprintf(buf, n, "%llu bytes (%.1f %s)", (unsigned long long)bytes, v,
-                       units[u]);
+        (void)snprintf(buf, n, "%llu bytes (%.1f %s)", (unsigned long long)bytes, v, units[u]);
     }
 }
 
@@ -137,8 +136,8 @@ static size_t round_up(size_t v, size_t align)
 
 /* ---- mlock ---------------------------------------------------------------- */
 
-static colibri_linux_status lock_image(colibri_linux_mapping *m, const char *path,
-                                       char *err, size_t err_size)
+static colibri_linux_status lock_image(colibri_linux_mapping *m, const char *path, char *err,
+                                       size_t err_size)
 {
     struct rlimit rl;
     char image_text[64], soft_text[64], hard_text[64];
@@ -178,8 +177,8 @@ static colibri_linux_status lock_image(colibri_linux_mapping *m, const char *pat
             why = " (some pages could not be locked; the system is short of "
                   "lockable memory)";
         }
-        set_err(err, err_size, "%s: cannot lock the model in memory (%s): mlock failed: %s%s",
-                path, image_text, strerror(e), why);
+        set_err(err, err_size, "%s: cannot lock the model in memory (%s): mlock failed: %s%s", path,
+                image_text, strerror(e), why);
         return COLIBRI_LINUX_E_MLOCK;
     }
     m->locked = 1;
@@ -233,18 +232,22 @@ int colibri_linux_advise(const colibri_linux_mapping *m, colibri_linux_access ac
 
 static const char *file_kind(mode_t mode)
 {
-    if (S_ISDIR(mode)) return "a directory";
-    if (S_ISCHR(mode)) return "a character device";
-    if (S_ISBLK(mode)) return "a block device";
-    if (S_ISFIFO(mode)) return "a FIFO";
-    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISSOCK(mode))
+        return "a socket";
     return "not a regular file";
 }
 
 /* open + fstat + size checks + flock + header read. On success *fd is open. */
-static colibri_linux_status open_checked(colibri_linux_mapping *m, const char *path,
-                                         unsigned flags, uint8_t *header, char *err,
-                                         size_t err_size)
+static colibri_linux_status open_checked(colibri_linux_mapping *m, const char *path, unsigned flags,
+                                         uint8_t *header, char *err, size_t err_size)
 {
     struct stat st;
     int e;
@@ -263,8 +266,7 @@ static colibri_linux_status open_checked(colibri_linux_mapping *m, const char *p
         return COLIBRI_LINUX_E_OPEN;
     }
     if (!S_ISREG(st.st_mode)) {
-        set_err(err, err_size, "%s: is %s, not a model image file", path,
-                file_kind(st.st_mode));
+        set_err(err, err_size, "%s: is %s, not a model image file", path, file_kind(st.st_mode));
         return COLIBRI_LINUX_E_NOT_REGULAR;
     }
     if (st.st_size == 0) {
@@ -273,12 +275,11 @@ static colibri_linux_status open_checked(colibri_linux_mapping *m, const char *p
     }
     if (st.st_size < (off_t)HEADER_SIZE) {
         set_err(err, err_size,
-                "%s: the file is %lld bytes, smaller than the %u-byte model image header",
-                path, (long long)st.st_size, HEADER_SIZE);
+                "%s: the file is %lld bytes, smaller than the %u-byte model image header", path,
+                (long long)st.st_size, HEADER_SIZE);
         return COLIBRI_LINUX_E_TOO_SMALL;
     }
-    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX ||
-        (uint64_t)st.st_size > (uint64_t)PTRDIFF_MAX) {
+    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX || (uint64_t)st.st_size > (uint64_t)PTRDIFF_MAX) {
         set_err(err, err_size,
                 "%s: the file is %lld bytes, too large to map in this process's address space",
                 path, (long long)st.st_size);
@@ -323,8 +324,8 @@ static colibri_linux_status open_checked(colibri_linux_mapping *m, const char *p
     return COLIBRI_LINUX_OK;
 }
 
-colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *path,
-                                       unsigned flags, char *err, size_t err_size)
+colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *path, unsigned flags,
+                                       char *err, size_t err_size)
 {
     uint8_t header[HEADER_SIZE];
     colibri_linux_status st;

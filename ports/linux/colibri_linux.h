@@ -63,7 +63,7 @@ extern "C" {
 #endif
 
 /* Flags for colibri_linux_map. */
-#define COLIBRI_LINUX_MAP_MLOCK 0x1u   /* lock the whole image in RAM */
+#define COLIBRI_LINUX_MAP_MLOCK 0x1u    /* lock the whole image in RAM */
 #define COLIBRI_LINUX_MAP_NO_FLOCK 0x2u /* do not take the shared flock */
 
 /* Results of the port functions. 0 is success; the values are pinned. */
@@ -89,13 +89,13 @@ const char *colibri_linux_strerror(colibri_linux_status status);
 
 /* A mapped model file. Caller storage; filled by colibri_linux_map. */
 typedef struct colibri_linux_mapping {
-    const uint8_t *data;  /* first byte of the mapping; NULL when unmapped */
-    size_t size;          /* bytes mapped == file size at map time */
-    uint64_t image_size;  /* the header's image_size (<= size) */
-    size_t page_size;     /* sysconf(_SC_PAGESIZE) */
-    int fd;               /* open descriptor holding the flock; -1 if none */
-    int locked;           /* 1 if the image is mlock'd */
-    int flocked;          /* 1 if the shared flock is held */
+    const uint8_t *data; /* first byte of the mapping; NULL when unmapped */
+    size_t size;         /* bytes mapped == file size at map time */
+    uint64_t image_size; /* the header's image_size (<= size) */
+    size_t page_size;    /* sysconf(_SC_PAGESIZE) */
+    int fd;              /* open descriptor holding the flock; -1 if none */
+    int locked;          /* 1 if the image is mlock'd */
+    int flocked;         /* 1 if the shared flock is held */
 } colibri_linux_mapping;
 
 /*
@@ -107,8 +107,8 @@ typedef struct colibri_linux_mapping {
  * cure. 1024 bytes hold every message but for very long paths; a longer one
  * is cut short, always terminated. err may be NULL if err_size is 0.
  */
-colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *path,
-                                       unsigned flags, char *err, size_t err_size);
+colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *path, unsigned flags,
+                                       char *err, size_t err_size);
 
 /* Unlock, unmap, release the flock and close. Safe on a reset or already
  * unmapped mapping; afterwards *m is reset. */

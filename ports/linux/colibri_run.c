@@ -27,16 +27,16 @@
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 #define DEFAULT_CONTEXT 2048u
-#define BUFFER_ALIGN 64u              /* >= the core's 16; one cache line */
+#define BUFFER_ALIGN 64u /* >= the core's 16; one cache line */
 
 typedef struct run_options {
     const char *model_path;
-    int32_t *ids;             /* malloc'd, n_ids entries */
+    int32_t *ids; /* malloc'd, n_ids entries */
     uint32_t n_ids;
-    uint32_t gen;             /* tokens to generate */
-    const char *logits_path;  /* --all-logits FILE, or NULL */
-    uint32_t context;         /* 0: default */
-    uint32_t fingerprint;     /* 0: accept any image */
+    uint32_t gen;            /* tokens to generate */
+    const char *logits_path; /* --all-logits FILE, or NULL */
+    uint32_t context;        /* 0: default */
+    uint32_t fingerprint;    /* 0: accept any image */
     int have_ids, have_gen, have_context, have_fingerprint;
     int mlock, stats, verify;
 } run_options;
@@ -44,7 +44,7 @@ typedef struct run_options {
 typedef struct run_timing {
     uint64_t map_ns, init_ns, verify_ns;
     uint64_t prompt_ns, prompt_ticks;
-    uint64_t *step_ns;        /* gen - 1 decode steps */
+    uint64_t *step_ns; /* gen - 1 decode steps */
     uint32_t n_steps;
 } run_timing;
 
@@ -76,7 +76,8 @@ static const char usage_text[] =
 #if defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
-static void usage_error(const char *fmt, ...)
+static void
+usage_error(const char *fmt, ...)
 {
     va_list ap;
     fputs(PROG ": error: ", stderr);
@@ -95,8 +96,8 @@ static void on_sigbus(int sig, siginfo_t *info, void *uctx)
 {
     static const char msg[] =
         PROG ": fatal: SIGBUS while reading the mapped model file: the file was "
-        "truncated by another process (or its storage failed) while in use. "
-        "Replace model files with rename(), never truncate them in place.\n";
+             "truncated by another process (or its storage failed) while in use. "
+             "Replace model files with rename(), never truncate them in place.\n";
     uintptr_t a = (uintptr_t)info->si_addr;
     uintptr_t lo = (uintptr_t)g_map_lo;
     (void)sig;
@@ -164,8 +165,7 @@ static const char *parse_decimal(const char *s, size_t len, uint64_t max, uint64
     return NULL;
 }
 
-static int parse_count(const char *opt, const char *text, uint64_t min, uint64_t max,
-                       uint32_t *out)
+static int parse_count(const char *opt, const char *text, uint64_t min, uint64_t max, uint32_t *out)
 {
     uint64_t v = 0;
     const char *why = parse_decimal(text, strlen(text), max, &v);
@@ -175,8 +175,8 @@ static int parse_count(const char *opt, const char *text, uint64_t min, uint64_t
         return -1;
     }
     if (v < min) {
-        usage_error("%s '%s' is too small (expected a whole number from %llu to %llu)", opt,
-                    text, (unsigned long long)min, (unsigned long long)max);
+        usage_error("%s '%s' is too small (expected a whole number from %llu to %llu)", opt, text,
+                    (unsigned long long)min, (unsigned long long)max);
         return -1;
     }
     *out = (uint32_t)v;
@@ -263,15 +263,25 @@ static int parse_ids(const char *text, run_options *o)
 
 /* ---- argument parsing --------------------------------------------------------- */
 
-enum opt_id { OPT_IDS, OPT_GEN, OPT_LOGITS, OPT_CONTEXT, OPT_FINGERPRINT, OPT_MLOCK,
-              OPT_STATS, OPT_VERIFY, OPT_HELP, OPT_COUNT };
+enum opt_id {
+    OPT_IDS,
+    OPT_GEN,
+    OPT_LOGITS,
+    OPT_CONTEXT,
+    OPT_FINGERPRINT,
+    OPT_MLOCK,
+    OPT_STATS,
+    OPT_VERIFY,
+    OPT_HELP,
+    OPT_COUNT
+};
 
 static const struct {
     const char *name;
     int takes_value;
 } k_opts[OPT_COUNT] = {
-    {"--ids", 1}, {"--gen", 1}, {"--all-logits", 1}, {"--context", 1},
-    {"--fingerprint", 1}, {"--mlock", 0}, {"--stats", 0}, {"--verify", 0}, {"--help", 0},
+    {"--ids", 1},   {"--gen", 1},   {"--all-logits", 1}, {"--context", 1}, {"--fingerprint", 1},
+    {"--mlock", 0}, {"--stats", 0}, {"--verify", 0},     {"--help", 0},
 };
 
 static int find_option(const char *arg, size_t name_len)
@@ -292,9 +302,7 @@ static int apply_option(run_options *o, int id, const char *value)
 {
     switch (id) {
     case OPT_IDS: o->have_ids = 1; return parse_ids(value, o);
-    case OPT_GEN:
-        o->have_gen = 1;
-        return parse_count("--gen", value, 0, INT32_MAX, &o->gen);
+    case OPT_GEN: o->have_gen = 1; return parse_count("--gen", value, 0, INT32_MAX, &o->gen);
     case OPT_CONTEXT:
         o->have_context = 1;
         return parse_count("--context", value, 1, COLIBRI_MAX_CONTEXT, &o->context);
@@ -480,12 +488,12 @@ static void print_stats(const run_options *o, const colibri_linux_mapping *map,
                  "max_context=%u fingerprint=0x%08x\n",
             arch_name(hp->arch), hp->vocab_size, hp->hidden_size, hp->n_layers, hp->n_heads,
             hp->n_kv_heads, hp->head_dim, hp->n_experts, hp->top_k, hp->expert_intermediate,
-            hp->dense_intermediate, hp->shared_intermediate, hp->max_context,
-            model->fingerprint);
+            hp->dense_intermediate, hp->shared_intermediate, hp->max_context, model->fingerprint);
     fprintf(stderr, PROG ": image: bytes=%llu file_bytes=%zu mlock=%s\n",
             (unsigned long long)model->image_size, map->size, map->locked ? "yes" : "no");
-    fprintf(stderr, PROG ": memory: context=%u state_bytes=%zu scratch_bytes=%zu peak_rss_kib=%lu\n",
-            ctx, state_bytes, scratch_bytes, peak_rss_kib());
+    fprintf(stderr,
+            PROG ": memory: context=%u state_bytes=%zu scratch_bytes=%zu peak_rss_kib=%lu\n", ctx,
+            state_bytes, scratch_bytes, peak_rss_kib());
     fprintf(stderr, PROG ": setup: map_ns=%llu init_ns=%llu verify_ns=%llu\n",
             (unsigned long long)t->map_ns, (unsigned long long)t->init_ns,
             (unsigned long long)t->verify_ns);
@@ -500,9 +508,8 @@ static void print_stats(const run_options *o, const colibri_linux_mapping *map,
         fprintf(stderr,
                 PROG ": decode: steps=%u ns=%llu per_token_ns_mean=%llu min=%llu "
                      "median=%llu max=%llu tokens_per_s=%.2f\n",
-                t->n_steps, (unsigned long long)total,
-                (unsigned long long)(total / t->n_steps), (unsigned long long)t->step_ns[0],
-                (unsigned long long)t->step_ns[t->n_steps / 2],
+                t->n_steps, (unsigned long long)total, (unsigned long long)(total / t->n_steps),
+                (unsigned long long)t->step_ns[0], (unsigned long long)t->step_ns[t->n_steps / 2],
                 (unsigned long long)t->step_ns[t->n_steps - 1], per_second(t->n_steps, total));
     } else {
         fprintf(stderr, PROG ": decode: steps=0\n");
@@ -523,8 +530,8 @@ typedef struct run_buffers {
 
 static int runtime_error(const char *path, const char *what, colibri_status st)
 {
-    fprintf(stderr, PROG ": error: %s: %s: %s (status %d)\n", path, what,
-            colibri_strerror(st), (int)st);
+    fprintf(stderr, PROG ": error: %s: %s: %s (status %d)\n", path, what, colibri_strerror(st),
+            (int)st);
     return EXIT_RUNTIME;
 }
 
@@ -544,8 +551,10 @@ static int load_model(const run_options *o, const colibri_linux_mapping *map,
         if (st == COLIBRI_E_CONFIG_MISMATCH) {
             uint32_t fp = (uint32_t)map->data[24] | ((uint32_t)map->data[25] << 8) |
                           ((uint32_t)map->data[26] << 16) | ((uint32_t)map->data[27] << 24);
-            fprintf(stderr, PROG ": the image's fingerprint is 0x%08x, --fingerprint asked "
-                            "for 0x%08x\n", fp, o->fingerprint);
+            fprintf(stderr,
+                    PROG ": the image's fingerprint is 0x%08x, --fingerprint asked "
+                         "for 0x%08x\n",
+                    fp, o->fingerprint);
         }
         return EXIT_RUNTIME;
     }
@@ -590,7 +599,8 @@ static int check_request(const run_options *o, const colibri_model *model, uint3
     }
     if (needed > *ctx) {
         usage_error("%u prompt ids and --gen %u need %llu positions but the context holds "
-                    "%u%s", o->n_ids, o->gen, (unsigned long long)needed, *ctx,
+                    "%u%s",
+                    o->n_ids, o->gen, (unsigned long long)needed, *ctx,
                     hp->max_context > *ctx ? " (raise it with --context)" : "");
         return EXIT_USAGE;
     }
@@ -612,8 +622,10 @@ static int alloc_buffers(const run_options *o, const colibri_model *model, uint3
     b->kv_bytes = colibri_state_size(model, ctx);
     b->scratch_bytes = colibri_scratch_size(model, ctx);
     if (b->kv_bytes == 0 || b->scratch_bytes == 0) {
-        fprintf(stderr, PROG ": error: %s: the core reports no state/scratch size for a "
-                        "context of %u\n", o->model_path, ctx);
+        fprintf(stderr,
+                PROG ": error: %s: the core reports no state/scratch size for a "
+                     "context of %u\n",
+                o->model_path, ctx);
         return EXIT_RUNTIME;
     }
     if (rows > SIZE_MAX / sizeof(float) / vocab) {
@@ -625,8 +637,9 @@ static int alloc_buffers(const run_options *o, const colibri_model *model, uint3
     b->logits = (float *)alloc_aligned(rows * vocab * sizeof(float));
     b->out = (int32_t *)malloc(((size_t)o->gen + 1) * sizeof(int32_t));
     if (b->kv == NULL || b->scratch == NULL || b->logits == NULL || b->out == NULL) {
-        fprintf(stderr, PROG ": error: cannot allocate memory: KV state %zu bytes, scratch %zu "
-                        "bytes, logits %zu bytes (try a smaller --context)\n",
+        fprintf(stderr,
+                PROG ": error: cannot allocate memory: KV state %zu bytes, scratch %zu "
+                     "bytes, logits %zu bytes (try a smaller --context)\n",
                 b->kv_bytes, b->scratch_bytes, rows * vocab * sizeof(float));
         return EXIT_RUNTIME;
     }

@@ -34,7 +34,7 @@ extern "C" {
 #define COLIBRI_PROTO_HEADER_BYTES 6u
 #define COLIBRI_PROTO_CRC_BYTES 4u
 #define COLIBRI_PROTO_MAX_PAYLOAD 4096u
-#define COLIBRI_PROTO_MAX_FRAME \
+#define COLIBRI_PROTO_MAX_FRAME                                                                    \
     (COLIBRI_PROTO_HEADER_BYTES + COLIBRI_PROTO_MAX_PAYLOAD + COLIBRI_PROTO_CRC_BYTES)
 
 /* Receiver timeouts. A frame whose next byte does not come within
@@ -74,8 +74,8 @@ typedef enum colibri_msg_type {
 #define COLIBRI_FORWARD_IN_INTERRUPT 0x02u /* run colibri_forward in an interrupt handler */
 
 /* INFO capability bits. */
-#define COLIBRI_CAP_TICKS 0x01u        /* ticks are measured (else always 0) */
-#define COLIBRI_CAP_INTERRUPT 0x02u    /* COLIBRI_FORWARD_IN_INTERRUPT is available */
+#define COLIBRI_CAP_TICKS 0x01u     /* ticks are measured (else always 0) */
+#define COLIBRI_CAP_INTERRUPT 0x02u /* COLIBRI_FORWARD_IN_INTERRUPT is available */
 
 /* RESULT flags. */
 #define COLIBRI_RESULT_RAN_IN_INTERRUPT 0x01u

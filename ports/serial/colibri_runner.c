@@ -41,8 +41,7 @@ static colibri_status setup_model(colibri_runner *r, const colibri_runner_config
 colibri_status colibri_runner_init(colibri_runner *runner, const colibri_serial_io *io,
                                    const colibri_runner_config *cfg)
 {
-    if (runner == NULL || io == NULL || io->read_byte == NULL || io->write == NULL ||
-        cfg == NULL) {
+    if (runner == NULL || io == NULL || io->read_byte == NULL || io->write == NULL || cfg == NULL) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
     memset(runner, 0, sizeof *runner);

@@ -91,22 +91,22 @@ typedef struct colibri_runner {
     colibri_serial_io io;
     colibri_model model;
     colibri_state state;
-    colibri_status init_status;    /* colibri_init / state checks */
+    colibri_status init_status; /* colibri_init / state checks */
     uint32_t expected_fingerprint;
     void *scratch;
     size_t scratch_size;
     float *logits;
     uint32_t logits_count;
-    int logits_valid;              /* logits hold the last FORWARD/GENERATE's */
-    int pushback;                  /* a byte read ahead, or -1 */
+    int logits_valid; /* logits hold the last FORWARD/GENERATE's */
+    int pushback;     /* a byte read ahead, or -1 */
     colibri_runner_job job;
     char board_name[COLIBRI_PROTO_MAX_TEXT + 1];
     char tick_unit[COLIBRI_PROTO_MAX_TEXT + 1];
-    uint32_t frames_ok;            /* counters, shown by the `info` line command */
+    uint32_t frames_ok; /* counters, shown by the `info` line command */
     uint32_t frames_bad;
     char line[COLIBRI_PROTO_MAX_LINE + 1];
-    colibri_runner_buffer rx;      /* the request being served */
-    colibri_runner_buffer tx;      /* the reply being built */
+    colibri_runner_buffer rx; /* the request being served */
+    colibri_runner_buffer tx; /* the reply being built */
 } colibri_runner;
 
 /*

@@ -145,8 +145,8 @@ static void serve_forward(colibri_runner *r, const request *q)
     uint32_t n_top = 0;
     memset(p, 0, RESULT_FIXED_BYTES);
     if (r->logits_valid) {
-        n_top = colibri_runner_top_k(r->logits, colibri_runner_vocab(r), top_k,
-                                     p + RESULT_FIXED_BYTES);
+        n_top =
+            colibri_runner_top_k(r->logits, colibri_runner_vocab(r), top_k, p + RESULT_FIXED_BYTES);
         colibri_proto_put_u32(p + 16, colibri_runner_logits_crc(r));
         colibri_proto_put_u32(p + 20, colibri_runner_vocab(r));
     }
@@ -247,8 +247,6 @@ void colibri_runner_serve_frame(colibri_runner *r)
     case COLIBRI_MSG_GET_LOGITS: serve_get_logits(r, &q); break;
     case COLIBRI_MSG_GENERATE: serve_generate(r, &q); break;
     case COLIBRI_MSG_VERIFY: serve_verify(r, &q); break;
-    default:
-        reply_error(r, &q, COLIBRI_PROTO_E_UNKNOWN_TYPE, "unknown message type");
-        break;
+    default: reply_error(r, &q, COLIBRI_PROTO_E_UNKNOWN_TYPE, "unknown message type"); break;
     }
 }

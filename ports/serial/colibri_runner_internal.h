@@ -17,9 +17,9 @@
 
 typedef struct colibri_runner_forward_out {
     colibri_status status;
-    uint64_t ticks;        /* of colibri_forward alone */
-    size_t stack_used;     /* interrupt stack bytes, when run in an interrupt */
-    int in_interrupt;      /* 1 if it ran in an interrupt handler */
+    uint64_t ticks;    /* of colibri_forward alone */
+    size_t stack_used; /* interrupt stack bytes, when run in an interrupt */
+    int in_interrupt;  /* 1 if it ran in an interrupt handler */
 } colibri_runner_forward_out;
 
 typedef struct colibri_runner_generation {
@@ -32,8 +32,8 @@ typedef struct colibri_runner_generation {
 /* Run ids through the model; keep_logits: LAST mode (logits kept), else
  * NONE. Returns 0, or -1 (nothing ran) when in_interrupt is asked and the
  * board cannot. */
-int colibri_runner_forward(colibri_runner *r, const int32_t *ids, uint32_t n_ids,
-                           int keep_logits, int in_interrupt, colibri_runner_forward_out *out);
+int colibri_runner_forward(colibri_runner *r, const int32_t *ids, uint32_t n_ids, int keep_logits,
+                           int in_interrupt, colibri_runner_forward_out *out);
 
 /* Greedy decoding: forward the prompt, then n_new times take the argmax and
  * (but for the last) feed it back. Ids go to ids_le as u32 LE. */

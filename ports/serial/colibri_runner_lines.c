@@ -160,7 +160,7 @@ static const struct {
     const char *name;
     command_fn fn;
 } k_commands[] = {
-    {"help", command_help}, {"info", command_info},     {"gen", command_gen},
+    {"help", command_help},     {"info", command_info},   {"gen", command_gen},
     {"verify", command_verify}, {"reset", command_reset},
 };
 

@@ -35,13 +35,13 @@ static void run_job(void *arg)
     colibri_runner_job *job = &r->job;
     float *logits = job->mode == COLIBRI_LOGITS_NONE ? NULL : r->logits;
     uint64_t start = colibri_runner_ticks(r);
-    job->status = colibri_forward(&r->model, &r->state, job->ids, job->n_ids, logits,
-                                  job->mode, r->scratch, r->scratch_size, NULL);
+    job->status = colibri_forward(&r->model, &r->state, job->ids, job->n_ids, logits, job->mode,
+                                  r->scratch, r->scratch_size, NULL);
     job->ticks = colibri_runner_ticks(r) - start;
 }
 
-int colibri_runner_forward(colibri_runner *r, const int32_t *ids, uint32_t n_ids,
-                           int keep_logits, int in_interrupt, colibri_runner_forward_out *out)
+int colibri_runner_forward(colibri_runner *r, const int32_t *ids, uint32_t n_ids, int keep_logits,
+                           int in_interrupt, colibri_runner_forward_out *out)
 {
     memset(out, 0, sizeof *out);
     if (in_interrupt && r->io.run_in_interrupt == NULL) {
@@ -116,8 +116,8 @@ colibri_status colibri_runner_reset(colibri_runner *r)
 }
 
 /* Insert (id, value) into the sorted best list of *count (<= k) entries. */
-static void top_k_insert(uint32_t *ids, float *values, uint32_t *count, uint32_t k,
-                         uint32_t id, float value)
+static void top_k_insert(uint32_t *ids, float *values, uint32_t *count, uint32_t k, uint32_t id,
+                         float value)
 {
     uint32_t at = *count;
     if (value != value) { /* NaN: never among the largest */

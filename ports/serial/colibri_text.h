@@ -24,10 +24,10 @@ typedef struct colibri_text {
 void colibri_text_init(colibri_text *t, char *buf, size_t cap, const colibri_serial_io *io);
 void colibri_text_char(colibri_text *t, char c);
 void colibri_text_str(colibri_text *t, const char *s);
-void colibri_text_u64(colibri_text *t, uint64_t v);      /* decimal */
-void colibri_text_hex32(colibri_text *t, uint32_t v);    /* 0x%08X */
-void colibri_text_newline(colibri_text *t);              /* "\r\n" */
-void colibri_text_flush(colibri_text *t);                /* send what is held (io only) */
+void colibri_text_u64(colibri_text *t, uint64_t v);   /* decimal */
+void colibri_text_hex32(colibri_text *t, uint32_t v); /* 0x%08X */
+void colibri_text_newline(colibri_text *t);           /* "\r\n" */
+void colibri_text_flush(colibri_text *t);             /* send what is held (io only) */
 
 /* Length of s, at most max (a bounded strlen). */
 size_t colibri_text_length(const char *s, size_t max);

@@ -134,8 +134,7 @@ uint32_t colibri_zephyr_serial_dropped(void)
 
 #endif
 
-static int serial_run_in_interrupt(void *ctx, void (*fn)(void *arg), void *arg,
-                                   size_t *stack_used)
+static int serial_run_in_interrupt(void *ctx, void (*fn)(void *arg), void *arg, size_t *stack_used)
 {
     (void)ctx;
     return colibri_zephyr_run_in_interrupt(fn, arg, stack_used);

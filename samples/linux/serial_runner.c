@@ -62,7 +62,7 @@ typedef struct stream {
     int in_fd, out_fd;
     uint8_t buf[512];
     size_t head, tail;
-    int closed;       /* end of input or a write error */
+    int closed; /* end of input or a write error */
 } stream;
 
 static stream g_stream;
@@ -128,8 +128,8 @@ static void on_sigusr1(int sig)
 
 static int setup_interrupt(void)
 {
-    void *mem = mmap(NULL, ALT_STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    void *mem =
+        mmap(NULL, ALT_STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         return -1;
     }
@@ -420,10 +420,18 @@ int main(int argc, char **argv)
     colibri_serial_io io = {stream_read_byte, stream_write, linux_run_in_interrupt, linux_ticks,
                             &g_stream};
     colibri_runner_config cfg = {
-        .image = map.data, .image_size = map.size, .expected_fingerprint = o.fingerprint,
-        .port = &port, .kv = b.kv, .kv_size = b.kv_size, .context = b.context,
-        .scratch = b.scratch, .scratch_size = b.scratch_size, .logits = b.logits,
-        .logits_count = b.vocab, .board_name = o.board,
+        .image = map.data,
+        .image_size = map.size,
+        .expected_fingerprint = o.fingerprint,
+        .port = &port,
+        .kv = b.kv,
+        .kv_size = b.kv_size,
+        .context = b.context,
+        .scratch = b.scratch,
+        .scratch_size = b.scratch_size,
+        .logits = b.logits,
+        .logits_count = b.vocab,
+        .board_name = o.board,
         .tick_unit = "nanoseconds (CLOCK_MONOTONIC)",
     };
     colibri_status status = colibri_runner_init(&g_runner, &io, &cfg);

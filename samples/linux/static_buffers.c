@@ -37,8 +37,8 @@ static int fail(const char *what, colibri_status status)
 
 static int run(int32_t *ids, uint32_t n)
 {
-    colibri_status s = colibri_state_init(&state, &model, kv_memory, sizeof kv_memory,
-                                          COLIBRI_MODEL_CONTEXT);
+    colibri_status s =
+        colibri_state_init(&state, &model, kv_memory, sizeof kv_memory, COLIBRI_MODEL_CONTEXT);
     if (s != COLIBRI_OK) {
         return fail("state", s);
     }

@@ -133,8 +133,7 @@ typedef struct colibri_kernels {
     float (*dot)(const float *a, const float *b, uint32_t n);
     /* out[r] = dot(w + r * cols, x, cols) for r < rows, w fp32 row-major;
      * out does not alias w or x. */
-    void (*matvec_f32)(float *out, const float *w, const float *x, uint32_t rows,
-                       uint32_t cols);
+    void (*matvec_f32)(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols);
     /* out[i] = w[i] * (x[i] / sqrt(mean(x^2) + eps)); out may alias x. */
     void (*rmsnorm)(float *out, const float *x, const float *w, uint32_t n, float eps);
     /* x[i] = exp(x[i] - max) / sum, in place; n >= 1. */
@@ -158,7 +157,7 @@ extern const colibri_kernels colibri_kernels_reference;
 
 /* Hyper-parameters, decoded from the image's model record (docs/format.md). */
 typedef struct colibri_hparams {
-    uint32_t arch;            /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch */
+    uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -172,14 +171,14 @@ typedef struct colibri_hparams {
     uint32_t shared_intermediate;
     float rms_eps;
     float rope_theta;
-    uint32_t attn_bias;       /* bit 0 q, 1 k, 2 v, 3 o */
-    uint32_t qk_norm;         /* 0 none, 1 whole projection, 2 per head */
+    uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o */
+    uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head */
     uint32_t tie_embeddings;
-    uint32_t router_score;    /* 0 softmax */
+    uint32_t router_score; /* 0 softmax */
     uint32_t top_k;
     uint32_t router_norm_topk;
     float routed_scaling;
-    uint32_t shared_gate;     /* 0 none, 1 sigmoid */
+    uint32_t shared_gate; /* 0 none, 1 sigmoid */
     uint32_t n_group;
     uint32_t topk_group;
     uint32_t alignment;
@@ -195,13 +194,13 @@ typedef struct colibri_model {
     const uint8_t *layer_table;  /* n_layers entries of 16 bytes */
     const uint8_t *tensor_table; /* n_tensors entries of 64 bytes */
     uint32_t n_tensors;
-    uint32_t fingerprint;        /* the image's meta CRC-32 */
+    uint32_t fingerprint; /* the image's meta CRC-32 */
     colibri_hparams hp;
-    const float *token_embed;    /* [vocab_size, hidden_size] */
-    const float *output_norm;    /* [hidden_size] */
-    const float *lm_head;        /* [vocab_size, hidden_size]; == token_embed if tied */
-    colibri_port port;           /* the caller's port, as far as its version goes */
-    colibri_kernels kernels;     /* the chosen table, NULL slots filled with the reference */
+    const float *token_embed; /* [vocab_size, hidden_size] */
+    const float *output_norm; /* [hidden_size] */
+    const float *lm_head;     /* [vocab_size, hidden_size]; == token_embed if tied */
+    colibri_port port;        /* the caller's port, as far as its version goes */
+    colibri_kernels kernels;  /* the chosen table, NULL slots filled with the reference */
 } colibri_model;
 
 typedef struct colibri_options {
@@ -219,8 +218,8 @@ typedef struct colibri_options {
  * On failure *model is zeroed and the status names the first defect found.
  * options may be NULL. image must be at least 4-byte aligned.
  */
-colibri_status colibri_init(colibri_model *model, const void *image,
-                            size_t image_size, const colibri_options *options);
+colibri_status colibri_init(colibri_model *model, const void *image, size_t image_size,
+                            const colibri_options *options);
 
 /*
  * Read every tensor of an initialised model and check its data CRC-32.
@@ -231,19 +230,18 @@ colibri_status colibri_init(colibri_model *model, const void *image,
 colibri_status colibri_verify(const colibri_model *model, uint32_t *bad_tensor);
 
 /* Check the data CRCs of one expert's block (gate, up, down) only. */
-colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer,
-                                     uint32_t expert);
+colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer, uint32_t expert);
 
 /* ---------------------------------------------------------------------------
  * State (KV cache) and scratch memory
  * ------------------------------------------------------------------------- */
 
 typedef struct colibri_state {
-    float *k_cache;        /* [n_layers][max_context][n_kv_heads * head_dim] */
-    float *v_cache;        /* same shape */
-    uint32_t max_context;  /* positions this state can hold */
-    uint32_t pos;          /* positions filled so far */
-    uint32_t fingerprint;  /* model it was made for */
+    float *k_cache;       /* [n_layers][max_context][n_kv_heads * head_dim] */
+    float *v_cache;       /* same shape */
+    uint32_t max_context; /* positions this state can hold */
+    uint32_t pos;         /* positions filled so far */
+    uint32_t fingerprint; /* model it was made for */
 } colibri_state;
 
 /* Bytes of KV memory a state for max_context positions needs (0 if
@@ -259,8 +257,8 @@ size_t colibri_scratch_size(const colibri_model *model, uint32_t max_context);
  * for up to max_context positions, and empty it. mem must be 16-byte
  * aligned and at least colibri_state_size(model, max_context) bytes.
  */
-colibri_status colibri_state_init(colibri_state *state, const colibri_model *model,
-                                  void *mem, size_t mem_size, uint32_t max_context);
+colibri_status colibri_state_init(colibri_state *state, const colibri_model *model, void *mem,
+                                  size_t mem_size, uint32_t max_context);
 
 /* Forget every position (the memory is kept, not cleared). */
 void colibri_state_reset(colibri_state *state);
@@ -290,10 +288,9 @@ typedef enum colibri_logits_mode {
  *
  * No allocation, no system call, loop bounds fixed by the model record.
  */
-colibri_status colibri_forward(const colibri_model *model, colibri_state *state,
-                               const int32_t *ids, uint32_t n_ids, float *logits,
-                               colibri_logits_mode mode, void *scratch,
-                               size_t scratch_size, uint64_t *ticks);
+colibri_status colibri_forward(const colibri_model *model, colibri_state *state, const int32_t *ids,
+                               uint32_t n_ids, float *logits, colibri_logits_mode mode,
+                               void *scratch, size_t scratch_size, uint64_t *ticks);
 
 /* Index of the largest of n floats; ties go to the lowest index. */
 uint32_t colibri_argmax(const float *values, uint32_t n);

@@ -52,8 +52,8 @@ static void attend_head(const colibri_model *m, const float *q, const float *k_c
     }
 }
 
-void colibri_attention_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
-                       colibri_state *state, workspace *ws)
+void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
+                               uint32_t layer_index, colibri_state *state, workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;

@@ -28,11 +28,11 @@ _Static_assert(sizeof(uint64_t) == 8, "64-bit integers required");
 /* Programmer errors (not data errors) are checked with COLIBRI_ASSERT; a
  * release build compiles them out. Data errors always get a status. */
 #if defined(COLIBRI_ENABLE_ASSERT)
-#define COLIBRI_ASSERT(cond)                                                   \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            __builtin_trap();                                                  \
-        }                                                                      \
+#define COLIBRI_ASSERT(cond)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            __builtin_trap();                                                                      \
+        }                                                                                          \
     } while (0)
 #else
 #define COLIBRI_ASSERT(cond) ((void)0)
@@ -47,8 +47,7 @@ static inline uint16_t colibri_rd_u16(const uint8_t *p)
 
 static inline uint32_t colibri_rd_u32(const uint8_t *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 static inline uint64_t colibri_rd_u64(const uint8_t *p)

@@ -157,10 +157,10 @@ float colibri_expf(float x)
 
 static double sin_poly(double r)
 {
-    double r2 = r * r, p = 1.0 / 1307674368000.0;     /* 1/15! */
-    p = p * r2 - 1.0 / 6227020800.0;                   /* 1/13! */
-    p = p * r2 + 1.0 / 39916800.0;                     /* 1/11! */
-    p = p * r2 - 1.0 / 362880.0;                       /* 1/9! */
+    double r2 = r * r, p = 1.0 / 1307674368000.0; /* 1/15! */
+    p = p * r2 - 1.0 / 6227020800.0;              /* 1/13! */
+    p = p * r2 + 1.0 / 39916800.0;                /* 1/11! */
+    p = p * r2 - 1.0 / 362880.0;                  /* 1/9! */
     p = p * r2 + 1.0 / 5040.0;
     p = p * r2 - 1.0 / 120.0;
     p = p * r2 + 1.0 / 6.0;
@@ -169,10 +169,10 @@ static double sin_poly(double r)
 
 static double cos_poly(double r)
 {
-    double r2 = r * r, p = 1.0 / 20922789888000.0;     /* 1/16! */
-    p = p * r2 - 1.0 / 87178291200.0;                  /* 1/14! */
-    p = p * r2 + 1.0 / 479001600.0;                    /* 1/12! */
-    p = p * r2 - 1.0 / 3628800.0;                      /* 1/10! */
+    double r2 = r * r, p = 1.0 / 20922789888000.0; /* 1/16! */
+    p = p * r2 - 1.0 / 87178291200.0;              /* 1/14! */
+    p = p * r2 + 1.0 / 479001600.0;                /* 1/12! */
+    p = p * r2 - 1.0 / 3628800.0;                  /* 1/10! */
     p = p * r2 + 1.0 / 40320.0;
     p = p * r2 - 1.0 / 720.0;
     p = p * r2 + 1.0 / 24.0;
@@ -198,10 +198,22 @@ void colibri_sincosf(float x, float *sin_out, float *cos_out)
     double r = ((xd - kd * PIO2_1) - kd * PIO2_2) - kd * PIO2_3;
     double s = sin_poly(r), c = cos_poly(r);
     switch ((uint32_t)k & 3u) {
-    case 0: *sin_out = (float)s; *cos_out = (float)c; break;
-    case 1: *sin_out = (float)c; *cos_out = (float)-s; break;
-    case 2: *sin_out = (float)-s; *cos_out = (float)-c; break;
-    default: *sin_out = (float)-c; *cos_out = (float)s; break;
+    case 0:
+        *sin_out = (float)s;
+        *cos_out = (float)c;
+        break;
+    case 1:
+        *sin_out = (float)c;
+        *cos_out = (float)-s;
+        break;
+    case 2:
+        *sin_out = (float)-s;
+        *cos_out = (float)-c;
+        break;
+    default:
+        *sin_out = (float)-c;
+        *cos_out = (float)s;
+        break;
     }
 }
 
@@ -248,10 +260,9 @@ static double exp_double(double z)
     int32_t k = nearest_int(z * LOG2E);
     double kd = (double)k;
     double r = (z - kd * LN2_HI) - kd * LN2_LO;
-    static const double inv_n[14] = {0.0,        1.0,        1.0 / 2.0,  1.0 / 3.0,
-                                     1.0 / 4.0,  1.0 / 5.0,  1.0 / 6.0,  1.0 / 7.0,
-                                     1.0 / 8.0,  1.0 / 9.0,  1.0 / 10.0, 1.0 / 11.0,
-                                     1.0 / 12.0, 1.0 / 13.0};
+    static const double inv_n[14] = {0.0,        1.0,        1.0 / 2.0,  1.0 / 3.0, 1.0 / 4.0,
+                                     1.0 / 5.0,  1.0 / 6.0,  1.0 / 7.0,  1.0 / 8.0, 1.0 / 9.0,
+                                     1.0 / 10.0, 1.0 / 11.0, 1.0 / 12.0, 1.0 / 13.0};
     double p = 1.0; /* 1 + r/1 (1 + r/2 (1 + ... (1 + r/13))) */
     for (int32_t n = 13; n >= 1; n--) {
         p = 1.0 + p * (r * inv_n[n]);

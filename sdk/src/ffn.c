@@ -41,11 +41,11 @@ static void shared_expert(const colibri_model *m, const layer_view *layer, works
 {
     const colibri_hparams *hp = &m->hp;
     float gate = 1.0f;
-    swiglu_mlp(m, layer->shared_gate, layer->shared_up, layer->shared_down,
-               hp->shared_intermediate, ws);
+    swiglu_mlp(m, layer->shared_gate, layer->shared_up, layer->shared_down, hp->shared_intermediate,
+               ws);
     if (hp->shared_gate) {
-        gate = colibri_k_sigmoid(m->kernels.dot(layer->shared_expert_gate, ws->xn,
-                                                hp->hidden_size));
+        gate =
+            colibri_k_sigmoid(m->kernels.dot(layer->shared_expert_gate, ws->xn, hp->hidden_size));
     }
     m->kernels.add_scaled(ws->ffn_sum, ws->ffn_out, gate, hp->hidden_size);
 }
@@ -54,8 +54,8 @@ void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, worksp
 {
     const colibri_hparams *hp = &m->hp;
     if (layer->ffn_kind == FFN_DENSE) {
-        swiglu_mlp(m, layer->dense_gate, layer->dense_up, layer->dense_down,
-                   hp->dense_intermediate, ws);
+        swiglu_mlp(m, layer->dense_gate, layer->dense_up, layer->dense_down, hp->dense_intermediate,
+                   ws);
         memcpy(ws->ffn_sum, ws->ffn_out, hp->hidden_size * sizeof(float));
         return;
     }

@@ -2,8 +2,7 @@
 #include "kernels.h"
 #include "layers.h"
 
-static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state,
-                          workspace *ws)
+static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state, workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
     layer_view layer;
@@ -18,8 +17,8 @@ static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *sta
 }
 
 /* Run one token at state->pos; with logits != NULL write its logits. */
-static void token_forward(const colibri_model *m, colibri_state *state, int32_t id,
-                          float *logits, workspace *ws)
+static void token_forward(const colibri_model *m, colibri_state *state, int32_t id, float *logits,
+                          workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
     memcpy(ws->x, m->token_embed + (size_t)id * hp->hidden_size, hp->hidden_size * sizeof(float));
@@ -38,8 +37,8 @@ static colibri_status check_call(const colibri_model *m, const colibri_state *st
                                  const int32_t *ids, uint32_t n_ids, const float *logits,
                                  colibri_logits_mode mode)
 {
-    if (m == NULL || m->image == NULL || state == NULL || state->k_cache == NULL ||
-        ids == NULL || n_ids == 0 || state->fingerprint != m->fingerprint ||
+    if (m == NULL || m->image == NULL || state == NULL || state->k_cache == NULL || ids == NULL ||
+        n_ids == 0 || state->fingerprint != m->fingerprint ||
         (mode != COLIBRI_LOGITS_LAST && mode != COLIBRI_LOGITS_ALL &&
          mode != COLIBRI_LOGITS_NONE) ||
         (logits == NULL && mode != COLIBRI_LOGITS_NONE)) {
@@ -85,10 +84,9 @@ static float *logits_row(float *logits, colibri_logits_mode mode, uint32_t i, ui
     return (mode == COLIBRI_LOGITS_LAST && i + 1u == n) ? logits : NULL;
 }
 
-colibri_status colibri_forward(const colibri_model *model, colibri_state *state,
-                               const int32_t *ids, uint32_t n_ids, float *logits,
-                               colibri_logits_mode mode, void *scratch, size_t scratch_size,
-                               uint64_t *ticks)
+colibri_status colibri_forward(const colibri_model *model, colibri_state *state, const int32_t *ids,
+                               uint32_t n_ids, float *logits, colibri_logits_mode mode,
+                               void *scratch, size_t scratch_size, uint64_t *ticks)
 {
     workspace ws;
     uint64_t start;

@@ -76,12 +76,11 @@ static colibri_status check_attention(const colibri_hparams *hp)
  * that each layer kind present has its widths. */
 static colibri_status check_ffn(const colibri_hparams *hp)
 {
-    int ok = hp->dense_intermediate <= MAX_INTERMEDIATE &&
-             hp->expert_intermediate <= MAX_INTERMEDIATE &&
-             hp->shared_intermediate <= MAX_INTERMEDIATE && hp->n_experts <= MAX_EXPERTS &&
-             hp->top_k <= hp->n_experts && hp->top_k <= COLIBRI_MAX_TOP_K &&
-             hp->router_norm_topk <= 1 && hp->shared_gate <= 1 &&
-             (hp->shared_gate == 0 || hp->shared_intermediate > 0);
+    int ok =
+        hp->dense_intermediate <= MAX_INTERMEDIATE && hp->expert_intermediate <= MAX_INTERMEDIATE &&
+        hp->shared_intermediate <= MAX_INTERMEDIATE && hp->n_experts <= MAX_EXPERTS &&
+        hp->top_k <= hp->n_experts && hp->top_k <= COLIBRI_MAX_TOP_K && hp->router_norm_topk <= 1 &&
+        hp->shared_gate <= 1 && (hp->shared_gate == 0 || hp->shared_intermediate > 0);
     return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
 }
 

@@ -45,7 +45,8 @@ static colibri_status check_layout(const uint8_t *img, size_t size)
 
     if (colibri_rd_u32(img + HDR_HEADER_SIZE) != IMG_HEADER_SIZE ||
         colibri_rd_u64(img + HDR_LAYER_TABLE) != IMG_HEADER_SIZE ||
-        colibri_rd_u64(img + HDR_TENSOR_TABLE) != IMG_HEADER_SIZE + n_layers * IMG_LAYER_ENTRY_SIZE ||
+        colibri_rd_u64(img + HDR_TENSOR_TABLE) !=
+            IMG_HEADER_SIZE + n_layers * IMG_LAYER_ENTRY_SIZE ||
         !aligned_ok) {
         return COLIBRI_E_BAD_HYPERPARAMS;
     }

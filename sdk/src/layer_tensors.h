@@ -30,14 +30,14 @@ enum {
     DIM_NONE,
     DIM_ONE,
     DIM_HIDDEN,
-    DIM_Q,        /* n_heads * head_dim */
-    DIM_KV,       /* n_kv_heads * head_dim */
-    DIM_Q_NORM,   /* DIM_Q for a whole-projection norm, head_dim per head */
+    DIM_Q,      /* n_heads * head_dim */
+    DIM_KV,     /* n_kv_heads * head_dim */
+    DIM_Q_NORM, /* DIM_Q for a whole-projection norm, head_dim per head */
     DIM_K_NORM,
     DIM_DENSE,
     DIM_EXPERTS,
     DIM_SHARED,
-    DIM_EXPERT    /* expert_intermediate */
+    DIM_EXPERT /* expert_intermediate */
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */

@@ -17,7 +17,8 @@ void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view 
     ffn_part = view->ffn_kind == FFN_DENSE ? PART_DENSE : PART_MOE;
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
-        if ((d->part == PART_ATTENTION || d->part == ffn_part) && colibri_tensor_present(&m->hp, d)) {
+        if ((d->part == PART_ATTENTION || d->part == ffn_part) &&
+            colibri_tensor_present(&m->hp, d)) {
             *(const float **)(void *)((uint8_t *)view + d->slot) = tensor_data(m, index++);
         }
     }
@@ -25,7 +26,7 @@ void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view 
 }
 
 void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
-                      expert_view *view)
+                              expert_view *view)
 {
     uint32_t gate = layer->first_expert + expert * EXPERT_TENSORS;
     const uint8_t *down = tensor_entry(m, gate + 2u);
@@ -33,6 +34,7 @@ void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, u
     view->up = tensor_data(m, gate + 1u);
     view->down = tensor_data(m, gate + 2u);
     view->block = (const uint8_t *)(const void *)view->gate;
-    view->block_size = (size_t)(colibri_rd_u64(down + TEN_OFFSET) + colibri_rd_u64(down + TEN_SIZE) -
-                                colibri_rd_u64(tensor_entry(m, gate) + TEN_OFFSET));
+    view->block_size =
+        (size_t)(colibri_rd_u64(down + TEN_OFFSET) + colibri_rd_u64(down + TEN_SIZE) -
+                 colibri_rd_u64(tensor_entry(m, gate) + TEN_OFFSET));
 }

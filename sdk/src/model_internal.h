@@ -11,35 +11,35 @@
 
 /* Pointers to one layer's weights, resolved from the validated table. */
 typedef struct layer_view {
-    uint32_t ffn_kind;         /* FFN_DENSE or FFN_MOE */
-    const float *attn_norm;    /* [H] */
-    const float *wq;           /* [Q, H] */
-    const float *wk;           /* [K, H] */
-    const float *wv;           /* [K, H] */
-    const float *wo;           /* [H, Q] */
-    const float *bq;           /* [Q] or NULL */
-    const float *bk;           /* [K] or NULL */
-    const float *bv;           /* [K] or NULL */
-    const float *bo;           /* [H] or NULL */
-    const float *q_norm;       /* [Q] or [head_dim] or NULL */
-    const float *k_norm;       /* [K] or [head_dim] or NULL */
-    const float *ffn_norm;     /* [H] */
-    const float *dense_gate;   /* [D, H] (dense layer) */
-    const float *dense_up;     /* [D, H] */
-    const float *dense_down;   /* [H, D] */
-    const float *router;       /* [E, H] (MoE layer) */
-    const float *shared_gate;  /* [S, H] or NULL */
-    const float *shared_up;    /* [S, H] or NULL */
-    const float *shared_down;  /* [H, S] or NULL */
+    uint32_t ffn_kind;               /* FFN_DENSE or FFN_MOE */
+    const float *attn_norm;          /* [H] */
+    const float *wq;                 /* [Q, H] */
+    const float *wk;                 /* [K, H] */
+    const float *wv;                 /* [K, H] */
+    const float *wo;                 /* [H, Q] */
+    const float *bq;                 /* [Q] or NULL */
+    const float *bk;                 /* [K] or NULL */
+    const float *bv;                 /* [K] or NULL */
+    const float *bo;                 /* [H] or NULL */
+    const float *q_norm;             /* [Q] or [head_dim] or NULL */
+    const float *k_norm;             /* [K] or [head_dim] or NULL */
+    const float *ffn_norm;           /* [H] */
+    const float *dense_gate;         /* [D, H] (dense layer) */
+    const float *dense_up;           /* [D, H] */
+    const float *dense_down;         /* [H, D] */
+    const float *router;             /* [E, H] (MoE layer) */
+    const float *shared_gate;        /* [S, H] or NULL */
+    const float *shared_up;          /* [S, H] or NULL */
+    const float *shared_down;        /* [H, S] or NULL */
     const float *shared_expert_gate; /* [1, H] or NULL */
-    uint32_t first_expert;     /* table index of expert 0's EXPERT_GATE */
+    uint32_t first_expert;           /* table index of expert 0's EXPERT_GATE */
 } layer_view;
 
 /* One routed expert's weights: one contiguous block in the image. */
 typedef struct expert_view {
-    const float *gate;  /* [I, H] */
-    const float *up;    /* [I, H] */
-    const float *down;  /* [H, I] */
+    const float *gate; /* [I, H] */
+    const float *up;   /* [I, H] */
+    const float *down; /* [H, I] */
     const uint8_t *block;
     size_t block_size;
 } expert_view;
@@ -57,7 +57,7 @@ static inline const float *tensor_data(const colibri_model *m, uint32_t index)
 
 void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view);
 void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
-                      expert_view *view);
+                              expert_view *view);
 
 /* colibri_options: the port version is known; port and kernels into *m. */
 int colibri_options_valid(const colibri_options *options);

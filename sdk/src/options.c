@@ -24,7 +24,7 @@ static void port_copy(colibri_port *out, const colibri_port *in)
     }
 }
 
-#define KERNEL_SLOT(out, chosen, slot)                                         \
+#define KERNEL_SLOT(out, chosen, slot)                                                             \
     ((out)->slot = (chosen)->slot != NULL ? (chosen)->slot : colibri_kernels_reference.slot)
 
 static void kernels_resolve(colibri_kernels *out, const colibri_kernels *chosen)

@@ -11,7 +11,8 @@
  * number. Runs k full passes over n scores whatever the values: constant
  * time for a given (n, k). Requires 1 <= k <= n.
  */
-void colibri_router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, float *weight);
+void colibri_router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx,
+                          float *weight);
 
 /* Reorder the k (idx, weight) pairs by ascending expert index, in a fixed
  * number of steps (the order experts are summed in). */

@@ -24,8 +24,8 @@ static void region_floats(const colibri_hparams *hp, uint32_t context,
     uint64_t k = (uint64_t)hp->n_kv_heads * hp->head_dim;
     uint64_t m = max3(hp->dense_intermediate, hp->expert_intermediate, hp->shared_intermediate);
     uint64_t e = hp->n_experts > 0 ? hp->n_experts : 1u, top = hp->top_k > 0 ? hp->top_k : 1u;
-    const uint64_t in_order[WORKSPACE_REGIONS] = {h, h, h, h, q, k, k, q, context,
-                                                  m, m, e, hp->head_dim, top, top};
+    const uint64_t in_order[WORKSPACE_REGIONS] = {
+        h, h, h, h, q, k, k, q, context, m, m, e, hp->head_dim, top, top};
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         floats[i] = round_floats(in_order[i]);
     }
@@ -42,7 +42,7 @@ uint64_t colibri_workspace_layout64(const colibri_hparams *hp, uint32_t context)
 }
 
 size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
-                        workspace *ws)
+                                workspace *ws)
 {
     uint64_t floats[WORKSPACE_REGIONS];
     float *topk_i = NULL;
@@ -51,9 +51,9 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
     if (ws == NULL) {
         ws = &unused;
     }
-    float **slots[WORKSPACE_REGIONS] = {
-        &ws->x, &ws->xn, &ws->ffn_sum, &ws->ffn_out, &ws->q, &ws->k, &ws->v, &ws->attn,
-        &ws->scores, &ws->h1, &ws->h2, &ws->router, &ws->rope, &ws->topk_w, &topk_i};
+    float **slots[WORKSPACE_REGIONS] = {&ws->x,  &ws->xn,     &ws->ffn_sum, &ws->ffn_out, &ws->q,
+                                        &ws->k,  &ws->v,      &ws->attn,    &ws->scores,  &ws->h1,
+                                        &ws->h2, &ws->router, &ws->rope,    &ws->topk_w,  &topk_i};
     region_floats(hp, context, floats);
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         *slots[i] = base != NULL ? (float *)(void *)(base + used) : NULL;

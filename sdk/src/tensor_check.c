@@ -18,8 +18,8 @@ typedef struct expected_tensor {
 /* Walk state of the check. */
 typedef struct table_walk {
     const colibri_model *m;
-    uint32_t index;     /* next entry to check */
-    uint64_t data_end;  /* end of the previous tensor's data */
+    uint32_t index;    /* next entry to check */
+    uint64_t data_end; /* end of the previous tensor's data */
 } table_walk;
 
 static uint32_t global_tensor_count(const colibri_hparams *hp)
@@ -161,12 +161,12 @@ static colibri_status expect_vector(table_walk *w, uint16_t role, uint32_t layer
 }
 
 /* A chain of expectations stops at the first failure. */
-#define EXPECT(call)                                                           \
-    do {                                                                       \
-        colibri_status s_ = (call);                                            \
-        if (s_ != COLIBRI_OK) {                                                \
-            return s_;                                                         \
-        }                                                                      \
+#define EXPECT(call)                                                                               \
+    do {                                                                                           \
+        colibri_status s_ = (call);                                                                \
+        if (s_ != COLIBRI_OK) {                                                                    \
+            return s_;                                                                             \
+        }                                                                                          \
     } while (0)
 
 static colibri_status expect_globals(table_walk *w)
@@ -187,8 +187,11 @@ static colibri_status expect_part(table_walk *w, uint32_t l, uint32_t part, uint
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
         if (d->part == part && colibri_tensor_present(hp, d)) {
-            expected_tensor want = {d->role, (uint16_t)l, (uint16_t)e,
-                                    d->cols == DIM_NONE ? 1u : 2u, colibri_tensor_dim(hp, d->rows),
+            expected_tensor want = {d->role,
+                                    (uint16_t)l,
+                                    (uint16_t)e,
+                                    d->cols == DIM_NONE ? 1u : 2u,
+                                    colibri_tensor_dim(hp, d->rows),
                                     colibri_tensor_dim(hp, d->cols)};
             EXPECT(expect(w, &want));
         }
@@ -221,4 +224,3 @@ colibri_status colibri_tensor_table_check(const colibri_model *m)
     }
     return w.index == m->n_tensors ? COLIBRI_OK : COLIBRI_E_BAD_TENSOR_TABLE;
 }
-

@@ -54,8 +54,8 @@ static void try_forward(const colibri_model *model)
     int32_t ids[2] = {0, (int32_t)(model->hp.vocab_size - 1)};
     colibri_state state;
     if (colibri_state_init(&state, model, kv, kv_bytes, ctx) == COLIBRI_OK) {
-        (void)colibri_forward(model, &state, ids, 2, logits, COLIBRI_LOGITS_LAST, work,
-                              work_bytes, NULL);
+        (void)colibri_forward(model, &state, ids, 2, logits, COLIBRI_LOGITS_LAST, work, work_bytes,
+                              NULL);
     }
     free(kv);
     free(work);

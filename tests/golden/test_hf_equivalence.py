@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from golden_helpers import FAMILIES, record, run_engine
 
 TOLERANCE = 1e-4

@@ -72,10 +72,9 @@ def demo_model(tmp_path_factory) -> tuple[pathlib.Path, list[int], str]:
         pytest.skip("models/tiny_moe is not there")
     import torch
     import transformers
-    from tokenizers import Tokenizer
-
     from colibri_tools.convert import convert
     from colibri_tools.vocab_header import main as vocab_main
+    from tokenizers import Tokenizer
 
     out = tmp_path_factory.mktemp("demo") / "model"
     convert(CHECKPOINT, out, progress=False)

@@ -13,7 +13,7 @@ import pathlib
 import struct
 import sys
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 # Status numbers pinned in colibri.h.
 OK, BAD_MAGIC, UNSUPPORTED_VERSION, TRUNCATED, CHECKSUM = 0, 2, 3, 4, 5

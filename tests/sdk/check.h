@@ -10,14 +10,14 @@
 
 static int passed, failed;
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (cond) {                                                            \
-            passed++;                                                          \
-        } else {                                                               \
-            failed++;                                                          \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
-        }                                                                      \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            passed++;                                                                              \
+        } else {                                                                                   \
+            failed++;                                                                              \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                                 \
+        }                                                                                          \
     } while (0)
 
 #define CHECK_SUMMARY() (printf("%d passed, %d failed\n", passed, failed), failed == 0 ? 0 : 1)

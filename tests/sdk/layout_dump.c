@@ -34,9 +34,17 @@ int main(int argc, char **argv)
         return 2;
     }
     uint32_t kind = (uint32_t)strtoul(argv[1], NULL, 0);
-    uint32_t *fields[] = {&hp.hidden_size, &hp.n_heads, &hp.n_kv_heads, &hp.head_dim,
-                          &hp.dense_intermediate, &hp.expert_intermediate, &hp.n_experts,
-                          &hp.shared_intermediate, &hp.shared_gate, &hp.attn_bias, &hp.qk_norm};
+    uint32_t *fields[] = {&hp.hidden_size,
+                          &hp.n_heads,
+                          &hp.n_kv_heads,
+                          &hp.head_dim,
+                          &hp.dense_intermediate,
+                          &hp.expert_intermediate,
+                          &hp.n_experts,
+                          &hp.shared_intermediate,
+                          &hp.shared_gate,
+                          &hp.attn_bias,
+                          &hp.qk_norm};
     for (int i = 0; i < 11; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
     }

@@ -21,9 +21,16 @@ int main(int argc, char **argv)
         return 2;
     }
     uint32_t ctx = (uint32_t)strtoul(argv[1], NULL, 0);
-    uint32_t *fields[] = {&m.hp.hidden_size, &m.hp.n_layers, &m.hp.n_heads, &m.hp.n_kv_heads,
-                          &m.hp.head_dim, &m.hp.max_context, &m.hp.dense_intermediate,
-                          &m.hp.expert_intermediate, &m.hp.n_experts, &m.hp.shared_intermediate,
+    uint32_t *fields[] = {&m.hp.hidden_size,
+                          &m.hp.n_layers,
+                          &m.hp.n_heads,
+                          &m.hp.n_kv_heads,
+                          &m.hp.head_dim,
+                          &m.hp.max_context,
+                          &m.hp.dense_intermediate,
+                          &m.hp.expert_intermediate,
+                          &m.hp.n_experts,
+                          &m.hp.shared_intermediate,
                           &m.hp.top_k};
     for (int i = 0; i < 11; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);

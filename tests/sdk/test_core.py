@@ -2,7 +2,6 @@
 the fingerprint check, and the loader fuzz target."""
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import re
@@ -10,7 +9,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from broken_images import CONFIG_MISMATCH, write_broken_images
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -106,8 +106,7 @@ int main(int argc, char **argv)
     colibri_port v2 = {.version = COLIBRI_PORT_VERSION, .kernels = &one_slot};
     options.port = &v2;
     CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK);
-    CHECK(model.kernels.add == counting_add &&
-          model.kernels.dot == colibri_kernels_reference.dot &&
+    CHECK(model.kernels.add == counting_add && model.kernels.dot == colibri_kernels_reference.dot &&
           model.kernels.matvec_f32 == colibri_kernels_reference.matvec_f32);
     CHECK(run(&model, got) == 0 && add_calls > 0 && !memcmp(ref, got, model.hp.vocab_size * 4));
     v2.version = COLIBRI_PORT_VERSION + 1u;

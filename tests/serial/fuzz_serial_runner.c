@@ -95,10 +95,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     colibri_serial_io io = {read_byte, write_bytes, in_interrupt, NULL, NULL};
     colibri_runner_config cfg = {
-        .image = image, .image_size = image_size, .kv = kv, .kv_size = sizeof kv,
-        .context = CONTEXT, .scratch = scratch, .scratch_size = sizeof scratch,
-        .logits = logits, .logits_count = sizeof logits / sizeof logits[0],
-        .board_name = "fuzz", .tick_unit = "none",
+        .image = image,
+        .image_size = image_size,
+        .kv = kv,
+        .kv_size = sizeof kv,
+        .context = CONTEXT,
+        .scratch = scratch,
+        .scratch_size = sizeof scratch,
+        .logits = logits,
+        .logits_count = sizeof logits / sizeof logits[0],
+        .board_name = "fuzz",
+        .tick_unit = "none",
     };
     if (colibri_runner_init(&runner, &io, &cfg) != COLIBRI_OK) {
         abort(); /* the model must load: the fuzzer is after the protocol */

@@ -11,7 +11,6 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 import pytest
-
 from colibri_tools.golden import load_suite, save_suite
 from colibri_tools.serial_proto import SerialClient
 from colibri_tools.test_runner import main as colibri_test
@@ -32,7 +31,7 @@ def test_suite_passes(runner, suite_file, tmp_path, capsys):
     assert code == 0, out
     assert "4 passed, 0 failed" in out and "FAIL" not in out
     assert "board test-board" in out and "weights verified" in out
-    for line in [l for l in out.splitlines() if l.startswith("case")][1:]:
+    for line in [text for text in out.splitlines() if text.startswith("case")][1:]:
         name, result, diff, tokens, per_token = line.split()
         assert result == "PASS" and float(diff) <= 1e-4 and int(per_token) > 0
         assert tokens in ("8/8", "12/12")
@@ -159,7 +158,7 @@ def test_digests_across_runs(runner, suite_file, tmp_path, capsys):
 def test_line_mode(client, suite_file):
     case = load_suite(suite_file).cases[-1]
     assert client.command("help")[-1] == "ok"
-    assert any(l.startswith("  gen ID ID ... / N") for l in client.command("help"))
+    assert any(text.startswith("  gen ID ID ... / N") for text in client.command("help"))
     assert client.command("reset") == ["ok: position 0"]
     gen = client.command("gen " + " ".join(map(str, case.ids)) + " / 12")
     assert gen[0] == "tokens: " + " ".join(map(str, case.tokens))
@@ -190,8 +189,7 @@ def test_line_mode_errors(client, line, answer):
 
 
 def test_stdio_transport(runner_bin, tiny):
-    from colibri_tools.serial_proto import Frame, Info, Msg, StreamDecoder, TextLine, \
-        encode_frame
+    from colibri_tools.serial_proto import Frame, Info, Msg, StreamDecoder, TextLine, encode_frame
 
     done = subprocess.run([str(runner_bin), str(tiny["image"]), "--stdio"],
                           input=b"info\r\n" + encode_frame(Msg.HELLO, 5), capture_output=True,

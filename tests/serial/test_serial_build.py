@@ -8,7 +8,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from serial_helpers import REPO, make
 
 FORBIDDEN = {"malloc", "calloc", "realloc", "free", "printf", "sprintf", "snprintf", "puts",

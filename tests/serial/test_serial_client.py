@@ -8,9 +8,14 @@ import threading
 import time
 
 import pytest
-
 from colibri_tools.serial_proto import (
-    DeviceTimeout, Frame, Info, Msg, SerialClient, SerialProtocolError, StreamDecoder,
+    DeviceTimeout,
+    Frame,
+    Info,
+    Msg,
+    SerialClient,
+    SerialProtocolError,
+    StreamDecoder,
     encode_frame,
 )
 

@@ -7,11 +7,25 @@ import struct
 import zlib
 
 import pytest
-
 from colibri_tools.serial_proto import (
-    BadFrame, ErrorReply, ForwardRequest, ForwardResult, Frame, GenerateRequest, Generated, Info,
-    LogitsChunk, LogitsRequest, Msg, PayloadError, ResetDone, StreamDecoder, TextLine,
-    VerifyResult, collect, encode_frame,
+    BadFrame,
+    ErrorReply,
+    ForwardRequest,
+    ForwardResult,
+    Frame,
+    Generated,
+    GenerateRequest,
+    Info,
+    LogitsChunk,
+    LogitsRequest,
+    Msg,
+    PayloadError,
+    ResetDone,
+    StreamDecoder,
+    TextLine,
+    VerifyResult,
+    collect,
+    encode_frame,
 )
 
 

@@ -10,9 +10,15 @@ import time
 import zlib
 
 import pytest
-
 from colibri_tools.serial_proto import (
-    DeviceError, ErrorCode, ErrorReply, Frame, Msg, StreamDecoder, TextLine, collect,
+    DeviceError,
+    ErrorCode,
+    ErrorReply,
+    Frame,
+    Msg,
+    StreamDecoder,
+    TextLine,
+    collect,
     encode_frame,
 )
 

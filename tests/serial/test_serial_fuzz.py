@@ -9,9 +9,12 @@ import shutil
 import subprocess
 
 import pytest
-
 from colibri_tools.serial_proto import (
-    ForwardRequest, GenerateRequest, LogitsRequest, Msg, encode_frame,
+    ForwardRequest,
+    GenerateRequest,
+    LogitsRequest,
+    Msg,
+    encode_frame,
 )
 from serial_helpers import REPO, make
 

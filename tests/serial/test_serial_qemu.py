@@ -9,7 +9,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from colibri_tools.golden import load_suite
 from colibri_tools.serial_proto import SerialClient
 from colibri_tools.test_runner import digests, run_suite

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hf_models import build_model, save_checkpoint
 
 

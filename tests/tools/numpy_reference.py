@@ -10,7 +10,6 @@ RoPE pairs dimension i with i + head_dim/2, as transformers does.
 from __future__ import annotations
 
 import numpy as np
-
 from colibri_tools.image_format import NO_EXPERT, NO_LAYER, FfnKind, ModelImage, Role
 
 

@@ -14,7 +14,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from colibri_tools import convert, read_image
 from colibri_tools.errors import OptionError
 from colibri_tools.sizes import scratch_size, state_size

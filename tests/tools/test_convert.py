@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from colibri_tools import convert, read_image
 from colibri_tools.convert import main
 from colibri_tools.errors import CheckpointError, OptionError

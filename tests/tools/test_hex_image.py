@@ -16,6 +16,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from board_files import write_board
 from colibri_tools.boards import Region
 from colibri_tools.convert import convert
 from colibri_tools.hex_image import (
@@ -27,7 +28,6 @@ from colibri_tools.hex_image import (
     load_firmware,
     main,
 )
-from board_files import write_board
 from hf_models import build_model, save_checkpoint
 from intelhex import IntelHex
 
@@ -231,7 +231,8 @@ const unsigned table[64] = {1, 2, 3, 4, 5, 6, 7, 8};
 unsigned counter = 7;
 void Reset_Handler(void);
 void Reset_Handler(void) { for (;;) { counter += table[counter & 63u]; } }
-__attribute__((section(".vectors"), used)) const void *vectors[2] = {(void *)0x24010000, (void *)Reset_Handler};
+__attribute__((section(".vectors"), used)) const void *vectors[2] = {
+    (void *)0x24010000, (void *)Reset_Handler};
 """
 
 
@@ -239,8 +240,8 @@ def _firmware_elf(tmp_path: Path, weights_section: bool = False) -> Path:
     if ARM_GCC is None or ARM_OBJCOPY is None:
         pytest.skip("arm-none-eabi-gcc/objcopy not installed (apt-get install gcc-arm-none-eabi)")
     src = tmp_path / "fw.c"
-    src.write_text(FIRMWARE_C + ("__attribute__((section(\".weights\"), used)) const char intruder[16] = {1};\n"
-                                 if weights_section else ""))
+    intruder = '__attribute__((section(".weights"), used)) const char intruder[16] = {1};\n'
+    src.write_text(FIRMWARE_C + (intruder if weights_section else ""))
     ld = tmp_path / "fw.ld"
     ld.write_text("""
 MEMORY { FLASH (rx) : ORIGIN = 0x08000000, LENGTH = 2M  RAM (rwx) : ORIGIN = 0x24000000, LENGTH = 512K

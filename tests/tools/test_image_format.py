@@ -15,11 +15,15 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from colibri_tools import convert, fix_meta_crc, read_image
 from colibri_tools.errors import ImageFormatError
 from colibri_tools.image_spec import (
-    HEADER_FIELDS, LAYER_FIELDS, MODEL_RECORD_END, MODEL_RECORD_FIELDS, TENSOR_FIELDS, Role,
+    HEADER_FIELDS,
+    LAYER_FIELDS,
+    MODEL_RECORD_END,
+    MODEL_RECORD_FIELDS,
+    TENSOR_FIELDS,
+    Role,
 )
 from hf_expect import GLOBAL, expected_record
 from hf_models import FAMILIES

@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.numpy import save_file
-from safetensors.torch import save_file as save_torch_file
-
 from colibri_tools import convert
 from colibri_tools.errors import CheckpointError
 from colibri_tools.safetensors_io import SafetensorsFile, parse_header
+from safetensors.numpy import save_file
+from safetensors.torch import save_file as save_torch_file
 
 
 def _raw_file(path: Path, header: object, data: bytes = b"", length: int | None = None) -> Path:

@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from colibri_tools import train_tiny
 from colibri_tools.train_tiny import ModelShape, TrainError, TrainOptions
 

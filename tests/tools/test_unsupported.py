@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from colibri_tools import convert
 from colibri_tools.convert import main
 from colibri_tools.errors import CheckpointError, UnsupportedModelError

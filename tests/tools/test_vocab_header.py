@@ -12,9 +12,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from colibri_tools.vocab_header import (
-    VocabError, VocabTable, c_string, load_tokenizer, main, render_vocab_header, vocab_table,
+    VocabError,
+    VocabTable,
+    c_string,
+    load_tokenizer,
+    main,
+    render_vocab_header,
+    vocab_table,
     write_vocab_header,
 )
 

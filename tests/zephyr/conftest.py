@@ -19,7 +19,13 @@ for _p in (_REPO / "tools", _REPO / "tests", _HERE):
         sys.path.insert(0, str(_p))
 
 from zephyr_helpers import (  # noqa: E402
-    BUILD_ROOT, GENERATE, PROMPT, Build, find_env, missing_for_board, west_build,
+    BUILD_ROOT,
+    GENERATE,
+    PROMPT,
+    Build,
+    find_env,
+    missing_for_board,
+    west_build,
 )
 
 

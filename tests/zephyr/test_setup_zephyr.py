@@ -8,7 +8,6 @@ import os
 import subprocess
 
 import pytest
-
 from zephyr_helpers import AN547, REPO
 
 SCRIPT = REPO / "scripts" / "setup-zephyr.sh"

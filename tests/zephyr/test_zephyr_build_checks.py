@@ -8,7 +8,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from zephyr_helpers import AN547, NATIVE_SIM, REPO, board_env
 
 

@@ -11,7 +11,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from zephyr_helpers import REPO
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (installed with transformers) reads module.yml")

@@ -10,9 +10,15 @@ import zlib
 
 import numpy as np
 import pytest
-
 from zephyr_helpers import (
-    AN547, GENERATE, PROMPT, Process, free_port, qemu_argv, tokens_line, west_run,
+    AN547,
+    GENERATE,
+    PROMPT,
+    Process,
+    free_port,
+    qemu_argv,
+    tokens_line,
+    west_run,
 )
 
 

@@ -17,9 +17,16 @@ import re
 import subprocess
 
 import pytest
-
 from zephyr_helpers import (
-    AN385, AN547, BUILD_ROOT, H747, H750, NATIVE_SIM, REPO, board_env, memory_report,
+    AN385,
+    AN547,
+    BUILD_ROOT,
+    H747,
+    H750,
+    NATIVE_SIM,
+    REPO,
+    board_env,
+    memory_report,
     missing_for_board,
 )
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from zephyr_helpers import AN547, NATIVE_SIM, run_until, west_run
 
 APP = "tests/zephyr/colibri_core"

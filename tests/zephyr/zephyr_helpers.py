@@ -193,7 +193,7 @@ class Process:
         if self.proc.stdout:
             self.proc.stdout.close()
 
-    def __enter__(self) -> "Process":
+    def __enter__(self) -> Process:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -125,7 +125,8 @@ def run_benchmark(args: argparse.Namespace) -> dict:
                         ("family", "vocab", "hidden", "layers", "heads", "kv_heads", "experts",
                          "top_k", "ffn", "prompt", "gen")},
               "image_bytes": image_bytes, "state_bytes": ours[0]["state_bytes"],
-              "scratch_bytes": ours[0]["scratch_bytes"], "colibri_peak_rss_kib": max(run["peak_rss_kib"] for run in ours),
+              "scratch_bytes": ours[0]["scratch_bytes"],
+              "colibri_peak_rss_kib": max(run["peak_rss_kib"] for run in ours),
               "same_tokens": ours[0]["tokens"] == theirs[0]["tokens"]}
     for key in ("prompt_tok_s", "decode_tok_s"):
         report[f"colibri_{key}"] = _best(ours, key)

@@ -54,7 +54,7 @@ class Region:
     def end(self) -> int:
         return self.origin + self.length
 
-    def overlaps(self, other: "Region") -> bool:
+    def overlaps(self, other: Region) -> bool:
         return self.origin < other.end and other.origin < self.end
 
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class GoldenCase:
                 "logits_f32le": base64.b64encode(raw).decode("ascii")}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], vocab_size: int, where: str) -> "GoldenCase":
+    def from_json(cls, data: dict[str, Any], vocab_size: int, where: str) -> GoldenCase:
         try:
             logits = np.frombuffer(base64.b64decode(data["logits_f32le"], validate=True),
                                    dtype="<f4")
@@ -93,7 +94,7 @@ class Suite:
                 "cases": [c.to_json() for c in self.cases]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], where: str = "<suite>") -> "Suite":
+    def from_json(cls, data: dict[str, Any], where: str = "<suite>") -> Suite:
         if not isinstance(data, dict) or data.get("format") != SUITE_FORMAT:
             raise SuiteError(f"not a {SUITE_FORMAT} file", path=where)
         if data.get("version") != SUITE_VERSION:

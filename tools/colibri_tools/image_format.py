@@ -10,16 +10,48 @@ validating reader in image_reader; this module gathers what other code needs:
 from __future__ import annotations
 
 from .image_layout import (
-    ExpertBlock, Problem, align_up, canonical_tensors, expert_blocks, layer_kind_problems,
-    layer_tensor_count, model_problems, place_tensors, record_problems,
+    ExpertBlock,
+    Problem,
+    align_up,
+    canonical_tensors,
+    expert_blocks,
+    layer_kind_problems,
+    layer_tensor_count,
+    model_problems,
+    place_tensors,
+    record_problems,
 )
-from .image_reader import ModelImage, read_image, fix_meta_crc
+from .image_reader import ModelImage, fix_meta_crc, read_image
 from .image_spec import (
-    DATA_ALIGN, DEFAULT_ALIGNMENT, DTYPE_F32, EXPERT_ROLES, HEADER_FIELDS, HEADER_SIZE,
-    LAYER_ENTRY_SIZE, LAYER_FIELDS, MAGIC, MAX_ALIGNMENT, MAX_TOP_K, META_CRC_OFFSET,
-    MIN_ALIGNMENT, MODEL_RECORD_END, MODEL_RECORD_FIELDS, NO_EXPERT, NO_LAYER,
-    TENSOR_ENTRY_SIZE, TENSOR_FIELDS, VERSION_MAJOR, VERSION_MINOR, Arch, FfnKind, LayerEntry,
-    ModelRecord, Role, TensorEntry, meta_crc32, tables_end,
+    DATA_ALIGN,
+    DEFAULT_ALIGNMENT,
+    DTYPE_F32,
+    EXPERT_ROLES,
+    HEADER_FIELDS,
+    HEADER_SIZE,
+    LAYER_ENTRY_SIZE,
+    LAYER_FIELDS,
+    MAGIC,
+    MAX_ALIGNMENT,
+    MAX_TOP_K,
+    META_CRC_OFFSET,
+    MIN_ALIGNMENT,
+    MODEL_RECORD_END,
+    MODEL_RECORD_FIELDS,
+    NO_EXPERT,
+    NO_LAYER,
+    TENSOR_ENTRY_SIZE,
+    TENSOR_FIELDS,
+    VERSION_MAJOR,
+    VERSION_MINOR,
+    Arch,
+    FfnKind,
+    LayerEntry,
+    ModelRecord,
+    Role,
+    TensorEntry,
+    meta_crc32,
+    tables_end,
 )
 from .image_writer import SourceTensor, WrittenImage, write_image
 

@@ -9,8 +9,19 @@ import math
 from dataclasses import dataclass, replace
 
 from .image_spec import (
-    DATA_ALIGN, LIMITS, MAX_ALIGNMENT, MAX_TOP_K, MIN_ALIGNMENT, NO_EXPERT, NO_LAYER, Arch, FfnKind,
-    LayerEntry, ModelRecord, Role, TensorEntry,
+    DATA_ALIGN,
+    LIMITS,
+    MAX_ALIGNMENT,
+    MAX_TOP_K,
+    MIN_ALIGNMENT,
+    NO_EXPERT,
+    NO_LAYER,
+    Arch,
+    FfnKind,
+    LayerEntry,
+    ModelRecord,
+    Role,
+    TensorEntry,
 )
 from .status import Status
 

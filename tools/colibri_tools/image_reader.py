@@ -16,14 +16,38 @@ import numpy as np
 
 from .errors import ImageFormatError
 from .image_layout import (
-    ExpertBlock, Problem, alignment_ok, canonical_tensors, expert_blocks, global_tensors,
-    layer_tensor_count, missing_widths, record_problems, unused_widths,
+    ExpertBlock,
+    Problem,
+    alignment_ok,
+    canonical_tensors,
+    expert_blocks,
+    global_tensors,
+    layer_tensor_count,
+    missing_widths,
+    record_problems,
+    unused_widths,
 )
 from .image_spec import (
-    DATA_ALIGN, HEADER_FIELDS, HEADER_SIZE, LAYER_ENTRY_SIZE, MAGIC, META_CRC_OFFSET,
-    MODEL_RECORD_FIELDS, NO_EXPERT, NO_LAYER, TENSOR_ENTRY_SIZE, VERSION_MAJOR, FfnKind,
-    LayerEntry, ModelRecord, Role, TensorEntry,
-    meta_crc32, unpack_header, unpack_layer, unpack_tensor,
+    DATA_ALIGN,
+    HEADER_FIELDS,
+    HEADER_SIZE,
+    LAYER_ENTRY_SIZE,
+    MAGIC,
+    META_CRC_OFFSET,
+    MODEL_RECORD_FIELDS,
+    NO_EXPERT,
+    NO_LAYER,
+    TENSOR_ENTRY_SIZE,
+    VERSION_MAJOR,
+    FfnKind,
+    LayerEntry,
+    ModelRecord,
+    Role,
+    TensorEntry,
+    meta_crc32,
+    unpack_header,
+    unpack_layer,
+    unpack_tensor,
 )
 from .status import Status
 

@@ -18,9 +18,22 @@ import numpy as np
 from .errors import ImageFormatError
 from .image_layout import align_up, canonical_tensors, model_problems, place_tensors
 from .image_spec import (
-    DATA_ALIGN, DEFAULT_ALIGNMENT, HEADER_SIZE, LAYER_ENTRY_SIZE, MAGIC, TENSOR_ENTRY_SIZE,
-    VERSION_MAJOR, VERSION_MINOR, LayerEntry, ModelRecord, TensorEntry, meta_crc32, pack_header,
-    pack_layer, pack_tensor, tables_end,
+    DATA_ALIGN,
+    DEFAULT_ALIGNMENT,
+    HEADER_SIZE,
+    LAYER_ENTRY_SIZE,
+    MAGIC,
+    TENSOR_ENTRY_SIZE,
+    VERSION_MAJOR,
+    VERSION_MINOR,
+    LayerEntry,
+    ModelRecord,
+    TensorEntry,
+    meta_crc32,
+    pack_header,
+    pack_layer,
+    pack_tensor,
+    tables_end,
 )
 from .status import Status
 

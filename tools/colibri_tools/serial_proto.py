@@ -99,7 +99,7 @@ class DeviceTimeout(SerialProtocolError):
 class DeviceError(SerialProtocolError):
     """The device answered a request with an ERROR frame."""
 
-    def __init__(self, reply: "ErrorReply", request: int, *, path: str | None = None) -> None:
+    def __init__(self, reply: ErrorReply, request: int, *, path: str | None = None) -> None:
         self.reply = reply
         self.code = reply.code
         name = _enum_name(Msg, request)
@@ -318,7 +318,7 @@ class Info:
             self.format_major) + _name(self.board) + _name(self.tick_unit)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "Info":
+    def unpack(cls, payload: bytes) -> Info:
         _check_length("INFO", payload, cls.FIXED.size + 2)
         v = cls.FIXED.unpack_from(payload)
         board, at = _unpack_name(payload, cls.FIXED.size, "board name")
@@ -338,7 +338,7 @@ class ResetDone:
         return self.FIXED.pack(self.status, self.position)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "ResetDone":
+    def unpack(cls, payload: bytes) -> ResetDone:
         _check_length("RESET_DONE", payload, cls.FIXED.size, cls.FIXED.size)
         return cls(*cls.FIXED.unpack(payload))
 
@@ -358,7 +358,7 @@ class ForwardRequest:
         return struct.pack("<BBH", flags, self.top_k, len(self.ids)) + _pack_ids(self.ids)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "ForwardRequest":
+    def unpack(cls, payload: bytes) -> ForwardRequest:
         _check_length("FORWARD", payload, 4)
         flags, top_k, n = struct.unpack_from("<BBH", payload)
         _check_length("FORWARD", payload, 4, 4 + 4 * n)
@@ -390,7 +390,7 @@ class ForwardResult:
                                0) + pairs
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "ForwardResult":
+    def unpack(cls, payload: bytes) -> ForwardResult:
         _check_length("RESULT", payload, cls.FIXED.size)
         status, pos, ticks, crc, n_logits, stack, k, flags, _ = cls.FIXED.unpack_from(payload)
         _check_length("RESULT", payload, cls.FIXED.size, cls.FIXED.size + 8 * k)
@@ -409,7 +409,7 @@ class LogitsRequest:
         return self.FIXED.pack(self.offset, self.count)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "LogitsRequest":
+    def unpack(cls, payload: bytes) -> LogitsRequest:
         _check_length("GET_LOGITS", payload, cls.FIXED.size, cls.FIXED.size)
         return cls(*cls.FIXED.unpack(payload))
 
@@ -433,7 +433,7 @@ class LogitsChunk:
         return self.FIXED.pack(self.offset, self.total, self.count, 0) + self.data
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "LogitsChunk":
+    def unpack(cls, payload: bytes) -> LogitsChunk:
         _check_length("LOGITS", payload, cls.FIXED.size)
         offset, total, count, _ = cls.FIXED.unpack_from(payload)
         _check_length("LOGITS", payload, cls.FIXED.size, cls.FIXED.size + 4 * count)
@@ -451,7 +451,7 @@ class GenerateRequest:
         return struct.pack("<HH", self.n_new, len(self.ids)) + _pack_ids(self.ids)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "GenerateRequest":
+    def unpack(cls, payload: bytes) -> GenerateRequest:
         _check_length("GENERATE", payload, 4)
         n_new, n = struct.unpack_from("<HH", payload)
         _check_length("GENERATE", payload, 4, 4 + 4 * n)
@@ -475,7 +475,7 @@ class Generated:
             struct.pack(f"<{len(self.tokens)}I", *self.tokens)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "Generated":
+    def unpack(cls, payload: bytes) -> Generated:
         _check_length("GENERATED", payload, cls.FIXED.size)
         *head, n, _ = cls.FIXED.unpack_from(payload)
         _check_length("GENERATED", payload, cls.FIXED.size, cls.FIXED.size + 4 * n)
@@ -494,7 +494,7 @@ class VerifyResult:
         return self.FIXED.pack(self.status, self.bad_tensor, self.ticks)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "VerifyResult":
+    def unpack(cls, payload: bytes) -> VerifyResult:
         _check_length("VERIFY_RESULT", payload, cls.FIXED.size, cls.FIXED.size)
         return cls(*cls.FIXED.unpack(payload))
 
@@ -515,7 +515,7 @@ class ErrorReply:
         return self.FIXED.pack(self.code, self.request_type, len(raw)) + raw
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "ErrorReply":
+    def unpack(cls, payload: bytes) -> ErrorReply:
         _check_length("ERROR", payload, cls.FIXED.size)
         code, type_, n = cls.FIXED.unpack_from(payload)
         _check_length("ERROR", payload, cls.FIXED.size, cls.FIXED.size + n)
@@ -545,7 +545,7 @@ class SerialClient:
 
     @classmethod
     def open(cls, url: str, *, timeout: float = 10.0, baudrate: int = 115200,
-             connect_timeout: float = 5.0) -> "SerialClient":
+             connect_timeout: float = 5.0) -> SerialClient:
         """Open url with serial_for_url, retrying a refused TCP connection for
         up to connect_timeout seconds (QEMU may still be starting)."""
         deadline = time.monotonic() + connect_timeout
@@ -563,7 +563,7 @@ class SerialClient:
         return client
 
     @classmethod
-    def from_port(cls, port, url: str, *, timeout: float = 10.0) -> "SerialClient":
+    def from_port(cls, port, url: str, *, timeout: float = 10.0) -> SerialClient:
         """Wrap a pyserial port opened elsewhere (QemuSession.open_serial, say);
         its timeout is set to the client's short read slice."""
         port.timeout = READ_SLICE
@@ -590,7 +590,7 @@ class SerialClient:
             self._socket = None
         self._port.close()
 
-    def __enter__(self) -> "SerialClient":
+    def __enter__(self) -> SerialClient:
         return self
 
     def __exit__(self, *exc) -> None:

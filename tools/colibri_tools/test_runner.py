@@ -26,9 +26,9 @@ import json
 import sys
 import time
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 from xml.etree import ElementTree as ET
 
 import numpy as np
@@ -36,7 +36,11 @@ import numpy as np
 from .errors import ColibriError
 from .golden import DEFAULT_GEN, GoldenCase, Suite, load_suite, make_suite, parse_case, save_suite
 from .serial_proto import (
-    STATUS_CHECKSUM, Info, SerialClient, SerialProtocolError, status_name,
+    STATUS_CHECKSUM,
+    Info,
+    SerialClient,
+    SerialProtocolError,
+    status_name,
 )
 from .status import Status
 

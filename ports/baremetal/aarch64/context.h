@@ -30,8 +30,8 @@
 #define VECTOR_TYPE_IRQ 1
 #define VECTOR_TYPE_FIQ 2
 #define VECTOR_TYPE_SERROR 3
-#define VECTOR_FROM_EL1_SP0 0  /* thread mode: EL1 with SP_EL0 */
-#define VECTOR_FROM_EL1_SPX 1  /* handler mode: EL1 with SP_EL1 */
+#define VECTOR_FROM_EL1_SP0 0 /* thread mode: EL1 with SP_EL0 */
+#define VECTOR_FROM_EL1_SPX 1 /* handler mode: EL1 with SP_EL1 */
 #define VECTOR_FROM_EL0_A64 2
 #define VECTOR_FROM_EL0_A32 3
 

@@ -23,11 +23,11 @@
 #define BLOCK_SIZE 0x200000ull /* level-2 block: 2 MiB */
 #define ENTRIES 512u
 #define VA_BITS 39u
-#define TABLE_POOL 16u         /* root + level-2/3 tables: 64 KiB */
+#define TABLE_POOL 16u /* root + level-2/3 tables: 64 KiB */
 
 /* Stage 1 VMSAv8-64 descriptor fields, 4 KiB granule. */
 #define DESC_BLOCK 1ull
-#define DESC_TABLE 3ull        /* also a level-3 page */
+#define DESC_TABLE 3ull /* also a level-3 page */
 #define DESC_TYPE_MASK 3ull
 #define DESC_ADDR_MASK 0x0000FFFFFFFFF000ull
 #define DESC_ATTR(index) ((uint64_t)(index) << 2)
@@ -38,8 +38,8 @@
 #define DESC_UXN (1ull << 54)
 
 /* MAIR_EL1 attribute slots. */
-#define ATTR_NORMAL 0          /* 0xFF: inner/outer write-back, read/write-allocate */
-#define ATTR_DEVICE 1          /* 0x04: Device-nGnRE */
+#define ATTR_NORMAL 0 /* 0xFF: inner/outer write-back, read/write-allocate */
+#define ATTR_DEVICE 1 /* 0x04: Device-nGnRE */
 #define MAIR_VALUE (0xFFull | (0x04ull << 8))
 
 #define MAP_NORMAL (DESC_ATTR(ATTR_NORMAL) | DESC_SH_INNER | DESC_AF)
@@ -52,7 +52,7 @@
  * granule, TTBR1 walks disabled; IPS (bits 34:32) is filled at run time. */
 #define TCR_VALUE ((64ull - VA_BITS) | (1ull << 8) | (1ull << 10) | (3ull << 12) | (1ull << 23))
 #define TCR_IPS_SHIFT 32
-#define IPS_MAX 5ull           /* 48-bit physical addresses */
+#define IPS_MAX 5ull /* 48-bit physical addresses */
 
 #define GIC_DIST_BYTES 0x1000ull /* GICv2 register frames actually used */
 #define GIC_CPU_BYTES 0x2000ull

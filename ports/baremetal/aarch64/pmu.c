@@ -7,9 +7,9 @@
 #define DFR0_PMUVER_SHIFT 8
 #define PMUVER_NONE 0x0u
 #define PMUVER_IMPDEF 0xFu
-#define PMCR_E (1u << 0)      /* enable the counters */
-#define PMCR_C (1u << 2)      /* reset the cycle counter */
-#define PMCR_LC (1u << 6)     /* 64-bit cycle counter overflow */
+#define PMCR_E (1u << 0)  /* enable the counters */
+#define PMCR_C (1u << 2)  /* reset the cycle counter */
+#define PMCR_LC (1u << 6) /* 64-bit cycle counter overflow */
 #define PMCNTEN_CYCLES (1u << 31)
 
 static int pmu_present;

@@ -8,16 +8,16 @@
 
 #include <stdint.h>
 
-#define AARCH64_SYSREG(name)                                                   \
-    static inline uint64_t sysreg_read_##name(void)                            \
-    {                                                                          \
-        uint64_t value;                                                        \
-        __asm__ volatile("mrs %0, " #name : "=r"(value));                      \
-        return value;                                                          \
-    }                                                                          \
-    static inline void sysreg_write_##name(uint64_t value)                     \
-    {                                                                          \
-        __asm__ volatile("msr " #name ", %0" : : "r"(value) : "memory");       \
+#define AARCH64_SYSREG(name)                                                                       \
+    static inline uint64_t sysreg_read_##name(void)                                                \
+    {                                                                                              \
+        uint64_t value;                                                                            \
+        __asm__ volatile("mrs %0, " #name : "=r"(value));                                          \
+        return value;                                                                              \
+    }                                                                                              \
+    static inline void sysreg_write_##name(uint64_t value)                                         \
+    {                                                                                              \
+        __asm__ volatile("msr " #name ", %0" : : "r"(value) : "memory");                           \
     }
 
 AARCH64_SYSREG(currentel)

@@ -27,8 +27,8 @@
 
 #define CM_ICSR_PENDSVSET 0x10000000
 #define CM_ICSR_PENDSTSET 0x04000000
-#define CM_CCR_DC 0x00010000       /* data cache enable */
-#define CM_CCR_IC 0x00020000       /* instruction cache enable */
+#define CM_CCR_DC 0x00010000 /* data cache enable */
+#define CM_CCR_IC 0x00020000 /* instruction cache enable */
 #define CM_SHCSR_MEMFAULTENA 0x00010000
 #define CM_SHCSR_BUSFAULTENA 0x00020000
 #define CM_SHCSR_USGFAULTENA 0x00040000
@@ -36,8 +36,8 @@
 
 /* Floating-point context control */
 #define CM_FPCCR_ADDR 0xE000EF34
-#define CM_FPCCR_ASPEN 0x80000000  /* set CONTROL.FPCA on FP use: frames carry FP state */
-#define CM_FPCCR_LSPEN 0x40000000  /* reserve the FP frame, save it on first FP use */
+#define CM_FPCCR_ASPEN 0x80000000 /* set CONTROL.FPCA on FP use: frames carry FP state */
+#define CM_FPCCR_LSPEN 0x40000000 /* reserve the FP frame, save it on first FP use */
 
 /* Cache maintenance */
 #define CM_ICIALLU_ADDR 0xE000EF50 /* invalidate all instruction cache */

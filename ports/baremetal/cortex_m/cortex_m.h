@@ -16,11 +16,11 @@
 
 typedef struct cm_uart_config {
     uintptr_t base;
-    uint32_t clock_hz;   /* the UART's kernel/APB clock */
+    uint32_t clock_hz; /* the UART's kernel/APB clock */
     uint32_t baud;
-    uint8_t tx_port;     /* STM32 only: GPIO port of TX (0 = A), its pin, */
+    uint8_t tx_port; /* STM32 only: GPIO port of TX (0 = A), its pin, */
     uint8_t tx_pin;
-    uint8_t rx_port;     /* the same for RX, */
+    uint8_t rx_port; /* the same for RX, */
     uint8_t rx_pin;
     uint8_t alternate_function; /* and the pins' alternate function */
 } cm_uart_config;

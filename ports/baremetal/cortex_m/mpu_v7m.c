@@ -59,8 +59,7 @@ static void disable_all(uint32_t regions)
     }
 }
 
-int cm_mpu_protect_weights(uintptr_t base, uint32_t size, uintptr_t guard_base,
-                           uint32_t guard_size)
+int cm_mpu_protect_weights(uintptr_t base, uint32_t size, uintptr_t guard_base, uint32_t guard_size)
 {
     uint32_t regions = (CM_REG(CM_MPU_TYPE_ADDR) >> 8) & 0xFFu;
     if (regions < 2u || (size != 0u && !is_region(base, size)) ||
@@ -71,12 +70,12 @@ int cm_mpu_protect_weights(uintptr_t base, uint32_t size, uintptr_t guard_base,
     CM_REG(CM_MPU_CTRL_ADDR) = 0;
     disable_all(regions);
     if (guard_size != 0u) {
-        set_region(REGION_GUARD, guard_base, RASR_XN | RASR_AP_NONE | RASR_SHAREABLE |
-                                                 rasr_size(guard_size) | RASR_ENABLE);
+        set_region(REGION_GUARD, guard_base,
+                   RASR_XN | RASR_AP_NONE | RASR_SHAREABLE | rasr_size(guard_size) | RASR_ENABLE);
     }
     if (size != 0u) {
-        set_region(REGION_WEIGHTS, base, RASR_XN | RASR_AP_READ_ONLY | RASR_CACHEABLE |
-                                             rasr_size(size) | RASR_ENABLE);
+        set_region(REGION_WEIGHTS, base,
+                   RASR_XN | RASR_AP_READ_ONLY | RASR_CACHEABLE | rasr_size(size) | RASR_ENABLE);
     }
     CM_REG(CM_MPU_CTRL_ADDR) = CM_MPU_CTRL_ENABLE | CM_MPU_CTRL_PRIVDEFENA;
     cm_dsb();

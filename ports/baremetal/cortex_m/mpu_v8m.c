@@ -30,8 +30,8 @@ static void set_region(uint32_t number, uintptr_t base, uintptr_t end, uint32_t 
 {
     CM_REG(CM_MPU_RNR_ADDR) = number;
     CM_REG(CM_MPU_RBAR_ADDR) = (uint32_t)base | rbar_bits;
-    CM_REG(CM_MPU_RLAR_ADDR) = (uint32_t)((end - 32u) & ~(uintptr_t)31u) | (attr << 1) |
-                               RLAR_ENABLE;
+    CM_REG(CM_MPU_RLAR_ADDR) =
+        (uint32_t)((end - 32u) & ~(uintptr_t)31u) | (attr << 1) | RLAR_ENABLE;
 }
 
 static int granular(uintptr_t address)
@@ -48,8 +48,7 @@ static void disable_all(uint32_t regions)
     }
 }
 
-int cm_mpu_protect_weights(uintptr_t base, uint32_t size, uintptr_t guard_base,
-                           uint32_t guard_size)
+int cm_mpu_protect_weights(uintptr_t base, uint32_t size, uintptr_t guard_base, uint32_t guard_size)
 {
     uint32_t regions = (CM_REG(CM_MPU_TYPE_ADDR) >> 8) & 0xFFu;
     uintptr_t end = base + size, guard_end = guard_base + guard_size;
@@ -58,15 +57,15 @@ int cm_mpu_protect_weights(uintptr_t base, uint32_t size, uintptr_t guard_base,
         base = end = guard_base; /* no weights region: the guard is all one part */
     }
     if (regions < 3u || !granular(base) || !granular(end) ||
-        (guarded && (!granular(guard_base) || !granular(guard_end) || guard_base > base ||
-                     guard_end < end))) {
+        (guarded &&
+         (!granular(guard_base) || !granular(guard_end) || guard_base > base || guard_end < end))) {
         return -1;
     }
     cm_dsb();
     CM_REG(CM_MPU_CTRL_ADDR) = 0;
     disable_all(regions);
-    CM_REG(CM_MPU_MAIR0_ADDR) = (MAIR_NORMAL_WT_RA << (8u * ATTR_WEIGHTS)) |
-                                (MAIR_DEVICE_NGNRNE << (8u * ATTR_GUARD));
+    CM_REG(CM_MPU_MAIR0_ADDR) =
+        (MAIR_NORMAL_WT_RA << (8u * ATTR_WEIGHTS)) | (MAIR_DEVICE_NGNRNE << (8u * ATTR_GUARD));
     if (size != 0u) {
         set_region(0, base, end, RBAR_AP_RO_ANY | RBAR_XN, ATTR_WEIGHTS);
     }

@@ -24,8 +24,8 @@ static uint32_t ticks_per_ms;
 void cm_systick_init(uint32_t cpu_hz)
 {
     ticks_per_ms = cpu_hz / 1000u;
-    CM_REG(CM_SHPR3_ADDR) = (CM_REG(CM_SHPR3_ADDR) & 0x0000FFFFu) |
-                            (SYSTICK_PRIORITY << 24) | (PENDSV_PRIORITY << 16);
+    CM_REG(CM_SHPR3_ADDR) =
+        (CM_REG(CM_SHPR3_ADDR) & 0x0000FFFFu) | (SYSTICK_PRIORITY << 24) | (PENDSV_PRIORITY << 16);
     CM_REG(CM_SYST_CSR_ADDR) = 0;
     CM_REG(CM_SYST_RVR_ADDR) = ticks_per_ms - 1u;
     CM_REG(CM_SYST_CVR_ADDR) = 0;

@@ -48,12 +48,12 @@ typedef struct usart_clock {
 } usart_clock;
 
 static const usart_clock usart_clocks[] = {
-    {0x40011000u, RCC_APB2ENR, 1u << 4},  /* USART1 */
+    {0x40011000u, RCC_APB2ENR, 1u << 4},   /* USART1 */
     {0x40004400u, RCC_APB1LENR, 1u << 17}, /* USART2 */
     {0x40004800u, RCC_APB1LENR, 1u << 18}, /* USART3 */
     {0x40004C00u, RCC_APB1LENR, 1u << 19}, /* UART4 */
     {0x40005000u, RCC_APB1LENR, 1u << 20}, /* UART5 */
-    {0x40011400u, RCC_APB2ENR, 1u << 5},  /* USART6 */
+    {0x40011400u, RCC_APB2ENR, 1u << 5},   /* USART6 */
     {0x40007800u, RCC_APB1LENR, 1u << 30}, /* UART7 */
     {0x40007C00u, RCC_APB1LENR, 1u << 31}, /* UART8 */
 };

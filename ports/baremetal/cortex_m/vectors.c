@@ -12,11 +12,11 @@ typedef union cm_vector {
 
 extern const uint32_t __msp_top[];
 
-void Reset_Handler(void);            /* startup.S */
-void cm_fault_entry(void);           /* startup.S: picks the stacked frame */
-void PendSV_Handler(void);           /* irq_job.c */
-void SysTick_Handler(void);          /* systick.c */
-void cm_unexpected_exception(void);  /* faults.c */
+void Reset_Handler(void);           /* startup.S */
+void cm_fault_entry(void);          /* startup.S: picks the stacked frame */
+void PendSV_Handler(void);          /* irq_job.c */
+void SysTick_Handler(void);         /* systick.c */
+void cm_unexpected_exception(void); /* faults.c */
 
 __attribute__((section(".vectors"), used)) const cm_vector cm_vectors[16] = {
     {.stack_top = __msp_top},

@@ -49,10 +49,10 @@ extern "C" {
 /* Compile-time checks of a model_config.h against the weights region: use
  * once in a file that includes model_config.h. The build (CMake) checks the
  * same facts against model.bin itself. */
-#define COLIBRI_ZEPHYR_CHECK_MODEL_FITS()                                                  \
-    _Static_assert(COLIBRI_MODEL_IMAGE_SIZE <= COLIBRI_ZEPHYR_WEIGHTS_SIZE,              \
-                   "model image larger than the devicetree weights region");             \
-    _Static_assert(COLIBRI_ZEPHYR_WEIGHTS_ADDRESS % COLIBRI_MODEL_ALIGNMENT == 0,          \
+#define COLIBRI_ZEPHYR_CHECK_MODEL_FITS()                                                          \
+    _Static_assert(COLIBRI_MODEL_IMAGE_SIZE <= COLIBRI_ZEPHYR_WEIGHTS_SIZE,                        \
+                   "model image larger than the devicetree weights region");                       \
+    _Static_assert(COLIBRI_ZEPHYR_WEIGHTS_ADDRESS % COLIBRI_MODEL_ALIGNMENT == 0,                  \
                    "weights address not a multiple of the model's alignment")
 
 /* The weights region: base address and bytes. */

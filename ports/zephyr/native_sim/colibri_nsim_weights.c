@@ -44,12 +44,12 @@ NSI_TASK(colibri_nsim_options, PRE_BOOT_1, 10);
 
 static void reserve_region(void *base, size_t size)
 {
-    void *got = mmap(base, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-                     -1, 0);
+    void *got =
+        mmap(base, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (got != base) {
         nsi_print_error_and_exit("colibri: cannot reserve the weights region at %p (%zu bytes): "
-                                 "%s\n", base, size, got == MAP_FAILED ? strerror(errno)
-                                                                       : "address taken");
+                                 "%s\n",
+                                 base, size, got == MAP_FAILED ? strerror(errno) : "address taken");
     }
 }
 
@@ -81,8 +81,7 @@ static void colibri_nsim_map(void)
     size_t size = file_size_or_exit(fd, path, region);
     reserve_region(base, region);
     if (mmap(base, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) != base) {
-        nsi_print_error_and_exit("colibri: cannot map %s at %p: %s\n", path, base,
-                                 strerror(errno));
+        nsi_print_error_and_exit("colibri: cannot map %s at %p: %s\n", path, base, strerror(errno));
     }
     close(fd);
 }

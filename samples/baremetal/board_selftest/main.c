@@ -140,12 +140,12 @@ static int check_image(void)
 
 static void run_prompt(run_buffers *run)
 {
-    run->status = colibri_state_init(&run->state, &model, run->kv, sizeof run->kv,
-                                     COLIBRI_MODEL_CONTEXT);
+    run->status =
+        colibri_state_init(&run->state, &model, run->kv, sizeof run->kv, COLIBRI_MODEL_CONTEXT);
     if (run->status == COLIBRI_OK) {
-        run->status = colibri_forward(&model, &run->state, prompt, PROMPT_LEN, run->logits,
-                                      COLIBRI_LOGITS_LAST, run->scratch, sizeof run->scratch,
-                                      &run->ticks);
+        run->status =
+            colibri_forward(&model, &run->state, prompt, PROMPT_LEN, run->logits,
+                            COLIBRI_LOGITS_LAST, run->scratch, sizeof run->scratch, &run->ticks);
     }
 }
 
@@ -217,10 +217,9 @@ static int check_generate(void)
     uint64_t ticks[GEN_TOKENS - 1u];
     generated[0] = (int32_t)colibri_argmax(thread_run.logits, COLIBRI_MODEL_VOCAB_SIZE);
     for (uint32_t g = 1; g < GEN_TOKENS; g++) {
-        colibri_status status = colibri_forward(&model, &thread_run.state, &generated[g - 1u], 1u,
-                                                thread_run.logits, COLIBRI_LOGITS_LAST,
-                                                thread_run.scratch, sizeof thread_run.scratch,
-                                                &ticks[g - 1u]);
+        colibri_status status = colibri_forward(
+            &model, &thread_run.state, &generated[g - 1u], 1u, thread_run.logits,
+            COLIBRI_LOGITS_LAST, thread_run.scratch, sizeof thread_run.scratch, &ticks[g - 1u]);
         if (status != COLIBRI_OK) {
             report_status("decode", status);
             console_puts("\n");
@@ -276,7 +275,7 @@ int main(void)
     for (uint32_t i = 0; i < PROMPT_LEN; i++) {
         prompt[i] = (int32_t)((1u + 3u * i) % COLIBRI_MODEL_VOCAB_SIZE);
     }
-    int (*const checks[])(void) = {check_ticks, check_weights, check_image,
+    int (*const checks[])(void) = {check_ticks,          check_weights,     check_image,
                                    check_thread_forward, check_isr_forward, check_generate,
                                    check_uart_input};
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {

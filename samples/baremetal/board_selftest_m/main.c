@@ -69,12 +69,12 @@ static void fail(const char *what, int status)
 static void forward_with(run_buffers *run)
 {
     run->started_at = board_ticks();
-    run->status = colibri_state_init(&run->state, &model, run->kv, sizeof run->kv,
-                                     COLIBRI_MODEL_CONTEXT);
+    run->status =
+        colibri_state_init(&run->state, &model, run->kv, sizeof run->kv, COLIBRI_MODEL_CONTEXT);
     if (run->status == COLIBRI_OK) {
-        run->status = colibri_forward(&model, &run->state, ids, N_IDS, run->logits,
-                                      COLIBRI_LOGITS_ALL, run->scratch, sizeof run->scratch,
-                                      &run->ticks);
+        run->status =
+            colibri_forward(&model, &run->state, ids, N_IDS, run->logits, COLIBRI_LOGITS_ALL,
+                            run->scratch, sizeof run->scratch, &run->ticks);
     }
 }
 
@@ -211,8 +211,8 @@ static void preempt_pass(void)
     forward_with(&thread_run);
     uint64_t thread_end = board_ticks();
     cm_job_wait();
-    int inside = interrupt_run.started_at > thread_run.started_at &&
-                 interrupt_run.started_at < thread_end;
+    int inside =
+        interrupt_run.started_at > thread_run.started_at && interrupt_run.started_at < thread_end;
     int thread_equal = thread_run.status == COLIBRI_OK &&
                        same_bits(thread_run.logits, reference, N_IDS * ROW_FLOATS);
     int interrupt_equal = interrupt_run.status == COLIBRI_OK &&

@@ -73,8 +73,8 @@ static void generate(void)
 {
     uint64_t prompt_ticks = 0, step_ticks = 0, total = 0;
     int32_t next;
-    colibri_status s = colibri_state_init(&state, &model, kv_memory, sizeof kv_memory,
-                                          COLIBRI_MODEL_CONTEXT);
+    colibri_status s =
+        colibri_state_init(&state, &model, kv_memory, sizeof kv_memory, COLIBRI_MODEL_CONTEXT);
     if (s == COLIBRI_OK) {
         s = colibri_forward(&model, &state, prompt, PROMPT_LEN, logits, COLIBRI_LOGITS_LAST,
                             scratch, sizeof scratch, &prompt_ticks);

@@ -29,12 +29,11 @@ static int32_t ids[N_IDS];
 
 static void forward_with(run_buffers *run)
 {
-    run->status = colibri_state_init(&run->state, &model, run->kv, sizeof run->kv,
-                                     COLIBRI_MODEL_CONTEXT);
+    run->status =
+        colibri_state_init(&run->state, &model, run->kv, sizeof run->kv, COLIBRI_MODEL_CONTEXT);
     if (run->status == COLIBRI_OK) {
         run->status = colibri_forward(&model, &run->state, ids, N_IDS, run->logits,
-                                      COLIBRI_LOGITS_LAST, run->scratch, sizeof run->scratch,
-                                      NULL);
+                                      COLIBRI_LOGITS_LAST, run->scratch, sizeof run->scratch, NULL);
     }
 }
 
@@ -82,10 +81,10 @@ int main(void)
                same_bits(thread_run.logits, interrupt_run.logits, COLIBRI_MODEL_VOCAB_SIZE);
     console_puts("isr_forward on " COLIBRI_BOARD_NAME ": thread == interrupt: ");
     console_puts(same ? "yes" : "NO");
-    report(" thread_crc=", colibri_crc32_update(0, (const uint8_t *)thread_run.logits,
-                                                 sizeof thread_run.logits));
+    report(" thread_crc=",
+           colibri_crc32_update(0, (const uint8_t *)thread_run.logits, sizeof thread_run.logits));
     report(" interrupt_crc=", colibri_crc32_update(0, (const uint8_t *)interrupt_run.logits,
-                                                    sizeof interrupt_run.logits));
+                                                   sizeof interrupt_run.logits));
     console_puts(" interrupt_stack_bytes=");
     console_put_u64(stack_used);
     console_puts("\n");

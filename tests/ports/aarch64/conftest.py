@@ -20,14 +20,14 @@ for _p in (_REPO / "tools", _REPO / "tests", _HERE):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from aarch64_helpers import (
+from aarch64_helpers import (  # noqa: E402 (after the sys.path set-up)
     Firmware,
     build_firmware,
     make,
     missing_tool_reason,
     run_firmware,
 )
-from colibri_tools import boards
+from colibri_tools import boards  # noqa: E402
 
 BAREMETAL_BOARD = "qemu_virt_a72"
 MODEL_FAMILIES = ["mixtral", "qwen2_moe"]

@@ -15,7 +15,7 @@ for _p in (_REPO / "tools", _REPO / "tests", _HERE):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from cm_helpers import CC, QEMU, REPO, build_firmware, missing_tools
+from cm_helpers import CC, QEMU, REPO, build_firmware, missing_tools  # noqa: E402
 
 
 def _require(*tools: str) -> None:

@@ -16,8 +16,8 @@ from cm_helpers import (
     selftest_logits,
 )
 from cm_stack_bound import handler_bound
-from kernel_slots import KERNEL_CALLERS, reference_kernels
 from colibri_tools import boards
+from kernel_slots import KERNEL_CALLERS, reference_kernels
 
 SPIN_ITERATIONS = 20000  # check_ticks() in board_selftest_m/main.c
 JOB = "samples/baremetal/board_selftest_m/main.c:forward_in_interrupt"

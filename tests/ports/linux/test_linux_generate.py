@@ -8,7 +8,6 @@ import shutil
 import stat
 
 import pytest
-
 from colibri_tools import generate as gen_mod
 from colibri_tools.errors import ColibriError
 from colibri_tools.generate import GenerateError, find_runner, generate, main, parse_ids_line

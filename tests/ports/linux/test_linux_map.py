@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-
 from linux_helpers import assert_clean_failure, assert_no_sanitizer_report, run
 
 MAGIC = b"COLIBRI\x1a"

@@ -8,7 +8,6 @@ import shlex
 import subprocess
 
 import pytest
-
 from linux_helpers import REPO, assert_no_sanitizer_report
 
 WARN = ("-std=c11 -Wall -Wextra -Wpedantic -Werror -Wshadow -Wstrict-prototypes "

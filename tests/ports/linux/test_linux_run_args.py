@@ -4,7 +4,6 @@ with a message saying what is wrong; nothing is printed on stdout."""
 from __future__ import annotations
 
 import pytest
-
 from linux_helpers import assert_clean_failure, run
 from linux_tiny_image import MAX_CONTEXT, VOCAB
 

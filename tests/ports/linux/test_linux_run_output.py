@@ -7,7 +7,6 @@ import re
 
 import numpy as np
 import pytest
-
 from linux_helpers import assert_no_sanitizer_report, run
 from linux_tiny_image import MAX_CONTEXT, VOCAB
 

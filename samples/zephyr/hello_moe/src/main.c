@@ -55,17 +55,18 @@ static void print_ids(const char *label, const int32_t *ids, int n)
 static colibri_status init_model(void)
 {
     colibri_options options = {COLIBRI_MODEL_FINGERPRINT, colibri_zephyr_port()};
-    printk("weights: 0x%lx, %u of %lu bytes (%s)\n",
-           (unsigned long)COLIBRI_ZEPHYR_WEIGHTS_ADDRESS, (unsigned)COLIBRI_MODEL_IMAGE_SIZE,
-           (unsigned long)colibri_zephyr_weights_size(), COLIBRI_ZEPHYR_WEIGHTS_SOURCE);
-    colibri_status s = colibri_init(&model, colibri_zephyr_weights(),
-                                    colibri_zephyr_weights_size(), &options);
+    printk("weights: 0x%lx, %u of %lu bytes (%s)\n", (unsigned long)COLIBRI_ZEPHYR_WEIGHTS_ADDRESS,
+           (unsigned)COLIBRI_MODEL_IMAGE_SIZE, (unsigned long)colibri_zephyr_weights_size(),
+           COLIBRI_ZEPHYR_WEIGHTS_SOURCE);
+    colibri_status s =
+        colibri_init(&model, colibri_zephyr_weights(), colibri_zephyr_weights_size(), &options);
     if (s != COLIBRI_OK) {
         return s;
     }
     printk("colibri: init ok: arch %u, vocab %u, hidden %u, layers %u, experts %u (top %u), "
-           "fingerprint 0x%08x\n", model.hp.arch, model.hp.vocab_size, model.hp.hidden_size,
-           model.hp.n_layers, model.hp.n_experts, model.hp.top_k, model.fingerprint);
+           "fingerprint 0x%08x\n",
+           model.hp.arch, model.hp.vocab_size, model.hp.hidden_size, model.hp.n_layers,
+           model.hp.n_experts, model.hp.top_k, model.fingerprint);
     uint32_t bad = 0;
     uint64_t t0 = colibri_zephyr_ticks();
     s = colibri_verify(&model, &bad);
@@ -75,8 +76,7 @@ static colibri_status init_model(void)
     }
     printk("colibri: verify ok (%llu us)\n",
            (unsigned long long)ticks_to_us(colibri_zephyr_ticks() - t0));
-    return colibri_state_init(&state, &model, kv_memory, sizeof kv_memory,
-                              COLIBRI_MODEL_CONTEXT);
+    return colibri_state_init(&state, &model, kv_memory, sizeof kv_memory, COLIBRI_MODEL_CONTEXT);
 }
 
 static colibri_status timed_forward(const int32_t *ids, uint32_t n, step_time *time)
@@ -86,8 +86,8 @@ static colibri_status timed_forward(const int32_t *ids, uint32_t n, step_time *t
     if (IS_ENABLED(CONFIG_TIMING_FUNCTIONS)) {
         start = timing_counter_get();
     }
-    colibri_status s = colibri_forward(&model, &state, ids, n, logits, COLIBRI_LOGITS_LAST,
-                                       scratch, sizeof scratch, &time->ticks);
+    colibri_status s = colibri_forward(&model, &state, ids, n, logits, COLIBRI_LOGITS_LAST, scratch,
+                                       sizeof scratch, &time->ticks);
     time->timing_ns = 0;
     if (IS_ENABLED(CONFIG_TIMING_FUNCTIONS)) {
         end = timing_counter_get();

@@ -36,12 +36,12 @@ typedef struct run {
     __aligned(16) uint8_t kv[COLIBRI_MODEL_STATE_BYTES];
     __aligned(16) uint8_t scratch[COLIBRI_MODEL_SCRATCH_BYTES];
     float logits[COLIBRI_MODEL_VOCAB_SIZE];
-    int32_t next;                   /* the token to feed next */
-    uint32_t step;                  /* steps done */
-    colibri_status status;          /* first failure, or COLIBRI_OK */
-    int in_isr;                     /* every step saw k_is_in_isr() */
+    int32_t next;          /* the token to feed next */
+    uint32_t step;         /* steps done */
+    colibri_status status; /* first failure, or COLIBRI_OK */
+    int in_isr;            /* every step saw k_is_in_isr() */
     int32_t tokens[STEPS];
-    uint32_t logits_crc[STEPS];     /* CRC-32 of each step's logits bytes */
+    uint32_t logits_crc[STEPS]; /* CRC-32 of each step's logits bytes */
 } run;
 
 static const int32_t prompt[] = {1, 2, 3};
@@ -56,12 +56,12 @@ static K_SEM_DEFINE(isr_done, 0, 1);
 static int model_init_at_boot(void)
 {
     colibri_options options = {COLIBRI_MODEL_FINGERPRINT, colibri_zephyr_port()};
-    boot_status = colibri_init(&model, colibri_zephyr_weights(), colibri_zephyr_weights_size(),
-                               &options);
+    boot_status =
+        colibri_init(&model, colibri_zephyr_weights(), colibri_zephyr_weights_size(), &options);
     run *runs[] = {&isr_run, &thread_run};
     for (size_t i = 0; i < ARRAY_SIZE(runs) && boot_status == COLIBRI_OK; i++) {
-        boot_status = colibri_state_init(&runs[i]->state, &model, runs[i]->kv,
-                                         sizeof runs[i]->kv, COLIBRI_MODEL_CONTEXT);
+        boot_status = colibri_state_init(&runs[i]->state, &model, runs[i]->kv, sizeof runs[i]->kv,
+                                         COLIBRI_MODEL_CONTEXT);
         runs[i]->in_isr = 1;
     }
     return 0;

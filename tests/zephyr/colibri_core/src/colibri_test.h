@@ -26,7 +26,6 @@ void test_run_reset(test_run *r);
 
 /* Positions of got[0 .. n) whose bits differ from golden_logits_bits
  * starting at position first; *max_ulp receives the largest distance. */
-uint32_t test_logits_mismatches(const float *got, uint32_t first, uint32_t n,
-                                uint32_t *max_ulp);
+uint32_t test_logits_mismatches(const float *got, uint32_t first, uint32_t n, uint32_t *max_ulp);
 
 #endif

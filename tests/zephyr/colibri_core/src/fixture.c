@@ -16,8 +16,8 @@ colibri_model test_model;
 
 void test_run_reset(test_run *r)
 {
-    zassert_ok(colibri_state_init(&r->state, &test_model, r->kv, sizeof r->kv,
-                                  COLIBRI_MODEL_CONTEXT));
+    zassert_ok(
+        colibri_state_init(&r->state, &test_model, r->kv, sizeof r->kv, COLIBRI_MODEL_CONTEXT));
 }
 
 static uint32_t ulp_distance(uint32_t a, uint32_t b)
@@ -29,8 +29,7 @@ static uint32_t ulp_distance(uint32_t a, uint32_t b)
     return d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
 }
 
-uint32_t test_logits_mismatches(const float *got, uint32_t first, uint32_t n,
-                                uint32_t *max_ulp)
+uint32_t test_logits_mismatches(const float *got, uint32_t first, uint32_t n, uint32_t *max_ulp)
 {
     uint32_t bad = 0;
     *max_ulp = 0;

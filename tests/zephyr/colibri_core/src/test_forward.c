@@ -34,8 +34,8 @@ ZTEST(colibri, test_greedy_tokens_match_linux)
     for (uint32_t i = 0; i < GOLDEN_N_TOKENS; i++) {
         uint32_t position = run.state.pos + n - 1;
         uint32_t max_ulp = 0;
-        zassert_ok(colibri_forward(&test_model, &run.state, ids, n, run.logits,
-                                   COLIBRI_LOGITS_LAST, run.scratch, sizeof run.scratch, NULL));
+        zassert_ok(colibri_forward(&test_model, &run.state, ids, n, run.logits, COLIBRI_LOGITS_LAST,
+                                   run.scratch, sizeof run.scratch, NULL));
         next[0] = (int32_t)colibri_argmax(run.logits, COLIBRI_MODEL_VOCAB_SIZE);
         zassert_equal(next[0], golden_tokens[i], "token %u", i);
         if (position < GOLDEN_SEQ_LEN) {
@@ -52,8 +52,7 @@ ZTEST(colibri, test_refused_call_changes_nothing)
     int32_t ids[2] = {golden_prompt[0], (int32_t)COLIBRI_MODEL_VOCAB_SIZE};
     test_run_reset(&run);
     colibri_status s = colibri_forward(&test_model, &run.state, ids, 2, run.logits,
-                                       COLIBRI_LOGITS_LAST, run.scratch, sizeof run.scratch,
-                                       NULL);
+                                       COLIBRI_LOGITS_LAST, run.scratch, sizeof run.scratch, NULL);
     zassert_equal(s, COLIBRI_E_TOKEN_OUT_OF_RANGE, "got %s", colibri_strerror(s));
     zassert_equal(run.state.pos, 0);
     s = colibri_forward(&test_model, &run.state, ids, 1, run.logits, COLIBRI_LOGITS_LAST,

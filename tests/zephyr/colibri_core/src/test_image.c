@@ -23,8 +23,8 @@ ZTEST(colibri, test_weights_region_comes_from_devicetree)
 ZTEST(colibri, test_image_lies_at_the_weights_address)
 {
     static const uint8_t magic[8] = {'C', 'O', 'L', 'I', 'B', 'R', 'I', 0x1A};
-    zassert_mem_equal(colibri_zephyr_weights(), magic, sizeof magic,
-                      "no model image at 0x%lx", (unsigned long)COLIBRI_ZEPHYR_WEIGHTS_ADDRESS);
+    zassert_mem_equal(colibri_zephyr_weights(), magic, sizeof magic, "no model image at 0x%lx",
+                      (unsigned long)COLIBRI_ZEPHYR_WEIGHTS_ADDRESS);
     zassert_equal((const void *)test_model.image, colibri_zephyr_weights());
     zassert_equal(test_model.image_size, COLIBRI_MODEL_IMAGE_SIZE);
     zassert_equal(test_model.fingerprint, COLIBRI_MODEL_FINGERPRINT);
@@ -40,15 +40,15 @@ ZTEST(colibri, test_wrong_fingerprint_is_refused)
 {
     colibri_model other;
     colibri_options options = {COLIBRI_MODEL_FINGERPRINT ^ 1u, NULL};
-    colibri_status s = colibri_init(&other, colibri_zephyr_weights(),
-                                    colibri_zephyr_weights_size(), &options);
+    colibri_status s =
+        colibri_init(&other, colibri_zephyr_weights(), colibri_zephyr_weights_size(), &options);
     zassert_equal(s, COLIBRI_E_CONFIG_MISMATCH, "got %s", colibri_strerror(s));
 }
 
 ZTEST(colibri, test_region_shorter_than_image_is_refused)
 {
     colibri_model other;
-    colibri_status s = colibri_init(&other, colibri_zephyr_weights(),
-                                    COLIBRI_MODEL_IMAGE_SIZE - 1, NULL);
+    colibri_status s =
+        colibri_init(&other, colibri_zephyr_weights(), COLIBRI_MODEL_IMAGE_SIZE - 1, NULL);
     zassert_equal(s, COLIBRI_E_TRUNCATED, "got %s", colibri_strerror(s));
 }

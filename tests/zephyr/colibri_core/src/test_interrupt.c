@@ -43,8 +43,7 @@ ZTEST(colibri, test_forward_in_interrupt_matches_thread_mode)
     zassert_true(job.in_isr, "the job did not run in interrupt context");
     zassert_ok(job.status, "%s", colibri_strerror(job.status));
     zassert_ok(prompt_forward(&thread_run));
-    zassert_mem_equal(isr_run.logits, thread_run.logits,
-                      COLIBRI_MODEL_VOCAB_SIZE * sizeof(float));
+    zassert_mem_equal(isr_run.logits, thread_run.logits, COLIBRI_MODEL_VOCAB_SIZE * sizeof(float));
     TC_PRINT("interrupt stack used: %u of %u bytes\n", (unsigned)stack_used,
              (unsigned)CONFIG_ISR_STACK_SIZE);
     if (IS_ENABLED(CONFIG_COLIBRI_IRQ_STACK_MEASURE)) {
