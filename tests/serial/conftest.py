@@ -93,7 +93,7 @@ def start_runner(runner_bin, tmp_path):
 
 @pytest.fixture
 def client(runner):
-    from colibri_tools.serial_proto import SerialClient
+    from colibri_tools.protocol import SerialClient
 
     with SerialClient.open(runner.url, timeout=5.0) as c:
         c.connect()

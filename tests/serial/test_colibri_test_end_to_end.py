@@ -12,8 +12,8 @@ from xml.etree import ElementTree as ET
 import numpy as np
 import pytest
 from colibri_tools.golden import load_suite, save_suite
-from colibri_tools.serial_proto import SerialClient
-from colibri_tools.test_runner import main as colibri_test
+from colibri_tools.protocol import SerialClient
+from colibri_tools.suite_runner import main as colibri_test
 
 
 def run_cli(capsys, *args) -> tuple[int, str]:
@@ -189,7 +189,7 @@ def test_line_mode_errors(client, line, answer):
 
 
 def test_stdio_transport(runner_bin, tiny):
-    from colibri_tools.serial_proto import Frame, Info, Msg, StreamDecoder, TextLine, encode_frame
+    from colibri_tools.protocol import Frame, Info, Msg, StreamDecoder, TextLine, encode_frame
 
     done = subprocess.run([str(runner_bin), str(tiny["image"]), "--stdio"],
                           input=b"info\r\n" + encode_frame(Msg.HELLO, 5), capture_output=True,

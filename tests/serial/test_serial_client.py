@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from colibri_tools.serial_proto import (
+from colibri_tools.protocol import (
     DeviceTimeout,
     Frame,
     Info,
@@ -136,7 +136,7 @@ def test_device_hangs_up_mid_reply(fake):
 
 
 def test_error_reply_becomes_device_error(fake):
-    from colibri_tools.serial_proto import DeviceError, ErrorReply
+    from colibri_tools.protocol import DeviceError, ErrorReply
 
     def behave(conn):
         request = read_request(conn)

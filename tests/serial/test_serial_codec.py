@@ -7,7 +7,7 @@ import struct
 import zlib
 
 import pytest
-from colibri_tools.serial_proto import (
+from colibri_tools.protocol import (
     BadFrame,
     ErrorReply,
     ForwardRequest,

@@ -10,7 +10,7 @@ import time
 import zlib
 
 import pytest
-from colibri_tools.serial_proto import (
+from colibri_tools.protocol import (
     DeviceError,
     ErrorCode,
     ErrorReply,

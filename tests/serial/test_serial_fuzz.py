@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from colibri_tools.serial_proto import (
+from colibri_tools.protocol import (
     ForwardRequest,
     GenerateRequest,
     LogitsRequest,

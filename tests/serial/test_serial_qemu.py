@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 from colibri_tools.golden import load_suite
-from colibri_tools.serial_proto import SerialClient
-from colibri_tools.test_runner import digests, run_suite
+from colibri_tools.protocol import SerialClient
+from colibri_tools.suite_runner import digests, run_suite
 from serial_helpers import REPO
 
 BOARDS = {"qemu_virt_a72": ("qemu-system-aarch64", "aarch64-linux-gnu-gcc"),

@@ -66,8 +66,8 @@ def _reference_logits_crc(colibri_run, model_dir, ids, tmp_path) -> int:
 
 def test_serial_runner_an547_passes_colibri_test(zephyr_build, need_qemu, suite, zephyr_model,
                                                  colibri_run, tmp_path):
-    from colibri_tools.serial_proto import SerialClient
-    from colibri_tools.test_runner import run_suite
+    from colibri_tools.protocol import SerialClient
+    from colibri_tools.suite_runner import run_suite
 
     build = zephyr_build("samples/zephyr/serial_runner", AN547)
     port = free_port()

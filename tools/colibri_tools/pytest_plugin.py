@@ -13,7 +13,7 @@ hand with ``pytest -p colibri_tools.pytest_plugin``.
     def test_something(...): ...
 
 Fixtures (session scope): ``colibri_device`` (connected
-:class:`~colibri_tools.serial_proto.SerialClient`, INFO in ``.info``),
+:class:`~colibri_tools.protocol.SerialClient`, INFO in ``.info``),
 ``colibri_port`` (the URL), ``colibri_board`` (the name given),
 ``colibri_suite`` (the loaded :class:`~colibri_tools.golden.Suite`). Each
 skips its test, with the reason, when its option was not given.
@@ -83,7 +83,7 @@ def colibri_suite(pytestconfig):
 @pytest.fixture(scope="session")
 def colibri_device(pytestconfig, colibri_port):
     """A SerialClient connected to the device (HELLO answered)."""
-    from colibri_tools.serial_proto import SerialClient
+    from colibri_tools.protocol import SerialClient
 
     client = SerialClient.open(colibri_port, timeout=pytestconfig.getoption("--colibri-timeout"),
                                baudrate=pytestconfig.getoption("--colibri-baudrate"))

@@ -35,7 +35,7 @@ import numpy as np
 
 from .errors import ColibriError
 from .golden import DEFAULT_GEN, GoldenCase, Suite, load_suite, make_suite, parse_case, save_suite
-from .serial_proto import (
+from .protocol import (
     STATUS_CHECKSUM,
     Info,
     SerialClient,
