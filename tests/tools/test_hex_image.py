@@ -19,15 +19,9 @@ import pytest
 from board_files import write_board
 from colibri_tools.boards import Region
 from colibri_tools.convert import convert
-from colibri_tools.hex_image import (
-    HexImageError,
-    Piece,
-    build_hex,
-    check_file,
-    check_layout,
-    load_firmware,
-    main,
-)
+from colibri_tools.hex_firmware import Piece, check_layout, load_firmware
+from colibri_tools.hex_image import build_hex, check_file, main
+from colibri_tools.hex_records import HexImageError
 from hf_models import build_model, save_checkpoint
 from intelhex import IntelHex
 

@@ -28,15 +28,8 @@ from .boards import REPO, Board, load
 from .errors import ColibriError
 from .flash_backends import PLANNERS, FlashError, FlashRequest, Step
 from .flash_backends.common import INSTALL_HINTS
-from .hex_image import (
-    Piece,
-    check_layout,
-    check_model,
-    hex_extent,
-    is_hex_file,
-    load_firmware,
-    model_piece,
-)
+from .hex_firmware import Piece, check_layout, check_model, load_firmware, model_piece
+from .hex_image import hex_extent, is_hex_file
 
 WORK_ROOT = REPO / "build" / "flash"
 

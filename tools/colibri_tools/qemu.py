@@ -40,7 +40,9 @@ from typing import Any, Self
 
 from .boards import Board, Region, load
 from .errors import ColibriError
-from .hex_image import Piece, compare_dump, hex_extent, is_hex_file, span
+from .hex_firmware import Piece
+from .hex_image import compare_dump, hex_extent, is_hex_file
+from .hex_records import span
 
 MiB = 1 << 20
 VIRT_RAM_BASE = 0x40000000
