@@ -19,7 +19,7 @@ KERNELS   ?= reference
 SDK_SRC   := $(sort $(wildcard sdk/src/*.c) $(patsubst %,sdk/src/kernels/%.c,$(sort reference $(KERNELS))))
 KERNEL_TABLES := $(foreach k,$(sort reference $(KERNELS)),&colibri_kernels_$(k),)
 LINUX_SRC := $(sort $(wildcard ports/linux/colibri_linux*.c))
-RUN_SRC   := ports/linux/colibri_run.c
+RUN_SRC   := ports/linux/colibri_run.c ports/linux/colibri_run_options.c
 
 .PHONY: all host asan cross freestanding size clean test-bins fuzz
 all: host

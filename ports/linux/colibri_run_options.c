@@ -1,0 +1,323 @@
+/*
+ * colibri_run_options.c - colibri-run's command line: strict decimal and hex
+ * parsing (no sign, no overflow, no trailing junk), the option table, and
+ * the usage text (colibri_run_options.h).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "colibri.h"
+#include "colibri_run_options.h"
+
+const char colibri_run_usage_text[] =
+    "usage: " PROG " MODEL.bin --ids ID[,ID...] [options]\n"
+    "\n"
+    "Run a Colibri model image on the prompt token ids and greedy-decode.\n"
+    "Stdout: one line with the generated token ids separated by spaces\n"
+    "(an empty line with --gen 0). Everything else goes to stderr.\n"
+    "\n"
+    "options:\n"
+    "  --ids LIST          prompt token ids, comma-separated decimal (required)\n"
+    "  --gen N             tokens to generate greedily (default 0)\n"
+    "  --all-logits FILE   write float32 little-endian logits for every prompt\n"
+    "                      position to FILE, shape [n_ids, vocab_size]\n"
+    "  --context N         positions of KV cache to allocate\n"
+    "                      (default: min(model max_context, 2048))\n"
+    "  --mlock             lock the whole image in RAM (needs RLIMIT_MEMLOCK\n"
+    "                      of at least the image size, or CAP_IPC_LOCK)\n"
+    "  --verify            check every tensor's CRC-32 before running\n"
+    "  --fingerprint HEX   refuse an image whose fingerprint differs (0x1234abcd)\n"
+    "  --stats             print dimensions, sizes and timings to stderr\n"
+    "  -h, --help          show this help and exit\n"
+    "\n"
+    "exit status: 0 success, 1 model or runtime error, 2 usage error\n";
+
+/* ---- messages ---------------------------------------------------------------- */
+
+void colibri_run_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs(PROG ": error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n" PROG ": try '" PROG " --help'\n", stderr);
+}
+
+/* ---- strict number parsing ---------------------------------------------------- */
+
+/*
+ * Parse the decimal integer at s[0 .. len) into *out, 0 <= *out <= max.
+ * Only digits are accepted: no sign, no space, no empty string. Returns NULL
+ * on success, else a phrase saying what is wrong.
+ */
+static const char *parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+    char buf[32];
+    char *end = NULL;
+    long long v;
+    size_t i;
+    if (len == 0) {
+        return "is empty";
+    }
+    for (i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return (s[i] == '-' && i == 0) ? "is negative" : "is not a decimal integer";
+        }
+    }
+    while (len > 1 && s[0] == '0') { /* leading zeros: value unchanged */
+        s++;
+        len--;
+    }
+    if (len >= sizeof buf) {
+        return "is too large";
+    }
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    errno = 0;
+    v = strtoll(buf, &end, 10);
+    if (errno == ERANGE || v < 0) {
+        return "is too large";
+    }
+    if (end != buf + len) {
+        return "is not a decimal integer";
+    }
+    if ((uint64_t)v > max) {
+        return "is too large";
+    }
+    *out = (uint64_t)v;
+    return NULL;
+}
+
+static int parse_count(const char *opt, const char *text, uint64_t min, uint64_t max, uint32_t *out)
+{
+    uint64_t v = 0;
+    const char *why = parse_decimal(text, strlen(text), max, &v);
+    if (why != NULL) {
+        colibri_run_usage_error("%s '%s' %s (expected a whole number from %llu to %llu)", opt, text,
+                                why, (unsigned long long)min, (unsigned long long)max);
+        return -1;
+    }
+    if (v < min) {
+        colibri_run_usage_error("%s '%s' is too small (expected a whole number from %llu to %llu)",
+                                opt, text, (unsigned long long)min, (unsigned long long)max);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_fingerprint(const char *text, uint32_t *out)
+{
+    const char *digits = text;
+    char *end = NULL;
+    unsigned long long v;
+    size_t i, n;
+    if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) {
+        digits += 2;
+    }
+    n = strlen(digits);
+    for (i = 0; i < n; i++) {
+        char c = digits[i];
+        int hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        if (!hex) {
+            break;
+        }
+    }
+    if (n == 0 || i != n) {
+        colibri_run_usage_error(
+            "--fingerprint '%s' is not a hexadecimal number (expected e.g. 0x1a2b3c4d)", text);
+        return -1;
+    }
+    errno = 0;
+    v = strtoull(digits, &end, 16);
+    if (errno == ERANGE || *end != '\0' || v > 0xFFFFFFFFull) {
+        colibri_run_usage_error("--fingerprint '%s' does not fit in 32 bits", text);
+        return -1;
+    }
+    if (v == 0) {
+        colibri_run_usage_error(
+            "--fingerprint 0 would accept any image; give the image's fingerprint "
+            "(model_config.h COLIBRI_MODEL_FINGERPRINT)");
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* "1,2,3" -> ids. Bounded by the format's largest context; the model's
+ * context bounds it again once the model is loaded. */
+static int parse_ids(const char *text, run_options *o)
+{
+    size_t count = 1, i, k = 0;
+    const char *p = text;
+    if (text[0] == '\0') {
+        colibri_run_usage_error(
+            "--ids is empty (expected comma-separated token ids, e.g. --ids 1,2,3)");
+        return -1;
+    }
+    for (i = 0; text[i] != '\0'; i++) {
+        count += text[i] == ',';
+    }
+    if (count > COLIBRI_MAX_CONTEXT) {
+        colibri_run_usage_error("--ids has %zu ids, more than any model's context (%u)", count,
+                                COLIBRI_MAX_CONTEXT);
+        return -1;
+    }
+    o->ids = (int32_t *)malloc(count * sizeof *o->ids);
+    if (o->ids == NULL) {
+        colibri_run_usage_error("cannot allocate memory for %zu ids", count);
+        return -1;
+    }
+    for (k = 0; k < count; k++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        uint64_t v = 0;
+        const char *why = parse_decimal(p, len, INT32_MAX, &v);
+        if (why != NULL) {
+            colibri_run_usage_error(
+                "--ids: id %zu ('%.*s') %s (ids are whole numbers from 0 to %d, "
+                "separated by single commas)",
+                k + 1, (int)(len > 40 ? 40 : len), p, why, INT32_MAX);
+            return -1;
+        }
+        o->ids[k] = (int32_t)v;
+        p += len + 1;
+    }
+    o->n_ids = (uint32_t)count;
+    return 0;
+}
+
+/* ---- argument parsing --------------------------------------------------------- */
+
+enum opt_id {
+    OPT_IDS,
+    OPT_GEN,
+    OPT_LOGITS,
+    OPT_CONTEXT,
+    OPT_FINGERPRINT,
+    OPT_MLOCK,
+    OPT_STATS,
+    OPT_VERIFY,
+    OPT_HELP,
+    OPT_COUNT
+};
+
+static const struct {
+    const char *name;
+    int takes_value;
+} k_opts[OPT_COUNT] = {
+    {"--ids", 1},   {"--gen", 1},   {"--all-logits", 1}, {"--context", 1}, {"--fingerprint", 1},
+    {"--mlock", 0}, {"--stats", 0}, {"--verify", 0},     {"--help", 0},
+};
+
+static int find_option(const char *arg, size_t name_len)
+{
+    int i;
+    if (name_len == 2 && strncmp(arg, "-h", 2) == 0) {
+        return OPT_HELP;
+    }
+    for (i = 0; i < OPT_COUNT; i++) {
+        if (strlen(k_opts[i].name) == name_len && strncmp(arg, k_opts[i].name, name_len) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static int apply_option(run_options *o, int id, const char *value)
+{
+    switch (id) {
+    case OPT_IDS: o->have_ids = 1; return parse_ids(value, o);
+    case OPT_GEN: o->have_gen = 1; return parse_count("--gen", value, 0, INT32_MAX, &o->gen);
+    case OPT_CONTEXT:
+        o->have_context = 1;
+        return parse_count("--context", value, 1, COLIBRI_MAX_CONTEXT, &o->context);
+    case OPT_FINGERPRINT: o->have_fingerprint = 1; return parse_fingerprint(value, &o->fingerprint);
+    case OPT_LOGITS:
+        if (value[0] == '\0') {
+            colibri_run_usage_error("--all-logits needs a file name");
+            return -1;
+        }
+        o->logits_path = value;
+        return 0;
+    case OPT_MLOCK: o->mlock = 1; return 0;
+    case OPT_STATS: o->stats = 1; return 0;
+    case OPT_VERIFY: o->verify = 1; return 0;
+    default: return -1;
+    }
+}
+
+/* Returns 0 to run, 1 for --help (done), -1 for a usage error. */
+int colibri_run_parse_args(int argc, char **argv, run_options *o)
+{
+    int seen[OPT_COUNT] = {0};
+    int i, only_positional = 0;
+    for (i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *eq, *value = NULL;
+        size_t name_len;
+        int id;
+        if (only_positional || arg[0] != '-' || arg[1] == '\0') {
+            if (o->model_path != NULL) {
+                colibri_run_usage_error("more than one model file given ('%s' and '%s')",
+                                        o->model_path, arg);
+                return -1;
+            }
+            if (arg[0] == '\0') {
+                colibri_run_usage_error("the model file name is empty");
+                return -1;
+            }
+            o->model_path = arg;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {
+            only_positional = 1;
+            continue;
+        }
+        eq = strchr(arg, '=');
+        name_len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+        id = find_option(arg, name_len);
+        if (id < 0) {
+            colibri_run_usage_error("unknown option '%.*s'", (int)name_len, arg);
+            return -1;
+        }
+        if (seen[id]++) {
+            colibri_run_usage_error("option %s given more than once", k_opts[id].name);
+            return -1;
+        }
+        if (id == OPT_HELP) {
+            fputs(colibri_run_usage_text, stdout);
+            return 1;
+        }
+        if (!k_opts[id].takes_value) {
+            if (eq != NULL) {
+                colibri_run_usage_error("option %s takes no value", k_opts[id].name);
+                return -1;
+            }
+        } else if (eq != NULL) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            colibri_run_usage_error("option %s needs a value", k_opts[id].name);
+            return -1;
+        }
+        if (apply_option(o, id, value) != 0) {
+            return -1;
+        }
+    }
+    if (o->model_path == NULL) {
+        colibri_run_usage_error("no model file given");
+        return -1;
+    }
+    if (!o->have_ids) {
+        colibri_run_usage_error("no prompt given (--ids 1,2,3)");
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,36 @@
+/*
+ * colibri_run_options.h - the command line of colibri-run: its options, their
+ * strict parsing (colibri_run_options.c) and the usage text.
+ */
+#ifndef COLIBRI_RUN_OPTIONS_H
+#define COLIBRI_RUN_OPTIONS_H
+
+#include <stdint.h>
+
+#define PROG "colibri-run"
+
+typedef struct run_options {
+    const char *model_path;
+    int32_t *ids; /* malloc'd, n_ids entries */
+    uint32_t n_ids;
+    uint32_t gen;            /* tokens to generate */
+    const char *logits_path; /* --all-logits FILE, or NULL */
+    uint32_t context;        /* 0: default */
+    uint32_t fingerprint;    /* 0: accept any image */
+    int have_ids, have_gen, have_context, have_fingerprint;
+    int mlock, stats, verify;
+} run_options;
+
+extern const char colibri_run_usage_text[];
+
+/* "colibri-run: error: ..." and a hint, on stderr. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+void colibri_run_usage_error(const char *fmt, ...);
+
+/* Fill *o from argv. Returns 0 to run, 1 for --help (done), -1 for a usage
+ * error (already reported). o->ids is malloc'd. */
+int colibri_run_parse_args(int argc, char **argv, run_options *o);
+
+#endif /* COLIBRI_RUN_OPTIONS_H */
