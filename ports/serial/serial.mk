@@ -14,13 +14,13 @@ COLIBRI_SERIAL_MK := 1
 SERIAL_SRC    := $(sort $(wildcard ports/serial/*.c))
 SERIAL_HDR    := $(wildcard ports/serial/*.h)
 SERIAL_APP    := samples/linux/serial_runner.c
-SERIAL_LINUX  := $(sort $(wildcard ports/linux/colibri_linux*.c))
+SERIAL_LINUX  := $(sort $(wildcard ports/linux/colibri_linux*.c)) ports/linux/colibri_serial_linux.c
 
 SERIAL_HOST_OBJ := $(patsubst %.c,$(BUILD)/host/%.o,$(SERIAL_SRC) $(SERIAL_APP) $(SERIAL_LINUX))
 SERIAL_ASAN_OBJ := $(patsubst %.c,$(BUILD)/asan/%.o,$(SERIAL_SRC) $(SERIAL_APP) $(SERIAL_LINUX))
 
-$(SERIAL_HOST_OBJ): HOST_CFLAGS += -Iports/serial
-$(SERIAL_ASAN_OBJ): ASAN_CFLAGS += -Iports/serial
+$(SERIAL_HOST_OBJ): HOST_CFLAGS += -Iports/serial -Iports/linux
+$(SERIAL_ASAN_OBJ): ASAN_CFLAGS += -Iports/serial -Iports/linux
 $(SERIAL_HOST_OBJ) $(SERIAL_ASAN_OBJ): $(SERIAL_HDR)
 
 $(BUILD)/host/serial_runner: $(SERIAL_HOST_OBJ) $(BUILD)/host/libcolibri.a
