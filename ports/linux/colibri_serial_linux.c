@@ -2,7 +2,7 @@
  * colibri_serial_linux.c - the serial protocol runner's transport on Linux
  * (colibri_serial_linux.h): a byte stream over a TCP connection on
  * 127.0.0.1, stdin/stdout or a pseudo-terminal; a SIGUSR1 "interrupt" on a
- * painted alternate stack; ticks from the Linux port's clock; and the loops
+ * painted alternate stack; and the loops
  * that serve a runner until SIGTERM or SIGINT.
  */
 #define _GNU_SOURCE
@@ -80,12 +80,6 @@ static void stream_write(void *ctx, const uint8_t *data, size_t n)
             s->closed = 1;
         }
     }
-}
-
-static uint64_t linux_ticks(void *ctx)
-{
-    (void)ctx;
-    return colibri_linux_ticks_ns();
 }
 
 /* "Interrupt": a SIGUSR1 handler on a painted alternate stack. */
@@ -261,7 +255,6 @@ int colibri_serial_linux_init(colibri_serial_io *io)
     io->read_byte = stream_read_byte;
     io->write = stream_write;
     io->run_in_interrupt = linux_run_in_interrupt;
-    io->ticks = linux_ticks;
     io->ctx = &g_stream;
     return 0;
 }

@@ -105,8 +105,6 @@ typedef struct colibri_serial_io {
      * it has finished. Returns 0, or -1 if the board cannot. stack_used
      * (may be NULL) receives the interrupt stack bytes used, or 0. */
     int (*run_in_interrupt)(void *ctx, void (*fn)(void *arg), void *arg, size_t *stack_used);
-    /* (optional) A monotonic tick counter; INFO names its unit. */
-    uint64_t (*ticks)(void *ctx);
     void *ctx; /* passed back to every function above */
 } colibri_serial_io;
 

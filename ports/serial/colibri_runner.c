@@ -46,6 +46,10 @@ colibri_status colibri_runner_init(colibri_runner *runner, const colibri_serial_
     }
     memset(runner, 0, sizeof *runner);
     runner->io = *io;
+    if (cfg->port != NULL) {
+        runner->ticks = cfg->port->ticks;
+        runner->ticks_ctx = cfg->port->ctx;
+    }
     runner->pushback = -1;
     runner->expected_fingerprint = cfg->expected_fingerprint;
     runner->scratch = cfg->scratch;

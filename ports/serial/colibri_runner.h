@@ -21,10 +21,10 @@
  *   static void uart_write(void *ctx, const uint8_t *p, size_t n)
  *   { (void)ctx; board_uart_write(p, n); }
  *   ...
- *   colibri_serial_io io = { uart_read, uart_write, isr_hook, ticks_hook, NULL };
+ *   colibri_serial_io io = { uart_read, uart_write, isr_hook, NULL };
  *   colibri_runner_config cfg = {
  *       .image = board_weights(), .image_size = board_weights_size(),
- *       .expected_fingerprint = COLIBRI_MODEL_FINGERPRINT, .port = board_port(),
+ *       .expected_fingerprint = COLIBRI_MODEL_FINGERPRINT, .port = board_port(), (ticks)
  *       .kv = kv, .kv_size = sizeof kv, .context = COLIBRI_MODEL_CONTEXT,
  *       .scratch = work, .scratch_size = sizeof work,
  *       .logits = logits, .logits_count = COLIBRI_MODEL_VOCAB_SIZE,
@@ -58,7 +58,8 @@ typedef struct colibri_runner_config {
     const void *image;             /* the model image (4-byte aligned) */
     size_t image_size;             /* bytes available at image */
     uint32_t expected_fingerprint; /* COLIBRI_MODEL_FINGERPRINT, or 0: any image */
-    const colibri_port *port;      /* (optional) passed to colibri_init */
+    const colibri_port *port;      /* (optional) passed to colibri_init; its ticks time
+                                    * every request (INFO names their unit) */
     void *kv;                      /* KV memory, 16-byte aligned */
     size_t kv_size;                /* >= colibri_state_size(model, context) */
     uint32_t context;              /* positions; 0: the model's max_context */
@@ -89,6 +90,8 @@ typedef union colibri_runner_buffer {
 /* The runner. Caller storage; treat the fields as private. */
 typedef struct colibri_runner {
     colibri_serial_io io;
+    uint64_t (*ticks)(void *ctx); /* the port's, or NULL */
+    void *ticks_ctx;
     colibri_model model;
     colibri_state state;
     colibri_status init_status; /* colibri_init / state checks */

@@ -51,7 +51,7 @@ static size_t put_name(uint8_t *p, const char *name)
 
 static uint32_t capabilities(const colibri_runner *r)
 {
-    return (r->io.ticks != NULL ? COLIBRI_CAP_TICKS : 0u) |
+    return (r->ticks != NULL ? COLIBRI_CAP_TICKS : 0u) |
            (r->io.run_in_interrupt != NULL ? COLIBRI_CAP_INTERRUPT : 0u);
 }
 

@@ -12,7 +12,7 @@
 
 uint64_t colibri_runner_ticks(const colibri_runner *r)
 {
-    return r->io.ticks != NULL ? r->io.ticks(r->io.ctx) : 0;
+    return r->ticks != NULL ? r->ticks(r->ticks_ctx) : 0;
 }
 
 uint32_t colibri_runner_vocab(const colibri_runner *r)

@@ -140,12 +140,6 @@ static int serial_run_in_interrupt(void *ctx, void (*fn)(void *arg), void *arg, 
     return colibri_zephyr_run_in_interrupt(fn, arg, stack_used);
 }
 
-static uint64_t serial_ticks(void *ctx)
-{
-    (void)ctx;
-    return colibri_zephyr_ticks();
-}
-
 int colibri_zephyr_serial_io(colibri_serial_io *io)
 {
     if (!device_is_ready(uart) || uart_start() != 0) {
@@ -154,7 +148,6 @@ int colibri_zephyr_serial_io(colibri_serial_io *io)
     io->read_byte = uart_read_byte;
     io->write = uart_write_bytes;
     io->run_in_interrupt = IS_ENABLED(CONFIG_COLIBRI_IRQ_FORWARD) ? serial_run_in_interrupt : NULL;
-    io->ticks = serial_ticks;
     io->ctx = NULL;
     return 0;
 }

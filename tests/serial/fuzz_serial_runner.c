@@ -93,7 +93,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    colibri_serial_io io = {read_byte, write_bytes, in_interrupt, NULL, NULL};
+    colibri_serial_io io = {read_byte, write_bytes, in_interrupt, NULL};
     colibri_runner_config cfg = {
         .image = image,
         .image_size = image_size,

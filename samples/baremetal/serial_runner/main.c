@@ -33,16 +33,10 @@ static int in_interrupt(void *ctx, void (*fn)(void *arg), void *arg, size_t *sta
     return board_run_in_interrupt(fn, arg, stack_used);
 }
 
-static uint64_t ticks(void *ctx)
-{
-    (void)ctx;
-    return board_ticks();
-}
-
 int main(void)
 {
     board_init();
-    colibri_serial_io io = {uart_read, uart_write, in_interrupt, ticks, NULL};
+    colibri_serial_io io = {uart_read, uart_write, in_interrupt, NULL};
     colibri_runner_config cfg = {
         .image = board_weights(),
         .image_size = board_weights_size(),
