@@ -439,8 +439,9 @@ void colibri_linux_port_init(colibri_port *port, const colibri_linux_mapping *m)
     if (port == NULL) {
         return;
     }
-    memset(port, 0, sizeof *port); /* no parallel_for yet; reference kernels */
+    memset(port, 0, sizeof *port); /* no parallel_for yet */
     port->version = COLIBRI_PORT_VERSION;
+    port->kernels = colibri_linux_kernels(NULL);
     port->ticks = port_ticks;
     port->prefetch = m != NULL ? port_prefetch : NULL;
     port->ctx = (void *)m;

@@ -131,10 +131,20 @@ uint64_t colibri_linux_ticks_ns(void);
 /*
  * Fill *port for colibri_options.port: version COLIBRI_PORT_VERSION, ticks =
  * CLOCK_MONOTONIC nanoseconds, prefetch = madvise(MADV_WILLNEED) over the
- * pages of the range (ranges outside the mapping are ignored). m may be NULL
- * (then prefetch is not set). m must outlive every use of the port.
+ * pages of the range (ranges outside the mapping are ignored), kernels = the
+ * best table for this CPU (colibri_linux_kernels(NULL)). m may be NULL (then
+ * prefetch is not set). m must outlive every use of the port.
  */
 void colibri_linux_port_init(colibri_port *port, const colibri_linux_mapping *m);
+
+/* The kernel table this binary has and this CPU runs: the preferred one for
+ * name NULL, else the one of that name; NULL if there is no such table or
+ * the CPU lacks what it needs. */
+const colibri_kernels *colibri_linux_kernels(const char *name);
+
+/* The names of the tables built in, "a, b, ..." into out (NUL-terminated,
+ * cut to size); returns the length written. */
+size_t colibri_linux_kernel_names(char *out, size_t size);
 
 #ifdef __cplusplus
 }

@@ -167,6 +167,7 @@ static void print_stats(const run_options *o, const colibri_linux_mapping *map,
             arch_name(hp->arch), hp->vocab_size, hp->hidden_size, hp->n_layers, hp->n_heads,
             hp->n_kv_heads, hp->head_dim, hp->n_experts, hp->top_k, hp->expert_intermediate,
             hp->dense_intermediate, hp->shared_intermediate, hp->max_context, model->fingerprint);
+    fprintf(stderr, PROG ": kernels: %s\n", model->kernels.name);
     fprintf(stderr, PROG ": image: bytes=%llu file_bytes=%zu mlock=%s\n",
             (unsigned long long)model->image_size, map->size, map->locked ? "yes" : "no");
     fprintf(stderr,
@@ -413,6 +414,14 @@ static int run(const run_options *o)
     g_map_size = map.size;
     g_map_lo = map.data;
     colibri_linux_port_init(&port, &map);
+    if (o->kernels != NULL && (port.kernels = colibri_linux_kernels(o->kernels)) == NULL) {
+        char names[256];
+        colibri_linux_kernel_names(names, sizeof names);
+        fprintf(stderr, PROG ": error: no kernel table '%s' runs here (this build has: %s)\n",
+                o->kernels, names);
+        colibri_linux_unmap(&map);
+        return EXIT_USAGE;
+    }
 
     rc = load_model(o, &map, &port, &model, &t);
     if (rc == 0) {

@@ -30,6 +30,7 @@ const char colibri_run_usage_text[] =
     "  --mlock             lock the whole image in RAM (needs RLIMIT_MEMLOCK\n"
     "                      of at least the image size, or CAP_IPC_LOCK)\n"
     "  --verify            check every tensor's CRC-32 before running\n"
+    "  --kernels NAME      use this kernel table (default: the best this CPU runs)\n"
     "  --fingerprint HEX   refuse an image whose fingerprint differs (0x1234abcd)\n"
     "  --stats             print dimensions, sizes and timings to stderr\n"
     "  -h, --help          show this help and exit\n"
@@ -203,6 +204,7 @@ enum opt_id {
     OPT_MLOCK,
     OPT_STATS,
     OPT_VERIFY,
+    OPT_KERNELS,
     OPT_HELP,
     OPT_COUNT
 };
@@ -212,7 +214,7 @@ static const struct {
     int takes_value;
 } k_opts[OPT_COUNT] = {
     {"--ids", 1},   {"--gen", 1},   {"--all-logits", 1}, {"--context", 1}, {"--fingerprint", 1},
-    {"--mlock", 0}, {"--stats", 0}, {"--verify", 0},     {"--help", 0},
+    {"--mlock", 0}, {"--stats", 0}, {"--verify", 0},     {"--kernels", 1}, {"--help", 0},
 };
 
 static int find_option(const char *arg, size_t name_len)
@@ -248,6 +250,13 @@ static int apply_option(run_options *o, int id, const char *value)
     case OPT_MLOCK: o->mlock = 1; return 0;
     case OPT_STATS: o->stats = 1; return 0;
     case OPT_VERIFY: o->verify = 1; return 0;
+    case OPT_KERNELS:
+        if (value[0] == '\0') {
+            colibri_run_usage_error("--kernels needs a table name");
+            return -1;
+        }
+        o->kernels = value;
+        return 0;
     default: return -1;
     }
 }

@@ -15,6 +15,7 @@ typedef struct run_options {
     uint32_t n_ids;
     uint32_t gen;            /* tokens to generate */
     const char *logits_path; /* --all-logits FILE, or NULL */
+    const char *kernels;     /* --kernels NAME, or NULL: the port's choice */
     uint32_t context;        /* 0: default */
     uint32_t fingerprint;    /* 0: accept any image */
     int have_ids, have_gen, have_context, have_fingerprint;

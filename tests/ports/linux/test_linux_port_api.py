@@ -1,6 +1,7 @@
 """The port library on its own: build linux_port_api.c against
-ports/linux/colibri_linux.c with the Makefile's warning flags (plain and with
-ASan/UBSan) and run it on the tiny image."""
+ports/linux/colibri_linux*.c (and the core, whose kernel table the port hands
+out) with the Makefile's warning flags (plain and with ASan/UBSan) and run it
+on the tiny image."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ def test_port_api(tmp_path, tiny_image, flavour):
     exe = tmp_path / f"linux_port_api_{flavour}"
     cmd = (["cc", *shlex.split(WARN), *shlex.split(FLAVOURS[flavour]),
             f"-I{REPO / 'sdk/include'}", f"-I{REPO / 'ports/linux'}",
-            str(REPO / "tests/ports/linux/linux_port_api.c"),
-            str(REPO / "ports/linux/colibri_linux.c"), "-o", str(exe)])
+            f"-I{REPO / 'sdk/src'}", str(REPO / "tests/ports/linux/linux_port_api.c"),
+            *map(str, sorted((REPO / "ports/linux").glob("colibri_linux*.c"))),
+            *map(str, sorted((REPO / "sdk/src").glob("*.c"))),
+            str(REPO / "sdk/src/kernels/reference.c"), "-o", str(exe)])
     built = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
     assert built.returncode == 0, built.stderr
     image = tmp_path / "model.bin"

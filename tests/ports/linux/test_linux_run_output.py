@@ -127,3 +127,18 @@ def test_stats(any_run, tiny_image):
 def test_stats_context_option(colibri_run, tiny_image):
     done = run(colibri_run, tiny_image, "--ids", "1", "--context", "5", "--stats")
     assert "memory: context=5 " in done.stderr
+
+
+def test_kernel_table_chosen_by_the_port_or_by_name(any_run, tiny_image):
+    """The port's CPU probe picks a table (--stats names it); --kernels asks for
+    one by name and gives the same tokens; an unknown name is a usage error
+    that lists the tables this build has."""
+    ids = ",".join(map(str, PROMPT))
+    chosen = run(any_run, tiny_image, "--ids", ids, "--gen", 4, "--stats")
+    name = re.search(r"^colibri-run: kernels: (\S+)$", chosen.stderr, re.M).group(1)
+    named = run(any_run, tiny_image, "--ids", ids, "--gen", 4, "--kernels", "reference")
+    assert _ids(named) == _ids(chosen) and name
+    refused = run(any_run, tiny_image, "--ids", ids, "--kernels", "no-such-table")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "no kernel table 'no-such-table' runs here (this build has: reference" in refused.stderr
+    assert_no_sanitizer_report(refused)
