@@ -4,7 +4,7 @@
  * and colibri_init refuses any image but the one the header describes.
  *
  *   cc -std=c11 -Isdk/include -Iports/linux -I<dir of model_config.h> \
- *      samples/linux/static_buffers.c ports/linux/colibri_linux.c \
+ *      samples/linux/static_buffers.c ports/linux/colibri_linux*.c \
  *      build/host/libcolibri.a -o static_buffers
  *   ./static_buffers model.bin 1 2 3
  *

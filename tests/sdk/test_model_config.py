@@ -17,8 +17,10 @@ def _build_sample(config_dir: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
     exe = out / "static_buffers"
     subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2",
                     "-Isdk/include", "-Iports/linux", f"-I{config_dir}",
-                    "samples/linux/static_buffers.c", "ports/linux/colibri_linux.c",
-                    "build/host/libcolibri.a", "-lm", "-o", str(exe)], cwd=REPO, check=True)
+                    "samples/linux/static_buffers.c",
+                    *sorted(str(p.relative_to(REPO))
+                            for p in (REPO / "ports" / "linux").glob("colibri_linux*.c")),
+                    "build/host/libcolibri.a", "-o", str(exe)], cwd=REPO, check=True)
     return exe
 
 

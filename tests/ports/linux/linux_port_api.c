@@ -1,6 +1,7 @@
 /*
  * linux_port_api.c - direct tests of the Linux port library
- * (ports/linux/colibri_linux.c) without the core: argument checks, error
+ * (ports/linux/colibri_linux*.c), linked with the core only for the kernel
+ * table the port hands out: argument checks, error
  * text, cleanup after every failure (no descriptor leaks), the port hooks.
  * Built and run by test_linux_port_api.py:  linux_port_api IMAGE TMPDIR
  * Prints "ok N" and exits 0, or names the first failed check and exits 1.
