@@ -155,3 +155,43 @@ def test_line_mode_timeout(fake):
     with SerialClient.open(device.url, timeout=0.4) as client:
         with pytest.raises(DeviceTimeout, match="no 'ok' or 'error' line"):
             client.command("gen 1 / 2")
+
+
+def _logits_device(totals):
+    """HELLO -> INFO (vocab 97); each GET_LOGITS -> one logit and the next of totals."""
+    from colibri_tools.protocol import LogitsChunk, LogitsRequest
+
+    def behave(conn):
+        replies = iter(totals)
+        while True:
+            try:
+                request = read_request(conn)
+            except ConnectionError:
+                return
+            if request.type == Msg.HELLO:
+                conn.sendall(encode_frame(Msg.INFO, request.seq, INFO.pack()))
+            else:
+                offset = LogitsRequest.unpack(request.payload).offset
+                chunk = LogitsChunk(offset, next(replies), b"\0\0\x80\x3f")
+                conn.sendall(encode_frame(Msg.LOGITS, request.seq, chunk.pack()))
+    return behave
+
+
+def test_logits_total_beyond_the_vocabulary_is_refused(fake):
+    device = fake(_logits_device([2**32 - 1] * 10))
+    with SerialClient.open(device.url, timeout=3) as client:
+        client.connect()
+        started = time.monotonic()
+        with pytest.raises(SerialProtocolError, match=r"announces 4294967295 logits, more than "
+                                                      r"the vocabulary of 97") as info:
+            client.read_logits()
+        assert time.monotonic() - started < 1.0
+        assert device.url in str(info.value)
+
+
+def test_logits_total_that_changes_is_refused(fake):
+    device = fake(_logits_device([3, 5, 5]))
+    with SerialClient.open(device.url, timeout=3) as client:
+        client.connect()
+        with pytest.raises(SerialProtocolError, match="total changed from 3 to 5"):
+            client.read_logits()

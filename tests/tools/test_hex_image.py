@@ -278,6 +278,20 @@ def test_merge_with_firmware(tiny_model, board, tmp_path, kind):
     assert "outside the weight region" in check_file(merged, board, tiny_model)
 
 
+def test_truncated_firmware_hex_is_refused(tiny_model, board, tmp_path):
+    """A firmware HEX cut short (no end-of-file record) is half a firmware:
+    colibri-image refuses to merge it and names the file."""
+    elf = _firmware_elf(tmp_path)
+    _objcopy_hex(elf)
+    whole = elf.with_suffix(".objcopy.hex").read_bytes().splitlines(keepends=True)
+    half = tmp_path / "half.hex"
+    half.write_bytes(b"".join(whole[: len(whole) // 2]))
+    with pytest.raises(HexImageError, match=r"half\.hex.*no end-of-file record"):
+        build_hex(tiny_model, board, tmp_path / "merged.hex", firmware=half)
+    assert not (tmp_path / "merged.hex").exists()
+    build_hex(tiny_model, board, tmp_path / "merged.hex", firmware=elf.with_suffix(".objcopy.hex"))
+
+
 def test_elf_reader_agrees_with_objcopy(tmp_path):
     elf = _firmware_elf(tmp_path)
     reference = _objcopy_hex(elf)

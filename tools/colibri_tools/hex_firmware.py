@@ -127,6 +127,14 @@ def _elf_firmware(path: Path, data: bytes) -> Firmware:
     return Firmware(path, tuple(pieces), start)
 
 
+def _ends_with_eof_record(path: Path) -> bool:
+    """The last record of the file is the end-of-file record (type 01)."""
+    with path.open("rb") as f:
+        f.seek(max(0, path.stat().st_size - 256))
+        lines = [line.strip() for line in f.read().splitlines() if line.strip()]
+    return bool(lines) and lines[-1].upper() == b":00000001FF"
+
+
 def _hex_firmware(path: Path) -> Firmware:
     from intelhex import IntelHex, IntelHexError
 
@@ -135,6 +143,9 @@ def _hex_firmware(path: Path) -> Firmware:
         ih.loadhex(str(path))
     except (IntelHexError, ValueError) as exc:
         raise HexImageError(f"not valid Intel HEX: {exc}", path=path) from None
+    if not _ends_with_eof_record(path):
+        raise HexImageError("no end-of-file record (:00000001FF) at its end: a truncated "
+                            "firmware HEX, refused", path=path)
     pieces = tuple(Piece(s, e - s, f"{path.name} {span(s, e)}",
                          data=bytes(ih.tobinarray(start=s, end=e - 1))) for s, e in ih.segments())
     start = None

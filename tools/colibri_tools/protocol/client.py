@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 import serial  # pyserial
 
+from ..image_spec import LIMITS
 from .frames import (
     MAX_LINE,
     MAX_LOGITS_CHUNK,
@@ -244,11 +245,25 @@ class SerialClient:
             raise PayloadError(f"LOGITS for offset {chunk.offset}, asked {offset}", path=self.url)
         return chunk
 
-    def read_logits(self, chunk: int = MAX_LOGITS_CHUNK) -> bytes:
-        """Every kept logit as float32 LE bytes, read in bounded chunks."""
+    def read_logits(self, chunk: int = MAX_LOGITS_CHUNK, *, timeout: float | None = None) -> bytes:
+        """Every kept logit as float32 LE bytes, read in bounded chunks. The
+        device's total is believed only up to the vocabulary INFO announced
+        (the format's limit before INFO) and must stay the same from chunk to
+        chunk; the whole read ends within the timeout."""
+        limit = self.info.vocab_size if self.info is not None else LIMITS["vocab_size"]
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         parts, offset, total = [], 0, None
         while total is None or offset < total:
+            if time.monotonic() > deadline:
+                raise DeviceTimeout(f"reading logits: {offset} of {total} after the timeout",
+                                    path=self.url)
             part = self.get_logits(offset, chunk)
+            if total is None and part.total > limit:
+                raise PayloadError(f"the device announces {part.total} logits, more than the "
+                                   f"vocabulary of {limit}", path=self.url)
+            if total is not None and part.total != total:
+                raise PayloadError(f"the logits total changed from {total} to {part.total}",
+                                   path=self.url)
             total = part.total
             if part.count == 0 and offset < total:
                 raise PayloadError(f"LOGITS chunk at {offset} of {total} is empty", path=self.url)
