@@ -136,14 +136,53 @@ static size_t round_up(size_t v, size_t align)
 
 /* ---- mlock ---------------------------------------------------------------- */
 
+/* RAM that locking must leave free: an eighth of it, at least 256 MiB. */
+#define LOCK_MARGIN_MIN ((uint64_t)256u << 20)
+
+static uint64_t physical_memory(const colibri_linux_mapping *m)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    return pages > 0 ? (uint64_t)pages * m->page_size : 0u;
+}
+
+/* Even with CAP_IPC_LOCK (no RLIMIT_MEMLOCK applies), never lock more than
+ * the machine's RAM less a margin: the rest of the system must keep running. */
+static colibri_linux_status check_lock_fits_ram(const colibri_linux_mapping *m, size_t need,
+                                                const char *path, char *err, size_t err_size)
+{
+    uint64_t ram = physical_memory(m), margin = ram / 8u, room;
+    char need_text[64], ram_text[64], room_text[64];
+    margin = margin > LOCK_MARGIN_MIN ? margin : LOCK_MARGIN_MIN;
+    room = ram > margin ? ram - margin : 0u;
+    if (ram == 0 || (uint64_t)need <= room) {
+        return COLIBRI_LINUX_OK;
+    }
+    format_bytes(need_text, sizeof need_text, (uint64_t)need);
+    format_bytes(ram_text, sizeof ram_text, ram);
+    format_bytes(room_text, sizeof room_text, room);
+    set_err(err, err_size,
+            "%s: cannot lock the model in memory: the image is %s, more than the %s that "
+            "may be locked on this machine (%s of RAM less a margin of an eighth, at least "
+            "256 MiB); run without --mlock",
+            path, need_text, room_text, ram_text);
+    return COLIBRI_LINUX_E_MLOCK_LIMIT;
+}
+
 static colibri_linux_status lock_image(colibri_linux_mapping *m, const char *path, char *err,
                                        size_t err_size)
 {
     struct rlimit rl;
     char image_text[64], soft_text[64], hard_text[64];
-    size_t need = round_up(m->size, m->page_size); /* mlock counts whole pages */
+    /* The image the header states, not the whole file: bytes past it are
+     * never read. mlock counts whole pages. */
+    size_t lock_size = (size_t)m->image_size;
+    size_t need = round_up(lock_size, m->page_size);
+    colibri_linux_status fits = check_lock_fits_ram(m, need, path, err, err_size);
+    if (fits != COLIBRI_LINUX_OK) {
+        return fits;
+    }
 
-    format_bytes(image_text, sizeof image_text, (uint64_t)m->size);
+    format_bytes(image_text, sizeof image_text, (uint64_t)lock_size);
     if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         (uint64_t)need > (uint64_t)rl.rlim_cur && !has_cap_ipc_lock()) {
         unsigned long long need_kib = ((unsigned long long)need + 1023u) / 1024u;
@@ -165,7 +204,7 @@ static colibri_linux_status lock_image(colibri_linux_mapping *m, const char *pat
                 path, image_text, soft_text, hard_text, need_kib, need_kib);
         return COLIBRI_LINUX_E_MLOCK_LIMIT;
     }
-    if (mlock(m->data, m->size) != 0) {
+    if (mlock(m->data, lock_size) != 0) {
         int e = errno;
         const char *why = "";
         if (e == ENOMEM) {
@@ -383,7 +422,7 @@ void colibri_linux_unmap(colibri_linux_mapping *m)
     }
     if (m->data != NULL) {
         if (m->locked) {
-            (void)munlock(m->data, m->size);
+            (void)munlock(m->data, (size_t)m->image_size);
         }
         (void)munmap((void *)m->data, m->size);
     }

@@ -210,3 +210,31 @@ def test_mlock_unlimited(colibri_run, tiny_image):
         assert "cannot lock the model in memory" in done.stderr  # no headroom here
     else:
         assert "mlock=yes" in done.stderr
+
+
+def test_mlock_locks_the_image_not_the_file(any_run, tiny_image, memlock_enforced, tmp_path):
+    """A file padded far past the image its header states (1 TiB, sparse): only
+    the image is locked, so a limit that fits the image is enough."""
+    padded = tmp_path / "padded.bin"
+    padded.write_bytes(tiny_image.read_bytes())
+    os.truncate(padded, 1 << 40)
+    limit = (tiny_image.stat().st_size + 4095) // 4096 * 4096 + 4096
+    done = run(any_run, padded, "--ids", "1", "--mlock", "--stats",
+               preexec_fn=_limit_memlock(limit), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "mlock=yes" in done.stderr
+    assert_no_sanitizer_report(done)
+
+
+def test_mlock_beyond_the_machines_ram_is_refused(colibri_run, tiny_image, tmp_path):
+    """A header that states a 4 TiB image (in a sparse 4 TiB file): even with
+    CAP_IPC_LOCK or no RLIMIT_MEMLOCK, locking it is refused with the numbers,
+    at once, before any page is touched."""
+    huge = tmp_path / "huge.bin"
+    header = bytearray(tiny_image.read_bytes()[:4096])
+    header[16:24] = (4 << 40).to_bytes(8, "little")
+    huge.write_bytes(bytes(header))
+    os.truncate(huge, 4 << 40)
+    done = run(colibri_run, huge, "--ids", "1", "--mlock", timeout=30)
+    assert_clean_failure(done, 1, "cannot lock the model in memory", "the image is 4398046511104",
+                         "may be locked on this machine", "of RAM less a margin")
