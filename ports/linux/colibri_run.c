@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "colibri.h"
@@ -81,6 +82,14 @@ static void *alloc_aligned(size_t bytes)
 }
 
 /* Write count floats as little-endian binary32. 0 or an errno value. */
+/* Does path name the mapped model file (by any name: a link, another path)? */
+static int is_the_model_file(const char *path, const colibri_linux_mapping *map)
+{
+    struct stat a, b;
+    return stat(path, &a) == 0 && fstat(map->fd, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 static int write_logits(const char *path, const float *v, size_t count)
 {
     unsigned char buf[4096 * 4];
@@ -413,6 +422,14 @@ static int run(const run_options *o)
     }
     g_map_size = map.size;
     g_map_lo = map.data;
+    if (o->logits_path != NULL && is_the_model_file(o->logits_path, &map)) {
+        fprintf(stderr,
+                PROG ": error: --all-logits %s is the model file: writing it would destroy the "
+                     "model; choose another file\n",
+                o->logits_path);
+        colibri_linux_unmap(&map);
+        return EXIT_USAGE;
+    }
     colibri_linux_port_init(&port, &map);
     if (o->kernels != NULL && (port.kernels = colibri_linux_kernels(o->kernels)) == NULL) {
         char names[256];

@@ -205,3 +205,32 @@ def test_failure_while_writing_leaves_older_output_untouched(hf_checkpoint, copy
     assert sorted(p.name for p in out.iterdir()) == ["model.bin", "model_config.h",
                                                      "model_tokenizer.json"]
     assert (out / "model.bin").read_text() == "old model.bin"
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_signal_mid_write_leaves_no_staged_file(signame, hf_checkpoint, tmp_path, monkeypatch):
+    """SIGTERM/SIGHUP while model.bin is being written (as `timeout` or a CI
+    cancel would send it): the command exits 128 + signal and leaves nothing
+    behind, not even the staged .model.bin.*.tmp."""
+    import os
+    import signal
+    import sys
+
+    convert_module = sys.modules["colibri_tools.convert"]  # (the package re-exports the function)
+
+    real_write = convert_module.write_image
+
+    def write_then_signal(path, **kwargs):
+        written = real_write(path, **kwargs)
+        assert Path(path).name.endswith(".tmp") and Path(path).exists()
+        os.kill(os.getpid(), getattr(signal, signame))
+        return written
+
+    monkeypatch.setattr(convert_module, "write_image", write_then_signal)
+    out = tmp_path / "out"
+    before = signal.getsignal(getattr(signal, signame))
+    with pytest.raises(SystemExit) as stopped:
+        main([str(hf_checkpoint("mixtral")), "-o", str(out), "--quiet"])
+    assert stopped.value.code == 128 + getattr(signal, signame)
+    assert not out.exists() or list(out.iterdir()) == []
+    assert signal.getsignal(getattr(signal, signame)) is before  # the handler is put back

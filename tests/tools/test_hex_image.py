@@ -392,3 +392,16 @@ def test_16_mib_image_streams_in_bounded_memory(model_16mib, board, tmp_path):
     start, data = decoded_bytes(out)
     assert start == 0x90000000
     assert zlib.crc32(data) == zlib.crc32(model_16mib.read_bytes()) and len(data) == size
+
+
+def test_output_that_is_an_input_is_refused(tiny_model, board, tmp_path):
+    """colibri-image m.bin -o m.bin (or a link to it) would turn the model into
+    HEX text: refused, and the model is left as it was."""
+    before = tiny_model.read_bytes()
+    link = tmp_path / "same.bin"
+    link.symlink_to(tiny_model)
+    for output in (tiny_model, link):
+        with pytest.raises(HexImageError, match="would destroy the input"):
+            build_hex(tiny_model, board, output)
+    assert main([str(tiny_model), "--board", str(board), "-o", str(tiny_model), "--quiet"]) == 1
+    assert tiny_model.read_bytes() == before

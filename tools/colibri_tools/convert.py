@@ -16,6 +16,7 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -202,6 +203,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    """SIGTERM or SIGHUP (what `timeout`, a CI cancel or a closed terminal
+    send) ends the conversion like Ctrl-C: the staged files are removed."""
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def _signals_end_the_run() -> Iterator[None]:
+    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
@@ -209,8 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.addHandler(handler)
     log.setLevel(logging.WARNING if args.quiet else logging.INFO)
     try:
-        result = convert(args.hf_dir, args.out_dir, context=args.context,
-                         alignment=args.alignment, progress=not args.quiet)
+        with _signals_end_the_run():
+            result = convert(args.hf_dir, args.out_dir, context=args.context,
+                             alignment=args.alignment, progress=not args.quiet)
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1

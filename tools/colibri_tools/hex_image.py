@@ -263,6 +263,15 @@ class HexResult:
         return "\n".join(lines)
 
 
+def _refuse_overwriting_an_input(output: Path, *inputs: str | Path | None) -> None:
+    """The output must not be one of the inputs (the same file by any name)."""
+    for source in inputs:
+        if source is not None and output.exists() and Path(source).exists() and \
+                os.path.samefile(output, source):
+            raise HexImageError(f"the output {output} is the input {source}: writing it would "
+                                f"destroy the input; choose another -o", path=output)
+
+
 def build_hex(model: str | Path, board: Board | str, output: str | Path, *,
               firmware: str | Path | None = None, record_size: int = 32,
               progress: bool = False) -> HexResult:
@@ -271,6 +280,7 @@ def build_hex(model: str | Path, board: Board | str, output: str | Path, *,
     board = board if isinstance(board, Board) else load(board)
     if record_size not in RECORD_SIZES:
         raise HexImageError(f"record size must be one of {RECORD_SIZES}, not {record_size}")
+    _refuse_overwriting_an_input(Path(output), model, firmware)
     weights = model_piece(model, board)
     fw = load_firmware(firmware) if firmware is not None else None
     extra = fw.pieces if fw else ()

@@ -142,3 +142,18 @@ def test_kernel_table_chosen_by_the_port_or_by_name(any_run, tiny_image):
     assert refused.returncode == 2 and refused.stdout == ""
     assert "no kernel table 'no-such-table' runs here (this build has: reference" in refused.stderr
     assert_no_sanitizer_report(refused)
+
+
+def test_all_logits_into_the_model_file_is_refused(any_run, tiny_image, tmp_path):
+    """--all-logits naming the model itself (or a link to it) would truncate the
+    mapped image: refused before anything runs, and the model is intact."""
+    model = tmp_path / "model.bin"
+    model.write_bytes(tiny_image.read_bytes())
+    link = tmp_path / "link.bin"
+    link.symlink_to(model)
+    for target in (model, link):
+        done = run(any_run, model, "--ids", "1,2", "--all-logits", target)
+        assert done.returncode == 2 and done.stdout == ""
+        assert "is the model file: writing it would destroy the model" in done.stderr
+        assert_no_sanitizer_report(done)
+    assert model.read_bytes() == tiny_image.read_bytes()
