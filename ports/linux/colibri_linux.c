@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -484,6 +486,16 @@ void colibri_linux_port_init(colibri_port *port, const colibri_linux_mapping *m)
     port->ticks = port_ticks;
     port->prefetch = m != NULL ? port_prefetch : NULL;
     port->ctx = (void *)m;
+}
+
+void *colibri_linux_alloc_aligned(size_t bytes, size_t align)
+{
+    size_t rounded;
+    if (align == 0 || bytes > SIZE_MAX - align) {
+        return NULL;
+    }
+    rounded = (bytes + align - 1) / align * align;
+    return aligned_alloc(align, rounded == 0 ? align : rounded);
 }
 
 /* ---- status text ---------------------------------------------------------- */

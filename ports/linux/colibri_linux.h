@@ -125,6 +125,12 @@ typedef enum colibri_linux_access {
  * returns 0, or the errno of a failed madvise (nothing else changes). */
 int colibri_linux_advise(const colibri_linux_mapping *m, colibri_linux_access access);
 
+/* Heap memory for the caller-owned buffers (KV state, scratch, logits): align
+ * must be a power of two that is a multiple of sizeof(void *); the size is
+ * rounded up to it (C11 aligned_alloc's rule). NULL when bytes is so large
+ * that rounding would overflow, or when there is no memory. free() it. */
+void *colibri_linux_alloc_aligned(size_t bytes, size_t align);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t colibri_linux_ticks_ns(void);
 

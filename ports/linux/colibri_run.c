@@ -71,16 +71,6 @@ static void install_sigbus_handler(void)
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static void *alloc_aligned(size_t bytes)
-{
-    size_t rounded;
-    if (bytes > SIZE_MAX - BUFFER_ALIGN) {
-        return NULL;
-    }
-    rounded = (bytes + BUFFER_ALIGN - 1) / BUFFER_ALIGN * BUFFER_ALIGN; /* C11 rule */
-    return aligned_alloc(BUFFER_ALIGN, rounded == 0 ? BUFFER_ALIGN : rounded);
-}
-
 /* Write count floats as little-endian binary32. 0 or an errno value. */
 /* Does path name the mapped model file (by any name: a link, another path)? */
 static int is_the_model_file(const char *path, const colibri_linux_mapping *map)
@@ -321,9 +311,9 @@ static int alloc_buffers(const run_options *o, const colibri_model *model, uint3
         fprintf(stderr, PROG ": error: %u x %zu logits do not fit in memory\n", o->n_ids, vocab);
         return EXIT_RUNTIME;
     }
-    b->kv = alloc_aligned(b->kv_bytes);
-    b->scratch = alloc_aligned(b->scratch_bytes);
-    b->logits = (float *)alloc_aligned(rows * vocab * sizeof(float));
+    b->kv = colibri_linux_alloc_aligned(b->kv_bytes, BUFFER_ALIGN);
+    b->scratch = colibri_linux_alloc_aligned(b->scratch_bytes, BUFFER_ALIGN);
+    b->logits = (float *)colibri_linux_alloc_aligned(rows * vocab * sizeof(float), BUFFER_ALIGN);
     b->out = (int32_t *)malloc(((size_t)o->gen + 1) * sizeof(int32_t));
     if (b->kv == NULL || b->scratch == NULL || b->logits == NULL || b->out == NULL) {
         fprintf(stderr,

@@ -35,7 +35,8 @@ typedef struct stream {
     int in_fd, out_fd;
     uint8_t buf[512];
     size_t head, tail;
-    int closed; /* end of input or a write error */
+    int closed;          /* end of input or a write error */
+    uint64_t last_rx_ns; /* when bytes last arrived */
 } stream;
 
 static stream g_stream;
@@ -54,6 +55,7 @@ static int stream_read_byte(void *ctx, uint32_t timeout_ms)
             if (n > 0) {
                 s->head = 0;
                 s->tail = (size_t)n;
+                s->last_rx_ns = colibri_linux_ticks_ns();
             } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
                 s->closed = 1;
             }
@@ -135,14 +137,25 @@ static void on_stop(int sig)
     g_stop = 1;
 }
 
-void colibri_serial_linux_serve_fds(colibri_runner *runner, int in_fd, int out_fd)
+static int idle_too_long(uint32_t idle_s)
+{
+    return idle_s > 0 &&
+           colibri_linux_ticks_ns() - g_stream.last_rx_ns > (uint64_t)idle_s * 1000000000u;
+}
+
+void colibri_serial_linux_serve_fds(colibri_runner *runner, int in_fd, int out_fd, uint32_t idle_s)
 {
     memset(&g_stream, 0, sizeof g_stream);
     g_stream.in_fd = in_fd;
     g_stream.out_fd = out_fd;
+    g_stream.last_rx_ns = colibri_linux_ticks_ns();
     colibri_runner_banner(runner);
     while (!g_stream.closed && !g_stop) {
         (void)colibri_runner_poll(runner, POLL_MS);
+        if (idle_too_long(idle_s)) {
+            fprintf(stderr, PROG ": closing a connection idle for %u s\n", idle_s);
+            break;
+        }
     }
 }
 
@@ -170,7 +183,7 @@ static int open_listener(int port)
     return fd;
 }
 
-int colibri_serial_linux_serve_tcp(colibri_runner *runner, int port, int once)
+int colibri_serial_linux_serve_tcp(colibri_runner *runner, int port, int once, uint32_t idle_s)
 {
     int listener = open_listener(port);
     if (listener < 0) {
@@ -188,7 +201,7 @@ int colibri_serial_linux_serve_tcp(colibri_runner *runner, int port, int once)
             break;
         }
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        colibri_serial_linux_serve_fds(runner, fd, fd);
+        colibri_serial_linux_serve_fds(runner, fd, fd, idle_s);
         close(fd);
         if (once) {
             break;
@@ -227,7 +240,7 @@ int colibri_serial_linux_serve_pty(colibri_runner *runner)
     printf("pty %s\n", name);
     fflush(stdout);
     while (!g_stop) {
-        colibri_serial_linux_serve_fds(runner, master, master);
+        colibri_serial_linux_serve_fds(runner, master, master, 0);
     }
     close(slave);
     close(master);

@@ -10,6 +10,8 @@
  *   --stdio      requests on stdin, replies on stdout; ends at end of input
  *   --pty        open a pseudo-terminal, print "pty /dev/pts/N", serve it
  *   --once       (--tcp) exit after the first client has gone
+ *   --idle-timeout S  (--tcp) disconnect a client silent for S seconds
+ *                (default 60; 0: never), so it cannot block the next one
  *
  * The model image is mapped with the Linux port; the KV, scratch and logits
  * buffers are sized from the image and allocated once here (a firmware
@@ -44,6 +46,7 @@ typedef struct options {
     uint32_t fingerprint;
     const char *board;
     int once;
+    uint32_t idle_s; /* --tcp: seconds a silent client may hold the connection */
 } options;
 
 /* ---- model buffers ------------------------------------------------------------------ */
@@ -54,12 +57,6 @@ typedef struct buffers {
     size_t kv_size, scratch_size;
     uint32_t vocab, context;
 } buffers;
-
-static void *alloc_aligned(size_t bytes)
-{
-    size_t rounded = (bytes + BUFFER_ALIGN - 1) / BUFFER_ALIGN * BUFFER_ALIGN;
-    return aligned_alloc(BUFFER_ALIGN, rounded == 0 ? BUFFER_ALIGN : rounded);
-}
 
 /* Size the buffers from the image (a throw-away colibri_init). A bad image
  * leaves them empty: the runner then reports its status in INFO. */
@@ -79,9 +76,10 @@ static int size_buffers(const colibri_linux_mapping *map, const options *o, buff
     b->vocab = probe.hp.vocab_size;
     b->kv_size = colibri_state_size(&probe, b->context);
     b->scratch_size = colibri_scratch_size(&probe, b->context);
-    b->kv = alloc_aligned(b->kv_size);
-    b->scratch = alloc_aligned(b->scratch_size);
-    b->logits = (float *)alloc_aligned((size_t)b->vocab * sizeof(float));
+    b->kv = colibri_linux_alloc_aligned(b->kv_size, BUFFER_ALIGN);
+    b->scratch = colibri_linux_alloc_aligned(b->scratch_size, BUFFER_ALIGN);
+    b->logits =
+        (float *)colibri_linux_alloc_aligned((size_t)b->vocab * sizeof(float), BUFFER_ALIGN);
     if (b->kv == NULL || b->scratch == NULL || b->logits == NULL) {
         fprintf(stderr, PROG ": out of memory for the model buffers\n");
         return -1;
@@ -95,7 +93,7 @@ static int usage(const char *why)
 {
     fprintf(stderr,
             PROG ": %s\nusage: " PROG " MODEL.bin [--tcp PORT | --stdio | --pty] [--context N]\n"
-                 "       [--fingerprint HEX] [--board NAME] [--once]\n",
+                 "       [--fingerprint HEX] [--board NAME] [--once] [--idle-timeout S]\n",
             why);
     return 2;
 }
@@ -124,6 +122,9 @@ static int parse_option(options *o, const char *name, const char *value)
     } else if (strcmp(name, "--fingerprint") == 0 && value &&
                parse_number(value, 0xFFFFFFFFul, 16, &v) == 0) {
         o->fingerprint = (uint32_t)v;
+    } else if (strcmp(name, "--idle-timeout") == 0 && value &&
+               parse_number(value, 86400, 10, &v) == 0) {
+        o->idle_s = (uint32_t)v;
     } else if (strcmp(name, "--board") == 0 && value) {
         o->board = value;
     } else {
@@ -137,6 +138,7 @@ static int parse_args(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     o->mode = TRANSPORT_STDIO;
     o->board = "linux-host";
+    o->idle_s = 60;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--stdio") == 0) {
@@ -204,11 +206,11 @@ int main(int argc, char **argv)
                 colibri_strerror(status), (int)status);
     }
     if (o.mode == TRANSPORT_TCP) {
-        rc = colibri_serial_linux_serve_tcp(&g_runner, o.port, o.once);
+        rc = colibri_serial_linux_serve_tcp(&g_runner, o.port, o.once, o.idle_s);
     } else if (o.mode == TRANSPORT_PTY) {
         rc = colibri_serial_linux_serve_pty(&g_runner);
     } else {
-        colibri_serial_linux_serve_fds(&g_runner, STDIN_FILENO, STDOUT_FILENO);
+        colibri_serial_linux_serve_fds(&g_runner, STDIN_FILENO, STDOUT_FILENO, 0);
     }
     free(b.kv);
     free(b.scratch);

@@ -231,3 +231,23 @@ def test_python_decoder_reads_the_c_frames_split_anywhere(client):
     events = [e for i in range(0, len(raw), 7) for e in decoder.feed(raw[i:i + 7])]
     [frame] = collect(events, Frame)
     assert frame.type == Msg.RESULT and len(frame.payload) == 32 + 8 * 32
+
+
+def test_an_idle_client_does_not_block_the_next_one(start_runner, tiny):
+    """A client that connects and says nothing is disconnected after
+    --idle-timeout seconds; the client waiting behind it is then served."""
+    import socket
+
+    from colibri_tools.protocol import SerialClient
+
+    r = start_runner(tiny["image"], "--idle-timeout", "1")
+    idle = socket.create_connection(("127.0.0.1", r.port))
+    try:
+        started = time.monotonic()
+        with SerialClient.open(r.url, timeout=10) as second:
+            info = second.connect()
+        assert info.vocab_size > 0
+        assert 0.8 < time.monotonic() - started < 6
+        assert "closing a connection idle for 1 s" in r.stderr()
+    finally:
+        idle.close()

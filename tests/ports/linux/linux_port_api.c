@@ -191,6 +191,20 @@ static void test_writer_lock_refuses(const char *image)
     close(fd);
 }
 
+/* Buffer allocation: aligned, rounded up, and NULL (not a short block) for a
+ * size whose rounding would overflow. */
+static void test_alloc_aligned(void)
+{
+    void *p = colibri_linux_alloc_aligned(100, 64);
+    CHECK(p != NULL && ((uintptr_t)p & 63u) == 0);
+    free(p);
+    p = colibri_linux_alloc_aligned(0, 64);
+    CHECK(p != NULL);
+    free(p);
+    CHECK(colibri_linux_alloc_aligned(SIZE_MAX - 10, 64) == NULL);
+    CHECK(colibri_linux_alloc_aligned(64, 0) == NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -201,6 +215,7 @@ int main(int argc, char **argv)
     test_failures_leave_nothing_open(argv[1], argv[2]);
     test_map_and_hooks(argv[1]);
     test_writer_lock_refuses(argv[1]);
+    test_alloc_aligned();
     printf("ok %d\n", g_checks);
     return 0;
 }
