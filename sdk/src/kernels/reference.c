@@ -16,20 +16,71 @@ static float lanes_reduce(float *lane)
     return lane[0];
 }
 
+/* Sixteen named partial sums, so that the compiler keeps them in registers
+ * (and may run them side by side in vector registers: the lanes are
+ * independent, so that changes no bit). Whole blocks of 16 terms go through
+ * them; then the tail into lanes 0, 1, ...: the same order as term i into
+ * lane i % 16. */
+#define LANE_TERMS(term)                                                                           \
+    do {                                                                                           \
+        l0 = l0 + term(0);                                                                         \
+        l1 = l1 + term(1);                                                                         \
+        l2 = l2 + term(2);                                                                         \
+        l3 = l3 + term(3);                                                                         \
+        l4 = l4 + term(4);                                                                         \
+        l5 = l5 + term(5);                                                                         \
+        l6 = l6 + term(6);                                                                         \
+        l7 = l7 + term(7);                                                                         \
+        l8 = l8 + term(8);                                                                         \
+        l9 = l9 + term(9);                                                                         \
+        l10 = l10 + term(10);                                                                      \
+        l11 = l11 + term(11);                                                                      \
+        l12 = l12 + term(12);                                                                      \
+        l13 = l13 + term(13);                                                                      \
+        l14 = l14 + term(14);                                                                      \
+        l15 = l15 + term(15);                                                                      \
+    } while (0)
+
+#define LANES_DECLARE                                                                              \
+    float l0 = 0.0f, l1 = 0.0f, l2 = 0.0f, l3 = 0.0f, l4 = 0.0f, l5 = 0.0f, l6 = 0.0f, l7 = 0.0f,  \
+          l8 = 0.0f, l9 = 0.0f, l10 = 0.0f, l11 = 0.0f, l12 = 0.0f, l13 = 0.0f, l14 = 0.0f,        \
+          l15 = 0.0f
+
+#define LANES_ARRAY                                                                                \
+    {                                                                                              \
+        l0, l1, l2, l3, l4, l5, l6, l7, l8, l9, l10, l11, l12, l13, l14, l15                       \
+    }
+
+_Static_assert(COLIBRI_LANES == 16u, "the reference kernels name sixteen lanes");
+
 float colibri_k_dot(const float *a, const float *b, uint32_t n)
 {
-    float lane[COLIBRI_LANES] = {0.0f};
-    for (uint32_t i = 0; i < n; i++) {
-        lane[i % COLIBRI_LANES] = lane[i % COLIBRI_LANES] + a[i] * b[i];
+    LANES_DECLARE;
+    uint32_t i = 0;
+    for (; i + COLIBRI_LANES <= n; i += COLIBRI_LANES) {
+#define DOT_TERM(j) (a[i + (j)] * b[i + (j)])
+        LANE_TERMS(DOT_TERM);
+#undef DOT_TERM
+    }
+    float lane[COLIBRI_LANES] = LANES_ARRAY;
+    for (uint32_t j = 0; i + j < n; j++) {
+        lane[j] = lane[j] + a[i + j] * b[i + j];
     }
     return lanes_reduce(lane);
 }
 
 static float sum_canonical(const float *x, uint32_t n)
 {
-    float lane[COLIBRI_LANES] = {0.0f};
-    for (uint32_t i = 0; i < n; i++) {
-        lane[i % COLIBRI_LANES] = lane[i % COLIBRI_LANES] + x[i];
+    LANES_DECLARE;
+    uint32_t i = 0;
+    for (; i + COLIBRI_LANES <= n; i += COLIBRI_LANES) {
+#define SUM_TERM(j) (x[i + (j)])
+        LANE_TERMS(SUM_TERM);
+#undef SUM_TERM
+    }
+    float lane[COLIBRI_LANES] = LANES_ARRAY;
+    for (uint32_t j = 0; i + j < n; j++) {
+        lane[j] = lane[j] + x[i + j];
     }
     return lanes_reduce(lane);
 }
