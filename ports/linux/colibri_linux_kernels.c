@@ -4,6 +4,7 @@
  * order of preference, or one asked for by name. The probe lives here, in
  * the port; the core only takes the table it is given (docs/kernels.md).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "colibri_linux.h"
@@ -40,16 +41,13 @@ const colibri_kernels *colibri_linux_kernels(const char *name)
 size_t colibri_linux_kernel_names(char *out, size_t size)
 {
     size_t used = 0;
-    for (size_t i = 0; i < N_CANDIDATES && size > 0; i++) {
-        const char *name = candidates[i].table->name;
-        size_t n = strlen(name) + (i > 0 ? 2u : 0u);
-        if (used + n + 1 > size) {
-            break;
-        }
-        memcpy(out + used, i > 0 ? ", " : "", i > 0 ? 2u : 0u);
-        memcpy(out + used + (i > 0 ? 2u : 0u), name, strlen(name));
-        used += n;
-        out[used] = '\0';
+    if (size > 0) {
+        out[0] = '\0';
     }
-    return used;
+    for (size_t i = 0; i < N_CANDIDATES && used < size; i++) {
+        int n =
+            snprintf(out + used, size - used, "%s%s", i > 0 ? ", " : "", candidates[i].table->name);
+        used = n < 0 ? used : used + (size_t)n;
+    }
+    return used < size ? used : size - 1u;
 }

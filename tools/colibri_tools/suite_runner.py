@@ -36,7 +36,6 @@ import numpy as np
 from .errors import ColibriError
 from .golden import DEFAULT_GEN, GoldenCase, Suite, load_suite, make_suite, parse_case, save_suite
 from .protocol import (
-    STATUS_CHECKSUM,
     Info,
     SerialClient,
     SerialProtocolError,
@@ -104,7 +103,7 @@ def check_device(client: SerialClient, suite: Suite, report: RunReport, *, verif
         return f"vocab size mismatch: device {info.vocab_size}, suite {suite.vocab_size}"
     if verify:
         result = client.verify()
-        if result.status == STATUS_CHECKSUM:
+        if result.status == Status.E_CHECKSUM:
             return (f"weights corrupted: tensor {result.bad_tensor} "
                     f"(VERIFY: {status_name(Status.E_CHECKSUM)})")
         if result.status != 0:

@@ -41,7 +41,6 @@ from .frames import (
     NO_TENSOR,
     PROTOCOL_VERSION,
     RESULT_RAN_IN_INTERRUPT,
-    STATUS_CHECKSUM,
     SYNC,
     SYNC0,
     SYNC1,
@@ -77,7 +76,7 @@ __all__ = [
     'ForwardResult', 'Frame', 'GenerateRequest', 'Generated', 'HEADER_BYTES', 'Info',
     'LogitsChunk', 'LogitsRequest', 'MAX_ERROR_TEXT', 'MAX_IDS', 'MAX_LINE', 'MAX_LOGITS_CHUNK',
     'MAX_NAME', 'MAX_PAYLOAD', 'MAX_TOP_K', 'Msg', 'NO_TENSOR', 'PROTOCOL_VERSION', 'PayloadError',
-    'READ_SLICE', 'RESULT_RAN_IN_INTERRUPT', 'ResetDone', 'STATUS_CHECKSUM', 'SYNC', 'SYNC0',
+    'READ_SLICE', 'RESULT_RAN_IN_INTERRUPT', 'ResetDone', 'SYNC', 'SYNC0',
     'SYNC1', 'SerialClient', 'SerialProtocolError', 'Status', 'StreamDecoder', 'TextLine',
     'VerifyResult', 'collect', 'encode_frame', 'frame_crc', 'status_name',
 ]

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from ..errors import ColibriError
-from ..status import Status
 
 PROTOCOL_VERSION = 1
 SYNC0, SYNC1 = 0xC0, 0x1B
@@ -59,7 +58,6 @@ class ErrorCode(IntEnum):
     NO_INTERRUPT = 7
 
 
-STATUS_CHECKSUM = Status.E_CHECKSUM
 
 
 
