@@ -14,18 +14,39 @@ OPT       ?= -O2
 CORE_INC  := -Isdk/include -Isdk/src
 
 # Kernel tables built into the core (sdk/src/kernels/<name>.c, each defining
-# colibri_kernels_<name>); the reference is always one of them.
-KERNELS   ?= reference
-SDK_SRC   := $(sort $(wildcard sdk/src/*.c) $(patsubst %,sdk/src/kernels/%.c,$(sort reference $(KERNELS))))
-KERNEL_TABLES := $(foreach k,$(sort reference $(KERNELS)),&colibri_kernels_$(k),)
+# colibri_kernels_<name>), most preferred first; the reference is always
+# built, and is the last choice. The host default follows what cc targets.
+HOST_MACHINE := $(shell $(CC) -dumpmachine)
+KERNELS   ?= $(if $(findstring x86_64,$(HOST_MACHINE)),avx512 avx2,$(if $(findstring aarch64,$(HOST_MACHINE)),neon))
+AARCH64_KERNELS ?= neon
+CORE_SRC  := $(sort $(wildcard sdk/src/*.c))
+kernel_list = $(filter-out reference,$(1)) reference
+kernel_src = $(patsubst %,sdk/src/kernels/%.c,$(call kernel_list,$(1)))
+# "&colibri_kernels_a,&colibri_kernels_b,...,&colibri_kernels_reference,"
+kernel_tables = $(foreach k,$(call kernel_list,$(1)),&colibri_kernels_$(k),)
+SDK_SRC   := $(CORE_SRC) $(call kernel_src,$(KERNELS))
+KERNEL_TABLES := $(call kernel_tables,$(KERNELS))
 LINUX_SRC := $(sort $(wildcard ports/linux/colibri_linux*.c))
 RUN_SRC   := ports/linux/colibri_run.c ports/linux/colibri_run_options.c
+
+# The Linux port's CPU probe gets the same list (ports/linux/colibri_linux_kernels.c);
+# a stamp rebuilds it when KERNELS changes.
+KERNELS_STAMP := $(BUILD)/kernels.stamp
+ifneq ($(KERNEL_TABLES),$(shell cat $(KERNELS_STAMP) 2>/dev/null))
+$(shell mkdir -p $(BUILD) && echo '$(KERNEL_TABLES)' > $(KERNELS_STAMP))
+endif
+LINUX_KERNELS_FLAG = '-DCOLIBRI_LINUX_KERNEL_TABLES=$(KERNEL_TABLES)'
+$(BUILD)/host/ports/linux/colibri_linux_kernels.o $(BUILD)/asan/ports/linux/colibri_linux_kernels.o: \
+    $(KERNELS_STAMP)
+$(BUILD)/host/ports/linux/colibri_linux_kernels.o: HOST_CFLAGS += $(LINUX_KERNELS_FLAG)
+$(BUILD)/asan/ports/linux/colibri_linux_kernels.o: ASAN_CFLAGS += $(LINUX_KERNELS_FLAG)
 
 .PHONY: all host asan cross freestanding size clean test-bins fuzz
 all: host
 
+# Objects of the core for flavour $(1) with the kernel tables $(2) (default: KERNELS).
 define core_objs
-$(patsubst %.c,$(BUILD)/$(1)/%.o,$(SDK_SRC))
+$(patsubst %.c,$(BUILD)/$(1)/%.o,$(CORE_SRC) $(call kernel_src,$(if $(2),$(2),$(KERNELS))))
 endef
 
 # ---- host (x86-64 or whatever cc targets) --------------------------------
@@ -70,8 +91,9 @@ $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
 
 # Every compiled kernel table against the contract (docs/kernels.md).
-$(BUILD)/asan/test_kernels: tests/sdk/test_kernels.c $(BUILD)/asan/libcolibri.a
-	$(CC) $(TEST_CFLAGS) '-DCOLIBRI_TEST_KERNEL_TABLES=$(KERNEL_TABLES)' $^ -o $@
+$(BUILD)/asan/test_kernels: tests/sdk/test_kernels.c $(BUILD)/asan/ports/linux/colibri_linux_kernels.o \
+        $(BUILD)/asan/libcolibri.a
+	$(CC) $(TEST_CFLAGS) -Iports/linux '-DCOLIBRI_TEST_KERNEL_TABLES=$(KERNEL_TABLES)' $^ -o $@
 
 $(BUILD)/asan/sizes_dump: tests/sdk/sizes_dump.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
@@ -104,7 +126,7 @@ $(BUILD)/fuzz/fuzz_image: tests/fuzz/fuzz_image.c $(SDK_SRC)
 AARCH64_CC  ?= aarch64-linux-gnu-gcc
 ARMNONE_CC  ?= arm-none-eabi-gcc
 CM7_FLAGS   := -mcpu=cortex-m7 -mthumb -mfpu=fpv5-d16 -mfloat-abi=hard
-cross: $(call core_objs,aarch64) $(call core_objs,cortex-m7)
+cross: $(call core_objs,aarch64,$(AARCH64_KERNELS)) $(call core_objs,cortex-m7,reference)
 
 $(BUILD)/aarch64/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -115,7 +137,7 @@ $(BUILD)/cortex-m7/%.o: %.c
 	$(ARMNONE_CC) $(CM7_FLAGS) $(WARN) $(FP_STRICT) -O2 -ffunction-sections -fdata-sections $(CORE_INC) -c $< -o $@
 
 # Freestanding: no hosted libc headers beyond the freestanding set.
-freestanding: $(call core_objs,freestanding)
+freestanding: $(call core_objs,freestanding,reference)
 
 $(BUILD)/freestanding/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -125,8 +147,8 @@ $(BUILD)/freestanding/%.o: %.c
 size: host cross
 	@echo "target      text    data     bss"
 	@size -t $(call core_objs,host) | tail -1 | awk '{printf "x86-64   %7s %7s %7s\n", $$1, $$2, $$3}'
-	@aarch64-linux-gnu-size -t $(call core_objs,aarch64) | tail -1 | awk '{printf "aarch64  %7s %7s %7s\n", $$1, $$2, $$3}'
-	@arm-none-eabi-size -t $(call core_objs,cortex-m7) | tail -1 | awk '{printf "cortex-m7%7s %7s %7s\n", $$1, $$2, $$3}'
+	@aarch64-linux-gnu-size -t $(call core_objs,aarch64,$(AARCH64_KERNELS)) | tail -1 | awk '{printf "aarch64  %7s %7s %7s\n", $$1, $$2, $$3}'
+	@arm-none-eabi-size -t $(call core_objs,cortex-m7,reference) | tail -1 | awk '{printf "cortex-m7%7s %7s %7s\n", $$1, $$2, $$3}'
 
 include ports/baremetal/firmware.mk
 include ports/serial/serial.mk

@@ -3,36 +3,45 @@
  * the first of the tables built into this binary that the CPU can run, in
  * order of preference, or one asked for by name. The probe lives here, in
  * the port; the core only takes the table it is given (docs/kernels.md).
+ * colibri_linux_kernel_names lists every table built in, runnable or not.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "colibri_linux.h"
 
-typedef struct candidate {
-    const colibri_kernels *table;
-    int (*cpu_can_run)(void);
-} candidate;
+/* The tables built into this binary, most preferred first, the reference
+ * last: the Makefile passes its KERNELS list. */
+#ifndef COLIBRI_LINUX_KERNEL_TABLES
+#define COLIBRI_LINUX_KERNEL_TABLES &colibri_kernels_reference,
+#endif
 
-static int any_cpu(void)
-{
-    return 1;
-}
-
-/* Preferred first; the reference, which runs anywhere, last. A SIMD table
- * adds one line here with its CPU check (e.g. __builtin_cpu_supports). */
-static const candidate candidates[] = {
-    {&colibri_kernels_reference, any_cpu},
-};
+static const colibri_kernels *const candidates[] = {COLIBRI_LINUX_KERNEL_TABLES};
 
 #define N_CANDIDATES (sizeof candidates / sizeof candidates[0])
+
+/* What a table needs of the CPU. NEON is part of every AArch64 Linux CPU
+ * and the reference runs anywhere. */
+static int cpu_can_run(const colibri_kernels *table)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (strcmp(table->name, "avx512") == 0) {
+        return __builtin_cpu_supports("avx512f");
+    }
+    if (strcmp(table->name, "avx2") == 0) {
+        return __builtin_cpu_supports("avx2");
+    }
+#endif
+    return table != NULL;
+}
 
 const colibri_kernels *colibri_linux_kernels(const char *name)
 {
     for (size_t i = 0; i < N_CANDIDATES; i++) {
-        int wanted = name == NULL || strcmp(name, candidates[i].table->name) == 0;
-        if (wanted && candidates[i].cpu_can_run()) {
-            return candidates[i].table;
+        int wanted = name == NULL || strcmp(name, candidates[i]->name) == 0;
+        if (wanted && cpu_can_run(candidates[i])) {
+            return candidates[i];
         }
     }
     return NULL;
@@ -46,7 +55,7 @@ size_t colibri_linux_kernel_names(char *out, size_t size)
     }
     for (size_t i = 0; i < N_CANDIDATES && used < size; i++) {
         int n =
-            snprintf(out + used, size - used, "%s%s", i > 0 ? ", " : "", candidates[i].table->name);
+            snprintf(out + used, size - used, "%s%s", i > 0 ? ", " : "", candidates[i]->name);
         used = n < 0 ? used : used + (size_t)n;
     }
     return used < size ? used : size - 1u;

@@ -150,6 +150,13 @@ typedef struct colibri_kernels {
 
 /* The portable C kernels: always built, the definition of every result. */
 extern const colibri_kernels colibri_kernels_reference;
+/* SIMD tables, each present only in a core built with it (make KERNELS=...,
+ * a board's `kernels`): x86-64 AVX2 and AVX-512F (a port checks the CPU
+ * first), AArch64 Advanced SIMD, Armv8.1-M Helium (Cortex-M55). */
+extern const colibri_kernels colibri_kernels_avx2;
+extern const colibri_kernels colibri_kernels_avx512;
+extern const colibri_kernels colibri_kernels_neon;
+extern const colibri_kernels colibri_kernels_helium;
 
 /* ---------------------------------------------------------------------------
  * Model

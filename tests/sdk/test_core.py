@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import platform
 import re
 import shutil
 import subprocess
@@ -36,6 +37,11 @@ def test_every_kernel_table_meets_the_contract(asan_bins):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reference: checked" in done.stdout
     assert re.search(r"^\d+ passed, 0 failed$", done.stdout, re.M)
+    if platform.machine() == "x86_64":  # the host build has both x86 tables
+        flags = pathlib.Path("/proc/cpuinfo").read_text()
+        for table, flag in (("avx2", "avx2"), ("avx512", "avx512f")):
+            verdict = "checked" if re.search(rf"\b{flag}\b", flags) else "skipped"
+            assert f"{table}: {verdict}" in done.stdout
 
 
 def test_port_seam_grows_without_breaking_older_ports(asan_bins, valid_image):

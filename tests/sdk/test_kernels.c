@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "colibri.h"
+#include "colibri_linux.h"
 #include "colibri_math.h"
 
 #ifndef COLIBRI_TEST_KERNEL_TABLES
@@ -18,8 +19,9 @@
 #endif
 
 static const colibri_kernels *const tables[] = {COLIBRI_TEST_KERNEL_TABLES};
-static const uint32_t lengths[] = {1, 3, 15, 17, 63, 65, 72, 100, 1000};
-enum { MAX_N = 1000, ROWS = 5, PAD = 16 };
+static const uint32_t lengths[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 65, 72, 100, 1000};
+/* ROWS: two blocks of four rows (the SIMD matvecs' unit) and one left over. */
+enum { MAX_N = 1000, ROWS = 9, PAD = 16 };
 enum { DATA_NORMAL, DATA_NAN, DATA_INF, DATA_SUBNORMAL, DATA_KINDS };
 
 static int passed, failed;
@@ -203,6 +205,10 @@ static void test_elementwise(const colibri_kernels *k, uint32_t n, uint32_t shif
 int main(void)
 {
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+        if (colibri_linux_kernels(tables[t]->name) != tables[t]) {
+            printf("%s: skipped, this CPU cannot run it\n", tables[t]->name);
+            continue;
+        }
         colibri_kernels resolved = *tables[t]; /* NULL slots: the reference's */
         const colibri_kernels *ref = &colibri_kernels_reference, *k = &resolved;
         resolved.dot = resolved.dot ? resolved.dot : ref->dot;

@@ -1,0 +1,177 @@
+/*
+ * avx2.c - kernels for x86-64 with AVX2: the sixteen canonical lanes of
+ * docs/kernels.md are two ymm registers, lanes 0..7 and 8..15. Only built for
+ * x86-64 (Makefile KERNELS); the functions carry their target so the rest of
+ * the core stays baseline x86-64, and a port runs this table only on a CPU
+ * that has AVX2 (ports/linux/colibri_linux_kernels.c).
+ *
+ * No fused multiply-add: each product is rounded, then added (the contract).
+ * A tail of r < 16 terms is loaded with a mask, zeros past n, so lanes r..15
+ * get +0 * +0 = +0 added. That changes nothing: a lane starts at +0 and can
+ * never become -0 (in round-to-nearest x + y is -0 only if both are -0), and
+ * v + +0 = v for every other v, infinities and NaN included.
+ */
+#include <immintrin.h>
+
+#include "colibri_compat.h"
+#include "colibri_math.h"
+#include "kernels.h"
+
+#define AVX2 __attribute__((target("avx2")))
+
+/* Rows of a matvec that share each load of x. */
+#define ROW_BLOCK 4u
+
+/* Lanes j with j < left (left may be <= 0 or >= 8). */
+AVX2 static __m256i lane_mask(int32_t left)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+typedef struct lanes16 {
+    __m256 lo, hi; /* lanes 0..7, 8..15 */
+} lanes16;
+
+/* The pairwise tree: lanes 0..7 += 8..15, 0..3 += 4..7, 0..1 += 2..3, 0 += 1. */
+AVX2 static float lanes_reduce(lanes16 l)
+{
+    __m256 l8 = _mm256_add_ps(l.lo, l.hi);
+    __m128 l4 = _mm_add_ps(_mm256_castps256_ps128(l8), _mm256_extractf128_ps(l8, 1));
+    __m128 l2 = _mm_add_ps(l4, _mm_movehl_ps(l4, l4));
+    return _mm_cvtss_f32(_mm_add_ss(l2, _mm_shuffle_ps(l2, l2, 1)));
+}
+
+/* Sixteen terms a[i] * b[i] into the lanes (masks: which of them exist). */
+AVX2 static lanes16 lanes_add(lanes16 l, const float *a, const float *b)
+{
+    l.lo = _mm256_add_ps(l.lo, _mm256_mul_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b)));
+    l.hi = _mm256_add_ps(l.hi, _mm256_mul_ps(_mm256_loadu_ps(a + 8), _mm256_loadu_ps(b + 8)));
+    return l;
+}
+
+AVX2 static lanes16 lanes_add_tail(lanes16 l, const float *a, const float *b, uint32_t left)
+{
+    __m256i m_lo = lane_mask((int32_t)left), m_hi = lane_mask((int32_t)left - 8);
+    __m256 p_lo = _mm256_mul_ps(_mm256_maskload_ps(a, m_lo), _mm256_maskload_ps(b, m_lo));
+    __m256 p_hi = _mm256_mul_ps(_mm256_maskload_ps(a + 8, m_hi), _mm256_maskload_ps(b + 8, m_hi));
+    l.lo = _mm256_add_ps(l.lo, p_lo);
+    l.hi = _mm256_add_ps(l.hi, p_hi);
+    return l;
+}
+
+AVX2 static float dot_avx2(const float *a, const float *b, uint32_t n)
+{
+    lanes16 l = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    uint32_t i = 0;
+    for (; i + 16u <= n; i += 16u) {
+        l = lanes_add(l, a + i, b + i);
+    }
+    if (i < n) {
+        l = lanes_add_tail(l, a + i, b + i, n - i);
+    }
+    return lanes_reduce(l);
+}
+
+/* ROW_BLOCK rows at once: each 16 floats of x are loaded once for all. */
+AVX2 static void rows4_avx2(float *out, const float *w, const float *x, uint32_t cols)
+{
+    lanes16 l[ROW_BLOCK];
+    uint32_t i = 0;
+    for (uint32_t r = 0; r < ROW_BLOCK; r++) {
+        l[r].lo = l[r].hi = _mm256_setzero_ps();
+    }
+    for (; i + 16u <= cols; i += 16u) {
+        __m256 x_lo = _mm256_loadu_ps(x + i), x_hi = _mm256_loadu_ps(x + i + 8);
+        for (uint32_t r = 0; r < ROW_BLOCK; r++) {
+            const float *wr = w + (size_t)r * cols + i;
+            l[r].lo = _mm256_add_ps(l[r].lo, _mm256_mul_ps(_mm256_loadu_ps(wr), x_lo));
+            l[r].hi = _mm256_add_ps(l[r].hi, _mm256_mul_ps(_mm256_loadu_ps(wr + 8), x_hi));
+        }
+    }
+    for (uint32_t r = 0; r < ROW_BLOCK; r++) {
+        if (i < cols) {
+            l[r] = lanes_add_tail(l[r], w + (size_t)r * cols + i, x + i, cols - i);
+        }
+        out[r] = lanes_reduce(l[r]);
+    }
+}
+
+AVX2 static void matvec_avx2(float *out, const float *w, const float *x, uint32_t rows,
+                             uint32_t cols)
+{
+    uint32_t r = 0;
+    for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
+        rows4_avx2(out + r, w + (size_t)r * cols, x, cols);
+    }
+    for (; r < rows; r++) {
+        out[r] = dot_avx2(w + (size_t)r * cols, x, cols);
+    }
+}
+
+/* Element-wise slots: eight at a time, the rest one by one; every element
+ * gets the same operations as in the reference. */
+AVX2 static void rmsnorm_avx2(float *out, const float *x, const float *w, uint32_t n, float eps)
+{
+    float inv = 1.0f / colibri_sqrtf(dot_avx2(x, x, n) / (float)n + eps);
+    __m256 inv_v = _mm256_set1_ps(inv);
+    uint32_t i = 0;
+    for (; i + 8u <= n; i += 8u) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(_mm256_loadu_ps(x + i), inv_v));
+        _mm256_storeu_ps(out + i, v);
+    }
+    for (; i < n; i++) {
+        out[i] = w[i] * (x[i] * inv);
+    }
+}
+
+AVX2 static void add_avx2(float *y, const float *x, uint32_t n)
+{
+    uint32_t i = 0;
+    for (; i + 8u <= n; i += 8u) {
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    }
+    for (; i < n; i++) {
+        y[i] = y[i] + x[i];
+    }
+}
+
+AVX2 static void add_scaled_avx2(float *y, const float *x, float s, uint32_t n)
+{
+    __m256 sv = _mm256_set1_ps(s);
+    uint32_t i = 0;
+    for (; i + 8u <= n; i += 8u) {
+        __m256 v = _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
+        _mm256_storeu_ps(y + i, v);
+    }
+    for (; i < n; i++) {
+        y[i] = y[i] + x[i] * s;
+    }
+}
+
+AVX2 static void rope_apply_avx2(float *x, const float *cos_sin, uint32_t head_dim)
+{
+    uint32_t half = head_dim / 2u, i = 0;
+    for (; i + 8u <= half; i += 8u) {
+        __m256 c = _mm256_loadu_ps(cos_sin + i), s = _mm256_loadu_ps(cos_sin + half + i);
+        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + half + i);
+        _mm256_storeu_ps(x + i, _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s)));
+        _mm256_storeu_ps(x + half + i, _mm256_add_ps(_mm256_mul_ps(b, c), _mm256_mul_ps(a, s)));
+    }
+    for (; i < half; i++) {
+        float c = cos_sin[i], s = cos_sin[half + i], a = x[i], b = x[half + i];
+        x[i] = a * c - b * s;
+        x[half + i] = b * c + a * s;
+    }
+}
+
+/* softmax and swiglu are the reference's (NULL): their cost is exp, which
+ * this table does not reimplement. */
+const colibri_kernels colibri_kernels_avx2 = {
+    .name = "avx2",
+    .dot = dot_avx2,
+    .matvec_f32 = matvec_avx2,
+    .rmsnorm = rmsnorm_avx2,
+    .add = add_avx2,
+    .add_scaled = add_scaled_avx2,
+    .rope_apply = rope_apply_avx2,
+};

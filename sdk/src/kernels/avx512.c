@@ -1,0 +1,148 @@
+/*
+ * avx512.c - kernels for x86-64 with AVX-512F: the sixteen canonical lanes of
+ * docs/kernels.md are the sixteen floats of one zmm register. Only built for
+ * x86-64 (Makefile KERNELS); the functions carry their target so the rest of
+ * the core stays baseline x86-64, and a port runs this table only on a CPU
+ * that has AVX-512F (ports/linux/colibri_linux_kernels.c).
+ *
+ * No fused multiply-add: each product is rounded, then added (the contract).
+ * A tail of r < 16 terms is loaded with a mask (zeros past n) and added to
+ * lanes 0 .. r-1 only, which is where the canonical order puts it.
+ */
+#include <immintrin.h>
+
+#include "colibri_compat.h"
+#include "colibri_math.h"
+#include "kernels.h"
+
+#define AVX512 __attribute__((target("avx512f")))
+
+/* Rows of a matvec that share each load of x. */
+#define ROW_BLOCK 4u
+
+AVX512 static __mmask16 tail_mask(uint32_t left)
+{
+    return (__mmask16)((1u << left) - 1u);
+}
+
+/* The pairwise tree: lanes 0..7 += 8..15, 0..3 += 4..7, 0..1 += 2..3, 0 += 1. */
+AVX512 static float lanes_reduce(__m512 lanes)
+{
+    __m256 l8 = _mm256_add_ps(_mm512_castps512_ps256(lanes),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lanes), 1)));
+    __m128 l4 = _mm_add_ps(_mm256_castps256_ps128(l8), _mm256_extractf128_ps(l8, 1));
+    __m128 l2 = _mm_add_ps(l4, _mm_movehl_ps(l4, l4));
+    return _mm_cvtss_f32(_mm_add_ss(l2, _mm_shuffle_ps(l2, l2, 1)));
+}
+
+AVX512 static float dot_avx512(const float *a, const float *b, uint32_t n)
+{
+    __m512 acc = _mm512_setzero_ps();
+    uint32_t i = 0;
+    for (; i + 16u <= n; i += 16u) {
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+    }
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i));
+        acc = _mm512_mask_add_ps(acc, m, acc, p);
+    }
+    return lanes_reduce(acc);
+}
+
+/* ROW_BLOCK rows at once: each 16 floats of x are loaded once for all. */
+AVX512 static void rows4_avx512(float *out, const float *w, const float *x, uint32_t cols)
+{
+    const float *w0 = w, *w1 = w + cols, *w2 = w + 2u * (size_t)cols, *w3 = w + 3u * (size_t)cols;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    uint32_t i = 0;
+    for (; i + 16u <= cols; i += 16u) {
+        __m512 xv = _mm512_loadu_ps(x + i);
+        a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_loadu_ps(w0 + i), xv));
+        a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_loadu_ps(w1 + i), xv));
+        a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_loadu_ps(w2 + i), xv));
+        a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_loadu_ps(w3 + i), xv));
+    }
+    if (i < cols) {
+        __mmask16 m = tail_mask(cols - i);
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+        a0 = _mm512_mask_add_ps(a0, m, a0, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w0 + i), xv));
+        a1 = _mm512_mask_add_ps(a1, m, a1, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w1 + i), xv));
+        a2 = _mm512_mask_add_ps(a2, m, a2, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w2 + i), xv));
+        a3 = _mm512_mask_add_ps(a3, m, a3, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w3 + i), xv));
+    }
+    out[0] = lanes_reduce(a0);
+    out[1] = lanes_reduce(a1);
+    out[2] = lanes_reduce(a2);
+    out[3] = lanes_reduce(a3);
+}
+
+AVX512 static void matvec_avx512(float *out, const float *w, const float *x, uint32_t rows,
+                                 uint32_t cols)
+{
+    uint32_t r = 0;
+    for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
+        rows4_avx512(out + r, w + (size_t)r * cols, x, cols);
+    }
+    for (; r < rows; r++) {
+        out[r] = dot_avx512(w + (size_t)r * cols, x, cols);
+    }
+}
+
+AVX512 static void rmsnorm_avx512(float *out, const float *x, const float *w, uint32_t n,
+                                  float eps)
+{
+    __m512 inv = _mm512_set1_ps(1.0f / colibri_sqrtf(dot_avx512(x, x, n) / (float)n + eps));
+    for (uint32_t i = 0; i < n; i += 16u) {
+        __mmask16 m = n - i >= 16u ? (__mmask16)0xFFFFu : tail_mask(n - i);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + i),
+                                 _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+        _mm512_mask_storeu_ps(out + i, m, v);
+    }
+}
+
+AVX512 static void add_avx512(float *y, const float *x, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i += 16u) {
+        __mmask16 m = n - i >= 16u ? (__mmask16)0xFFFFu : tail_mask(n - i);
+        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_maskz_loadu_ps(m, x + i));
+        _mm512_mask_storeu_ps(y + i, m, v);
+    }
+}
+
+AVX512 static void add_scaled_avx512(float *y, const float *x, float s, uint32_t n)
+{
+    __m512 sv = _mm512_set1_ps(s);
+    for (uint32_t i = 0; i < n; i += 16u) {
+        __mmask16 m = n - i >= 16u ? (__mmask16)0xFFFFu : tail_mask(n - i);
+        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i),
+                                 _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sv));
+        _mm512_mask_storeu_ps(y + i, m, v);
+    }
+}
+
+AVX512 static void rope_apply_avx512(float *x, const float *cos_sin, uint32_t head_dim)
+{
+    uint32_t half = head_dim / 2u;
+    const float *cs = cos_sin, *sn = cos_sin + half;
+    float *x1 = x, *x2 = x + half;
+    for (uint32_t i = 0; i < half; i += 16u) {
+        __mmask16 m = half - i >= 16u ? (__mmask16)0xFFFFu : tail_mask(half - i);
+        __m512 c = _mm512_maskz_loadu_ps(m, cs + i), s = _mm512_maskz_loadu_ps(m, sn + i);
+        __m512 a = _mm512_maskz_loadu_ps(m, x1 + i), b = _mm512_maskz_loadu_ps(m, x2 + i);
+        _mm512_mask_storeu_ps(x1 + i, m, _mm512_sub_ps(_mm512_mul_ps(a, c), _mm512_mul_ps(b, s)));
+        _mm512_mask_storeu_ps(x2 + i, m, _mm512_add_ps(_mm512_mul_ps(b, c), _mm512_mul_ps(a, s)));
+    }
+}
+
+/* softmax and swiglu are the reference's (NULL): their cost is exp, which
+ * this table does not reimplement. */
+const colibri_kernels colibri_kernels_avx512 = {
+    .name = "avx512",
+    .dot = dot_avx512,
+    .matvec_f32 = matvec_avx512,
+    .rmsnorm = rmsnorm_avx512,
+    .add = add_avx512,
+    .add_scaled = add_scaled_avx512,
+    .rope_apply = rope_apply_avx512,
+};
