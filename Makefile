@@ -64,7 +64,7 @@ $(BUILD)/host/libcolibri.so: $(call core_objs,host)
 	$(CC) -shared -o $@ $^
 
 $(BUILD)/host/colibri-run: $(patsubst %.c,$(BUILD)/host/%.o,$(RUN_SRC) $(LINUX_SRC)) $(BUILD)/host/libcolibri.a
-	$(CC) -o $@ $^
+	$(CC) -pthread -o $@ $^
 
 # ---- sanitizers ------------------------------------------------------------
 ASAN_CFLAGS := $(WARN) $(FP_STRICT) -O1 -g -fno-omit-frame-pointer \
@@ -79,7 +79,7 @@ $(BUILD)/asan/libcolibri.a: $(call core_objs,asan)
 	rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/asan/colibri-run: $(patsubst %.c,$(BUILD)/asan/%.o,$(RUN_SRC) $(LINUX_SRC)) $(BUILD)/asan/libcolibri.a
-	$(CC) -fsanitize=address,undefined -o $@ $^
+	$(CC) -pthread -fsanitize=address,undefined -o $@ $^
 
 # ---- test programs (sanitized) --------------------------------------------
 TEST_CFLAGS := -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O1 -g -fsanitize=address,undefined \

@@ -459,7 +459,8 @@ static uint64_t port_ticks(void *ctx)
  * kernel starts the reads and returns. */
 static void port_prefetch(void *ctx, const void *addr, size_t size)
 {
-    const colibri_linux_mapping *m = (const colibri_linux_mapping *)ctx;
+    const colibri_linux_port_ctx *port_ctx = ctx;
+    const colibri_linux_mapping *m = port_ctx->map;
     uintptr_t base, end, lo, hi;
     if (m == NULL || m->data == NULL || addr == NULL || size == 0) {
         return;
@@ -475,17 +476,25 @@ static void port_prefetch(void *ctx, const void *addr, size_t size)
     (void)madvise((void *)lo, (size_t)(hi - lo), MADV_WILLNEED);
 }
 
-void colibri_linux_port_init(colibri_port *port, const colibri_linux_mapping *m)
+/* parallel_for with the port's context: the pool in it. */
+static void port_parallel_for(void *ctx, uint32_t n_tasks, colibri_task_fn fn, void *arg)
+{
+    colibri_linux_parallel_for(((colibri_linux_port_ctx *)ctx)->pool, n_tasks, fn, arg);
+}
+
+void colibri_linux_port_init(colibri_port *port, colibri_linux_port_ctx *ctx)
 {
     if (port == NULL) {
         return;
     }
-    memset(port, 0, sizeof *port); /* no parallel_for yet */
+    memset(port, 0, sizeof *port);
     port->version = COLIBRI_PORT_VERSION;
     port->kernels = colibri_linux_kernels(NULL);
     port->ticks = port_ticks;
-    port->prefetch = m != NULL ? port_prefetch : NULL;
-    port->ctx = (void *)m;
+    port->prefetch = ctx != NULL && ctx->map != NULL ? port_prefetch : NULL;
+    port->parallel_for =
+        ctx != NULL && colibri_linux_pool_threads(ctx->pool) > 1u ? port_parallel_for : NULL;
+    port->ctx = ctx;
 }
 
 void *colibri_linux_alloc_aligned(size_t bytes, size_t align)

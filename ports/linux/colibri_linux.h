@@ -10,7 +10,8 @@
  *       return 1;
  *   }
  *   colibri_port port;
- *   colibri_linux_port_init(&port, &map);
+ *   colibri_linux_port_ctx ctx = {&map, colibri_linux_pool_start(threads)};
+ *   colibri_linux_port_init(&port, &ctx);
  *   colibri_options opt = { 0, &port };
  *   colibri_init(&model, map.data, map.size, &opt);
  *   ...
@@ -134,14 +135,48 @@ void *colibri_linux_alloc_aligned(size_t bytes, size_t align);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t colibri_linux_ticks_ns(void);
 
+/* Most threads a pool runs (the caller's included). */
+#define COLIBRI_LINUX_MAX_THREADS 64u
+
+/* A pool of worker threads for the core's parallel_for (opaque). */
+typedef struct colibri_linux_pool colibri_linux_pool;
+
+/* Start n_threads - 1 workers (the thread that calls parallel_for is the
+ * n-th); n_threads 1 .. COLIBRI_LINUX_MAX_THREADS. NULL on a bad count or
+ * when a thread cannot be made (none is left running then). */
+colibri_linux_pool *colibri_linux_pool_start(uint32_t n_threads);
+
+/* Stop and join the workers, free the pool; NULL is ignored. No
+ * parallel_for may be running. */
+void colibri_linux_pool_stop(colibri_linux_pool *pool);
+
+/* Threads of the pool, the caller's included (1 for NULL). */
+uint32_t colibri_linux_pool_threads(const colibri_linux_pool *pool);
+
+/* The colibri_port.parallel_for of this port, ctx a colibri_linux_pool (or
+ * NULL: the tasks run in order on the calling thread). One caller at a time
+ * per pool. */
+void colibri_linux_parallel_for(void *ctx, uint32_t n_tasks, colibri_task_fn fn, void *arg);
+
+/* Online CPUs, 1 .. COLIBRI_LINUX_MAX_THREADS. */
+uint32_t colibri_linux_cpu_count(void);
+
+/* What the port's functions work on; caller storage that must outlive every
+ * use of the port. */
+typedef struct colibri_linux_port_ctx {
+    const colibri_linux_mapping *map; /* prefetch within it; NULL: no prefetch */
+    colibri_linux_pool *pool;         /* parallel_for on it; NULL: one thread */
+} colibri_linux_port_ctx;
+
 /*
  * Fill *port for colibri_options.port: version COLIBRI_PORT_VERSION, ticks =
  * CLOCK_MONOTONIC nanoseconds, prefetch = madvise(MADV_WILLNEED) over the
- * pages of the range (ranges outside the mapping are ignored), kernels = the
- * best table for this CPU (colibri_linux_kernels(NULL)). m may be NULL (then
- * prefetch is not set). m must outlive every use of the port.
+ * pages of the range (ranges outside ctx->map are ignored), parallel_for on
+ * ctx->pool when it has more than one thread, kernels = the best table for
+ * this CPU (colibri_linux_kernels(NULL)). ctx may be NULL (then neither
+ * prefetch nor parallel_for is set).
  */
-void colibri_linux_port_init(colibri_port *port, const colibri_linux_mapping *m);
+void colibri_linux_port_init(colibri_port *port, colibri_linux_port_ctx *ctx);
 
 /* The kernel table this binary has and this CPU runs: the preferred one for
  * name NULL, else the one of that name; NULL if there is no such table or

@@ -166,7 +166,10 @@ static void print_stats(const run_options *o, const colibri_linux_mapping *map,
             arch_name(hp->arch), hp->vocab_size, hp->hidden_size, hp->n_layers, hp->n_heads,
             hp->n_kv_heads, hp->head_dim, hp->n_experts, hp->top_k, hp->expert_intermediate,
             hp->dense_intermediate, hp->shared_intermediate, hp->max_context, model->fingerprint);
-    fprintf(stderr, PROG ": kernels: %s\n", model->kernels.name);
+    fprintf(stderr, PROG ": kernels: %s threads=%u batch=%u\n", model->kernels.name,
+            model->port.parallel_for != NULL ? colibri_linux_pool_threads(
+                ((const colibri_linux_port_ctx *)model->port.ctx)->pool) : 1u,
+            o->batch ? o->batch : COLIBRI_RUN_DEFAULT_BATCH);
     fprintf(stderr, PROG ": image: bytes=%llu file_bytes=%zu mlock=%s\n",
             (unsigned long long)model->image_size, map->size, map->locked ? "yes" : "no");
     fprintf(stderr,
@@ -299,7 +302,8 @@ static int alloc_buffers(const run_options *o, const colibri_model *model, uint3
     size_t vocab = model->hp.vocab_size;
     size_t rows = o->logits_path != NULL ? o->n_ids : 1;
     b->kv_bytes = colibri_state_size(model, ctx);
-    b->scratch_bytes = colibri_scratch_size(model, ctx);
+    b->scratch_bytes =
+        colibri_scratch_size_batch(model, ctx, o->batch ? o->batch : COLIBRI_RUN_DEFAULT_BATCH);
     if (b->kv_bytes == 0 || b->scratch_bytes == 0) {
         fprintf(stderr,
                 PROG ": error: %s: the core reports no state/scratch size for a "
@@ -388,9 +392,33 @@ static int print_ids(const int32_t *ids, uint32_t n)
     return 0;
 }
 
+/* The Linux port with --kernels and --threads applied. */
+static int setup_port(const run_options *o, const colibri_linux_mapping *map,
+                      colibri_linux_port_ctx *ctx, colibri_port *port)
+{
+    uint32_t threads = o->threads ? o->threads : colibri_linux_cpu_count();
+    ctx->map = map;
+    ctx->pool = NULL;
+    if (threads > 1u && (ctx->pool = colibri_linux_pool_start(threads)) == NULL) {
+        fprintf(stderr, PROG ": error: cannot start %u threads\n", threads);
+        return EXIT_RUNTIME;
+    }
+    colibri_linux_port_init(port, ctx);
+    if (o->kernels != NULL && (port->kernels = colibri_linux_kernels(o->kernels)) == NULL) {
+        char names[256];
+        colibri_linux_kernel_names(names, sizeof names);
+        fprintf(stderr, PROG ": error: no kernel table '%s' runs here (this build has: %s)\n",
+                o->kernels, names);
+        colibri_linux_pool_stop(ctx->pool);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 static int run(const run_options *o)
 {
     colibri_linux_mapping map;
+    colibri_linux_port_ctx port_ctx;
     colibri_port port;
     colibri_model model;
     run_buffers b;
@@ -420,14 +448,10 @@ static int run(const run_options *o)
         colibri_linux_unmap(&map);
         return EXIT_USAGE;
     }
-    colibri_linux_port_init(&port, &map);
-    if (o->kernels != NULL && (port.kernels = colibri_linux_kernels(o->kernels)) == NULL) {
-        char names[256];
-        colibri_linux_kernel_names(names, sizeof names);
-        fprintf(stderr, PROG ": error: no kernel table '%s' runs here (this build has: %s)\n",
-                o->kernels, names);
+    rc = setup_port(o, &map, &port_ctx, &port);
+    if (rc != 0) {
         colibri_linux_unmap(&map);
-        return EXIT_USAGE;
+        return rc;
     }
 
     rc = load_model(o, &map, &port, &model, &t);
@@ -459,6 +483,7 @@ static int run(const run_options *o)
     free(b.scratch);
     free(b.kv);
     g_map_lo = NULL;
+    colibri_linux_pool_stop(port_ctx.pool);
     colibri_linux_unmap(&map);
     return rc;
 }

@@ -31,6 +31,10 @@ const char colibri_run_usage_text[] =
     "                      of at least the image size, or CAP_IPC_LOCK)\n"
     "  --verify            check every tensor's CRC-32 before running\n"
     "  --kernels NAME      use this kernel table (default: the best this CPU runs)\n"
+    "  --threads N         threads for the matrix products, 1 .. 64\n"
+    "                      (default: the number of online CPUs)\n"
+    "  --batch N           prompt tokens per forward chunk, 1 .. 256 (default 32);\n"
+    "                      logits are the same bits whatever N and --threads\n"
     "  --fingerprint HEX   refuse an image whose fingerprint differs (0x1234abcd)\n"
     "  --stats             print dimensions, sizes and timings to stderr\n"
     "  -h, --help          show this help and exit\n"
@@ -205,6 +209,8 @@ enum opt_id {
     OPT_STATS,
     OPT_VERIFY,
     OPT_KERNELS,
+    OPT_THREADS,
+    OPT_BATCH,
     OPT_HELP,
     OPT_COUNT
 };
@@ -214,7 +220,8 @@ static const struct {
     int takes_value;
 } k_opts[OPT_COUNT] = {
     {"--ids", 1},   {"--gen", 1},   {"--all-logits", 1}, {"--context", 1}, {"--fingerprint", 1},
-    {"--mlock", 0}, {"--stats", 0}, {"--verify", 0},     {"--kernels", 1}, {"--help", 0},
+    {"--mlock", 0}, {"--stats", 0}, {"--verify", 0},     {"--kernels", 1}, {"--threads", 1},
+    {"--batch", 1}, {"--help", 0},
 };
 
 static int find_option(const char *arg, size_t name_len)
@@ -247,6 +254,8 @@ static int apply_option(run_options *o, int id, const char *value)
         }
         o->logits_path = value;
         return 0;
+    case OPT_THREADS: return parse_count("--threads", value, 1, COLIBRI_RUN_MAX_THREADS, &o->threads);
+    case OPT_BATCH: return parse_count("--batch", value, 1, COLIBRI_MAX_BATCH, &o->batch);
     case OPT_MLOCK: o->mlock = 1; return 0;
     case OPT_STATS: o->stats = 1; return 0;
     case OPT_VERIFY: o->verify = 1; return 0;

@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #define PROG "colibri-run"
+#define COLIBRI_RUN_MAX_THREADS 64u /* = COLIBRI_LINUX_MAX_THREADS */
+#define COLIBRI_RUN_DEFAULT_BATCH 32u
 
 typedef struct run_options {
     const char *model_path;
@@ -18,6 +20,8 @@ typedef struct run_options {
     const char *kernels;     /* --kernels NAME, or NULL: the port's choice */
     uint32_t context;        /* 0: default */
     uint32_t fingerprint;    /* 0: accept any image */
+    uint32_t threads;        /* 0: one per online CPU */
+    uint32_t batch;          /* 0: COLIBRI_RUN_DEFAULT_BATCH */
     int have_ids, have_gen, have_context, have_fingerprint;
     int mlock, stats, verify;
 } run_options;

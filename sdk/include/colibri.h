@@ -52,6 +52,8 @@ extern "C" {
  * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
 #define COLIBRI_MAX_TOP_K 64
 #define COLIBRI_MAX_CONTEXT (1u << 24)
+/* Most tokens one forward chunk holds (colibri_scratch_size_batch). */
+#define COLIBRI_MAX_BATCH 256u
 
 /*
  * Status codes. 0 is success. The values are pinned: they never change and
@@ -146,6 +148,11 @@ typedef struct colibri_kernels {
     void (*add_scaled)(float *y, const float *x, float s, uint32_t n);
     /* rotate one head vector by a RoPE cos/sin table (rotate-half). */
     void (*rope_apply)(float *x, const float *cos_sin, uint32_t head_dim);
+    /* out[t * out_stride + r] = dot(w + r * cols, x + t * cols, cols) for
+     * r < rows, t < n: n tokens through one weight matrix, each weight row
+     * read once for all of them; out aliases neither input. */
+    void (*matmat_f32)(float *out, size_t out_stride, const float *w, const float *x, uint32_t rows,
+                       uint32_t cols, uint32_t n);
 } colibri_kernels;
 
 /* The portable C kernels: always built, the definition of every result. */
@@ -256,8 +263,15 @@ typedef struct colibri_state {
 size_t colibri_state_size(const colibri_model *model, uint32_t max_context);
 
 /* Bytes of scratch memory colibri_forward needs with a state of
- * max_context positions (0 on bad arguments). */
+ * max_context positions (0 on bad arguments): one token at a time. */
 size_t colibri_scratch_size(const colibri_model *model, uint32_t max_context);
+
+/* Bytes of scratch for chunks of up to max_batch tokens (1 ..
+ * COLIBRI_MAX_BATCH; 0 on bad arguments). colibri_forward runs a prompt in
+ * chunks of the largest batch its scratch holds, each weight row read once
+ * per chunk; the logits are the same bits whatever the batch. */
+size_t colibri_scratch_size_batch(const colibri_model *model, uint32_t max_context,
+                                  uint32_t max_batch);
 
 /*
  * Make *state use the caller's memory [mem, mem + mem_size) as its KV cache

@@ -1,18 +1,22 @@
-/* attention.c - grouped-query causal self-attention with a KV cache. */
+/* attention.c - grouped-query causal self-attention with a KV cache, for a
+ * chunk of tokens: projections for all of them at once, their keys and
+ * values into the cache, then each token over the positions up to its own. */
 #include "layers.h"
 #include "kernels.h"
 #include "colibri_math.h"
+#include "linear.h"
 
-static void project(const colibri_kernels *k, float *out, const float *w, const float *bias,
-                    const float *x, uint32_t rows, uint32_t cols)
+static void project(const colibri_model *m, float *out, const float *w, const float *bias,
+                    const float *x, uint32_t rows, uint32_t cols, uint32_t n)
 {
-    k->matvec_f32(out, w, x, rows, cols);
-    if (bias != NULL) {
-        k->add(out, bias, rows);
+    colibri_linear(m, out, rows, w, x, rows, cols, n);
+    for (uint32_t t = 0; bias != NULL && t < n; t++) {
+        m->kernels.add(out + (size_t)t * rows, bias, rows);
     }
 }
 
-/* q/k normalisation: over the whole projection (OLMoE) or per head (Qwen3). */
+/* q/k normalisation of one token: over the whole projection (OLMoE) or per
+ * head (Qwen3). */
 static void qk_normalise(const colibri_model *m, float *v, const float *w, uint32_t heads)
 {
     const colibri_hparams *hp = &m->hp;
@@ -52,8 +56,24 @@ static void attend_head(const colibri_model *m, const float *q, const float *k_c
     }
 }
 
+/* Norms and rotation of token t's q and k, then its k and v into the cache. */
+static void keys_of_token(const colibri_model *m, const layer_view *layer, float *k_cache,
+                          float *v_cache, uint32_t pos, uint32_t t, workspace *ws)
+{
+    const colibri_hparams *hp = &m->hp;
+    uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;
+    float *q = ws->q + (size_t)t * q_dim, *k = ws->k + (size_t)t * kv_dim;
+    qk_normalise(m, q, layer->q_norm, hp->n_heads);
+    qk_normalise(m, k, layer->k_norm, hp->n_kv_heads);
+    rope_heads(&m->kernels, q, ws->rope + (size_t)t * hd, hp->n_heads, hd);
+    rope_heads(&m->kernels, k, ws->rope + (size_t)t * hd, hp->n_kv_heads, hd);
+    memcpy(k_cache + (size_t)pos * kv_dim, k, kv_dim * sizeof(float));
+    memcpy(v_cache + (size_t)pos * kv_dim, ws->v + (size_t)t * kv_dim, kv_dim * sizeof(float));
+}
+
 void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
-                               uint32_t layer_index, colibri_state *state, workspace *ws)
+                               uint32_t layer_index, colibri_state *state, workspace *ws,
+                               uint32_t n)
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;
@@ -61,19 +81,17 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
     float *k_cache = state->k_cache + layer_offset, *v_cache = state->v_cache + layer_offset;
     uint32_t group = hp->n_heads / hp->n_kv_heads;
 
-    const colibri_kernels *k = &m->kernels;
-    project(k, ws->q, layer->wq, layer->bq, ws->xn, q_dim, hp->hidden_size);
-    project(k, ws->k, layer->wk, layer->bk, ws->xn, kv_dim, hp->hidden_size);
-    project(k, ws->v, layer->wv, layer->bv, ws->xn, kv_dim, hp->hidden_size);
-    qk_normalise(m, ws->q, layer->q_norm, hp->n_heads);
-    qk_normalise(m, ws->k, layer->k_norm, hp->n_kv_heads);
-    rope_heads(k, ws->q, ws->rope, hp->n_heads, hd);
-    rope_heads(k, ws->k, ws->rope, hp->n_kv_heads, hd);
-    memcpy(k_cache + (size_t)state->pos * kv_dim, ws->k, kv_dim * sizeof(float));
-    memcpy(v_cache + (size_t)state->pos * kv_dim, ws->v, kv_dim * sizeof(float));
-    for (uint32_t h = 0; h < hp->n_heads; h++) {
-        attend_head(m, ws->q + h * hd, k_cache, v_cache, h / group, state->pos, ws->scores,
-                    ws->attn + h * hd);
+    project(m, ws->q, layer->wq, layer->bq, ws->xn, q_dim, hp->hidden_size, n);
+    project(m, ws->k, layer->wk, layer->bk, ws->xn, kv_dim, hp->hidden_size, n);
+    project(m, ws->v, layer->wv, layer->bv, ws->xn, kv_dim, hp->hidden_size, n);
+    for (uint32_t t = 0; t < n; t++) {
+        keys_of_token(m, layer, k_cache, v_cache, state->pos + t, t, ws);
     }
-    project(k, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim);
+    for (uint32_t t = 0; t < n; t++) {
+        for (uint32_t h = 0; h < hp->n_heads; h++) {
+            attend_head(m, ws->q + (size_t)t * q_dim + h * hd, k_cache, v_cache, h / group,
+                        state->pos + t, ws->scores, ws->attn + (size_t)t * q_dim + h * hd);
+        }
+    }
+    project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n);
 }

@@ -1,18 +1,24 @@
-/* ffn.c - SwiGLU feed-forward: dense layers, routed experts, shared expert. */
+/* ffn.c - SwiGLU feed-forward for a chunk of tokens: dense layers, routed
+ * experts (each expert's block read once for all the tokens routed to it),
+ * shared expert. */
 #include "layers.h"
 #include "kernels.h"
+#include "linear.h"
 #include "router.h"
 
-/* out = down(silu(gate x) * up x) for one SwiGLU MLP of width `width`. */
+/* out rows = down(silu(gate in) * up in) for n tokens through one SwiGLU MLP
+ * of width `width`; in and out rows are hidden_size floats. */
 static void swiglu_mlp(const colibri_model *m, const float *gate, const float *up,
-                       const float *down, uint32_t width, workspace *ws)
+                       const float *down, uint32_t width, const float *in, float *out, uint32_t n,
+                       workspace *ws)
 {
-    const colibri_kernels *k = &m->kernels;
     uint32_t hidden = m->hp.hidden_size;
-    k->matvec_f32(ws->h1, gate, ws->xn, width, hidden);
-    k->matvec_f32(ws->h2, up, ws->xn, width, hidden);
-    k->swiglu(ws->h1, ws->h2, width);
-    k->matvec_f32(ws->ffn_out, down, ws->h1, hidden, width);
+    colibri_linear(m, ws->h1, width, gate, in, width, hidden, n);
+    colibri_linear(m, ws->h2, width, up, in, width, hidden, n);
+    for (uint32_t t = 0; t < n; t++) {
+        m->kernels.swiglu(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width);
+    }
+    colibri_linear(m, out, hidden, down, ws->h1, hidden, width, n);
 }
 
 static void prefetch_expert(const colibri_model *m, const expert_view *ev)
@@ -22,45 +28,84 @@ static void prefetch_expert(const colibri_model *m, const expert_view *ev)
     }
 }
 
-/* Routed experts, summed in ascending expert order (as transformers does). */
-static void routed_experts(const colibri_model *m, const layer_view *layer, workspace *ws)
+/* The tokens routed to `expert`: their indices, weights and inputs into
+ * ws->sel, ws->sel_w and ws->xg rows. Returns how many. */
+static uint32_t gather_tokens(const colibri_model *m, uint32_t expert, uint32_t n, workspace *ws)
+{
+    uint32_t hidden = m->hp.hidden_size, top_k = m->hp.top_k, count = 0;
+    for (uint32_t t = 0; t < n; t++) {
+        for (uint32_t j = 0; j < top_k; j++) {
+            if (ws->topk_i[(size_t)t * top_k + j] == expert) {
+                ws->sel[count] = t;
+                ws->sel_w[count] = ws->topk_w[(size_t)t * top_k + j];
+                memcpy(ws->xg + (size_t)count * hidden, ws->xn + (size_t)t * hidden,
+                       hidden * sizeof(float));
+                count++;
+            }
+        }
+    }
+    return count;
+}
+
+/* Routed experts in ascending expert order, so each token sums its experts
+ * in ascending order (as transformers does) whatever the chunk. */
+static void routed_experts(const colibri_model *m, const layer_view *layer, uint32_t n,
+                           workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
-    colibri_router_route(m, layer->router, ws->xn, ws->router, ws->topk_i, ws->topk_w);
-    memset(ws->ffn_sum, 0, hp->hidden_size * sizeof(float));
-    for (uint32_t j = 0; j < hp->top_k; j++) {
+    uint32_t hidden = hp->hidden_size;
+    colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts, hidden, n);
+    for (uint32_t t = 0; t < n; t++) {
+        colibri_router_select(m, ws->router + (size_t)t * hp->n_experts,
+                              ws->topk_i + (size_t)t * hp->top_k,
+                              ws->topk_w + (size_t)t * hp->top_k);
+    }
+    memset(ws->ffn_sum, 0, (size_t)n * hidden * sizeof(float));
+    for (uint32_t e = 0; e < hp->n_experts; e++) {
+        uint32_t count = gather_tokens(m, e, n, ws);
         expert_view ev;
-        colibri_expert_view_load(m, layer, ws->topk_i[j], &ev);
+        if (count == 0) {
+            continue;
+        }
+        colibri_expert_view_load(m, layer, e, &ev);
         prefetch_expert(m, &ev);
-        swiglu_mlp(m, ev.gate, ev.up, ev.down, hp->expert_intermediate, ws);
-        m->kernels.add_scaled(ws->ffn_sum, ws->ffn_out, ws->topk_w[j], hp->hidden_size);
+        swiglu_mlp(m, ev.gate, ev.up, ev.down, hp->expert_intermediate, ws->xg, ws->ffn_out, count,
+                   ws);
+        for (uint32_t c = 0; c < count; c++) {
+            m->kernels.add_scaled(ws->ffn_sum + (size_t)ws->sel[c] * hidden,
+                                  ws->ffn_out + (size_t)c * hidden, ws->sel_w[c], hidden);
+        }
     }
 }
 
-static void shared_expert(const colibri_model *m, const layer_view *layer, workspace *ws)
+static void shared_expert(const colibri_model *m, const layer_view *layer, uint32_t n,
+                          workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
-    float gate = 1.0f;
+    uint32_t hidden = hp->hidden_size;
     swiglu_mlp(m, layer->shared_gate, layer->shared_up, layer->shared_down, hp->shared_intermediate,
-               ws);
-    if (hp->shared_gate) {
-        gate =
-            colibri_k_sigmoid(m->kernels.dot(layer->shared_expert_gate, ws->xn, hp->hidden_size));
+               ws->xn, ws->ffn_out, n, ws);
+    for (uint32_t t = 0; t < n; t++) {
+        const float *xn = ws->xn + (size_t)t * hidden;
+        float gate = 1.0f;
+        if (hp->shared_gate) {
+            gate = colibri_k_sigmoid(m->kernels.dot(layer->shared_expert_gate, xn, hidden));
+        }
+        m->kernels.add_scaled(ws->ffn_sum + (size_t)t * hidden, ws->ffn_out + (size_t)t * hidden,
+                              gate, hidden);
     }
-    m->kernels.add_scaled(ws->ffn_sum, ws->ffn_out, gate, hp->hidden_size);
 }
 
-void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, workspace *ws)
+void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, workspace *ws, uint32_t n)
 {
     const colibri_hparams *hp = &m->hp;
     if (layer->ffn_kind == FFN_DENSE) {
         swiglu_mlp(m, layer->dense_gate, layer->dense_up, layer->dense_down, hp->dense_intermediate,
-                   ws);
-        memcpy(ws->ffn_sum, ws->ffn_out, hp->hidden_size * sizeof(float));
+                   ws->xn, ws->ffn_sum, n, ws);
         return;
     }
-    routed_experts(m, layer, ws);
+    routed_experts(m, layer, n, ws);
     if (hp->shared_intermediate > 0) {
-        shared_expert(m, layer, ws);
+        shared_expert(m, layer, n, ws);
     }
 }

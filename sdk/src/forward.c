@@ -1,35 +1,58 @@
-/* forward.c - colibri_forward: the decoder stack, one token at a time. */
+/* forward.c - colibri_forward: the decoder stack, a chunk of tokens at a time. */
 #include "kernels.h"
 #include "layers.h"
+#include "linear.h"
 
-static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state, workspace *ws)
+static void rmsnorm_rows(const colibri_model *m, float *out, const float *x, const float *w,
+                         uint32_t n)
 {
-    const colibri_hparams *hp = &m->hp;
-    layer_view layer;
-    const colibri_kernels *k = &m->kernels;
-    colibri_layer_view_load(m, l, &layer);
-    k->rmsnorm(ws->xn, ws->x, layer.attn_norm, hp->hidden_size, hp->rms_eps);
-    colibri_attention_forward(m, &layer, l, state, ws);
-    k->add(ws->x, ws->ffn_out, hp->hidden_size);
-    k->rmsnorm(ws->xn, ws->x, layer.ffn_norm, hp->hidden_size, hp->rms_eps);
-    colibri_ffn_forward(m, &layer, ws);
-    k->add(ws->x, ws->ffn_sum, hp->hidden_size);
+    uint32_t hidden = m->hp.hidden_size;
+    for (uint32_t t = 0; t < n; t++) {
+        m->kernels.rmsnorm(out + (size_t)t * hidden, x + (size_t)t * hidden, w, hidden,
+                           m->hp.rms_eps);
+    }
 }
 
-/* Run one token at state->pos; with logits != NULL write its logits. */
-static void token_forward(const colibri_model *m, colibri_state *state, int32_t id, float *logits,
-                          workspace *ws)
+static void add_rows(const colibri_model *m, float *y, const float *x, uint32_t n)
+{
+    m->kernels.add(y, x, n * m->hp.hidden_size);
+}
+
+static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state, workspace *ws,
+                          uint32_t n)
+{
+    layer_view layer;
+    colibri_layer_view_load(m, l, &layer);
+    rmsnorm_rows(m, ws->xn, ws->x, layer.attn_norm, n);
+    colibri_attention_forward(m, &layer, l, state, ws, n);
+    add_rows(m, ws->x, ws->ffn_out, n);
+    rmsnorm_rows(m, ws->xn, ws->x, layer.ffn_norm, n);
+    colibri_ffn_forward(m, &layer, ws, n);
+    add_rows(m, ws->x, ws->ffn_sum, n);
+}
+
+/* Run ids[0 .. n) (n <= ws->batch) at state->pos onward. Tokens t >=
+ * first_logits write their logits to row t - first_logits of `logits`. */
+static void chunk_forward(const colibri_model *m, colibri_state *state, const int32_t *ids,
+                          uint32_t n, float *logits, uint32_t first_logits, workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
-    memcpy(ws->x, m->token_embed + (size_t)id * hp->hidden_size, hp->hidden_size * sizeof(float));
-    colibri_k_rope_table(ws->rope, state->pos, hp->head_dim, hp->rope_theta);
-    for (uint32_t l = 0; l < hp->n_layers; l++) {
-        decoder_layer(m, l, state, ws);
+    uint32_t hidden = hp->hidden_size;
+    for (uint32_t t = 0; t < n; t++) {
+        memcpy(ws->x + (size_t)t * hidden, m->token_embed + (size_t)ids[t] * hidden,
+               hidden * sizeof(float));
+        colibri_k_rope_table(ws->rope + (size_t)t * hp->head_dim, state->pos + t, hp->head_dim,
+                             hp->rope_theta);
     }
-    state->pos++;
-    if (logits != NULL) {
-        m->kernels.rmsnorm(ws->xn, ws->x, m->output_norm, hp->hidden_size, hp->rms_eps);
-        m->kernels.matvec_f32(logits, m->lm_head, ws->xn, hp->vocab_size, hp->hidden_size);
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        decoder_layer(m, l, state, ws, n);
+    }
+    state->pos += n;
+    if (logits != NULL && first_logits < n) {
+        uint32_t rows = n - first_logits;
+        const float *x = ws->x + (size_t)first_logits * hidden;
+        rmsnorm_rows(m, ws->xn, x, m->output_norm, rows);
+        colibri_linear(m, logits, hp->vocab_size, m->lm_head, ws->xn, hp->vocab_size, hidden, rows);
     }
 }
 
@@ -64,7 +87,7 @@ static colibri_status check_scratch(const colibri_model *m, const colibri_state 
     if (((uintptr_t)scratch & 15u) != 0) {
         return COLIBRI_E_MISALIGNED;
     }
-    if (scratch_size < colibri_workspace_layout64(&m->hp, state->max_context)) {
+    if (scratch_size < colibri_workspace_layout64(&m->hp, state->max_context, 1u)) {
         return COLIBRI_E_WORKSPACE_TOO_SMALL;
     }
     return COLIBRI_OK;
@@ -75,13 +98,21 @@ static uint64_t port_ticks(const colibri_model *m)
     return m->port.ticks != NULL ? m->port.ticks(m->port.ctx) : 0u;
 }
 
-static float *logits_row(float *logits, colibri_logits_mode mode, uint32_t i, uint32_t n,
-                         uint32_t vocab)
+/* Chunk [start, start + n) of the ids: where its logits go, and from which
+ * of its tokens on (*first = n: none). */
+static float *chunk_logits(float *logits, colibri_logits_mode mode, uint32_t start, uint32_t n,
+                           uint32_t n_ids, uint32_t vocab, uint32_t *first)
 {
+    *first = n;
     if (mode == COLIBRI_LOGITS_ALL) {
-        return logits + (size_t)i * vocab;
+        *first = 0;
+        return logits + (size_t)start * vocab;
     }
-    return (mode == COLIBRI_LOGITS_LAST && i + 1u == n) ? logits : NULL;
+    if (mode == COLIBRI_LOGITS_LAST && start + n == n_ids) {
+        *first = n - 1u;
+        return logits;
+    }
+    return NULL;
 }
 
 colibri_status colibri_forward(const colibri_model *model, colibri_state *state, const int32_t *ids,
@@ -98,10 +129,13 @@ colibri_status colibri_forward(const colibri_model *model, colibri_state *state,
         return status;
     }
     start = port_ticks(model);
-    colibri_workspace_layout(&model->hp, state->max_context, (uint8_t *)scratch, &ws);
-    for (uint32_t i = 0; i < n_ids; i++) {
-        float *row = logits_row(logits, mode, i, n_ids, model->hp.vocab_size);
-        token_forward(model, state, ids[i], row, &ws);
+    colibri_workspace_layout(&model->hp, state->max_context,
+                             colibri_workspace_batch(&model->hp, state->max_context, scratch_size),
+                             (uint8_t *)scratch, &ws);
+    for (uint32_t i = 0; i < n_ids; i += ws.batch) {
+        uint32_t n = n_ids - i < ws.batch ? n_ids - i : ws.batch, first;
+        float *rows = chunk_logits(logits, mode, i, n, n_ids, model->hp.vocab_size, &first);
+        chunk_forward(model, state, ids + i, n, rows, first, &ws);
     }
     if (ticks != NULL) {
         *ticks = port_ticks(model) - start;

@@ -18,6 +18,10 @@
 /* out[r] = sum_c w[r * cols + c] * x[c], r < rows. out must not alias x. */
 void colibri_k_matvec(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols);
 
+/* out[t * out_stride + r] = dot(w row r, x row t), r < rows, t < n. */
+void colibri_k_matmat(float *out, size_t out_stride, const float *w, const float *x, uint32_t rows,
+                      uint32_t cols, uint32_t n);
+
 /* sum_i a[i] * b[i], in the canonical order (16 lanes, then a pairwise tree). */
 float colibri_k_dot(const float *a, const float *b, uint32_t n);
 

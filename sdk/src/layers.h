@@ -1,16 +1,20 @@
-/* layers.h - the two sub-blocks of a decoder layer, for one token. */
+/* layers.h - the two sub-blocks of a decoder layer, for a chunk of n tokens
+ * (1 <= n <= ws->batch) at positions state->pos .. state->pos + n - 1; row t
+ * of each workspace buffer belongs to token t. */
 #ifndef COLIBRI_LAYERS_H
 #define COLIBRI_LAYERS_H
 
 #include "workspace.h"
 
-/* Self-attention of the token at state->pos: reads ws->xn, writes its K/V
- * into the cache and the projected output into ws->ffn_out. ws->rope must
- * hold the RoPE table of state->pos. */
+/* Self-attention: reads ws->xn, appends the chunk's K/V to the cache and
+ * writes the projected output into ws->ffn_out. ws->rope row t must hold the
+ * RoPE table of position state->pos + t. */
 void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
-                               uint32_t layer_index, colibri_state *state, workspace *ws);
+                               uint32_t layer_index, colibri_state *state, workspace *ws,
+                               uint32_t n);
 
 /* Feed-forward block (dense or MoE): reads ws->xn, writes ws->ffn_sum. */
-void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, workspace *ws);
+void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, workspace *ws,
+                         uint32_t n);
 
 #endif

@@ -42,6 +42,7 @@ static void kernels_resolve(colibri_kernels *out, const colibri_kernels *chosen)
     KERNEL_SLOT(out, chosen, add);
     KERNEL_SLOT(out, chosen, add_scaled);
     KERNEL_SLOT(out, chosen, rope_apply);
+    KERNEL_SLOT(out, chosen, matmat_f32);
 }
 
 void colibri_options_apply(colibri_model *m, const colibri_options *options)

@@ -45,12 +45,10 @@ void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k)
     }
 }
 
-void colibri_router_route(const colibri_model *m, const float *w_router, const float *x,
-                          float *scores, uint32_t *idx, float *weight)
+void colibri_router_select(const colibri_model *m, float *scores, uint32_t *idx, float *weight)
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t k = hp->top_k;
-    m->kernels.matvec_f32(scores, w_router, x, hp->n_experts, hp->hidden_size);
     m->kernels.softmax(scores, hp->n_experts);
     colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
     if (hp->router_norm_topk) {

@@ -19,11 +19,10 @@ void colibri_router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t 
 void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k);
 
 /*
- * Full router of one token: logits = W x, scores = softmax(logits), top-k,
- * optional renormalisation, routed scaling, then ascending expert order.
- * scores is scratch of n_experts floats.
+ * The routing of one token from its router logits (W x, n_experts floats,
+ * overwritten): scores = softmax(logits), top-k, optional renormalisation,
+ * routed scaling, then ascending expert order.
  */
-void colibri_router_route(const colibri_model *m, const float *w_router, const float *x,
-                          float *scores, uint32_t *idx, float *weight);
+void colibri_router_select(const colibri_model *m, float *scores, uint32_t *idx, float *weight);
 
 #endif

@@ -15,37 +15,53 @@ static uint32_t max3(uint32_t a, uint32_t b, uint32_t c)
 }
 
 /* The scratch regions in layout order (docs/core.md), in floats. */
-enum { WORKSPACE_REGIONS = 15 };
+enum { WORKSPACE_REGIONS = 18 };
 
-static void region_floats(const colibri_hparams *hp, uint32_t context,
+static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t batch,
                           uint64_t floats[WORKSPACE_REGIONS])
 {
-    uint64_t h = hp->hidden_size, q = (uint64_t)hp->n_heads * hp->head_dim;
+    uint64_t b = batch, h = hp->hidden_size, q = (uint64_t)hp->n_heads * hp->head_dim;
     uint64_t k = (uint64_t)hp->n_kv_heads * hp->head_dim;
     uint64_t m = max3(hp->dense_intermediate, hp->expert_intermediate, hp->shared_intermediate);
     uint64_t e = hp->n_experts > 0 ? hp->n_experts : 1u, top = hp->top_k > 0 ? hp->top_k : 1u;
-    const uint64_t in_order[WORKSPACE_REGIONS] = {
-        h, h, h, h, q, k, k, q, context, m, m, e, hp->head_dim, top, top};
+    const uint64_t in_order[WORKSPACE_REGIONS] = {b * h,
+                                                  b * h,
+                                                  b * h,
+                                                  b * h,
+                                                  b * q,
+                                                  b * k,
+                                                  b * k,
+                                                  b * q,
+                                                  context,
+                                                  b * m,
+                                                  b * m,
+                                                  b * e,
+                                                  b * hp->head_dim,
+                                                  b * top,
+                                                  b * top,
+                                                  b * h,
+                                                  b,
+                                                  b};
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         floats[i] = round_floats(in_order[i]);
     }
 }
 
-uint64_t colibri_workspace_layout64(const colibri_hparams *hp, uint32_t context)
+uint64_t colibri_workspace_layout64(const colibri_hparams *hp, uint32_t context, uint32_t batch)
 {
     uint64_t floats[WORKSPACE_REGIONS], total = 0;
-    region_floats(hp, context, floats);
+    region_floats(hp, context, batch, floats);
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         total += floats[i];
     }
     return total * sizeof(float);
 }
 
-size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
-                                workspace *ws)
+size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uint32_t batch,
+                                uint8_t *base, workspace *ws)
 {
     uint64_t floats[WORKSPACE_REGIONS];
-    float *topk_i = NULL;
+    float *topk_i = NULL, *sel = NULL;
     size_t used = 0;
     workspace unused;
     if (ws == NULL) {
@@ -53,14 +69,31 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
     }
     float **slots[WORKSPACE_REGIONS] = {&ws->x,  &ws->xn,     &ws->ffn_sum, &ws->ffn_out, &ws->q,
                                         &ws->k,  &ws->v,      &ws->attn,    &ws->scores,  &ws->h1,
-                                        &ws->h2, &ws->router, &ws->rope,    &ws->topk_w,  &topk_i};
-    region_floats(hp, context, floats);
+                                        &ws->h2, &ws->router, &ws->rope,    &ws->topk_w,  &topk_i,
+                                        &ws->xg, &sel,        &ws->sel_w};
+    region_floats(hp, context, batch, floats);
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         *slots[i] = base != NULL ? (float *)(void *)(base + used) : NULL;
         used += (size_t)floats[i] * sizeof(float);
     }
+    ws->batch = batch;
     ws->topk_i = (uint32_t *)(void *)topk_i;
+    ws->sel = (uint32_t *)(void *)sel;
     return used;
+}
+
+uint32_t colibri_workspace_batch(const colibri_hparams *hp, uint32_t context, uint64_t bytes)
+{
+    uint32_t lo = 0, hi = COLIBRI_MAX_BATCH; /* layout(lo) fits (or lo = 0), layout(hi+1) not */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1u) / 2u;
+        if (colibri_workspace_layout64(hp, context, mid) <= bytes) {
+            lo = mid;
+        } else {
+            hi = mid - 1u;
+        }
+    }
+    return lo;
 }
 
 static int context_valid(const colibri_model *model, uint32_t max_context)
@@ -86,12 +119,18 @@ size_t colibri_state_size(const colibri_model *model, uint32_t max_context)
                     model->hp.head_dim * sizeof(float));
 }
 
-size_t colibri_scratch_size(const colibri_model *model, uint32_t max_context)
+size_t colibri_scratch_size_batch(const colibri_model *model, uint32_t max_context,
+                                  uint32_t max_batch)
 {
-    if (!context_valid(model, max_context)) {
+    if (!context_valid(model, max_context) || max_batch == 0 || max_batch > COLIBRI_MAX_BATCH) {
         return 0;
     }
-    return fit_size(colibri_workspace_layout64(&model->hp, max_context));
+    return fit_size(colibri_workspace_layout64(&model->hp, max_context, max_batch));
+}
+
+size_t colibri_scratch_size(const colibri_model *model, uint32_t max_context)
+{
+    return colibri_scratch_size_batch(model, max_context, 1u);
 }
 
 colibri_status colibri_state_init(colibri_state *state, const colibri_model *model, void *mem,

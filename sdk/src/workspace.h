@@ -4,32 +4,42 @@
 
 #include "model_internal.h"
 
-/* Float buffers of one forward step; sizes in docs/core.md (state and scratch layout). */
+/* Buffers of one forward chunk of up to `batch` tokens, row t for token t;
+ * sizes in docs/core.md (state and scratch layout). */
 typedef struct workspace {
-    float *x;         /* [H] residual stream */
-    float *xn;        /* [H] normed input of a sub-block */
-    float *ffn_sum;   /* [H] FFN result being summed */
-    float *ffn_out;   /* [H] one expert's / projection's output */
-    float *q;         /* [Q] */
-    float *k;         /* [K] */
-    float *v;         /* [K] */
-    float *attn;      /* [Q] attention output, heads concatenated */
+    uint32_t batch;   /* tokens a chunk may hold */
+    float *x;         /* [B][H] residual stream */
+    float *xn;        /* [B][H] normed input of a sub-block */
+    float *ffn_sum;   /* [B][H] FFN result being summed */
+    float *ffn_out;   /* [B][H] one expert's / projection's output */
+    float *q;         /* [B][Q] */
+    float *k;         /* [B][K] */
+    float *v;         /* [B][K] */
+    float *attn;      /* [B][Q] attention output, heads concatenated */
     float *scores;    /* [ctx] attention scores of one head */
-    float *h1;        /* [M] gate activations */
-    float *h2;        /* [M] up activations */
-    float *router;    /* [max(E,1)] router scores */
-    float *rope;      /* [head_dim] cos (first half) and sin (second half) */
-    float *topk_w;    /* [max(top_k,1)] routing weights */
-    uint32_t *topk_i; /* [max(top_k,1)] routed expert indices */
+    float *h1;        /* [B][M] gate activations */
+    float *h2;        /* [B][M] up activations */
+    float *router;    /* [B][max(E,1)] router scores */
+    float *rope;      /* [B][head_dim] cos (first half) and sin (second half) */
+    float *topk_w;    /* [B][max(top_k,1)] routing weights */
+    uint32_t *topk_i; /* [B][max(top_k,1)] routed expert indices */
+    float *xg;        /* [B][H] inputs of the tokens one expert takes */
+    uint32_t *sel;    /* [B] which tokens those are */
+    float *sel_w;     /* [B] and their routing weights */
 } workspace;
 
-/* Bytes the layout needs, in 64 bits (never overflows); the same sum as
+/* Bytes the layout for chunks of `batch` tokens needs, in 64 bits (never
+ * overflows: context <= 2^24, batch <= COLIBRI_MAX_BATCH); the same sum as
  * colibri_workspace_layout's. */
-uint64_t colibri_workspace_layout64(const colibri_hparams *hp, uint32_t context);
+uint64_t colibri_workspace_layout64(const colibri_hparams *hp, uint32_t context, uint32_t batch);
 
 /* Bytes the layout needs; with base != NULL also points *ws into base.
  * Only for a layout whose colibri_workspace_layout64 fits in size_t. */
-size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uint8_t *base,
-                                workspace *ws);
+size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uint32_t batch,
+                                uint8_t *base, workspace *ws);
+
+/* The largest batch (<= COLIBRI_MAX_BATCH) whose layout fits in `bytes`;
+ * 0 if not even one token's does. */
+uint32_t colibri_workspace_batch(const colibri_hparams *hp, uint32_t context, uint64_t bytes);
 
 #endif

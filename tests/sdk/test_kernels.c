@@ -174,6 +174,27 @@ static void test_reductions(const colibri_kernels *k, uint32_t n, uint32_t shift
     check(same(got, want, n), k, "softmax", n, shift, kind);
 }
 
+/* n_tok tokens (two blocks of four and one over) through ROWS rows; the
+ * output rows are OUT_STRIDE apart, and the gap must stay untouched. */
+enum { TOKENS = 9, OUT_STRIDE = ROWS + 3 };
+
+static void test_matmat(const colibri_kernels *k, uint32_t n, uint32_t shift, int kind)
+{
+    float *w = buf_a + shift, *x = buf_c + shift;
+    fill(w, n * ROWS, kind);
+    fill(x, n * TOKENS, kind == DATA_SUBNORMAL ? kind : DATA_NORMAL);
+    for (uint32_t i = 0; i < TOKENS * OUT_STRIDE; i++) {
+        got[i] = want[i] = (float)i;
+    }
+    k->matmat_f32(got, OUT_STRIDE, w, x, ROWS, n, TOKENS);
+    for (uint32_t t = 0; t < TOKENS; t++) {
+        for (uint32_t r = 0; r < ROWS; r++) {
+            want[t * OUT_STRIDE + r] = spec_dot(w + r * n, x + t * n, n);
+        }
+    }
+    check(same(got, want, TOKENS * OUT_STRIDE), k, "matmat_f32", n, shift, kind);
+}
+
 static void test_elementwise(const colibri_kernels *k, uint32_t n, uint32_t shift, int kind)
 {
     float *x = buf_b + shift, *cs = buf_c + shift;
@@ -219,11 +240,13 @@ int main(void)
         resolved.add = resolved.add ? resolved.add : ref->add;
         resolved.add_scaled = resolved.add_scaled ? resolved.add_scaled : ref->add_scaled;
         resolved.rope_apply = resolved.rope_apply ? resolved.rope_apply : ref->rope_apply;
+        resolved.matmat_f32 = resolved.matmat_f32 ? resolved.matmat_f32 : ref->matmat_f32;
         for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
             for (uint32_t shift = 0; shift < 2; shift++) {
                 for (int kind = 0; kind < DATA_KINDS; kind++) {
                     test_reductions(k, lengths[i], shift, kind);
                     test_elementwise(k, lengths[i], shift, kind);
+                    test_matmat(k, lengths[i], shift, kind);
                 }
             }
         }

@@ -134,13 +134,19 @@ static void test_workspace_sizes_agree(void)
     hp.n_experts = 5;
     hp.top_k = 3;
     for (uint32_t ctx = 1; ctx < 200; ctx += 37) {
-        size_t cut = colibri_workspace_layout(&hp, ctx, NULL, NULL);
-        CHECK(cut == colibri_workspace_layout64(&hp, ctx));
-        CHECK(cut % 64u == 0);
+        for (uint32_t batch = 1; batch <= COLIBRI_MAX_BATCH; batch += 51) {
+            size_t cut = colibri_workspace_layout(&hp, ctx, batch, NULL, NULL);
+            CHECK(cut == colibri_workspace_layout64(&hp, ctx, batch));
+            CHECK(cut % 64u == 0);
+            /* the batch forward finds is the one the scratch was sized for */
+            CHECK(colibri_workspace_batch(&hp, ctx, cut) == batch);
+            CHECK(colibri_workspace_batch(&hp, ctx, cut - 1u) == batch - 1u);
+        }
     }
+    CHECK(colibri_workspace_batch(&hp, 7, (uint64_t)1 << 40) == COLIBRI_MAX_BATCH);
     hp.n_experts = 0;
     hp.top_k = 0;
-    CHECK(colibri_workspace_layout(&hp, 7, NULL, NULL) == colibri_workspace_layout64(&hp, 7));
+    CHECK(colibri_workspace_layout(&hp, 7, 3, NULL, NULL) == colibri_workspace_layout64(&hp, 7, 3));
 }
 
 int main(void)

@@ -108,6 +108,23 @@ AVX2 static void matvec_avx2(float *out, const float *w, const float *x, uint32_
     }
 }
 
+/* Blocks of four rows, every token through each block while it is in cache. */
+AVX2 static void matmat_avx2(float *out, size_t stride, const float *w, const float *x,
+                             uint32_t rows, uint32_t cols, uint32_t n)
+{
+    uint32_t r = 0;
+    for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
+        for (uint32_t t = 0; t < n; t++) {
+            rows4_avx2(out + t * stride + r, w + (size_t)r * cols, x + (size_t)t * cols, cols);
+        }
+    }
+    for (; r < rows; r++) {
+        for (uint32_t t = 0; t < n; t++) {
+            out[t * stride + r] = dot_avx2(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+        }
+    }
+}
+
 /* Element-wise slots: eight at a time, the rest one by one; every element
  * gets the same operations as in the reference. */
 AVX2 static void rmsnorm_avx2(float *out, const float *x, const float *w, uint32_t n, float eps)
@@ -116,7 +133,8 @@ AVX2 static void rmsnorm_avx2(float *out, const float *x, const float *w, uint32
     __m256 inv_v = _mm256_set1_ps(inv);
     uint32_t i = 0;
     for (; i + 8u <= n; i += 8u) {
-        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(_mm256_loadu_ps(x + i), inv_v));
+        __m256 v =
+            _mm256_mul_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(_mm256_loadu_ps(x + i), inv_v));
         _mm256_storeu_ps(out + i, v);
     }
     for (; i < n; i++) {
@@ -174,4 +192,5 @@ const colibri_kernels colibri_kernels_avx2 = {
     .add = add_avx2,
     .add_scaled = add_scaled_avx2,
     .rope_apply = rope_apply_avx2,
+    .matmat_f32 = matmat_avx2,
 };

@@ -89,8 +89,69 @@ AVX512 static void matvec_avx512(float *out, const float *w, const float *x, uin
     }
 }
 
-AVX512 static void rmsnorm_avx512(float *out, const float *x, const float *w, uint32_t n,
-                                  float eps)
+/* One 16-term step of four rows against one token's x: lanes += w * x. */
+#define STEP4(a, m, xv, w, i)                                                                      \
+    do {                                                                                           \
+        a##0 = _mm512_mask_add_ps(a##0, m, a##0,                                                   \
+                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w##0 + i), xv));          \
+        a##1 = _mm512_mask_add_ps(a##1, m, a##1,                                                   \
+                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w##1 + i), xv));          \
+        a##2 = _mm512_mask_add_ps(a##2, m, a##2,                                                   \
+                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w##2 + i), xv));          \
+        a##3 = _mm512_mask_add_ps(a##3, m, a##3,                                                   \
+                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w##3 + i), xv));          \
+    } while (0)
+
+/* Four rows by four tokens: sixteen independent sets of lanes, each weight
+ * and each x vector loaded once per step. out[t * stride + r]. */
+AVX512 static void block4x4_avx512(float *out, size_t stride, const float *w, const float *x,
+                                   uint32_t cols)
+{
+    const float *w0 = w, *w1 = w + cols, *w2 = w + 2u * (size_t)cols, *w3 = w + 3u * (size_t)cols;
+    const float *x0 = x, *x1 = x + cols, *x2 = x + 2u * (size_t)cols, *x3 = x + 3u * (size_t)cols;
+    __m512 z = _mm512_setzero_ps();
+    __m512 a0 = z, a1 = z, a2 = z, a3 = z, b0 = z, b1 = z, b2 = z, b3 = z;
+    __m512 c0 = z, c1 = z, c2 = z, c3 = z, d0 = z, d1 = z, d2 = z, d3 = z;
+    for (uint32_t i = 0; i < cols; i += 16u) {
+        __mmask16 m = cols - i >= 16u ? (__mmask16)0xFFFFu : tail_mask(cols - i);
+        STEP4(a, m, _mm512_maskz_loadu_ps(m, x0 + i), w, i);
+        STEP4(b, m, _mm512_maskz_loadu_ps(m, x1 + i), w, i);
+        STEP4(c, m, _mm512_maskz_loadu_ps(m, x2 + i), w, i);
+        STEP4(d, m, _mm512_maskz_loadu_ps(m, x3 + i), w, i);
+    }
+    const __m512 *sets[4][4] = {
+        {&a0, &a1, &a2, &a3}, {&b0, &b1, &b2, &b3}, {&c0, &c1, &c2, &c3}, {&d0, &d1, &d2, &d3}};
+    for (uint32_t t = 0; t < 4u; t++) {
+        for (uint32_t r = 0; r < 4u; r++) {
+            out[t * stride + r] = lanes_reduce(*sets[t][r]);
+        }
+    }
+}
+
+/* Blocks of four rows; within one, blocks of four tokens, then the tokens
+ * left over one at a time (the block stays in cache while the tokens pass). */
+AVX512 static void matmat_avx512(float *out, size_t stride, const float *w, const float *x,
+                                 uint32_t rows, uint32_t cols, uint32_t n)
+{
+    uint32_t r = 0;
+    for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
+        const float *wr = w + (size_t)r * cols;
+        uint32_t t = 0;
+        for (; t + 4u <= n; t += 4u) {
+            block4x4_avx512(out + t * stride + r, stride, wr, x + (size_t)t * cols, cols);
+        }
+        for (; t < n; t++) {
+            rows4_avx512(out + t * stride + r, wr, x + (size_t)t * cols, cols);
+        }
+    }
+    for (; r < rows; r++) {
+        for (uint32_t t = 0; t < n; t++) {
+            out[t * stride + r] = dot_avx512(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+        }
+    }
+}
+
+AVX512 static void rmsnorm_avx512(float *out, const float *x, const float *w, uint32_t n, float eps)
 {
     __m512 inv = _mm512_set1_ps(1.0f / colibri_sqrtf(dot_avx512(x, x, n) / (float)n + eps));
     for (uint32_t i = 0; i < n; i += 16u) {
@@ -145,4 +206,5 @@ const colibri_kernels colibri_kernels_avx512 = {
     .add = add_avx512,
     .add_scaled = add_scaled_avx512,
     .rope_apply = rope_apply_avx512,
+    .matmat_f32 = matmat_avx512,
 };

@@ -92,6 +92,18 @@ void colibri_k_matvec(float *out, const float *w, const float *x, uint32_t rows,
     }
 }
 
+/* Row by row, every token for each row: the row stays in cache. */
+void colibri_k_matmat(float *out, size_t out_stride, const float *w, const float *x, uint32_t rows,
+                      uint32_t cols, uint32_t n)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        for (uint32_t t = 0; t < n; t++) {
+            out[t * out_stride + r] =
+                colibri_k_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+        }
+    }
+}
+
 void colibri_k_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
 {
     float inv = 1.0f / colibri_sqrtf(colibri_k_dot(x, x, n) / (float)n + eps);
@@ -173,4 +185,5 @@ const colibri_kernels colibri_kernels_reference = {
     .add = colibri_k_add,
     .add_scaled = colibri_k_add_scaled,
     .rope_apply = colibri_k_rope_apply,
+    .matmat_f32 = colibri_k_matmat,
 };

@@ -1,0 +1,52 @@
+/* linear.c - colibri_linear: the matrix products, split by rows into tasks. */
+#include "linear.h"
+
+/* Multiply-adds below which a product runs on the calling thread (waking
+ * workers costs more), and the multiply-adds a task aims at. */
+#define PARALLEL_MIN_WORK (1u << 15)
+#define TASK_WORK (1u << 15)
+/* Rows of a task: a multiple of the SIMD kernels' row block. */
+#define TASK_ROW_STEP 4u
+
+typedef struct linear_job {
+    const colibri_kernels *kernels;
+    float *out;
+    size_t out_stride;
+    const float *w, *x;
+    uint32_t rows, cols, n, rows_per_task;
+} linear_job;
+
+static void linear_task(void *arg, uint32_t task)
+{
+    const linear_job *job = arg;
+    uint32_t first = task * job->rows_per_task, left = job->rows - first;
+    uint32_t rows = left < job->rows_per_task ? left : job->rows_per_task;
+    job->kernels->matmat_f32(job->out + first, job->out_stride, job->w + (size_t)first * job->cols,
+                             job->x, rows, job->cols, job->n);
+}
+
+static uint32_t rows_per_task(uint32_t rows, uint32_t cols, uint32_t n)
+{
+    uint64_t per_row = (uint64_t)cols * n, want = TASK_WORK / per_row;
+    want = (want + TASK_ROW_STEP - 1u) / TASK_ROW_STEP * TASK_ROW_STEP;
+    if (want < TASK_ROW_STEP) {
+        want = TASK_ROW_STEP;
+    }
+    return want < rows ? (uint32_t)want : rows;
+}
+
+void colibri_linear(const colibri_model *m, float *out, size_t out_stride, const float *w,
+                    const float *x, uint32_t rows, uint32_t cols, uint32_t n)
+{
+    uint64_t work = (uint64_t)rows * cols * n;
+    linear_job job = {&m->kernels, out, out_stride, w, x, rows, cols, n, rows};
+    if (m->port.parallel_for != NULL && work >= PARALLEL_MIN_WORK) {
+        job.rows_per_task = rows_per_task(rows, cols, n);
+    }
+    if (job.rows_per_task == rows) {
+        m->kernels.matmat_f32(out, out_stride, w, x, rows, cols, n);
+        return;
+    }
+    m->port.parallel_for(m->port.ctx, (rows + job.rows_per_task - 1u) / job.rows_per_task,
+                         linear_task, &job);
+}

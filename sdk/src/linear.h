@@ -1,0 +1,17 @@
+/* linear.h - n tokens through one weight matrix, on the port's threads. */
+#ifndef COLIBRI_LINEAR_H
+#define COLIBRI_LINEAR_H
+
+#include "model_internal.h"
+
+/*
+ * out[t * out_stride + r] = dot(w row r, x row t) for r < rows, t < n (x rows
+ * are cols floats apart). With the port's parallel_for, a large product is
+ * split into tasks of whole output rows, never along the sum, so each result
+ * is the same bits on any number of threads; without it (bare metal, an
+ * interrupt handler) the kernel runs here.
+ */
+void colibri_linear(const colibri_model *m, float *out, size_t out_stride, const float *w,
+                    const float *x, uint32_t rows, uint32_t cols, uint32_t n);
+
+#endif
