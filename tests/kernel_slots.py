@@ -1,6 +1,7 @@
 """The core's calls through its kernel table, for the static stack bounds of
-the bare-metal ports: which reference kernels a slot call may reach (read
-from the table's definition in sdk/src/kernels/reference.c, the one source),
+the bare-metal ports: which kernels a slot call may reach (read from the
+definitions of the tables a firmware has, sdk/src/kernels/<name>.c: the one
+source; a slot a SIMD table leaves NULL is the reference's),
 and which core functions make such calls (a new one must be added here, so a
 stack bound never silently skips a path)."""
 from __future__ import annotations
@@ -8,20 +9,25 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REFERENCE = Path(__file__).resolve().parents[1] / "sdk" / "src" / "kernels" / "reference.c"
+KERNELS = Path(__file__).resolve().parents[1] / "sdk" / "src" / "kernels"
 
 # Core functions that call kernel slots (after inlining, any of them may be
 # the caller the call graph shows).
 KERNEL_CALLERS = frozenset({
-    "colibri_forward", "token_forward", "decoder_layer", "colibri_attention_forward", "project",
-    "qk_normalise", "rope_heads", "attend_head", "colibri_ffn_forward", "swiglu_mlp",
-    "routed_experts", "shared_expert", "colibri_router_route",
+    "colibri_forward", "chunk_forward", "decoder_layer", "rmsnorm_rows", "add_rows",
+    "colibri_attention_forward", "project", "qk_normalise", "rope_heads", "attend_head",
+    "keys_of_token", "colibri_ffn_forward", "swiglu_mlp", "routed_experts", "shared_expert",
+    "colibri_router_select", "colibri_linear",
 })
 
 
-def reference_kernels() -> list[str]:
-    """The functions colibri_kernels_reference points at."""
-    table = REFERENCE.read_text().split("colibri_kernels_reference =", 1)[1]
-    names = re.findall(r"\.\w+ = (colibri_k_\w+),", table)
-    assert names, f"no kernel table in {REFERENCE}"
+def kernel_functions(tables: tuple[str, ...] = ()) -> list[str]:
+    """The functions the reference table and the named tables point at."""
+    names: list[str] = []
+    for table in ("reference", *tables):
+        source = (KERNELS / f"{table}.c").read_text()
+        body = source.split(f"colibri_kernels_{table} =", 1)[1]
+        found = re.findall(r"\.\w+ = (\w+),", body)
+        assert found, f"no kernel table in {table}.c"
+        names += [n for n in found if n not in names]
     return names

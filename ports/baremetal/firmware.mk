@@ -40,7 +40,7 @@ PORT_DIR := ports/baremetal/$(patsubst baremetal-%,%,$(BOARD_PORT))
 PORT_DIR := $(subst cortex-m,cortex_m,$(PORT_DIR))
 -include $(PORT_DIR)/port.mk
 
-FW_SRC := $(SDK_SRC) $(wildcard ports/serial/*.c ports/baremetal/*.c) $(PORT_SRC) \
+FW_SRC := $(CORE_SRC) $(call kernel_src,$(BOARD_KERNELS)) $(wildcard ports/serial/*.c ports/baremetal/*.c) $(PORT_SRC) \
           $(wildcard samples/baremetal/$(APP)/*.c)
 FW_OBJ := $(patsubst %,$(FW_DIR)/obj/%.o,$(FW_SRC))
 FW_CFLAGS := $(BOARD_CFLAGS) $(PORT_CFLAGS) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -g \

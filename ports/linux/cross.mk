@@ -20,7 +20,8 @@ include $(LINUX_CROSS_DIR)/board.mk
 endif
 
 LINUX_CROSS_CFLAGS = $(WARN) $(FP_STRICT) -O2 -g $(BOARD_CFLAGS) $(CORE_INC) -Iports/linux
-LINUX_CROSS_OBJ = $(patsubst %.c,$(LINUX_CROSS_DIR)/%.o,$(SDK_SRC) $(LINUX_SRC) $(RUN_SRC))
+LINUX_CROSS_SRC = $(CORE_SRC) $(call kernel_src,$(BOARD_KERNELS)) $(LINUX_SRC) $(RUN_SRC)
+LINUX_CROSS_OBJ = $(patsubst %.c,$(LINUX_CROSS_DIR)/%.o,$(LINUX_CROSS_SRC))
 
 .PHONY: linux-cross linux-cross-board-check
 linux-cross: $(LINUX_CROSS_DIR)/colibri-run
@@ -35,5 +36,10 @@ $(LINUX_CROSS_DIR)/%.o: %.c $(LINUX_CROSS_DIR)/board.mk \
 	@mkdir -p $(dir $@)
 	$(BOARD_CC) $(LINUX_CROSS_CFLAGS) -c $< -o $@
 
+# The port's CPU probe chooses among the board's tables (board.mk changes
+# with them, and every object depends on it).
+$(LINUX_CROSS_DIR)/ports/linux/colibri_linux_kernels.o: \
+    LINUX_CROSS_CFLAGS += '-DCOLIBRI_LINUX_KERNEL_TABLES=$(call kernel_tables,$(BOARD_KERNELS))'
+
 $(LINUX_CROSS_DIR)/colibri-run: $(LINUX_CROSS_OBJ)
-	$(BOARD_CC) $(BOARD_CFLAGS) $(BOARD_LDFLAGS) -o $@ $^
+	$(BOARD_CC) -pthread $(BOARD_CFLAGS) $(BOARD_LDFLAGS) -o $@ $^

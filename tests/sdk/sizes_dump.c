@@ -4,7 +4,7 @@
  * record alone), for tests/sdk/test_sizes.py.
  *
  *   sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT DENSE EXPERT_INTER
- *              EXPERTS SHARED TOP_K            prints "STATE SCRATCH"
+ *              EXPERTS SHARED TOP_K BATCH      prints "STATE SCRATCH"
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +15,9 @@ int main(int argc, char **argv)
 {
     static const uint8_t image_stand_in = 0;
     colibri_model m = {0};
-    if (argc != 13) {
+    if (argc != 14) {
         fprintf(stderr, "usage: sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT "
-                        "DENSE EXPERT_INTER EXPERTS SHARED TOP_K\n");
+                        "DENSE EXPERT_INTER EXPERTS SHARED TOP_K BATCH\n");
         return 2;
     }
     uint32_t ctx = (uint32_t)strtoul(argv[1], NULL, 0);
@@ -36,6 +36,12 @@ int main(int argc, char **argv)
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
     }
     m.image = &image_stand_in;
-    printf("%zu %zu\n", colibri_state_size(&m, ctx), colibri_scratch_size(&m, ctx));
+    uint32_t batch = (uint32_t)strtoul(argv[13], NULL, 0);
+    size_t scratch = colibri_scratch_size_batch(&m, ctx, batch);
+    if (batch == 1u && scratch != colibri_scratch_size(&m, ctx)) {
+        fprintf(stderr, "colibri_scratch_size != colibri_scratch_size_batch(.., 1)\n");
+        return 1;
+    }
+    printf("%zu %zu\n", colibri_state_size(&m, ctx), scratch);
     return 0;
 }

@@ -29,13 +29,29 @@ def _records():
 
 def test_python_sizes_equal_the_core(asan_bins):
     checked = 0
-    for r, pick in itertools.product(_records(), (1, 3)):
+    for r, pick, batch in itertools.product(_records(), (1, 3), (1, 7, 256)):
         ctx = max(1, r.max_context // pick)
         args = [ctx, r.hidden_size, r.n_layers, r.n_heads, r.n_kv_heads, r.head_dim,
                 r.max_context, r.dense_intermediate, r.expert_intermediate, r.n_experts,
-                r.shared_intermediate, r.top_k]
+                r.shared_intermediate, r.top_k, batch]
         out = subprocess.run([str(asan_bins / "sizes_dump"), *map(str, args)], check=True,
                              capture_output=True, text=True, timeout=30).stdout.split()
-        assert [int(v) for v in out] == [state_size(r, ctx), scratch_size(r, ctx)], r
+        assert [int(v) for v in out] == [state_size(r, ctx), scratch_size(r, ctx, batch)], r
         checked += 1
-    assert checked == 120
+    assert checked == 360
+
+
+def test_batch_bounds_agree(asan_bins):
+    """Batch 0 and COLIBRI_MAX_BATCH + 1 are refused by both (size 0 / OptionError)."""
+    import pytest
+    from colibri_tools.errors import OptionError
+    r = next(_records())
+    base = [1, r.hidden_size, r.n_layers, r.n_heads, r.n_kv_heads, r.head_dim, r.max_context,
+            r.dense_intermediate, r.expert_intermediate, r.n_experts, r.shared_intermediate,
+            r.top_k]
+    for batch in (0, 257):
+        out = subprocess.run([str(asan_bins / "sizes_dump"), *map(str, base), str(batch)],
+                             check=True, capture_output=True, text=True, timeout=30).stdout.split()
+        assert int(out[1]) == 0
+        with pytest.raises(OptionError):
+            scratch_size(r, 1, batch)

@@ -33,3 +33,10 @@ def test_c_and_python_limits_are_equal():
     c_limits["top_k"] = public["COLIBRI_MAX_TOP_K"]
     assert set(c_limits) == set(C_NAMES.values()) | {"top_k"}
     assert c_limits == LIMITS
+
+
+def test_batch_limit_is_the_headers():
+    from colibri_tools.sizes import MAX_BATCH
+    header = (REPO / "sdk" / "include" / "colibri.h").read_text()
+    value = re.search(r"#define COLIBRI_MAX_BATCH (.+)", header).group(1)
+    assert _c_value(value, {}) == MAX_BATCH

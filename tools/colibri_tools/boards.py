@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ class Board:
     ram: Region | None
     weights: Region
     weights_alignment: int
+    kernels: tuple[str, ...] = ()  # SIMD kernel tables, most preferred first
     uart: dict[str, Any] = field(default_factory=dict)
     ticks: dict[str, Any] = field(default_factory=dict)
     emulate: dict[str, Any] = field(default_factory=dict)
@@ -101,6 +103,22 @@ def _region(data: dict, key: str, where: str) -> Region | None:
     if origin < 0 or length <= 0 or origin + length > 1 << 64:
         raise BoardError(f"{where} [{key}]: origin/length out of range")
     return Region(origin, length)
+
+
+KERNELS_DIR = pathlib.Path(__file__).resolve().parents[2] / "sdk" / "src" / "kernels"
+
+
+def _kernels(data: dict, where: str) -> tuple[str, ...]:
+    names = data.get("kernels", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise BoardError(f"{where}: 'kernels' must be a list of kernel table names")
+    for name in names:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or not (KERNELS_DIR / f"{name}.c").is_file():
+            known = ", ".join(sorted(p.stem for p in KERNELS_DIR.glob("*.c")))
+            raise BoardError(f"{where}: kernels: no table '{name}' (sdk/src/kernels has: {known})")
+    if len(set(names)) != len(names):
+        raise BoardError(f"{where}: kernels: a table is named twice")
+    return tuple(n for n in names if n != "reference")
 
 
 def _check(board: Board) -> None:
@@ -150,7 +168,7 @@ def load(name_or_path: str | pathlib.Path) -> Board:
         code=_region(memory, "code", where), ram=_region(memory, "ram", where),
         weights=Region(_need(weights, "address", int, f"{where} [weights]"),
                        _need(weights, "size", int, f"{where} [weights]")),
-        weights_alignment=weights.get("alignment", 4096),
+        weights_alignment=weights.get("alignment", 4096), kernels=_kernels(data, where),
         uart=data.get("uart", {}), ticks=data.get("ticks", {}),
         emulate=data.get("emulate", {}), flash=data.get("flash", {}))
     if board.name != path.stem:
@@ -203,6 +221,8 @@ def config_header(board: Board) -> str:
         f"#define COLIBRI_BOARD_WEIGHTS_ADDR 0x{board.weights.origin:08X}u",
         f"#define COLIBRI_BOARD_WEIGHTS_SIZE 0x{board.weights.length:X}u",
         f"#define COLIBRI_BOARD_WEIGHTS_ALIGN {board.weights_alignment}u",
+        "/* the kernel table the bare-metal port gives the core */",
+        f"#define COLIBRI_BOARD_KERNELS (&colibri_kernels_{(board.kernels or ('reference',))[0]})",
     ]
     if uart:
         lines += [f"#define COLIBRI_BOARD_UART_BASE 0x{uart.get('base', 0):08X}u",
@@ -222,7 +242,8 @@ def make_vars(board: Board) -> str:
         f"BOARD_CC := {board.cross_prefix}gcc", f"BOARD_OBJCOPY := {board.cross_prefix}objcopy",
         f"BOARD_SIZE := {board.cross_prefix}size",
         f"BOARD_CFLAGS := {' '.join(board.cflags)}", f"BOARD_LDFLAGS := {' '.join(board.ldflags)}",
-        f"BOARD_WEIGHTS_ADDR := 0x{board.weights.origin:08X}", ""])
+        f"BOARD_WEIGHTS_ADDR := 0x{board.weights.origin:08X}",
+        f"BOARD_KERNELS := {' '.join(board.kernels)}", ""])
 
 
 def write_generated(text: str, out: pathlib.Path | None) -> None:

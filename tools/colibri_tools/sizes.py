@@ -11,6 +11,7 @@ from .image_spec import ModelRecord
 
 FLOAT_BYTES = 4
 SCRATCH_ROUND = 16  # each scratch float count is rounded up to a multiple of this
+MAX_BATCH = 256  # COLIBRI_MAX_BATCH
 
 
 def _check_context(record: ModelRecord, context: int) -> None:
@@ -24,19 +25,24 @@ def state_size(record: ModelRecord, context: int) -> int:
     return 2 * record.n_layers * context * record.n_kv_heads * record.head_dim * FLOAT_BYTES
 
 
-def scratch_float_counts(record: ModelRecord, context: int) -> list[int]:
-    """The float counts of section 8, in the order listed there (not yet rounded)."""
-    h = record.hidden_size
+def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1) -> list[int]:
+    """The float counts of section 8 for chunks of `batch` tokens, in the order
+    listed there (not yet rounded)."""
+    b, h = batch, record.hidden_size
     q = record.n_heads * record.head_dim
     k = record.n_kv_heads * record.head_dim
     m = max(record.dense_intermediate, record.expert_intermediate, record.shared_intermediate)
     top_k = max(record.top_k, 1)
-    return [h, h, h, h, q, k, k, q, context, m, m, max(record.n_experts, 1),
-            record.head_dim, top_k, top_k]
+    return [b * h, b * h, b * h, b * h, b * q, b * k, b * k, b * q, context, b * m, b * m,
+            b * max(record.n_experts, 1), b * record.head_dim, b * top_k, b * top_k, b * h, b, b]
 
 
-def scratch_size(record: ModelRecord, context: int) -> int:
-    """Bytes of scratch memory colibri_forward needs with a state of `context` positions."""
+def scratch_size(record: ModelRecord, context: int, batch: int = 1) -> int:
+    """Bytes of scratch memory colibri_forward needs with a state of `context`
+    positions, running chunks of up to `batch` tokens (1 .. MAX_BATCH)."""
     _check_context(record, context)
-    rounded = (-(-n // SCRATCH_ROUND) * SCRATCH_ROUND for n in scratch_float_counts(record, context))
+    if not 1 <= batch <= MAX_BATCH:
+        raise OptionError(f"batch {batch} must be 1 .. {MAX_BATCH}")
+    counts = scratch_float_counts(record, context, batch)
+    rounded = (-(-n // SCRATCH_ROUND) * SCRATCH_ROUND for n in counts)
     return FLOAT_BYTES * sum(rounded)

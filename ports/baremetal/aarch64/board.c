@@ -73,7 +73,8 @@ static uint64_t port_ticks(void *ctx)
 
 const colibri_port *board_port(void)
 {
-    static const colibri_port port = {.version = COLIBRI_PORT_VERSION, .ticks = port_ticks};
+    static const colibri_port port = {
+        .version = COLIBRI_PORT_VERSION, .ticks = port_ticks, .kernels = COLIBRI_BOARD_KERNELS};
     return &port;
 }
 

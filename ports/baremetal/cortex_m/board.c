@@ -51,7 +51,8 @@ void board_init(void)
     }
     CM_BOARD_UART_DRIVER.init(&console_uart);
     cm_systick_init(COLIBRI_BOARD_TICKS_HZ);
-    ticks_port = (colibri_port){.version = COLIBRI_PORT_VERSION, .ticks = port_ticks};
+    ticks_port = (colibri_port){
+        .version = COLIBRI_PORT_VERSION, .ticks = port_ticks, .kernels = COLIBRI_BOARD_KERNELS};
     if (mpu != 0) {
         console_puts("board: MPU cannot express the weight region; left off\n");
     }

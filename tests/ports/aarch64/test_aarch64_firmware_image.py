@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 
 from aarch64_helpers import REPO, elf_symbols
-from kernel_slots import KERNEL_CALLERS, reference_kernels
+from kernel_slots import KERNEL_CALLERS, kernel_functions
 from stack_usage import add_disassembly, indirect_callers, load_callgraph, title, worst_stack
 
 # Nothing that allocates, talks to an OS or starts a hosted C runtime.
@@ -108,7 +108,7 @@ def test_interrupt_stack_bound(selftest_firmware, selftest_run, record_property)
     prefix = selftest_firmware.board.cross_prefix
     graph = load_callgraph(selftest_firmware.objects)
     add_disassembly(graph, selftest_firmware.elf, f"{prefix}objdump", f"{prefix}nm")
-    kernels = {title(graph, name) for name in reference_kernels()}
+    kernels = {title(graph, name) for name in kernel_functions(selftest_firmware.board.kernels)}
     indirect = {
         "aarch64_irq_handle": {title(graph, "run_prompt_job")},   # the job passed in
         "colibri_forward": {title(graph, "port_ticks")} | kernels,  # .ticks, kernel slots

@@ -17,7 +17,7 @@ from cm_helpers import (
 )
 from cm_stack_bound import handler_bound
 from colibri_tools import boards
-from kernel_slots import KERNEL_CALLERS, reference_kernels
+from kernel_slots import KERNEL_CALLERS, kernel_functions
 
 SPIN_ITERATIONS = 20000  # check_ticks() in board_selftest_m/main.c
 JOB = "samples/baremetal/board_selftest_m/main.c:forward_in_interrupt"
@@ -120,10 +120,10 @@ def test_handler_stack_painted_within_static_bound(selftest):
     """Painted high-water mark of the handler stack (MSP) while colibri_forward
     ran in PendSV, against the sum of -fstack-usage frames along the deepest
     call path (PendSV plus one SysTick preempting it, plus its FP frame)."""
-    _, firmware, done = selftest
+    board, firmware, done = selftest
     isr = fields(selftest_lines(done.stdout)["isr"])
     measured, size = int(isr["stack_bytes"]), int(isr["handler_stack_size"])
-    kernels = reference_kernels()  # model->kernels.*: the reference table in this firmware
+    kernels = kernel_functions(boards.load(board).kernels)  # model->kernels.*: its tables
     indirect = {name: kernels for name in KERNEL_CALLERS}
     indirect.update({"PendSV_Handler": [JOB], "colibri_forward": [PORT_TICKS, *kernels]})
     bound = handler_bound(firmware.obj, firmware.elf, "PendSV_Handler", "SysTick_Handler",

@@ -1,0 +1,188 @@
+/*
+ * neon.c - kernels for AArch64 Advanced SIMD (NEON, part of every AArch64
+ * CPU): the sixteen canonical lanes of docs/kernels.md are four float32x4
+ * registers, lanes 0..3, 4..7, 8..11, 12..15. Built for AArch64 only
+ * (Makefile AARCH64_KERNELS, a board's `kernels`).
+ *
+ * No fused multiply-add (vmulq then vaddq: the contract). A tail of r < 16
+ * terms is copied into zero-padded blocks and added as one more step: lanes
+ * r..15 get +0 * +0 = +0, which changes nothing (a lane starts at +0 and can
+ * never become -0; v + +0 = v for every other v, infinities and NaN too).
+ */
+#include <arm_neon.h>
+
+#include "colibri_compat.h"
+#include "colibri_math.h"
+#include "kernels.h"
+
+/* Rows of a matvec that share each load of x. */
+#define ROW_BLOCK 4u
+
+typedef struct lanes16 {
+    float32x4_t l0, l1, l2, l3; /* lanes 0..3, 4..7, 8..11, 12..15 */
+} lanes16;
+
+static lanes16 lanes_zero(void)
+{
+    float32x4_t z = vdupq_n_f32(0.0f);
+    lanes16 l = {z, z, z, z};
+    return l;
+}
+
+/* The pairwise tree: lanes 0..7 += 8..15, 0..3 += 4..7, 0..1 += 2..3, 0 += 1. */
+static float lanes_reduce(lanes16 l)
+{
+    float32x4_t lo = vaddq_f32(l.l0, l.l2), hi = vaddq_f32(l.l1, l.l3);
+    float32x4_t four = vaddq_f32(lo, hi);
+    float32x2_t two = vadd_f32(vget_low_f32(four), vget_high_f32(four));
+    return vget_lane_f32(two, 0) + vget_lane_f32(two, 1);
+}
+
+/* Sixteen terms a[i] * b[i] into the lanes. */
+static lanes16 lanes_add(lanes16 l, const float *a, const float *b)
+{
+    l.l0 = vaddq_f32(l.l0, vmulq_f32(vld1q_f32(a), vld1q_f32(b)));
+    l.l1 = vaddq_f32(l.l1, vmulq_f32(vld1q_f32(a + 4), vld1q_f32(b + 4)));
+    l.l2 = vaddq_f32(l.l2, vmulq_f32(vld1q_f32(a + 8), vld1q_f32(b + 8)));
+    l.l3 = vaddq_f32(l.l3, vmulq_f32(vld1q_f32(a + 12), vld1q_f32(b + 12)));
+    return l;
+}
+
+/* The last r < 16 terms, zero-padded to a whole step. */
+static lanes16 lanes_add_tail(lanes16 l, const float *a, const float *b, uint32_t r)
+{
+    float pa[16] = {0.0f}, pb[16] = {0.0f};
+    memcpy(pa, a, r * sizeof(float));
+    memcpy(pb, b, r * sizeof(float));
+    return lanes_add(l, pa, pb);
+}
+
+static float dot_neon(const float *a, const float *b, uint32_t n)
+{
+    lanes16 l = lanes_zero();
+    uint32_t i = 0;
+    for (; i + 16u <= n; i += 16u) {
+        l = lanes_add(l, a + i, b + i);
+    }
+    if (i < n) {
+        l = lanes_add_tail(l, a + i, b + i, n - i);
+    }
+    return lanes_reduce(l);
+}
+
+/* ROW_BLOCK rows at once: each 16 floats of x are loaded once for all four
+ * (16 accumulator and 4 x registers of the 32). */
+static void rows4_neon(float *out, size_t stride, const float *w, const float *x, uint32_t cols)
+{
+    lanes16 l[ROW_BLOCK];
+    uint32_t i = 0;
+    for (uint32_t r = 0; r < ROW_BLOCK; r++) {
+        l[r] = lanes_zero();
+    }
+    for (; i + 16u <= cols; i += 16u) {
+        float32x4_t x0 = vld1q_f32(x + i), x1 = vld1q_f32(x + i + 4);
+        float32x4_t x2 = vld1q_f32(x + i + 8), x3 = vld1q_f32(x + i + 12);
+        for (uint32_t r = 0; r < ROW_BLOCK; r++) {
+            const float *wr = w + (size_t)r * cols + i;
+            l[r].l0 = vaddq_f32(l[r].l0, vmulq_f32(vld1q_f32(wr), x0));
+            l[r].l1 = vaddq_f32(l[r].l1, vmulq_f32(vld1q_f32(wr + 4), x1));
+            l[r].l2 = vaddq_f32(l[r].l2, vmulq_f32(vld1q_f32(wr + 8), x2));
+            l[r].l3 = vaddq_f32(l[r].l3, vmulq_f32(vld1q_f32(wr + 12), x3));
+        }
+    }
+    for (uint32_t r = 0; r < ROW_BLOCK; r++) {
+        if (i < cols) {
+            l[r] = lanes_add_tail(l[r], w + (size_t)r * cols + i, x + i, cols - i);
+        }
+        out[r * stride] = lanes_reduce(l[r]);
+    }
+}
+
+/* Blocks of four rows, every token through each block while it is in cache. */
+static void matmat_neon(float *out, size_t stride, const float *w, const float *x, uint32_t rows,
+                        uint32_t cols, uint32_t n)
+{
+    uint32_t r = 0;
+    for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
+        for (uint32_t t = 0; t < n; t++) {
+            rows4_neon(out + t * stride + r, 1, w + (size_t)r * cols, x + (size_t)t * cols, cols);
+        }
+    }
+    for (; r < rows; r++) {
+        for (uint32_t t = 0; t < n; t++) {
+            out[t * stride + r] = dot_neon(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+        }
+    }
+}
+
+static void matvec_neon(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
+{
+    matmat_neon(out, rows, w, x, rows, cols, 1);
+}
+
+/* Element-wise slots: four at a time, the rest one by one; every element
+ * gets the same operations as in the reference. */
+static void rmsnorm_neon(float *out, const float *x, const float *w, uint32_t n, float eps)
+{
+    float inv = 1.0f / colibri_sqrtf(dot_neon(x, x, n) / (float)n + eps);
+    float32x4_t inv_v = vdupq_n_f32(inv);
+    uint32_t i = 0;
+    for (; i + 4u <= n; i += 4u) {
+        vst1q_f32(out + i, vmulq_f32(vld1q_f32(w + i), vmulq_f32(vld1q_f32(x + i), inv_v)));
+    }
+    for (; i < n; i++) {
+        out[i] = w[i] * (x[i] * inv);
+    }
+}
+
+static void add_neon(float *y, const float *x, uint32_t n)
+{
+    uint32_t i = 0;
+    for (; i + 4u <= n; i += 4u) {
+        vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vld1q_f32(x + i)));
+    }
+    for (; i < n; i++) {
+        y[i] = y[i] + x[i];
+    }
+}
+
+static void add_scaled_neon(float *y, const float *x, float s, uint32_t n)
+{
+    float32x4_t sv = vdupq_n_f32(s);
+    uint32_t i = 0;
+    for (; i + 4u <= n; i += 4u) {
+        vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vmulq_f32(vld1q_f32(x + i), sv)));
+    }
+    for (; i < n; i++) {
+        y[i] = y[i] + x[i] * s;
+    }
+}
+
+static void rope_apply_neon(float *x, const float *cos_sin, uint32_t head_dim)
+{
+    uint32_t half = head_dim / 2u, i = 0;
+    for (; i + 4u <= half; i += 4u) {
+        float32x4_t c = vld1q_f32(cos_sin + i), s = vld1q_f32(cos_sin + half + i);
+        float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(x + half + i);
+        vst1q_f32(x + i, vsubq_f32(vmulq_f32(a, c), vmulq_f32(b, s)));
+        vst1q_f32(x + half + i, vaddq_f32(vmulq_f32(b, c), vmulq_f32(a, s)));
+    }
+    for (; i < half; i++) {
+        float c = cos_sin[i], s = cos_sin[half + i], a = x[i], b = x[half + i];
+        x[i] = a * c - b * s;
+        x[half + i] = b * c + a * s;
+    }
+}
+
+/* softmax and swiglu are the reference's (NULL): their cost is exp, which
+ * this table does not reimplement. */
+const colibri_kernels colibri_kernels_neon = {
+    .name = "neon",
+    .dot = dot_neon,
+    .matvec_f32 = matvec_neon,
+    .rmsnorm = rmsnorm_neon,
+    .add = add_neon,
+    .add_scaled = add_scaled_neon,
+    .rope_apply = rope_apply_neon,
+    .matmat_f32 = matmat_neon,
+};
