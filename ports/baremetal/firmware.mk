@@ -43,10 +43,13 @@ PORT_DIR := $(subst cortex-m,cortex_m,$(PORT_DIR))
 FW_SRC := $(CORE_SRC) $(call kernel_src,$(BOARD_KERNELS)) $(wildcard ports/serial/*.c ports/baremetal/*.c) $(PORT_SRC) \
           $(wildcard samples/baremetal/$(APP)/*.c)
 FW_OBJ := $(patsubst %,$(FW_DIR)/obj/%.o,$(FW_SRC))
+# The board's first kernel table (or the reference) is the one its port gives
+# the core; `make firmware BOARD_KERNELS=` builds the reference-only firmware.
+FW_KERNELS := $(firstword $(BOARD_KERNELS) reference)
 FW_CFLAGS := $(BOARD_CFLAGS) $(PORT_CFLAGS) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -g \
              -ffreestanding -ffunction-sections -fdata-sections -fstack-usage -MD -MP \
              -Isdk/include -Isdk/src -Iports/baremetal -I$(PORT_DIR) -Iports/serial \
-             -I$(FW_DIR) -I$(MODEL_DIR)
+             -I$(FW_DIR) -I$(MODEL_DIR) '-DCOLIBRI_BOARD_KERNELS=(&colibri_kernels_$(FW_KERNELS))'
 
 .PHONY: firmware
 firmware: $(FW_DIR)/firmware.elf $(FW_DIR)/firmware.bin $(FW_DIR)/firmware.hex $(FW_DIR)/size.txt

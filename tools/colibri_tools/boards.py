@@ -221,8 +221,6 @@ def config_header(board: Board) -> str:
         f"#define COLIBRI_BOARD_WEIGHTS_ADDR 0x{board.weights.origin:08X}u",
         f"#define COLIBRI_BOARD_WEIGHTS_SIZE 0x{board.weights.length:X}u",
         f"#define COLIBRI_BOARD_WEIGHTS_ALIGN {board.weights_alignment}u",
-        "/* the kernel table the bare-metal port gives the core */",
-        f"#define COLIBRI_BOARD_KERNELS (&colibri_kernels_{(board.kernels or ('reference',))[0]})",
     ]
     if uart:
         lines += [f"#define COLIBRI_BOARD_UART_BASE 0x{uart.get('base', 0):08X}u",

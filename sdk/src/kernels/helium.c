@@ -53,19 +53,20 @@ static float dot_helium(const float *a, const float *b, uint32_t n)
 {
     float32x4_t z = vdupq_n_f32(0.0f);
     lanes16 l = {z, z, z, z};
-    uint32_t i = 0;
-    for (; i + 16u <= n; i += 16u) {
-        l.l0 = vaddq_f32(l.l0, product(a + i, b + i));
-        l.l1 = vaddq_f32(l.l1, product(a + i + 4, b + i + 4));
-        l.l2 = vaddq_f32(l.l2, product(a + i + 8, b + i + 8));
-        l.l3 = vaddq_f32(l.l3, product(a + i + 12, b + i + 12));
+    for (uint32_t blocks = n / 16u; blocks > 0; blocks--) {
+        l.l0 = vaddq_f32(l.l0, product(a, b));
+        l.l1 = vaddq_f32(l.l1, product(a + 4, b + 4));
+        l.l2 = vaddq_f32(l.l2, product(a + 8, b + 8));
+        l.l3 = vaddq_f32(l.l3, product(a + 12, b + 12));
+        a += 16;
+        b += 16;
     }
-    if (i < n) {
-        uint32_t r = n - i;
-        l.l0 = vaddq_f32(l.l0, product_tail(a + i, b + i, r));
-        l.l1 = vaddq_f32(l.l1, product_tail(a + i + 4, b + i + 4, left_after(r, 4)));
-        l.l2 = vaddq_f32(l.l2, product_tail(a + i + 8, b + i + 8, left_after(r, 8)));
-        l.l3 = vaddq_f32(l.l3, product_tail(a + i + 12, b + i + 12, left_after(r, 12)));
+    uint32_t r = n % 16u;
+    if (r != 0) {
+        l.l0 = vaddq_f32(l.l0, product_tail(a, b, r));
+        l.l1 = vaddq_f32(l.l1, product_tail(a + 4, b + 4, left_after(r, 4)));
+        l.l2 = vaddq_f32(l.l2, product_tail(a + 8, b + 8, left_after(r, 8)));
+        l.l3 = vaddq_f32(l.l3, product_tail(a + 12, b + 12, left_after(r, 12)));
     }
     return lanes_reduce(l);
 }
