@@ -51,7 +51,8 @@ endef
 
 # ---- host (x86-64 or whatever cc targets) --------------------------------
 HOST_CFLAGS := $(WARN) $(FP_STRICT) $(OPT) -g -fPIC $(CORE_INC)
-host: $(BUILD)/host/libcolibri.a $(BUILD)/host/libcolibri.so $(BUILD)/host/colibri-run
+host: $(BUILD)/host/libcolibri.a $(BUILD)/host/libcolibri.so $(BUILD)/host/colibri-run \
+      $(BUILD)/host/colibri-membw
 
 $(BUILD)/host/%.o: %.c $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.h ports/linux/*.h)
 	@mkdir -p $(dir $@)
@@ -65,6 +66,12 @@ $(BUILD)/host/libcolibri.so: $(call core_objs,host)
 
 $(BUILD)/host/colibri-run: $(patsubst %.c,$(BUILD)/host/%.o,$(RUN_SRC) $(LINUX_SRC)) $(BUILD)/host/libcolibri.a
 	$(CC) -pthread -o $@ $^
+
+# colibri-bench's memory bandwidth probe (a measuring tool, not the core:
+# built for this CPU, as fast as the compiler makes it).
+$(BUILD)/host/colibri-membw: tools/bench/colibri_membw.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -Werror -O3 -march=native -pthread $< -o $@
 
 # ---- sanitizers ------------------------------------------------------------
 ASAN_CFLAGS := $(WARN) $(FP_STRICT) -O1 -g -fno-omit-frame-pointer \
@@ -93,7 +100,7 @@ $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
 # Every compiled kernel table against the contract (docs/kernels.md).
 $(BUILD)/asan/test_kernels: tests/sdk/test_kernels.c $(BUILD)/asan/ports/linux/colibri_linux_kernels.o \
         $(BUILD)/asan/libcolibri.a
-	$(CC) $(TEST_CFLAGS) -Iports/linux '-DCOLIBRI_TEST_KERNEL_TABLES=$(KERNEL_TABLES)' $^ -o $@
+	$(CC) $(TEST_CFLAGS) -Iports/linux '-DCOLIBRI_TEST_KERNEL_TABLES=$(KERNEL_TABLES)' $^ -lm -o $@
 
 $(BUILD)/asan/sizes_dump: tests/sdk/sizes_dump.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@

@@ -27,10 +27,10 @@ static int cpu_can_run(const colibri_kernels *table)
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (strcmp(table->name, "avx512") == 0) {
-        return __builtin_cpu_supports("avx512f");
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
     }
     if (strcmp(table->name, "avx2") == 0) {
-        return __builtin_cpu_supports("avx2");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     }
 #endif
     return table != NULL;
@@ -54,8 +54,7 @@ size_t colibri_linux_kernel_names(char *out, size_t size)
         out[0] = '\0';
     }
     for (size_t i = 0; i < N_CANDIDATES && used < size; i++) {
-        int n =
-            snprintf(out + used, size - used, "%s%s", i > 0 ? ", " : "", candidates[i]->name);
+        int n = snprintf(out + used, size - used, "%s%s", i > 0 ? ", " : "", candidates[i]->name);
         used = n < 0 ? used : used + (size_t)n;
     }
     return used < size ? used : size - 1u;

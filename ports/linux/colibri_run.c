@@ -166,10 +166,12 @@ static void print_stats(const run_options *o, const colibri_linux_mapping *map,
             arch_name(hp->arch), hp->vocab_size, hp->hidden_size, hp->n_layers, hp->n_heads,
             hp->n_kv_heads, hp->head_dim, hp->n_experts, hp->top_k, hp->expert_intermediate,
             hp->dense_intermediate, hp->shared_intermediate, hp->max_context, model->fingerprint);
-    fprintf(stderr, PROG ": kernels: %s threads=%u batch=%u\n", model->kernels.name,
-            model->port.parallel_for != NULL ? colibri_linux_pool_threads(
-                ((const colibri_linux_port_ctx *)model->port.ctx)->pool) : 1u,
-            o->batch ? o->batch : COLIBRI_RUN_DEFAULT_BATCH);
+    fprintf(
+        stderr, PROG ": kernels: %s threads=%u batch=%u\n", model->kernels.name,
+        model->port.parallel_for != NULL
+            ? colibri_linux_pool_threads(((const colibri_linux_port_ctx *)model->port.ctx)->pool)
+            : 1u,
+        o->batch ? o->batch : COLIBRI_RUN_DEFAULT_BATCH);
     fprintf(stderr, PROG ": image: bytes=%llu file_bytes=%zu mlock=%s\n",
             (unsigned long long)model->image_size, map->size, map->locked ? "yes" : "no");
     fprintf(stderr,

@@ -219,9 +219,9 @@ static const struct {
     const char *name;
     int takes_value;
 } k_opts[OPT_COUNT] = {
-    {"--ids", 1},   {"--gen", 1},   {"--all-logits", 1}, {"--context", 1}, {"--fingerprint", 1},
-    {"--mlock", 0}, {"--stats", 0}, {"--verify", 0},     {"--kernels", 1}, {"--threads", 1},
-    {"--batch", 1}, {"--help", 0},
+    {"--ids", 1},         {"--gen", 1},     {"--all-logits", 1}, {"--context", 1},
+    {"--fingerprint", 1}, {"--mlock", 0},   {"--stats", 0},      {"--verify", 0},
+    {"--kernels", 1},     {"--threads", 1}, {"--batch", 1},      {"--help", 0},
 };
 
 static int find_option(const char *arg, size_t name_len)
@@ -254,7 +254,8 @@ static int apply_option(run_options *o, int id, const char *value)
         }
         o->logits_path = value;
         return 0;
-    case OPT_THREADS: return parse_count("--threads", value, 1, COLIBRI_RUN_MAX_THREADS, &o->threads);
+    case OPT_THREADS:
+        return parse_count("--threads", value, 1, COLIBRI_RUN_MAX_THREADS, &o->threads);
     case OPT_BATCH: return parse_count("--batch", value, 1, COLIBRI_MAX_BATCH, &o->batch);
     case OPT_MLOCK: o->mlock = 1; return 0;
     case OPT_STATS: o->stats = 1; return 0;

@@ -71,4 +71,16 @@ static inline int colibri_is_finite(float value)
     return (bits & 0x7F800000u) != 0x7F800000u;
 }
 
+/* a * b + c with one rounding, the step of the canonical dot product
+ * (docs/kernels.md): the FPU's fused multiply-add where the compiler says it
+ * is fast (AArch64, Armv7E-M/Armv8-M with an FPU, x86-64 built with FMA),
+ * else the exact portable version (the soft-float Cortex-M3, baseline
+ * x86-64). Both give the same bits. */
+float colibri_fmaf_soft(float a, float b, float c);
+#if defined(__FP_FAST_FMAF)
+#define colibri_fmaf(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define colibri_fmaf(a, b, c) colibri_fmaf_soft((a), (b), (c))
+#endif
+
 #endif /* COLIBRI_COMPAT_H */

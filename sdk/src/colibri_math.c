@@ -285,3 +285,46 @@ float colibri_powf(float x, float y)
     }
     return (float)exp_double(z);
 }
+
+/* ---- fused multiply-add, exactly rounded, from double operations -------- */
+
+static uint64_t f64_bits(double value)
+{
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+/* Whether s lies exactly halfway between two adjacent floats (counting the
+ * fixed 2^-149 spacing of subnormal floats). */
+static int float_midpoint(double s)
+{
+    uint64_t bits = f64_bits(s);
+    int32_t exponent = (int32_t)((bits >> 52) & 0x7FFu) - 1023;
+    if (exponent >= -126) { /* a normal float: 29 of the 52 fraction bits are dropped */
+        return (bits & 0x1FFFFFFFu) == 0x10000000u;
+    }
+    double twice = (s < 0.0 ? -s : s) * f64_pow2(150); /* exact; < 2^24 */
+    uint64_t whole = (uint64_t)twice;
+    return (double)whole == twice && (whole & 1u) == 1u;
+}
+
+/*
+ * a * b + c rounded once. The product is exact in double (24 + 24 bits), the
+ * sum is rounded once to double, and the exact error of that rounding is
+ * recovered (Knuth's TwoSum). Rounding the double sum to float is then right
+ * unless the sum sits exactly on a float midpoint while the exact value does
+ * not: then one step of the double towards the exact value breaks the tie
+ * the way the exact value does.
+ */
+float colibri_fmaf_soft(float a, float b, float c)
+{
+    double p = (double)a * (double)b, z = (double)c, s = p + z;
+    double bv = s - p, err = (p - (s - bv)) + (z - bv);
+    if (err != err || err == 0.0 || !float_midpoint(s)) {
+        return (float)s; /* exact, NaN/infinite, or off the midpoints */
+    }
+    uint64_t bits = f64_bits(s);
+    bits = ((s > 0.0) == (err > 0.0)) ? bits + 1u : bits - 1u; /* away from / towards zero */
+    return (float)f64_from_bits(bits);
+}

@@ -11,6 +11,9 @@
  *   colibri_sincosf  <= 1 ulp for |x| < 2^27 (every RoPE angle: positions
  *                    < 2^24 times frequencies <= 1); deterministic beyond
  *   colibri_powf     <= 1 ulp for finite x > 0; NaN outside that domain
+ *   colibri_fmaf     a * b + c rounded once, exactly as IEEE fusedMultiplyAdd
+ *                    (the hardware instruction where the target has one,
+ *                    colibri_fmaf_soft elsewhere: colibri_compat.h)
  *
  * NaN inputs give NaN (of unspecified payload, the same on every target).
  */
@@ -21,5 +24,7 @@ float colibri_sqrtf(float x);
 float colibri_expf(float x);
 void colibri_sincosf(float x, float *sin_out, float *cos_out);
 float colibri_powf(float x, float y);
+/* Use colibri_fmaf (colibri_compat.h); this is its portable version. */
+float colibri_fmaf_soft(float a, float b, float c);
 
 #endif /* COLIBRI_MATH_H */

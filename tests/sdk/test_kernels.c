@@ -6,6 +6,7 @@
  * and subnormals. The tables come from the build (KERNELS in the Makefile).
  * Prints one line per failure and "N passed, M failed".
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,19 +23,23 @@ static const colibri_kernels *const tables[] = {COLIBRI_TEST_KERNEL_TABLES};
 static const uint32_t lengths[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 65, 72, 100, 1000};
 /* ROWS: two blocks of four rows (the SIMD matvecs' unit) and one left over. */
 enum { MAX_N = 1000, ROWS = 9, PAD = 16 };
-enum { DATA_NORMAL, DATA_NAN, DATA_INF, DATA_SUBNORMAL, DATA_KINDS };
+/* DATA_NEG_TINY (-1e-30 everywhere) against DATA_POS_TINY (+1e-30): every
+ * product rounds to -0, so every lane and the sum are -0, and a tail that
+ * turned a lane into +0 would show. */
+enum { DATA_NORMAL, DATA_NAN, DATA_INF, DATA_SUBNORMAL, DATA_NEG_TINY, DATA_KINDS, DATA_POS_TINY };
 
 static int passed, failed;
 
 /* ---- the contract, once more ------------------------------------------- */
 
-/* 16 lanes, term i into lane i mod 16, then lanes 0..7 += 8..15, 0..3 += 4..7,
- * 0..1 += 2..3, 0 += 1; each product and each sum rounded to float. */
+/* 16 lanes, term i into lane i mod 16 (a product term fused: the C
+ * library's fmaf, not the core's), then lanes 0..7 += 8..15, 0..3 += 4..7,
+ * 0..1 += 2..3, 0 += 1. */
 static float spec_lanes(const float *a, const float *b, uint32_t n)
 {
     float lane[16] = {0.0f};
     for (uint32_t i = 0; i < n; i++) {
-        lane[i % 16u] = lane[i % 16u] + (b != NULL ? a[i] * b[i] : a[i]);
+        lane[i % 16u] = b != NULL ? fmaf(a[i], b[i], lane[i % 16u]) : lane[i % 16u] + a[i];
     }
     for (uint32_t j = 0; j < 8; j++) {
         lane[j] = lane[j] + lane[j + 8];
@@ -121,7 +126,17 @@ static void fill(float *v, uint32_t n, int kind)
         for (uint32_t i = 0; i < n; i += 2u) {
             v[i] = from_bits(0x00000001u + i * 977u);
         }
+    } else if (kind == DATA_NEG_TINY || kind == DATA_POS_TINY) {
+        for (uint32_t i = 0; i < n; i++) {
+            v[i] = kind == DATA_NEG_TINY ? -1e-30f : 1e-30f;
+        }
     }
+}
+
+/* What the second operand of a product is filled with. */
+static int partner_kind(int kind)
+{
+    return kind == DATA_SUBNORMAL ? kind : kind == DATA_NEG_TINY ? DATA_POS_TINY : DATA_NORMAL;
 }
 
 /* Same bits, or both NaN (NaN payloads are not part of the contract). */
@@ -155,7 +170,7 @@ static void test_reductions(const colibri_kernels *k, uint32_t n, uint32_t shift
 {
     float *a = buf_a + shift, *b = buf_b + shift, *w = buf_c + shift;
     fill(a, n * ROWS, kind);
-    fill(b, n, kind == DATA_SUBNORMAL ? kind : DATA_NORMAL);
+    fill(b, n, partner_kind(kind));
     fill(w, n, DATA_NORMAL);
     float d_got = k->dot(a, b, n), d_want = spec_dot(a, b, n);
     check(same(&d_got, &d_want, 1), k, "dot", n, shift, kind);
@@ -182,7 +197,7 @@ static void test_matmat(const colibri_kernels *k, uint32_t n, uint32_t shift, in
 {
     float *w = buf_a + shift, *x = buf_c + shift;
     fill(w, n * ROWS, kind);
-    fill(x, n * TOKENS, kind == DATA_SUBNORMAL ? kind : DATA_NORMAL);
+    fill(x, n * TOKENS, partner_kind(kind));
     for (uint32_t i = 0; i < TOKENS * OUT_STRIDE; i++) {
         got[i] = want[i] = (float)i;
     }

@@ -118,8 +118,60 @@ static void test_special_values(void)
     CHECK(colibri_powf(1e30f, 2.0f) == inf && colibri_powf(1e-30f, 2.0f) == 0.0f, "pow range");
 }
 
+static int same_bits(float a, float b)
+{
+    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
+
+static uint32_t fma_rng = 2463534242u;
+
+static uint32_t next_u32(void)
+{
+    fma_rng ^= fma_rng << 13;
+    fma_rng ^= fma_rng >> 17;
+    fma_rng ^= fma_rng << 5;
+    return fma_rng;
+}
+
+/* Sums that a naive double computation rounds twice: x + h(1 - 2^-30)
+ * (h = half an ulp of x) rounds in double to the midpoint x + h, which the
+ * float rounding then sends to the even neighbour instead of down to x. */
+static void test_fma_midpoints(void)
+{
+    int bad = 0;
+    for (uint32_t i = 0; i < 200000u; i++) {
+        uint32_t exp = 1u + next_u32() % 253u, frac = next_u32() & 0x7FFFFFu;
+        float x = from_bits((next_u32() & 0x80000000u) | (exp << 23) | frac);
+        if (exp < 26u) {
+            x = from_bits(frac | 1u); /* a subnormal: h = 2^-150 */
+            exp = 1u;
+        }
+        float h = ldexpf(1.0f, (int)exp - 127 - 24);
+        float a = ldexpf(1.0f + ldexpf(1.0f, -15), -60), b = ldexpf(1.0f - ldexpf(1.0f, -15), 60);
+        b = b * h * ((next_u32() & 1u) ? 1.0f : -1.0f); /* exact scalings by powers of two */
+        bad += !same_bits(colibri_fmaf_soft(a, b, x), fmaf(a, b, x));
+    }
+    CHECK(bad == 0, "fma on double-rounding midpoints equals the host fmaf");
+}
+
+/* Random bit patterns (every class: zero, subnormal, normal, inf, NaN). */
+static void test_fma_random(void)
+{
+    int bad = 0;
+    for (uint32_t i = 0; i < 4000000u; i++) {
+        float a = from_bits(next_u32()), b = from_bits(next_u32()), c = from_bits(next_u32());
+        if ((i & 3u) == 0u) { /* products near c's magnitude: cancellation */
+            c = -a * b * (1.0f + (float)(next_u32() % 7u) * 0x1p-23f);
+        }
+        bad += !same_bits(colibri_fmaf_soft(a, b, c), fmaf(a, b, c));
+    }
+    CHECK(bad == 0, "fma on random operands equals the host fmaf");
+}
+
 int main(void)
 {
+    test_fma_midpoints();
+    test_fma_random();
     test_special_values();
     test_pow();
     test_sweep();

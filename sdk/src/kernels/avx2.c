@@ -3,13 +3,13 @@
  * docs/kernels.md are two ymm registers, lanes 0..7 and 8..15. Only built for
  * x86-64 (Makefile KERNELS); the functions carry their target so the rest of
  * the core stays baseline x86-64, and a port runs this table only on a CPU
- * that has AVX2 (ports/linux/colibri_linux_kernels.c).
+ * that has AVX2 and FMA (ports/linux/colibri_linux_kernels.c).
  *
- * No fused multiply-add: each product is rounded, then added (the contract).
- * A tail of r < 16 terms is loaded with a mask, zeros past n, so lanes r..15
- * get +0 * +0 = +0 added. That changes nothing: a lane starts at +0 and can
- * never become -0 (in round-to-nearest x + y is -0 only if both are -0), and
- * v + +0 = v for every other v, infinities and NaN included.
+ * Each term is one fused multiply-add into its lane (the contract), so the
+ * table needs FMA as well as AVX2 (every AVX2 CPU but a few early ones has
+ * it; the port checks both). A tail of r < 16 terms is loaded with a mask:
+ * past n, a holds -0 and b holds +0, so lanes r..15 get fma(-0, +0, v) =
+ * v + -0 = v, exactly v for every v (-0 and +0, infinities and NaN too).
  */
 #include <immintrin.h>
 
@@ -17,7 +17,7 @@
 #include "colibri_math.h"
 #include "kernels.h"
 
-#define AVX2 __attribute__((target("avx2")))
+#define AVX2 __attribute__((target("avx2,fma")))
 
 /* Rows of a matvec that share each load of x. */
 #define ROW_BLOCK 4u
@@ -44,18 +44,23 @@ AVX2 static float lanes_reduce(lanes16 l)
 /* Sixteen terms a[i] * b[i] into the lanes (masks: which of them exist). */
 AVX2 static lanes16 lanes_add(lanes16 l, const float *a, const float *b)
 {
-    l.lo = _mm256_add_ps(l.lo, _mm256_mul_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b)));
-    l.hi = _mm256_add_ps(l.hi, _mm256_mul_ps(_mm256_loadu_ps(a + 8), _mm256_loadu_ps(b + 8)));
+    l.lo = _mm256_fmadd_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b), l.lo);
+    l.hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + 8), _mm256_loadu_ps(b + 8), l.hi);
     return l;
+}
+
+/* a[0..7] where the mask is set, -0 elsewhere. */
+AVX2 static __m256 load_or_minus_zero(const float *a, __m256i mask)
+{
+    __m256 minus_zero = _mm256_andnot_ps(_mm256_castsi256_ps(mask), _mm256_set1_ps(-0.0f));
+    return _mm256_or_ps(_mm256_maskload_ps(a, mask), minus_zero);
 }
 
 AVX2 static lanes16 lanes_add_tail(lanes16 l, const float *a, const float *b, uint32_t left)
 {
     __m256i m_lo = lane_mask((int32_t)left), m_hi = lane_mask((int32_t)left - 8);
-    __m256 p_lo = _mm256_mul_ps(_mm256_maskload_ps(a, m_lo), _mm256_maskload_ps(b, m_lo));
-    __m256 p_hi = _mm256_mul_ps(_mm256_maskload_ps(a + 8, m_hi), _mm256_maskload_ps(b + 8, m_hi));
-    l.lo = _mm256_add_ps(l.lo, p_lo);
-    l.hi = _mm256_add_ps(l.hi, p_hi);
+    l.lo = _mm256_fmadd_ps(load_or_minus_zero(a, m_lo), _mm256_maskload_ps(b, m_lo), l.lo);
+    l.hi = _mm256_fmadd_ps(load_or_minus_zero(a + 8, m_hi), _mm256_maskload_ps(b + 8, m_hi), l.hi);
     return l;
 }
 
@@ -84,8 +89,8 @@ AVX2 static void rows4_avx2(float *out, const float *w, const float *x, uint32_t
         __m256 x_lo = _mm256_loadu_ps(x + i), x_hi = _mm256_loadu_ps(x + i + 8);
         for (uint32_t r = 0; r < ROW_BLOCK; r++) {
             const float *wr = w + (size_t)r * cols + i;
-            l[r].lo = _mm256_add_ps(l[r].lo, _mm256_mul_ps(_mm256_loadu_ps(wr), x_lo));
-            l[r].hi = _mm256_add_ps(l[r].hi, _mm256_mul_ps(_mm256_loadu_ps(wr + 8), x_hi));
+            l[r].lo = _mm256_fmadd_ps(_mm256_loadu_ps(wr), x_lo, l[r].lo);
+            l[r].hi = _mm256_fmadd_ps(_mm256_loadu_ps(wr + 8), x_hi, l[r].hi);
         }
     }
     for (uint32_t r = 0; r < ROW_BLOCK; r++) {

@@ -5,9 +5,9 @@
  * the core stays baseline x86-64, and a port runs this table only on a CPU
  * that has AVX-512F (ports/linux/colibri_linux_kernels.c).
  *
- * No fused multiply-add: each product is rounded, then added (the contract).
- * A tail of r < 16 terms is loaded with a mask (zeros past n) and added to
- * lanes 0 .. r-1 only, which is where the canonical order puts it.
+ * Each term is one fused multiply-add into its lane (the contract). A tail of
+ * r < 16 terms is loaded with a mask (zeros past n) and fused into lanes
+ * 0 .. r-1 only, which is where the canonical order puts it.
  */
 #include <immintrin.h>
 
@@ -15,10 +15,13 @@
 #include "colibri_math.h"
 #include "kernels.h"
 
-#define AVX512 __attribute__((target("avx512f")))
+#define AVX512 __attribute__((target("avx512f,fma")))
 
 /* Rows of a matvec that share each load of x. */
 #define ROW_BLOCK 4u
+
+/* One canonical step of sixteen lanes: lane += w * x, fused. */
+#define LANE_STEP(acc, wv, xv) _mm512_fmadd_ps(wv, xv, acc)
 
 AVX512 static __mmask16 tail_mask(uint32_t left)
 {
@@ -40,12 +43,12 @@ AVX512 static float dot_avx512(const float *a, const float *b, uint32_t n)
     __m512 acc = _mm512_setzero_ps();
     uint32_t i = 0;
     for (; i + 16u <= n; i += 16u) {
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+        acc = LANE_STEP(acc, _mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
     }
     if (i < n) {
         __mmask16 m = tail_mask(n - i);
-        __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i));
-        acc = _mm512_mask_add_ps(acc, m, acc, p);
+        acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i),
+                                    _mm512_maskz_loadu_ps(m, b + i), acc, m);
     }
     return lanes_reduce(acc);
 }
@@ -58,18 +61,18 @@ AVX512 static void rows4_avx512(float *out, const float *w, const float *x, uint
     uint32_t i = 0;
     for (; i + 16u <= cols; i += 16u) {
         __m512 xv = _mm512_loadu_ps(x + i);
-        a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_loadu_ps(w0 + i), xv));
-        a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_loadu_ps(w1 + i), xv));
-        a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_loadu_ps(w2 + i), xv));
-        a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_loadu_ps(w3 + i), xv));
+        a0 = LANE_STEP(a0, _mm512_loadu_ps(w0 + i), xv);
+        a1 = LANE_STEP(a1, _mm512_loadu_ps(w1 + i), xv);
+        a2 = LANE_STEP(a2, _mm512_loadu_ps(w2 + i), xv);
+        a3 = LANE_STEP(a3, _mm512_loadu_ps(w3 + i), xv);
     }
     if (i < cols) {
         __mmask16 m = tail_mask(cols - i);
         __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
-        a0 = _mm512_mask_add_ps(a0, m, a0, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w0 + i), xv));
-        a1 = _mm512_mask_add_ps(a1, m, a1, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w1 + i), xv));
-        a2 = _mm512_mask_add_ps(a2, m, a2, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w2 + i), xv));
-        a3 = _mm512_mask_add_ps(a3, m, a3, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w3 + i), xv));
+        a0 = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, w0 + i), xv, a0, m);
+        a1 = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, w1 + i), xv, a1, m);
+        a2 = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, w2 + i), xv, a2, m);
+        a3 = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, w3 + i), xv, a3, m);
     }
     out[0] = lanes_reduce(a0);
     out[1] = lanes_reduce(a1);
@@ -89,21 +92,30 @@ AVX512 static void matvec_avx512(float *out, const float *w, const float *x, uin
     }
 }
 
-/* One 16-term step of four rows against one token's x: lanes += w * x. */
-#define STEP4(a, m, xv, w, i)                                                                      \
+/* Four rows by four tokens: sixteen independent sets of lanes; per step the
+ * four weight vectors are loaded once and each x vector once. */
+#define TOKEN_STEP(step, acc, xv)                                                                  \
     do {                                                                                           \
-        a##0 = _mm512_mask_add_ps(a##0, m, a##0,                                                   \
-                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w##0 + i), xv));          \
-        a##1 = _mm512_mask_add_ps(a##1, m, a##1,                                                   \
-                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w##1 + i), xv));          \
-        a##2 = _mm512_mask_add_ps(a##2, m, a##2,                                                   \
-                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w##2 + i), xv));          \
-        a##3 = _mm512_mask_add_ps(a##3, m, a##3,                                                   \
-                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w##3 + i), xv));          \
+        acc##0 = step(acc##0, w0v, xv);                                                            \
+        acc##1 = step(acc##1, w1v, xv);                                                            \
+        acc##2 = step(acc##2, w2v, xv);                                                            \
+        acc##3 = step(acc##3, w3v, xv);                                                            \
     } while (0)
 
-/* Four rows by four tokens: sixteen independent sets of lanes, each weight
- * and each x vector loaded once per step. out[t * stride + r]. */
+#define BLOCK_STEP(load, step)                                                                     \
+    do {                                                                                           \
+        __m512 w0v = load(w0 + i), w1v = load(w1 + i), w2v = load(w2 + i), w3v = load(w3 + i);     \
+        TOKEN_STEP(step, a, load(x0 + i));                                                         \
+        TOKEN_STEP(step, b, load(x1 + i));                                                         \
+        TOKEN_STEP(step, c, load(x2 + i));                                                         \
+        TOKEN_STEP(step, d, load(x3 + i));                                                         \
+    } while (0)
+
+#define LOAD_FULL(p) _mm512_loadu_ps(p)
+#define LOAD_TAIL(p) _mm512_maskz_loadu_ps(m, p)
+/* The tail's step leaves the lanes past n as they are (not even -0 -> +0). */
+#define LANE_STEP_TAIL(acc, wv, xv) _mm512_mask3_fmadd_ps(wv, xv, acc, m)
+
 AVX512 static void block4x4_avx512(float *out, size_t stride, const float *w, const float *x,
                                    uint32_t cols)
 {
@@ -112,20 +124,21 @@ AVX512 static void block4x4_avx512(float *out, size_t stride, const float *w, co
     __m512 z = _mm512_setzero_ps();
     __m512 a0 = z, a1 = z, a2 = z, a3 = z, b0 = z, b1 = z, b2 = z, b3 = z;
     __m512 c0 = z, c1 = z, c2 = z, c3 = z, d0 = z, d1 = z, d2 = z, d3 = z;
-    for (uint32_t i = 0; i < cols; i += 16u) {
-        __mmask16 m = cols - i >= 16u ? (__mmask16)0xFFFFu : tail_mask(cols - i);
-        STEP4(a, m, _mm512_maskz_loadu_ps(m, x0 + i), w, i);
-        STEP4(b, m, _mm512_maskz_loadu_ps(m, x1 + i), w, i);
-        STEP4(c, m, _mm512_maskz_loadu_ps(m, x2 + i), w, i);
-        STEP4(d, m, _mm512_maskz_loadu_ps(m, x3 + i), w, i);
+    uint32_t i = 0;
+    for (; i + 16u <= cols; i += 16u) {
+        BLOCK_STEP(LOAD_FULL, LANE_STEP);
     }
-    const __m512 *sets[4][4] = {
-        {&a0, &a1, &a2, &a3}, {&b0, &b1, &b2, &b3}, {&c0, &c1, &c2, &c3}, {&d0, &d1, &d2, &d3}};
-    for (uint32_t t = 0; t < 4u; t++) {
-        for (uint32_t r = 0; r < 4u; r++) {
-            out[t * stride + r] = lanes_reduce(*sets[t][r]);
-        }
+    if (i < cols) {
+        __mmask16 m = tail_mask(cols - i);
+        BLOCK_STEP(LOAD_TAIL, LANE_STEP_TAIL);
     }
+    float *o0 = out, *o1 = out + stride, *o2 = out + 2u * stride, *o3 = out + 3u * stride;
+    o0[0] = lanes_reduce(a0), o0[1] = lanes_reduce(a1), o0[2] = lanes_reduce(a2);
+    o0[3] = lanes_reduce(a3), o1[0] = lanes_reduce(b0), o1[1] = lanes_reduce(b1);
+    o1[2] = lanes_reduce(b2), o1[3] = lanes_reduce(b3), o2[0] = lanes_reduce(c0);
+    o2[1] = lanes_reduce(c1), o2[2] = lanes_reduce(c2), o2[3] = lanes_reduce(c3);
+    o3[0] = lanes_reduce(d0), o3[1] = lanes_reduce(d1), o3[2] = lanes_reduce(d2);
+    o3[3] = lanes_reduce(d3);
 }
 
 /* Blocks of four rows; within one, blocks of four tokens, then the tokens

@@ -6,10 +6,9 @@
  * `kernels = ["helium"]`, which -mcpu=cortex-m55 allows); a firmware fixes
  * its table at compile time.
  *
- * No fused multiply-add (vmulq then vaddq: the contract). A tail of r < 16
- * terms is loaded with tail predication (vctp32q: zeros past n), so lanes
- * r..15 get +0 * +0 = +0, which changes nothing (a lane starts at +0 and can
- * never become -0; v + +0 = v for every other v, infinities and NaN too).
+ * Each term is one fused multiply-add into its lane (vfmaq_f32: the
+ * contract). A tail of r < 16 terms uses tail predication (vctp32q): the
+ * predicated vfmaq_m leaves the lanes past n as they are.
  * MVE has eight Q registers: four hold the lanes, so a matvec goes one row
  * at a time.
  */
@@ -32,16 +31,16 @@ static float lanes_reduce(lanes16 l)
     return a + b;
 }
 
-static float32x4_t product(const float *a, const float *b)
+static float32x4_t lane_step(float32x4_t acc, const float *a, const float *b)
 {
-    return vmulq_f32(vldrwq_f32(a), vldrwq_f32(b));
+    return vfmaq_f32(acc, vldrwq_f32(a), vldrwq_f32(b));
 }
 
-/* Lanes j < left of a[0..3] * b[0..3], the others +0. */
-static float32x4_t product_tail(const float *a, const float *b, uint32_t left)
+/* Lanes j < left get a[j] * b[j] fused in; the others stay as they are. */
+static float32x4_t lane_step_tail(float32x4_t acc, const float *a, const float *b, uint32_t left)
 {
     mve_pred16_t p = vctp32q(left);
-    return vmulq_f32(vldrwq_z_f32(a, p), vldrwq_z_f32(b, p));
+    return vfmaq_m_f32(acc, vldrwq_z_f32(a, p), vldrwq_z_f32(b, p), p);
 }
 
 static uint32_t left_after(uint32_t left, uint32_t used)
@@ -54,19 +53,19 @@ static float dot_helium(const float *a, const float *b, uint32_t n)
     float32x4_t z = vdupq_n_f32(0.0f);
     lanes16 l = {z, z, z, z};
     for (uint32_t blocks = n / 16u; blocks > 0; blocks--) {
-        l.l0 = vaddq_f32(l.l0, product(a, b));
-        l.l1 = vaddq_f32(l.l1, product(a + 4, b + 4));
-        l.l2 = vaddq_f32(l.l2, product(a + 8, b + 8));
-        l.l3 = vaddq_f32(l.l3, product(a + 12, b + 12));
+        l.l0 = lane_step(l.l0, a, b);
+        l.l1 = lane_step(l.l1, a + 4, b + 4);
+        l.l2 = lane_step(l.l2, a + 8, b + 8);
+        l.l3 = lane_step(l.l3, a + 12, b + 12);
         a += 16;
         b += 16;
     }
     uint32_t r = n % 16u;
     if (r != 0) {
-        l.l0 = vaddq_f32(l.l0, product_tail(a, b, r));
-        l.l1 = vaddq_f32(l.l1, product_tail(a + 4, b + 4, left_after(r, 4)));
-        l.l2 = vaddq_f32(l.l2, product_tail(a + 8, b + 8, left_after(r, 8)));
-        l.l3 = vaddq_f32(l.l3, product_tail(a + 12, b + 12, left_after(r, 12)));
+        l.l0 = lane_step_tail(l.l0, a, b, r);
+        l.l1 = lane_step_tail(l.l1, a + 4, b + 4, left_after(r, 4));
+        l.l2 = lane_step_tail(l.l2, a + 8, b + 8, left_after(r, 8));
+        l.l3 = lane_step_tail(l.l3, a + 12, b + 12, left_after(r, 12));
     }
     return lanes_reduce(l);
 }

@@ -4,10 +4,10 @@
  * registers, lanes 0..3, 4..7, 8..11, 12..15. Built for AArch64 only
  * (Makefile AARCH64_KERNELS, a board's `kernels`).
  *
- * No fused multiply-add (vmulq then vaddq: the contract). A tail of r < 16
- * terms is copied into zero-padded blocks and added as one more step: lanes
- * r..15 get +0 * +0 = +0, which changes nothing (a lane starts at +0 and can
- * never become -0; v + +0 = v for every other v, infinities and NaN too).
+ * Each term is one fused multiply-add into its lane (vfmaq_f32: the
+ * contract). A tail of r < 16 terms is copied into padded blocks and added as
+ * one more step: past n, a holds -0 and b +0, so lanes r..15 get
+ * fma(-0, +0, v) = v + -0 = v, exactly v for every v (-0 included).
  */
 #include <arm_neon.h>
 
@@ -41,17 +41,20 @@ static float lanes_reduce(lanes16 l)
 /* Sixteen terms a[i] * b[i] into the lanes. */
 static lanes16 lanes_add(lanes16 l, const float *a, const float *b)
 {
-    l.l0 = vaddq_f32(l.l0, vmulq_f32(vld1q_f32(a), vld1q_f32(b)));
-    l.l1 = vaddq_f32(l.l1, vmulq_f32(vld1q_f32(a + 4), vld1q_f32(b + 4)));
-    l.l2 = vaddq_f32(l.l2, vmulq_f32(vld1q_f32(a + 8), vld1q_f32(b + 8)));
-    l.l3 = vaddq_f32(l.l3, vmulq_f32(vld1q_f32(a + 12), vld1q_f32(b + 12)));
+    l.l0 = vfmaq_f32(l.l0, vld1q_f32(a), vld1q_f32(b));
+    l.l1 = vfmaq_f32(l.l1, vld1q_f32(a + 4), vld1q_f32(b + 4));
+    l.l2 = vfmaq_f32(l.l2, vld1q_f32(a + 8), vld1q_f32(b + 8));
+    l.l3 = vfmaq_f32(l.l3, vld1q_f32(a + 12), vld1q_f32(b + 12));
     return l;
 }
 
-/* The last r < 16 terms, zero-padded to a whole step. */
+/* The last r < 16 terms, padded to a whole step with (-0) * (+0). */
 static lanes16 lanes_add_tail(lanes16 l, const float *a, const float *b, uint32_t r)
 {
-    float pa[16] = {0.0f}, pb[16] = {0.0f};
+    float pa[16], pb[16] = {0.0f};
+    for (uint32_t j = 0; j < 16u; j++) {
+        pa[j] = -0.0f;
+    }
     memcpy(pa, a, r * sizeof(float));
     memcpy(pb, b, r * sizeof(float));
     return lanes_add(l, pa, pb);
@@ -84,10 +87,10 @@ static void rows4_neon(float *out, size_t stride, const float *w, const float *x
         float32x4_t x2 = vld1q_f32(x + i + 8), x3 = vld1q_f32(x + i + 12);
         for (uint32_t r = 0; r < ROW_BLOCK; r++) {
             const float *wr = w + (size_t)r * cols + i;
-            l[r].l0 = vaddq_f32(l[r].l0, vmulq_f32(vld1q_f32(wr), x0));
-            l[r].l1 = vaddq_f32(l[r].l1, vmulq_f32(vld1q_f32(wr + 4), x1));
-            l[r].l2 = vaddq_f32(l[r].l2, vmulq_f32(vld1q_f32(wr + 8), x2));
-            l[r].l3 = vaddq_f32(l[r].l3, vmulq_f32(vld1q_f32(wr + 12), x3));
+            l[r].l0 = vfmaq_f32(l[r].l0, vld1q_f32(wr), x0);
+            l[r].l1 = vfmaq_f32(l[r].l1, vld1q_f32(wr + 4), x1);
+            l[r].l2 = vfmaq_f32(l[r].l2, vld1q_f32(wr + 8), x2);
+            l[r].l3 = vfmaq_f32(l[r].l3, vld1q_f32(wr + 12), x3);
         }
     }
     for (uint32_t r = 0; r < ROW_BLOCK; r++) {

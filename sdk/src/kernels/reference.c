@@ -4,8 +4,9 @@
 #include "kernels.h"
 
 /* The canonical reduction (docs/kernels.md): COLIBRI_LANES partial sums,
- * term i into lane i % COLIBRI_LANES in index order, then a fixed pairwise
- * tree. Every kernel table reproduces exactly this. */
+ * term i into lane i % COLIBRI_LANES in index order (a product term with one
+ * fused multiply-add), then a fixed pairwise tree. Every kernel table
+ * reproduces exactly this. */
 static float lanes_reduce(float *lane)
 {
     for (uint32_t width = COLIBRI_LANES / 2u; width > 0; width /= 2u) {
@@ -21,24 +22,24 @@ static float lanes_reduce(float *lane)
  * independent, so that changes no bit). Whole blocks of 16 terms go through
  * them; then the tail into lanes 0, 1, ...: the same order as term i into
  * lane i % 16. */
-#define LANE_TERMS(term)                                                                           \
+#define LANE_TERMS(step)                                                                           \
     do {                                                                                           \
-        l0 = l0 + term(0);                                                                         \
-        l1 = l1 + term(1);                                                                         \
-        l2 = l2 + term(2);                                                                         \
-        l3 = l3 + term(3);                                                                         \
-        l4 = l4 + term(4);                                                                         \
-        l5 = l5 + term(5);                                                                         \
-        l6 = l6 + term(6);                                                                         \
-        l7 = l7 + term(7);                                                                         \
-        l8 = l8 + term(8);                                                                         \
-        l9 = l9 + term(9);                                                                         \
-        l10 = l10 + term(10);                                                                      \
-        l11 = l11 + term(11);                                                                      \
-        l12 = l12 + term(12);                                                                      \
-        l13 = l13 + term(13);                                                                      \
-        l14 = l14 + term(14);                                                                      \
-        l15 = l15 + term(15);                                                                      \
+        l0 = step(l0, 0);                                                                          \
+        l1 = step(l1, 1);                                                                          \
+        l2 = step(l2, 2);                                                                          \
+        l3 = step(l3, 3);                                                                          \
+        l4 = step(l4, 4);                                                                          \
+        l5 = step(l5, 5);                                                                          \
+        l6 = step(l6, 6);                                                                          \
+        l7 = step(l7, 7);                                                                          \
+        l8 = step(l8, 8);                                                                          \
+        l9 = step(l9, 9);                                                                          \
+        l10 = step(l10, 10);                                                                       \
+        l11 = step(l11, 11);                                                                       \
+        l12 = step(l12, 12);                                                                       \
+        l13 = step(l13, 13);                                                                       \
+        l14 = step(l14, 14);                                                                       \
+        l15 = step(l15, 15);                                                                       \
     } while (0)
 
 #define LANES_DECLARE                                                                              \
@@ -58,13 +59,13 @@ float colibri_k_dot(const float *a, const float *b, uint32_t n)
     LANES_DECLARE;
     uint32_t i = 0;
     for (; i + COLIBRI_LANES <= n; i += COLIBRI_LANES) {
-#define DOT_TERM(j) (a[i + (j)] * b[i + (j)])
-        LANE_TERMS(DOT_TERM);
-#undef DOT_TERM
+#define DOT_STEP(lane, j) colibri_fmaf(a[i + (j)], b[i + (j)], lane)
+        LANE_TERMS(DOT_STEP);
+#undef DOT_STEP
     }
     float lane[COLIBRI_LANES] = LANES_ARRAY;
     for (uint32_t j = 0; i + j < n; j++) {
-        lane[j] = lane[j] + a[i + j] * b[i + j];
+        lane[j] = colibri_fmaf(a[i + j], b[i + j], lane[j]);
     }
     return lanes_reduce(lane);
 }
@@ -74,9 +75,9 @@ static float sum_canonical(const float *x, uint32_t n)
     LANES_DECLARE;
     uint32_t i = 0;
     for (; i + COLIBRI_LANES <= n; i += COLIBRI_LANES) {
-#define SUM_TERM(j) (x[i + (j)])
-        LANE_TERMS(SUM_TERM);
-#undef SUM_TERM
+#define SUM_STEP(lane, j) (lane + x[i + (j)])
+        LANE_TERMS(SUM_STEP);
+#undef SUM_STEP
     }
     float lane[COLIBRI_LANES] = LANES_ARRAY;
     for (uint32_t j = 0; i + j < n; j++) {
