@@ -383,9 +383,9 @@ colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *pat
         set_err(err, err_size, "colibri_linux_map: no model file name given");
         return COLIBRI_LINUX_E_BAD_ARGUMENT;
     }
-    if ((flags & ~(COLIBRI_LINUX_MAP_MLOCK | COLIBRI_LINUX_MAP_NO_FLOCK)) != 0) {
+    if ((flags & ~COLIBRI_LINUX_MAP_FLAGS) != 0) {
         set_err(err, err_size, "colibri_linux_map: unknown flags 0x%x",
-                flags & ~(COLIBRI_LINUX_MAP_MLOCK | COLIBRI_LINUX_MAP_NO_FLOCK));
+                flags & ~COLIBRI_LINUX_MAP_FLAGS);
         return COLIBRI_LINUX_E_BAD_ARGUMENT;
     }
     page = sysconf(_SC_PAGESIZE);
@@ -396,7 +396,9 @@ colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *pat
         colibri_linux_unmap(m);
         return st;
     }
-    p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, m->fd, 0);
+    p = mmap(NULL, m->size, PROT_READ,
+             MAP_PRIVATE | ((flags & COLIBRI_LINUX_MAP_POPULATE) != 0 ? MAP_POPULATE : 0), m->fd,
+             0);
     if (p == MAP_FAILED) {
         int e = errno;
         set_err(err, err_size, "%s: cannot map the model file (%llu bytes): %s", path,

@@ -66,6 +66,9 @@ extern "C" {
 /* Flags for colibri_linux_map. */
 #define COLIBRI_LINUX_MAP_MLOCK 0x1u    /* lock the whole image in RAM */
 #define COLIBRI_LINUX_MAP_NO_FLOCK 0x2u /* do not take the shared flock */
+#define COLIBRI_LINUX_MAP_POPULATE                                                                 \
+    0x4u                             /* map every page now (MAP_POPULATE): no page faults later */
+#define COLIBRI_LINUX_MAP_FLAGS 0x7u /* all of the above */
 
 /* Results of the port functions. 0 is success; the values are pinned. */
 typedef enum colibri_linux_status {

@@ -433,8 +433,10 @@ static int run(const run_options *o)
 
     memset(&b, 0, sizeof b);
     memset(&t, 0, sizeof t);
-    ls = colibri_linux_map(&map, o->model_path, o->mlock ? COLIBRI_LINUX_MAP_MLOCK : 0u, err,
-                           sizeof err);
+    ls = colibri_linux_map(&map, o->model_path,
+                           (o->mlock ? COLIBRI_LINUX_MAP_MLOCK : 0u) |
+                               (o->preload ? COLIBRI_LINUX_MAP_POPULATE : 0u),
+                           err, sizeof err);
     t.map_ns = colibri_linux_ticks_ns() - t0;
     if (ls != COLIBRI_LINUX_OK) {
         fprintf(stderr, PROG ": error: %s\n", err);

@@ -29,6 +29,8 @@ const char colibri_run_usage_text[] =
     "                      (default: min(model max_context, 2048))\n"
     "  --mlock             lock the whole image in RAM (needs RLIMIT_MEMLOCK\n"
     "                      of at least the image size, or CAP_IPC_LOCK)\n"
+    "  --preload           map every page of the image before running (page\n"
+    "                      faults then stay out of the timings)\n"
     "  --verify            check every tensor's CRC-32 before running\n"
     "  --kernels NAME      use this kernel table (default: the best this CPU runs)\n"
     "  --threads N         threads for the matrix products, 1 .. 64\n"
@@ -206,6 +208,7 @@ enum opt_id {
     OPT_CONTEXT,
     OPT_FINGERPRINT,
     OPT_MLOCK,
+    OPT_PRELOAD,
     OPT_STATS,
     OPT_VERIFY,
     OPT_KERNELS,
@@ -219,9 +222,9 @@ static const struct {
     const char *name;
     int takes_value;
 } k_opts[OPT_COUNT] = {
-    {"--ids", 1},         {"--gen", 1},     {"--all-logits", 1}, {"--context", 1},
-    {"--fingerprint", 1}, {"--mlock", 0},   {"--stats", 0},      {"--verify", 0},
-    {"--kernels", 1},     {"--threads", 1}, {"--batch", 1},      {"--help", 0},
+    {"--ids", 1},     {"--gen", 1},     {"--all-logits", 1}, {"--context", 1}, {"--fingerprint", 1},
+    {"--mlock", 0},   {"--preload", 0}, {"--stats", 0},      {"--verify", 0},  {"--kernels", 1},
+    {"--threads", 1}, {"--batch", 1},   {"--help", 0},
 };
 
 static int find_option(const char *arg, size_t name_len)
@@ -258,6 +261,7 @@ static int apply_option(run_options *o, int id, const char *value)
         return parse_count("--threads", value, 1, COLIBRI_RUN_MAX_THREADS, &o->threads);
     case OPT_BATCH: return parse_count("--batch", value, 1, COLIBRI_MAX_BATCH, &o->batch);
     case OPT_MLOCK: o->mlock = 1; return 0;
+    case OPT_PRELOAD: o->preload = 1; return 0;
     case OPT_STATS: o->stats = 1; return 0;
     case OPT_VERIFY: o->verify = 1; return 0;
     case OPT_KERNELS:
