@@ -21,8 +21,9 @@
 
 static const colibri_kernels *const tables[] = {COLIBRI_TEST_KERNEL_TABLES};
 static const uint32_t lengths[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 65, 72, 100, 1000};
-/* ROWS: two blocks of four rows (the SIMD matvecs' unit) and one left over. */
-enum { MAX_N = 1000, ROWS = 9, PAD = 16 };
+/* ROWS: two blocks of four rows (the SIMD matvecs' unit) and one left over;
+ * TOKENS (matmat): two blocks of four, a pair and one over. */
+enum { MAX_N = 1000, ROWS = 9, TOKENS = 11, PAD = 16 };
 /* DATA_NEG_TINY (-1e-30 everywhere) against DATA_POS_TINY (+1e-30): every
  * product rounds to -0, so every lane and the sum are -0, and a tail that
  * turned a lane into +0 would show. */
@@ -163,7 +164,8 @@ static void check(int ok, const colibri_kernels *k, const char *slot, uint32_t n
 }
 
 /* Buffers 64-byte aligned; `shift` floats in (shift 1: 4-byte aligned only). */
-static _Alignas(64) float buf_a[MAX_N * ROWS + PAD], buf_b[MAX_N + PAD], buf_c[MAX_N * ROWS + PAD];
+static _Alignas(64) float buf_a[MAX_N * ROWS + PAD], buf_b[MAX_N + PAD],
+    buf_c[MAX_N * TOKENS + PAD];
 static _Alignas(64) float got[MAX_N + PAD], want[MAX_N + PAD];
 
 static void test_reductions(const colibri_kernels *k, uint32_t n, uint32_t shift, int kind)
@@ -189,9 +191,9 @@ static void test_reductions(const colibri_kernels *k, uint32_t n, uint32_t shift
     check(same(got, want, n), k, "softmax", n, shift, kind);
 }
 
-/* n_tok tokens (two blocks of four and one over) through ROWS rows; the
- * output rows are OUT_STRIDE apart, and the gap must stay untouched. */
-enum { TOKENS = 9, OUT_STRIDE = ROWS + 3 };
+/* TOKENS tokens through ROWS rows; the output rows are OUT_STRIDE apart,
+ * and the gap must stay untouched. */
+enum { OUT_STRIDE = ROWS + 3 };
 
 static void test_matmat(const colibri_kernels *k, uint32_t n, uint32_t shift, int kind)
 {

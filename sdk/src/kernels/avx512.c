@@ -141,8 +141,37 @@ AVX512 static void block4x4_avx512(float *out, size_t stride, const float *w, co
     o3[3] = lanes_reduce(d3);
 }
 
-/* Blocks of four rows; within one, blocks of four tokens, then the tokens
- * left over one at a time (the block stays in cache while the tokens pass). */
+/* Four rows by two tokens (eight sets of lanes): the pairs left over. */
+#define BLOCK2_STEP(load, step)                                                                    \
+    do {                                                                                           \
+        __m512 w0v = load(w0 + i), w1v = load(w1 + i), w2v = load(w2 + i), w3v = load(w3 + i);     \
+        TOKEN_STEP(step, a, load(x0 + i));                                                         \
+        TOKEN_STEP(step, b, load(x1 + i));                                                         \
+    } while (0)
+
+AVX512 static void block4x2_avx512(float *out, size_t stride, const float *w, const float *x,
+                                   uint32_t cols)
+{
+    const float *w0 = w, *w1 = w + cols, *w2 = w + 2u * (size_t)cols, *w3 = w + 3u * (size_t)cols;
+    const float *x0 = x, *x1 = x + cols;
+    __m512 z = _mm512_setzero_ps();
+    __m512 a0 = z, a1 = z, a2 = z, a3 = z, b0 = z, b1 = z, b2 = z, b3 = z;
+    uint32_t i = 0;
+    for (; i + 16u <= cols; i += 16u) {
+        BLOCK2_STEP(LOAD_FULL, LANE_STEP);
+    }
+    if (i < cols) {
+        __mmask16 m = tail_mask(cols - i);
+        BLOCK2_STEP(LOAD_TAIL, LANE_STEP_TAIL);
+    }
+    float *o0 = out, *o1 = out + stride;
+    o0[0] = lanes_reduce(a0), o0[1] = lanes_reduce(a1), o0[2] = lanes_reduce(a2);
+    o0[3] = lanes_reduce(a3), o1[0] = lanes_reduce(b0), o1[1] = lanes_reduce(b1);
+    o1[2] = lanes_reduce(b2), o1[3] = lanes_reduce(b3);
+}
+
+/* Blocks of four rows; within one, blocks of four tokens, then a pair, then
+ * one (the rows stay in cache while the tokens pass). */
 AVX512 static void matmat_avx512(float *out, size_t stride, const float *w, const float *x,
                                  uint32_t rows, uint32_t cols, uint32_t n)
 {
@@ -153,7 +182,11 @@ AVX512 static void matmat_avx512(float *out, size_t stride, const float *w, cons
         for (; t + 4u <= n; t += 4u) {
             block4x4_avx512(out + t * stride + r, stride, wr, x + (size_t)t * cols, cols);
         }
-        for (; t < n; t++) {
+        if (t + 2u <= n) {
+            block4x2_avx512(out + t * stride + r, stride, wr, x + (size_t)t * cols, cols);
+            t += 2u;
+        }
+        if (t < n) {
             rows4_avx512(out + t * stride + r, wr, x + (size_t)t * cols, cols);
         }
     }
