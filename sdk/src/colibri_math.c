@@ -109,33 +109,27 @@ float colibri_sqrtf(float x)
 
 /* ---- exp: float only, k ln2 + r, degree-7 Taylor polynomial ------------- */
 
-#define EXPF_OVERFLOW 88.72283935546875f    /* least float whose exp overflows */
-#define EXPF_UNDERFLOW -103.97208404541016f /* greatest float whose exp rounds to 0 */
-#define LOG2E_F 1.4426950408889634f
-#define LN2_HI_F 0.693145751953125f /* 16 significant bits: k * LN2_HI_F exact */
-#define LN2_LO_F 1.4286068203094173e-06f
-
 float colibri_expf(float x)
 {
     if (x != x) {
         return x;
     }
-    if (x >= EXPF_OVERFLOW) {
+    if (x >= COLIBRI_EXPF_OVERFLOW) {
         return f32_from_bits(F32_INF);
     }
-    if (x <= EXPF_UNDERFLOW) {
+    if (x <= COLIBRI_EXPF_UNDERFLOW) {
         return 0.0f;
     }
-    float fk = x * LOG2E_F;
+    float fk = x * COLIBRI_EXPF_LOG2E;
     int32_t k = (int32_t)(fk >= 0.0f ? fk + 0.5f : fk - 0.5f);
     float kf = (float)k;
-    float r = (x - kf * LN2_HI_F) - kf * LN2_LO_F;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
+    float r = (x - kf * COLIBRI_EXPF_LN2_HI) - kf * COLIBRI_EXPF_LN2_LO;
+    float p = COLIBRI_EXPF_C7;
+    p = p * r + COLIBRI_EXPF_C6;
+    p = p * r + COLIBRI_EXPF_C5;
+    p = p * r + COLIBRI_EXPF_C4;
+    p = p * r + COLIBRI_EXPF_C3;
+    p = p * r + COLIBRI_EXPF_C2;
     float y = 1.0f + (r + (r * r) * p);
     if (k > 127) {
         return (y * 2.0f) * f32_pow2(k - 1);

@@ -20,6 +20,26 @@
 #ifndef COLIBRI_MATH_H
 #define COLIBRI_MATH_H
 
+/*
+ * colibri_expf's steps, for a SIMD kernel that reproduces it lane by lane
+ * (each operation rounded on its own, no fused multiply-add): for x finite
+ * in (UNDERFLOW, OVERFLOW), fk = x * LOG2E, k = (int)(fk >= 0 ? fk + 0.5 :
+ * fk - 0.5) (truncated), r = (x - k * LN2_HI) - k * LN2_LO, p = C7, then
+ * p = p * r + C6 .. C2, y = 1 + (r + (r * r) * p), exp = y * 2^k when
+ * -126 <= k <= 127. Other inputs take the scalar function.
+ */
+#define COLIBRI_EXPF_OVERFLOW 88.72283935546875f    /* least float whose exp overflows */
+#define COLIBRI_EXPF_UNDERFLOW -103.97208404541016f /* greatest float whose exp rounds to 0 */
+#define COLIBRI_EXPF_LOG2E 1.4426950408889634f
+#define COLIBRI_EXPF_LN2_HI 0.693145751953125f /* 16 significant bits: k * LN2_HI exact */
+#define COLIBRI_EXPF_LN2_LO 1.4286068203094173e-06f
+#define COLIBRI_EXPF_C7 (1.0f / 5040.0f)
+#define COLIBRI_EXPF_C6 (1.0f / 720.0f)
+#define COLIBRI_EXPF_C5 (1.0f / 120.0f)
+#define COLIBRI_EXPF_C4 (1.0f / 24.0f)
+#define COLIBRI_EXPF_C3 (1.0f / 6.0f)
+#define COLIBRI_EXPF_C2 0.5f
+
 float colibri_sqrtf(float x);
 float colibri_expf(float x);
 void colibri_sincosf(float x, float *sin_out, float *cos_out);

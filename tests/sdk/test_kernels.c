@@ -240,6 +240,24 @@ static void test_elementwise(const colibri_kernels *k, uint32_t n, uint32_t shif
     }
 }
 
+/* swiglu's exp over its whole range: overflow, underflow, subnormal and
+ * huge scales, NaN and infinities, so a SIMD exp's fallbacks are checked. */
+static void test_swiglu_range(const colibri_kernels *k)
+{
+    enum { N = 1000 };
+    for (uint32_t i = 0; i < N; i++) {
+        got[i] = -110.0f + 220.0f * (float)i / (float)N + (float)(i % 7u) * 0.013f;
+        buf_b[i] = 1.0f + (float)(i % 5u) * 0.25f;
+    }
+    got[3] = from_bits(0x7FC00000u), got[5] = from_bits(0x7F800000u);
+    got[7] = from_bits(0xFF800000u), got[9] = 88.72283935546875f, got[11] = -87.4f;
+    got[13] = 103.97f, got[15] = -0.0f;
+    memcpy(want, got, N * sizeof(float));
+    k->swiglu(got, buf_b, N);
+    spec_swiglu(want, buf_b, N);
+    check(same(got, want, N), k, "swiglu(range)", N, 0, DATA_NORMAL);
+}
+
 int main(void)
 {
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
@@ -267,6 +285,7 @@ int main(void)
                 }
             }
         }
+        test_swiglu_range(k);
         printf("%s: checked\n", k->name);
     }
     printf("%d passed, %d failed\n", passed, failed);

@@ -242,11 +242,67 @@ AVX512 static void rope_apply_avx512(float *x, const float *cos_sin, uint32_t he
     }
 }
 
-/* softmax and swiglu are the reference's (NULL): their cost is exp, which
- * this table does not reimplement. */
+/* colibri_expf on sixteen lanes, step for step (colibri_math.h); lanes
+ * outside the plain range (NaN, overflow, underflow, a subnormal or huge
+ * scale) are recomputed by the scalar function, so every bit agrees. */
+AVX512 static __m512 exp16_avx512(__m512 x)
+{
+    __m512 fk = _mm512_mul_ps(x, _mm512_set1_ps(COLIBRI_EXPF_LOG2E));
+    __mmask16 up = _mm512_cmp_ps_mask(fk, _mm512_setzero_ps(), _CMP_GE_OQ);
+    __m512 half = _mm512_set1_ps(0.5f);
+    __m512 rounded = _mm512_mask_add_ps(_mm512_sub_ps(fk, half), up, fk, half);
+    __m512i k = _mm512_cvttps_epi32(rounded);
+    __m512 kf = _mm512_cvtepi32_ps(k);
+    __m512 r =
+        _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(kf, _mm512_set1_ps(COLIBRI_EXPF_LN2_HI))),
+                      _mm512_mul_ps(kf, _mm512_set1_ps(COLIBRI_EXPF_LN2_LO)));
+    __m512 p = _mm512_set1_ps(COLIBRI_EXPF_C7);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(COLIBRI_EXPF_C6));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(COLIBRI_EXPF_C5));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(COLIBRI_EXPF_C4));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(COLIBRI_EXPF_C3));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(COLIBRI_EXPF_C2));
+    __m512 y = _mm512_add_ps(_mm512_set1_ps(1.0f),
+                             _mm512_add_ps(r, _mm512_mul_ps(_mm512_mul_ps(r, r), p)));
+    __m512i bias = _mm512_add_epi32(k, _mm512_set1_epi32(127));
+    __m512 result = _mm512_mul_ps(y, _mm512_castsi512_ps(_mm512_slli_epi32(bias, 23)));
+    __mmask16 plain = _mm512_cmp_ps_mask(x, _mm512_set1_ps(COLIBRI_EXPF_OVERFLOW), _CMP_LT_OQ) &
+                      _mm512_cmp_ps_mask(x, _mm512_set1_ps(COLIBRI_EXPF_UNDERFLOW), _CMP_GT_OQ) &
+                      _mm512_cmpge_epi32_mask(k, _mm512_set1_epi32(-126)) &
+                      _mm512_cmple_epi32_mask(k, _mm512_set1_epi32(127));
+    if (plain != 0xFFFFu) {
+        float lanes[16], out[16];
+        _mm512_storeu_ps(lanes, x);
+        _mm512_storeu_ps(out, result);
+        for (uint32_t j = 0; j < 16u; j++) {
+            out[j] = (plain >> j) & 1u ? out[j] : colibri_expf(lanes[j]);
+        }
+        result = _mm512_loadu_ps(out);
+    }
+    return result;
+}
+
+/* a = a / (1 + exp(-a)) * b, sixteen at a time (masked at the end). */
+AVX512 static void swiglu_avx512(float *a, const float *b, uint32_t n)
+{
+    __m512 one = _mm512_set1_ps(1.0f);
+    __m512i sign = _mm512_set1_epi32((int32_t)0x80000000u);
+    for (uint32_t i = 0; i < n; i += 16u) {
+        __mmask16 m = n - i >= 16u ? (__mmask16)0xFFFFu : tail_mask(n - i);
+        __m512 av = _mm512_maskz_loadu_ps(m, a + i);
+        __m512 neg = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(av), sign));
+        __m512 e = exp16_avx512(neg);
+        __m512 v = _mm512_mul_ps(_mm512_div_ps(av, _mm512_add_ps(one, e)),
+                                 _mm512_maskz_loadu_ps(m, b + i));
+        _mm512_mask_storeu_ps(a + i, m, v);
+    }
+}
+
+/* softmax is the reference's (NULL). */
 const colibri_kernels colibri_kernels_avx512 = {
     .name = "avx512",
     .dot = dot_avx512,
+    .swiglu = swiglu_avx512,
     .matvec_f32 = matvec_avx512,
     .rmsnorm = rmsnorm_avx512,
     .add = add_avx512,
