@@ -2,9 +2,12 @@
 #include "linear.h"
 
 /* Multiply-adds below which a product runs on the calling thread (waking
- * workers costs more), and the multiply-adds a task aims at. */
+ * workers costs more); tasks a product is cut into (enough to balance a few
+ * threads, few enough that taking one costs nothing), each with at least
+ * TASK_MIN_WORK multiply-adds. */
 #define PARALLEL_MIN_WORK (1u << 15)
-#define TASK_WORK (1u << 15)
+#define TASKS_PER_PRODUCT 16u
+#define TASK_MIN_WORK (1u << 14)
 /* Rows of a task: a multiple of the SIMD kernels' row block. */
 #define TASK_ROW_STEP 4u
 
@@ -27,7 +30,10 @@ static void linear_task(void *arg, uint32_t task)
 
 static uint32_t rows_per_task(uint32_t rows, uint32_t cols, uint32_t n)
 {
-    uint64_t per_row = (uint64_t)cols * n, want = TASK_WORK / per_row;
+    uint64_t per_row = (uint64_t)cols * n, want = rows / TASKS_PER_PRODUCT;
+    if (want * per_row < TASK_MIN_WORK) {
+        want = TASK_MIN_WORK / per_row;
+    }
     want = (want + TASK_ROW_STEP - 1u) / TASK_ROW_STEP * TASK_ROW_STEP;
     if (want < TASK_ROW_STEP) {
         want = TASK_ROW_STEP;
