@@ -40,6 +40,7 @@ static void mapping_reset(colibri_linux_mapping *m)
     m->page_size = 0;
     m->fd = -1;
     m->locked = 0;
+    m->populated = 0;
     m->flocked = 0;
 }
 
@@ -407,6 +408,7 @@ colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *pat
         return COLIBRI_LINUX_E_MMAP;
     }
     m->data = (const uint8_t *)p;
+    m->populated = (flags & COLIBRI_LINUX_MAP_POPULATE) != 0;
     advise_initial(m, header);
 
     if ((flags & COLIBRI_LINUX_MAP_MLOCK) != 0) {
@@ -493,7 +495,9 @@ void colibri_linux_port_init(colibri_port *port, colibri_linux_port_ctx *ctx)
     port->version = COLIBRI_PORT_VERSION;
     port->kernels = colibri_linux_kernels(NULL);
     port->ticks = port_ticks;
-    port->prefetch = ctx != NULL && ctx->map != NULL ? port_prefetch : NULL;
+    port->prefetch = ctx != NULL && ctx->map != NULL && !ctx->map->locked && !ctx->map->populated
+                         ? port_prefetch
+                         : NULL;
     port->parallel_for =
         ctx != NULL && colibri_linux_pool_threads(ctx->pool) > 1u ? port_parallel_for : NULL;
     port->ctx = ctx;

@@ -99,6 +99,7 @@ typedef struct colibri_linux_mapping {
     size_t page_size;    /* sysconf(_SC_PAGESIZE) */
     int fd;              /* open descriptor holding the flock; -1 if none */
     int locked;          /* 1 if the image is mlock'd */
+    int populated;       /* 1 if every page was mapped at map time */
     int flocked;         /* 1 if the shared flock is held */
 } colibri_linux_mapping;
 
@@ -174,7 +175,8 @@ typedef struct colibri_linux_port_ctx {
 /*
  * Fill *port for colibri_options.port: version COLIBRI_PORT_VERSION, ticks =
  * CLOCK_MONOTONIC nanoseconds, prefetch = madvise(MADV_WILLNEED) over the
- * pages of the range (ranges outside ctx->map are ignored), parallel_for on
+ * pages of the range (ranges outside ctx->map are ignored; none at all when
+ * the image is locked or populated: its pages are all there), parallel_for on
  * ctx->pool when it has more than one thread, kernels = the best table for
  * this CPU (colibri_linux_kernels(NULL)). ctx may be NULL (then neither
  * prefetch nor parallel_for is set).

@@ -15,8 +15,10 @@
 
 #include "colibri_linux.h"
 
-/* Polls of the generation before a worker (or the caller) sleeps. */
-#define SPIN_POLLS 20000u
+/* Polls of the generation before a worker (or the caller) sleeps: some
+ * hundreds of microseconds, longer than the serial work between two products
+ * of a decoded token, so a busy pool never sleeps. */
+#define SPIN_POLLS 200000u
 
 struct colibri_linux_pool {
     pthread_mutex_t lock;
