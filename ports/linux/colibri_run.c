@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ typedef struct run_timing {
 
 static const uint8_t *volatile g_map_lo;
 static volatile size_t g_map_size;
+static atomic_int g_sigbus_reported;
 
 static void on_sigbus(int sig, siginfo_t *info, void *uctx)
 {
@@ -52,11 +54,18 @@ static void on_sigbus(int sig, siginfo_t *info, void *uctx)
     (void)sig;
     (void)uctx;
     if (lo != 0 && a >= lo && a - lo < g_map_size) {
-        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-        (void)w;
-        _exit(EXIT_RUNTIME);
+        /* Threads may fault at once: the first reports and exits the process. */
+        if (atomic_exchange(&g_sigbus_reported, 1) == 0) {
+            ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+            (void)w;
+            _exit(EXIT_RUNTIME);
+        }
+        for (;;) {
+            pause();
+        }
     }
-    /* Not ours: SA_RESETHAND restored the default action; returning re-raises. */
+    /* Not ours: back to the default action; returning re-raises. */
+    signal(SIGBUS, SIG_DFL);
 }
 
 static void install_sigbus_handler(void)
@@ -64,7 +73,7 @@ static void install_sigbus_handler(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigbus;
-    sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     (void)sigaction(SIGBUS, &sa, NULL);
 }

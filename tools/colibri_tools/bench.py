@@ -1,24 +1,30 @@
-"""colibri-bench: measure the C engine against PyTorch/transformers on the
-same model in the same run, and report ratios (machines here are shared and
-noisy: absolute numbers drift, ratios much less).
+"""colibri-bench: Colibri's speed beside its peer's, on the same model in the
+same run, as ratios (machines here are shared and noisy: absolute numbers
+drift, ratios much less), with the machine's memory read bandwidth.
 
-    colibri-bench [--family mixtral] [--hidden 256] [--layers 4] [--experts 8]
-                  [--top-k 2] [--ffn 512] [--prompt 16] [--gen 32] [--repeat 3]
-                  [--json FILE]
+    colibri-bench [shape options] [--prompt 128] [--gen 64] [--repeat 5]
+                  [--threads 1,2] [--llama-bench PATH] [--torch] [--json FILE]
+    colibri-bench -m model.bin [--threads 1,2] ...     (a converted model of yours)
 
-Builds a random-weight model of the given shape from a transformers config,
-converts it, then times (best of --repeat):
-  * colibri-run (one thread, reference fp32 kernels): prompt and decode;
-  * transformers' generate on the same weights, torch pinned to one thread.
-Also reports image, state and scratch bytes and colibri-run's peak RSS.
-Needs the dev extras (torch, transformers) and build/host/colibri-run.
+Builds a random-weight model of the given shape from a transformers config
+(default: Mixtral architecture, 152 M parameters, 605 MB in fp32: beyond a
+last-level cache) and converts it. Then, for each repetition and each thread
+count, interleaved so that drift hits every engine alike:
+  * colibri-run --preload --batch PROMPT: the prompt's tokens per second and
+    the decode's (GEN tokens after the prompt);
+  * with --llama-bench: llama.cpp's llama-bench on the same weights written
+    as an F32 GGUF (pp PROMPT and tg GEN tests);
+  * with --torch: transformers' forward and generate, torch on one thread.
+Reports medians, ratios, and each engine's decode as a fraction of the
+measured read bandwidth (bytes of weights a decoded token reads, times tokens
+per second). Needs build/host/colibri-run and colibri-membw (make host).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import pathlib
-import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +33,8 @@ import time
 from .errors import ColibriError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+SHAPE = (("vocab", 32000), ("hidden", 512), ("layers", 8), ("heads", 8), ("kv-heads", 2),
+         ("experts", 8), ("top-k", 2), ("ffn", 1152))
 
 
 class BenchError(ColibriError):
@@ -38,18 +46,18 @@ def _hf_config(args: argparse.Namespace):
 
     common = dict(vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
                   num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
-                  max_position_embeddings=args.prompt + args.gen + 8, tie_word_embeddings=False)
+                  max_position_embeddings=max(args.prompt + args.gen + 8, 256),
+                  tie_word_embeddings=False)
     if args.family == "mixtral":
         return transformers.MixtralConfig(intermediate_size=args.ffn, num_local_experts=args.experts,
                                           num_experts_per_tok=args.top_k, **common)
-    if args.family == "qwen3_moe":
-        return transformers.Qwen3MoeConfig(moe_intermediate_size=args.ffn, intermediate_size=args.ffn,
-                                           num_experts=args.experts, num_experts_per_tok=args.top_k,
-                                           head_dim=args.hidden // args.heads, **common)
-    raise BenchError(f"--family {args.family}: choose mixtral or qwen3_moe")
+    return transformers.Qwen3MoeConfig(moe_intermediate_size=args.ffn, intermediate_size=args.ffn,
+                                       num_experts=args.experts, num_experts_per_tok=args.top_k,
+                                       head_dim=args.hidden // args.heads, **common)
 
 
-def _build(args: argparse.Namespace, work: pathlib.Path):
+def build_model(args: argparse.Namespace, work: pathlib.Path):
+    """A random model of the shape asked for, saved and converted in work."""
     import torch
     import transformers
 
@@ -58,36 +66,55 @@ def _build(args: argparse.Namespace, work: pathlib.Path):
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(_hf_config(args)).eval()
     with torch.no_grad():
-        for name, param in model.named_parameters():
+        for param in model.parameters():
             if param.dim() >= 2:
                 param.normal_(0.0, param.shape[-1] ** -0.5)
     model.save_pretrained(work / "hf")
-    convert(work / "hf", work / "out", context=args.prompt + args.gen, progress=False)
+    convert(work / "hf", work / "out", progress=False)
     return model, work / "out" / "model.bin"
 
 
+def bytes_per_token(image_path: pathlib.Path) -> tuple[int, int]:
+    """(parameters, bytes of weights one decoded token reads): everything but
+    the embedding table (one row of it) and the routed experts (top_k of each
+    layer's, on average)."""
+    from .image_reader import read_image
+    from .image_spec import NO_EXPERT, Role
+
+    image = read_image(image_path)
+    r = image.record
+    params = sum(t.size for t in image.tensors) // 4
+    shared = sum(t.size for t in image.tensors if t.expert == NO_EXPERT)
+    routed = sum(t.size for t in image.tensors if t.expert != NO_EXPERT)
+    embed = image.find(Role.TOKEN_EMBED).size
+    per_token = shared - (0 if r.tie_embeddings else embed) + 4 * r.hidden_size
+    if r.n_experts:
+        per_token += routed * r.top_k // r.n_experts
+    return params, per_token
+
+
 def _stat(text: str, line: str, key: str) -> float:
-    match = re.search(rf"{line}:.*\b{key}=([0-9.]+)", text)
-    if match is None:
-        raise BenchError(f"colibri-run --stats printed no {line} {key}")
-    return float(match.group(1))
+    for row in text.splitlines():
+        if f"{line}:" in row and f" {key}=" in row:
+            return float(row.split(f" {key}=", 1)[1].split()[0])
+    raise BenchError(f"colibri-run --stats printed no {line} {key}")
 
 
-def _time_colibri(binary: pathlib.Path, image: pathlib.Path, ids: list[int], gen: int) -> dict:
-    cmd = [str(binary), str(image), "--ids", ",".join(map(str, ids)), "--gen", str(gen),
-           "--stats"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+def time_colibri(binary: pathlib.Path, image: pathlib.Path, ids: list[int], gen: int,
+                 threads: int) -> dict:
+    cmd = [str(binary), str(image), "--ids", ",".join(map(str, ids)), "--gen", str(gen + 1),
+           "--threads", str(threads), "--batch", str(min(len(ids), 256)), "--preload", "--stats"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise BenchError(f"{binary} failed: {done.stderr.strip()}")
     return {"prompt_tok_s": _stat(done.stderr, "prompt", "tokens_per_s"),
             "decode_tok_s": _stat(done.stderr, "decode", "tokens_per_s"),
-            "state_bytes": int(_stat(done.stderr, "memory", "state_bytes")),
             "scratch_bytes": int(_stat(done.stderr, "memory", "scratch_bytes")),
             "peak_rss_kib": int(_stat(done.stderr, "memory", "peak_rss_kib")),
             "tokens": [int(t) for t in done.stdout.split()]}
 
 
-def _time_torch(model, ids: list[int], gen: int) -> dict:
+def time_torch(model, ids: list[int], gen: int) -> dict:
     import torch
 
     torch.set_num_threads(1)
@@ -97,80 +124,191 @@ def _time_torch(model, ids: list[int], gen: int) -> dict:
         model(prompt)
         prompt_s = time.perf_counter() - start
         start = time.perf_counter()
-        out = model.generate(prompt, max_new_tokens=gen, min_new_tokens=gen, do_sample=False,
-                             pad_token_id=0, eos_token_id=None)
+        out = model.generate(prompt, max_new_tokens=gen + 1, min_new_tokens=gen + 1,
+                             do_sample=False, pad_token_id=0, eos_token_id=None)
         total_s = time.perf_counter() - start
-    decode_s = max(total_s - prompt_s, 1e-9)
-    return {"prompt_tok_s": len(ids) / prompt_s, "decode_tok_s": (gen - 1) / decode_s,
+    return {"prompt_tok_s": len(ids) / prompt_s,
+            "decode_tok_s": gen / max(total_s - prompt_s, 1e-9),
             "tokens": out[0, len(ids):].tolist()}
 
 
-def _best(runs: list[dict], key: str) -> float:
-    return max(run[key] for run in runs)
+def read_bandwidth(membw: pathlib.Path, threads: int) -> float:
+    """Best-of-5 read bandwidth in GB/s over 2 GiB on `threads` threads."""
+    done = subprocess.run([str(membw), "--threads", str(threads)], capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        raise BenchError(f"{membw} failed: {done.stderr.strip()}")
+    return float(done.stdout.split("best_gb_per_s=")[1].split()[0])
+
+
+def _median(runs: list[dict], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
+
+
+class Peers:
+    """The engines of one benchmark and how to time each."""
+
+    def __init__(self, args: argparse.Namespace, image: pathlib.Path, model, gguf: pathlib.Path | None):
+        self.args, self.image, self.model, self.gguf = args, image, model, gguf
+        self.binary = pathlib.Path(args.run or REPO / "build" / "host" / "colibri-run")
+
+    def names(self) -> list[str]:
+        return ["colibri"] + (["llama.cpp"] if self.gguf else []) + (["torch"] if self.model and
+                                                                      self.args.torch else [])
+
+    def time(self, name: str, ids: list[int], threads: int) -> dict | None:
+        from .bench_llama import run_llama_bench
+
+        if name == "colibri":
+            return time_colibri(self.binary, self.image, ids, self.args.gen, threads)
+        if name == "llama.cpp":
+            return run_llama_bench(pathlib.Path(self.args.llama_bench), self.gguf, len(ids),
+                                   self.args.gen, threads)
+        return time_torch(self.model, ids, self.args.gen) if threads == 1 else None
+
+
+def _measure(peers: Peers, ids: list[int]) -> dict:
+    runs: dict = {(n, t): [] for n in peers.names() for t in peers.args.threads}
+    for _ in range(peers.args.repeat):
+        for threads in peers.args.threads:
+            for name in peers.names():
+                result = peers.time(name, ids, threads)
+                if result is not None:
+                    runs[(name, threads)].append(result)
+    return runs
+
+
+def _summary(runs: dict, per_token: int, bandwidth: dict) -> list[dict]:
+    rows = []
+    for (name, threads), results in runs.items():
+        if not results:
+            continue
+        decode = _median(results, "decode_tok_s")
+        rows.append({"engine": name, "threads": threads,
+                     "prompt_tok_s": _median(results, "prompt_tok_s"), "decode_tok_s": decode,
+                     "bandwidth_fraction": decode * per_token / (bandwidth[threads] * 1e9)})
+    by_key = {(r["engine"], r["threads"]): r for r in rows}
+    for row in rows:
+        ours = by_key[("colibri", row["threads"])]
+        for key in ("prompt_tok_s", "decode_tok_s"):
+            row[f"colibri_ratio_{key}"] = ours[key] / row[key]
+    return rows
 
 
 def run_benchmark(args: argparse.Namespace) -> dict:
-    binary = pathlib.Path(args.run or REPO / "build" / "host" / "colibri-run")
-    if not binary.exists():
-        raise BenchError(f"{binary} not found: run `make host` first")
-    with tempfile.TemporaryDirectory() as tmp:
-        model, image = _build(args, pathlib.Path(tmp))
-        ids = [(7 * i + 3) % args.vocab for i in range(args.prompt)]
-        ours, theirs = [], []
-        for _ in range(args.repeat):  # interleaved, so drift hits both alike
-            ours.append(_time_colibri(binary, image, ids, args.gen))
-            theirs.append(_time_torch(model, ids, args.gen))
-        image_bytes = image.stat().st_size
-    report = {"shape": {k: getattr(args, k) for k in
-                        ("family", "vocab", "hidden", "layers", "heads", "kv_heads", "experts",
-                         "top_k", "ffn", "prompt", "gen")},
-              "image_bytes": image_bytes, "state_bytes": ours[0]["state_bytes"],
-              "scratch_bytes": ours[0]["scratch_bytes"],
-              "colibri_peak_rss_kib": max(run["peak_rss_kib"] for run in ours),
-              "same_tokens": ours[0]["tokens"] == theirs[0]["tokens"]}
-    for key in ("prompt_tok_s", "decode_tok_s"):
-        report[f"colibri_{key}"] = _best(ours, key)
-        report[f"torch_{key}"] = _best(theirs, key)
-        report[f"ratio_{key}"] = report[f"colibri_{key}"] / report[f"torch_{key}"]
+    membw = pathlib.Path(args.membw or REPO / "build" / "host" / "colibri-membw")
+    for need in (pathlib.Path(args.run or REPO / "build" / "host" / "colibri-run"), membw):
+        if not need.exists():
+            raise BenchError(f"{need} not found: run `make host` first")
+    if args.llama_bench and not pathlib.Path(args.llama_bench).is_file():
+        raise BenchError(f"--llama-bench {args.llama_bench}: no such file "
+                         "(../shared/tools/build-llama-bench builds one)")
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+        model, image, gguf = None, args.model, None
+        if image is None:
+            model, image = build_model(args, pathlib.Path(tmp))
+            if args.llama_bench:
+                from .bench_llama import write_gguf
+                gguf = write_gguf(model, pathlib.Path(tmp) / "model.gguf")
+        params, per_token = bytes_per_token(image)
+        bandwidth = {t: read_bandwidth(membw, t) for t in args.threads}
+        vocab = _vocab(image)
+        ids = [(7 * i + 3) % vocab for i in range(args.prompt)]
+        runs = _measure(Peers(args, image, model, gguf), ids)
+        report = {"model": str(args.model) if args.model else _shape(args), "parameters": params,
+                  "image_bytes": image.stat().st_size, "bytes_per_decoded_token": per_token,
+                  "prompt_tokens": args.prompt, "decoded_tokens": args.gen,
+                  "repetitions": args.repeat, "read_gb_per_s": bandwidth,
+                  "rows": _summary(runs, per_token, bandwidth)}
+        tokens = [runs[k][0]["tokens"] for k in runs if runs[k] and "tokens" in runs[k][0]]
+        report["same_greedy_tokens"] = all(t == tokens[0] for t in tokens)
     return report
 
 
-def _print(report: dict) -> None:
-    shape = report["shape"]
-    print("model: " + " ".join(f"{k}={v}" for k, v in shape.items()))
-    print(f"image {report['image_bytes']} B, state {report['state_bytes']} B, "
-          f"scratch {report['scratch_bytes']} B, colibri-run peak RSS "
-          f"{report['colibri_peak_rss_kib']} KiB, same greedy tokens: {report['same_tokens']}")
-    print(f"{'':14}{'colibri (C, 1 thread)':>24}{'torch (1 thread)':>20}{'ratio':>8}")
-    for key, label in (("prompt_tok_s", "prompt tok/s"), ("decode_tok_s", "decode tok/s")):
-        print(f"{label:14}{report['colibri_' + key]:24.1f}{report['torch_' + key]:20.1f}"
-              f"{report['ratio_' + key]:8.2f}")
+def _vocab(image: pathlib.Path) -> int:
+    from .image_reader import read_image
+
+    return read_image(image).record.vocab_size
+
+
+def _shape(args: argparse.Namespace) -> dict:
+    return {"family": args.family, **{k.replace("-", "_"): getattr(args, k.replace("-", "_"))
+                                      for k, _ in SHAPE}}
+
+
+def print_report(report: dict) -> None:
+    model = report["model"]
+    shape = model if isinstance(model, str) else " ".join(f"{k}={v}" for k, v in model.items())
+    print(f"model: {shape}")
+    print(f"{report['parameters'] / 1e6:.1f} M parameters, image {report['image_bytes']} B, "
+          f"{report['bytes_per_decoded_token'] / 1e6:.1f} MB of weights read per decoded token; "
+          f"prompt {report['prompt_tokens']} tokens, decode {report['decoded_tokens']} tokens, "
+          f"median of {report['repetitions']}")
+    print("read bandwidth: " + ", ".join(f"{t} thread{'s' if t > 1 else ''} {g:.1f} GB/s"
+                                          for t, g in report["read_gb_per_s"].items()))
+    print(f"{'engine':10}{'threads':>8}{'prompt tok/s':>14}{'decode tok/s':>14}"
+          f"{'of bandwidth':>14}{'colibri prompt':>16}{'colibri decode':>16}")
+    for row in report["rows"]:
+        print(f"{row['engine']:10}{row['threads']:8}{row['prompt_tok_s']:14.1f}"
+              f"{row['decode_tok_s']:14.1f}{row['bandwidth_fraction']:14.0%}"
+              f"{row['colibri_ratio_prompt_tok_s']:15.2f}x{row['colibri_ratio_decode_tok_s']:15.2f}x")
+    print(f"same greedy tokens: {report['same_greedy_tokens']}")
+
+
+def _threads(text: str) -> list[int]:
+    try:
+        counts = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--threads {text!r}: a list like 1,2") from None
+    if not counts or min(counts) < 1 or max(counts) > 64:
+        raise argparse.ArgumentTypeError(f"--threads {text!r}: counts 1 .. 64")
+    return sorted(set(counts))
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="colibri-bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--family", default="mixtral", choices=["mixtral", "qwen3_moe"])
-    for name, default in (("vocab", 4096), ("hidden", 256), ("layers", 4), ("heads", 8),
-                          ("kv-heads", 2), ("experts", 8), ("top-k", 2), ("ffn", 512),
-                          ("prompt", 16), ("gen", 32), ("repeat", 3)):
+    for name, default in SHAPE + (("prompt", 128), ("gen", 64), ("repeat", 5)):
         p.add_argument(f"--{name}", type=int, default=default)
+    p.add_argument("--threads", type=_threads, default=[1, 2], help="thread counts (default 1,2)")
+    p.add_argument("-m", "--model", type=pathlib.Path, help="benchmark this model image instead")
+    p.add_argument("--llama-bench", help="llama.cpp's llama-bench binary: run it beside Colibri")
+    p.add_argument("--torch", action="store_true", help="also time transformers (1 thread)")
     p.add_argument("--run", help="colibri-run binary (default build/host/colibri-run)")
+    p.add_argument("--membw", help="colibri-membw binary (default build/host/colibri-membw)")
+    p.add_argument("--work", type=pathlib.Path, help="directory for the temporary model files")
     p.add_argument("--json", type=pathlib.Path, help="also write the report here")
     return p
 
 
+def _check_args(args: argparse.Namespace) -> str | None:
+    sizes = [getattr(args, k.replace("-", "_")) for k, _ in SHAPE] + [args.prompt, args.gen,
+                                                                      args.repeat]
+    if min(sizes) < 1:
+        return "every size must be >= 1"
+    if args.prompt > 4096 or args.gen > 4096:
+        return "--prompt and --gen are at most 4096 tokens"
+    if args.model is not None and not args.model.is_file():
+        return f"-m {args.model}: no such file"
+    if args.llama_bench and args.model is not None:
+        return "--llama-bench runs on the benchmark's own model: drop -m"
+    if args.llama_bench and args.family != "mixtral":
+        return "--llama-bench takes the mixtral family"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if min(args.vocab, args.hidden, args.layers, args.heads, args.kv_heads, args.experts,
-           args.top_k, args.ffn, args.prompt, args.gen, args.repeat) < 1:
-        print("colibri-bench: every size must be >= 1", file=sys.stderr)
+    problem = _check_args(args)
+    if problem:
+        print(f"colibri-bench: {problem}", file=sys.stderr)
         return 2
     try:
         report = run_benchmark(args)
     except ColibriError as exc:
         print(f"colibri-bench: error: {exc}", file=sys.stderr)
         return 1
-    _print(report)
+    print_report(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

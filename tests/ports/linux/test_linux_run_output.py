@@ -3,6 +3,7 @@ stdout, float32 LE logits in --all-logits, --stats on stderr only."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -135,13 +136,38 @@ def test_kernel_table_chosen_by_the_port_or_by_name(any_run, tiny_image):
     that lists the tables this build has."""
     ids = ",".join(map(str, PROMPT))
     chosen = run(any_run, tiny_image, "--ids", ids, "--gen", 4, "--stats")
-    name = re.search(r"^colibri-run: kernels: (\S+)$", chosen.stderr, re.M).group(1)
+    line = re.search(r"^colibri-run: kernels: (\S+) threads=(\d+) batch=(\d+)$", chosen.stderr, re.M)
+    name = line.group(1)
+    assert int(line.group(2)) == min(os.cpu_count(), 64) and int(line.group(3)) == 32
     named = run(any_run, tiny_image, "--ids", ids, "--gen", 4, "--kernels", "reference")
     assert _ids(named) == _ids(chosen) and name
     refused = run(any_run, tiny_image, "--ids", ids, "--kernels", "no-such-table")
     assert refused.returncode == 2 and refused.stdout == ""
-    assert "no kernel table 'no-such-table' runs here (this build has: reference" in refused.stderr
+    listed = re.search(r"no kernel table 'no-such-table' runs here \(this build has: (.*)\)",
+                       refused.stderr).group(1).split(", ")
+    assert listed[-1] == "reference" and name in listed
     assert_no_sanitizer_report(refused)
+
+
+def test_threads_and_batch_change_no_bit(any_run, tiny_image, tmp_path):
+    """Every thread count and chunk size gives the same logits, byte for byte."""
+    ids = ",".join(map(str, PROMPT))
+    outputs = set()
+    for threads, batch in ((1, 1), (2, 3), (3, 32), (4, 256)):
+        path = tmp_path / f"logits_{threads}_{batch}.bin"
+        done = run(any_run, tiny_image, "--ids", ids, "--all-logits", path, "--threads", threads,
+                   "--batch", batch, "--gen", 3)
+        assert done.returncode == 0, done.stderr
+        outputs.add((path.read_bytes(), done.stdout))
+    assert len(outputs) == 1
+
+
+@pytest.mark.parametrize("option, value", [("--threads", "0"), ("--threads", "65"),
+                                           ("--batch", "0"), ("--batch", "257"),
+                                           ("--threads", "two")])
+def test_threads_and_batch_bounds(colibri_run, tiny_image, option, value):
+    done = run(colibri_run, tiny_image, "--ids", "1", option, value)
+    assert done.returncode == 2 and option in done.stderr
 
 
 def test_all_logits_into_the_model_file_is_refused(any_run, tiny_image, tmp_path):
