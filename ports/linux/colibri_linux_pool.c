@@ -15,10 +15,10 @@
 
 #include "colibri_linux.h"
 
-/* Polls of the generation before a worker (or the caller) sleeps: some
- * hundreds of microseconds, longer than the serial work between two products
- * of a decoded token, so a busy pool never sleeps. */
-#define SPIN_POLLS 200000u
+/* Polls (each with a pause) of the generation before a worker (or the
+ * caller) sleeps: a few milliseconds at most, longer than the serial work
+ * between two products of a decoded token, so a busy pool never sleeps. */
+#define SPIN_POLLS 50000u
 
 struct colibri_linux_pool {
     pthread_mutex_t lock;
@@ -34,6 +34,17 @@ struct colibri_linux_pool {
     uint32_t n_workers;
     pthread_t workers[COLIBRI_LINUX_MAX_THREADS];
 };
+
+/* A hint to the CPU that this is a spin loop: it lets a sibling hardware
+ * thread (a virtual CPU's host SMT twin, say) run while we wait. */
+static void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
 
 static void run_tasks(colibri_linux_pool *p)
 {
@@ -55,6 +66,7 @@ static uint64_t await_generation(colibri_linux_pool *p, uint64_t seen)
         if (now != seen) {
             return now;
         }
+        spin_pause();
     }
     pthread_mutex_lock(&p->lock);
     while (!p->stop && atomic_load_explicit(&p->generation, memory_order_acquire) == seen) {
@@ -86,6 +98,7 @@ static void await_workers(colibri_linux_pool *p)
         if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0u) {
             return;
         }
+        spin_pause();
     }
     pthread_mutex_lock(&p->lock);
     while (atomic_load_explicit(&p->busy, memory_order_acquire) != 0u) {
