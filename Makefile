@@ -102,6 +102,15 @@ $(BUILD)/asan/test_kernels: tests/sdk/test_kernels.c $(BUILD)/asan/ports/linux/c
         $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) -Iports/linux '-DCOLIBRI_TEST_KERNEL_TABLES=$(KERNEL_TABLES)' $^ -lm -o $@
 
+# The same contract test for the AArch64 tables (NEON), static, run under
+# qemu-aarch64 (tests/sdk/test_core.py).
+$(BUILD)/aarch64-test/test_kernels: tests/sdk/test_kernels.c ports/linux/colibri_linux_kernels.c \
+        $(CORE_SRC) $(call kernel_src,$(AARCH64_KERNELS))
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -static $(CORE_INC) -Iports/linux \
+	    '-DCOLIBRI_TEST_KERNEL_TABLES=$(call kernel_tables,$(AARCH64_KERNELS))' \
+	    '-DCOLIBRI_LINUX_KERNEL_TABLES=$(call kernel_tables,$(AARCH64_KERNELS))' $^ -lm -o $@
+
 $(BUILD)/asan/sizes_dump: tests/sdk/sizes_dump.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
 

@@ -464,7 +464,7 @@ static uint64_t port_ticks(void *ctx)
 static void port_prefetch(void *ctx, const void *addr, size_t size)
 {
     const colibri_linux_port_ctx *port_ctx = ctx;
-    const colibri_linux_mapping *m = port_ctx->map;
+    const colibri_linux_mapping *m = port_ctx != NULL ? port_ctx->map : NULL;
     uintptr_t base, end, lo, hi;
     if (m == NULL || m->data == NULL || addr == NULL || size == 0) {
         return;

@@ -290,7 +290,8 @@ static uint64_t f64_bits(double value)
 }
 
 /* Whether s lies exactly halfway between two adjacent floats (counting the
- * fixed 2^-149 spacing of subnormal floats). */
+ * fixed 2^-149 spacing of subnormal floats). Bit tests only: no 64-bit
+ * integer conversion, which a 32-bit target would call a library for. */
 static int float_midpoint(double s)
 {
     uint64_t bits = f64_bits(s);
@@ -298,9 +299,15 @@ static int float_midpoint(double s)
     if (exponent >= -126) { /* a normal float: 29 of the 52 fraction bits are dropped */
         return (bits & 0x1FFFFFFFu) == 0x10000000u;
     }
-    double twice = (s < 0.0 ? -s : s) * f64_pow2(150); /* exact; < 2^24 */
-    uint64_t whole = (uint64_t)twice;
-    return (double)whole == twice && (whole & 1u) == 1u;
+    /* Subnormal range: s = (k + 1/2) 2^-149, i.e. v = |s| 2^150 an odd integer. */
+    uint64_t v = f64_bits(s * f64_pow2(150)) & 0x7FFFFFFFFFFFFFFFu; /* exact; v < 2^24 */
+    int32_t e = (int32_t)(v >> 52) - 1023;
+    if (e < 0 || e > 52) {
+        return 0; /* |v| < 1 (or zero): not an odd integer */
+    }
+    uint64_t below = (UINT64_C(1) << (52 - e)) - 1u; /* fraction bits below the units bit */
+    uint64_t units = e == 0 ? 1u : (v >> (52 - e)) & 1u;
+    return (v & below) == 0u && units == 1u;
 }
 
 /*

@@ -28,9 +28,11 @@ static void linear_task(void *arg, uint32_t task)
                              job->x, rows, job->cols, job->n);
 }
 
+/* 32-bit arithmetic only (cols * n <= 2^20 * 256 fits): no 64-bit division
+ * for a 32-bit target's library to do. */
 static uint32_t rows_per_task(uint32_t rows, uint32_t cols, uint32_t n)
 {
-    uint64_t per_row = (uint64_t)cols * n, want = rows / TASKS_PER_PRODUCT;
+    uint32_t per_row = cols * n, want = rows / TASKS_PER_PRODUCT;
     if (want * per_row < TASK_MIN_WORK) {
         want = TASK_MIN_WORK / per_row;
     }
@@ -38,7 +40,7 @@ static uint32_t rows_per_task(uint32_t rows, uint32_t cols, uint32_t n)
     if (want < TASK_ROW_STEP) {
         want = TASK_ROW_STEP;
     }
-    return want < rows ? (uint32_t)want : rows;
+    return want < rows ? want : rows;
 }
 
 void colibri_linear(const colibri_model *m, float *out, size_t out_stride, const float *w,

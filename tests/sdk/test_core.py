@@ -44,6 +44,21 @@ def test_every_kernel_table_meets_the_contract(asan_bins):
             assert f"{table}: {verdict}" in done.stdout
 
 
+def test_aarch64_kernel_tables_meet_the_contract():
+    """The NEON table (and the reference) built for AArch64, run under
+    qemu-user on a Cortex-A72 model: the same contract, bit for bit."""
+    for tool in ("aarch64-linux-gnu-gcc", "qemu-aarch64"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
+    target = "build/aarch64-test/test_kernels"
+    subprocess.run(["make", "-s", target], cwd=REPO, check=True, timeout=600)
+    done = subprocess.run(["qemu-aarch64", "-cpu", "cortex-a72", str(REPO / target)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "neon: checked" in done.stdout and "reference: checked" in done.stdout
+    assert re.search(r"^\d+ passed, 0 failed$", done.stdout, re.M)
+
+
 def test_port_seam_grows_without_breaking_older_ports(asan_bins, valid_image):
     done = subprocess.run([str(asan_bins / "test_port_seam"), str(valid_image)],
                           capture_output=True, text=True, timeout=120, env=SAN_ENV)

@@ -146,9 +146,9 @@ static void test_fma_midpoints(void)
             x = from_bits(frac | 1u); /* a subnormal: h = 2^-150 */
             exp = 1u;
         }
-        float h = ldexpf(1.0f, (int)exp - 127 - 24);
-        float a = ldexpf(1.0f + ldexpf(1.0f, -15), -60), b = ldexpf(1.0f - ldexpf(1.0f, -15), 60);
-        b = b * h * ((next_u32() & 1u) ? 1.0f : -1.0f); /* exact scalings by powers of two */
+        int h_exp = (int)exp - 127 - 24; /* h = 2^h_exp (2^-150 for a subnormal x) */
+        float a = ldexpf(1.0f + ldexpf(1.0f, -15), -60);
+        float b = ldexpf(1.0f - ldexpf(1.0f, -15), 60 + h_exp) * ((next_u32() & 1u) ? 1.0f : -1.0f);
         bad += !same_bits(colibri_fmaf_soft(a, b, x), fmaf(a, b, x));
     }
     CHECK(bad == 0, "fma on double-rounding midpoints equals the host fmaf");

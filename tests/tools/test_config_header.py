@@ -36,7 +36,8 @@ def doc_scratch_bytes(rec: dict, ctx: int) -> int:
     q, k = rec["n_heads"] * hd, rec["n_kv_heads"] * hd
     m = max(rec["dense_intermediate"], rec["expert_intermediate"], rec["shared_intermediate"])
     top_k = max(rec["top_k"], 1)
-    counts = [h, h, h, h, q, k, k, q, ctx, m, m, max(rec["n_experts"], 1), hd, top_k, top_k]
+    counts = [h, h, h, h, q, k, k, q, ctx, m, m, max(rec["n_experts"], 1), hd, top_k, top_k,
+              h, 1, 1]  # the last three: one expert's gathered inputs, their tokens and weights
     return 4 * sum(_round16(c) for c in counts)
 
 

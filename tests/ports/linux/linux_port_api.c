@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,9 +140,11 @@ static void test_map_and_hooks(const char *image)
         close(fd);
     }
 
-    colibri_linux_port_init(&port, &m);
+    colibri_linux_port_ctx ctx = {&m, NULL};
+    colibri_linux_port_init(&port, &ctx);
     CHECK(port.version == COLIBRI_PORT_VERSION);
-    CHECK(port.ticks != NULL && port.prefetch != NULL && port.ctx == (void *)&m);
+    CHECK(port.ticks != NULL && port.prefetch != NULL && port.ctx == (void *)&ctx);
+    CHECK(port.parallel_for == NULL); /* no pool: one thread */
     t0 = port.ticks(port.ctx);
     t1 = port.ticks(port.ctx);
     CHECK(t0 > 0 && t1 >= t0);
@@ -165,6 +168,15 @@ static void test_map_and_hooks(const char *image)
     colibri_linux_unmap(&m); /* twice is fine */
     CHECK(open_fds() == before);
 
+    /* POPULATE: every page mapped now, so the port sets no prefetch. */
+    CHECK(colibri_linux_map(&m, image, COLIBRI_LINUX_MAP_POPULATE, err, sizeof err) ==
+          COLIBRI_LINUX_OK);
+    CHECK(m.populated == 1);
+    colibri_linux_port_init(&port, &ctx);
+    CHECK(port.prefetch == NULL);
+    colibri_linux_unmap(&m);
+    CHECK(colibri_linux_map(&m, image, 0x8u, err, sizeof err) == COLIBRI_LINUX_E_BAD_ARGUMENT);
+
     /* NO_FLOCK: no lock taken. */
     CHECK(colibri_linux_map(&m, image, COLIBRI_LINUX_MAP_NO_FLOCK, err, sizeof err) ==
           COLIBRI_LINUX_OK);
@@ -174,6 +186,40 @@ static void test_map_and_hooks(const char *image)
     colibri_linux_port_init(&port, NULL);
     CHECK(port.ticks != NULL && port.prefetch == NULL);
     colibri_linux_port_init(NULL, NULL);
+}
+
+/* parallel_for on a pool: every task runs exactly once, whatever thread. */
+enum { POOL_TASKS = 1000 };
+
+static void count_task(void *arg, uint32_t task)
+{
+    atomic_int *runs = arg;
+    atomic_fetch_add(&runs[task], 1);
+}
+
+static void test_pool(void)
+{
+    static atomic_int runs[POOL_TASKS];
+    colibri_linux_port_ctx ctx = {NULL, colibri_linux_pool_start(3)};
+    colibri_port port;
+    CHECK(ctx.pool != NULL && colibri_linux_pool_threads(ctx.pool) == 3);
+    colibri_linux_port_init(&port, &ctx);
+    CHECK(port.parallel_for != NULL && port.prefetch == NULL);
+    for (int round = 0; round < 50; round++) {
+        port.parallel_for(port.ctx, POOL_TASKS, count_task, runs);
+    }
+    int all = 1;
+    for (int i = 0; i < POOL_TASKS; i++) {
+        all = all && atomic_load(&runs[i]) == 50;
+    }
+    CHECK(all);
+    port.parallel_for(port.ctx, 0, count_task, runs); /* no task: returns */
+    colibri_linux_pool_stop(ctx.pool);
+    CHECK(colibri_linux_pool_start(0) == NULL);
+    CHECK(colibri_linux_pool_start(COLIBRI_LINUX_MAX_THREADS + 1u) == NULL);
+    CHECK(colibri_linux_pool_threads(NULL) == 1);
+    colibri_linux_pool_stop(NULL);
+    CHECK(colibri_linux_cpu_count() >= 1);
 }
 
 static void test_writer_lock_refuses(const char *image)
@@ -216,6 +262,7 @@ int main(int argc, char **argv)
     test_map_and_hooks(argv[1]);
     test_writer_lock_refuses(argv[1]);
     test_alloc_aligned();
+    test_pool();
     printf("ok %d\n", g_checks);
     return 0;
 }

@@ -27,7 +27,7 @@ def test_port_api(tmp_path, tiny_image, flavour):
             f"-I{REPO / 'sdk/src'}", str(REPO / "tests/ports/linux/linux_port_api.c"),
             *map(str, sorted((REPO / "ports/linux").glob("colibri_linux*.c"))),
             *map(str, sorted((REPO / "sdk/src").glob("*.c"))),
-            str(REPO / "sdk/src/kernels/reference.c"), "-o", str(exe)])
+            str(REPO / "sdk/src/kernels/reference.c"), "-pthread", "-o", str(exe)])
     built = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
     assert built.returncode == 0, built.stderr
     image = tmp_path / "model.bin"
