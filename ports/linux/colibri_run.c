@@ -415,6 +415,9 @@ static int setup_port(const run_options *o, const colibri_linux_mapping *map,
         return EXIT_RUNTIME;
     }
     colibri_linux_port_init(port, ctx);
+    if (o->no_prefetch) {
+        port->prefetch = NULL;
+    }
     if (o->kernels != NULL && (port->kernels = colibri_linux_kernels(o->kernels)) == NULL) {
         char names[256];
         colibri_linux_kernel_names(names, sizeof names);

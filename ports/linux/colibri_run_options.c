@@ -31,6 +31,8 @@ const char colibri_run_usage_text[] =
     "                      of at least the image size, or CAP_IPC_LOCK)\n"
     "  --preload           map every page of the image before running (page\n"
     "                      faults then stay out of the timings)\n"
+    "  --no-prefetch       do not ask the kernel to read the next expert's\n"
+    "                      block ahead (madvise WILLNEED) while one computes\n"
     "  --verify            check every tensor's CRC-32 before running\n"
     "  --kernels NAME      use this kernel table (default: the best this CPU runs)\n"
     "  --threads N         threads for the matrix products, 1 .. 64\n"
@@ -209,6 +211,7 @@ enum opt_id {
     OPT_FINGERPRINT,
     OPT_MLOCK,
     OPT_PRELOAD,
+    OPT_NO_PREFETCH,
     OPT_STATS,
     OPT_VERIFY,
     OPT_KERNELS,
@@ -222,9 +225,10 @@ static const struct {
     const char *name;
     int takes_value;
 } k_opts[OPT_COUNT] = {
-    {"--ids", 1},     {"--gen", 1},     {"--all-logits", 1}, {"--context", 1}, {"--fingerprint", 1},
-    {"--mlock", 0},   {"--preload", 0}, {"--stats", 0},      {"--verify", 0},  {"--kernels", 1},
-    {"--threads", 1}, {"--batch", 1},   {"--help", 0},
+    {"--ids", 1},         {"--gen", 1},    {"--all-logits", 1}, {"--context", 1},
+    {"--fingerprint", 1}, {"--mlock", 0},  {"--preload", 0},    {"--no-prefetch", 0},
+    {"--stats", 0},       {"--verify", 0}, {"--kernels", 1},    {"--threads", 1},
+    {"--batch", 1},       {"--help", 0},
 };
 
 static int find_option(const char *arg, size_t name_len)
@@ -262,6 +266,7 @@ static int apply_option(run_options *o, int id, const char *value)
     case OPT_BATCH: return parse_count("--batch", value, 1, COLIBRI_MAX_BATCH, &o->batch);
     case OPT_MLOCK: o->mlock = 1; return 0;
     case OPT_PRELOAD: o->preload = 1; return 0;
+    case OPT_NO_PREFETCH: o->no_prefetch = 1; return 0;
     case OPT_STATS: o->stats = 1; return 0;
     case OPT_VERIFY: o->verify = 1; return 0;
     case OPT_KERNELS:

@@ -23,7 +23,7 @@ typedef struct run_options {
     uint32_t threads;        /* 0: one per online CPU */
     uint32_t batch;          /* 0: COLIBRI_RUN_DEFAULT_BATCH */
     int have_ids, have_gen, have_context, have_fingerprint;
-    int mlock, preload, stats, verify;
+    int mlock, preload, no_prefetch, stats, verify;
 } run_options;
 
 extern const char colibri_run_usage_text[];

@@ -21,13 +21,6 @@ static void swiglu_mlp(const colibri_model *m, const float *gate, const float *u
     colibri_linear(m, out, hidden, down, ws->h1, hidden, width, n);
 }
 
-static void prefetch_expert(const colibri_model *m, const expert_view *ev)
-{
-    if (m->port.prefetch != NULL) {
-        m->port.prefetch(m->port.ctx, ev->block, ev->block_size);
-    }
-}
-
 /* The tokens routed to `expert`: their indices, weights and inputs into
  * ws->sel, ws->sel_w and ws->xg rows. Returns how many. */
 static uint32_t gather_tokens(const colibri_model *m, uint32_t expert, uint32_t n, workspace *ws)
@@ -47,13 +40,45 @@ static uint32_t gather_tokens(const colibri_model *m, uint32_t expert, uint32_t 
     return count;
 }
 
+/* Whether any token of the chunk is routed to `expert`. */
+static int expert_used(const colibri_model *m, uint32_t expert, uint32_t n, const workspace *ws)
+{
+    for (uint32_t i = 0; i < n * m->hp.top_k; i++) {
+        if (ws->topk_i[i] == expert) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The first expert from `e` on that the chunk uses (n_experts: none). */
+static uint32_t used_from(const colibri_model *m, uint32_t e, uint32_t n, const workspace *ws)
+{
+    while (e < m->hp.n_experts && !expert_used(m, e, n, ws)) {
+        e++;
+    }
+    return e;
+}
+
+/* Tell the port that expert e's block is about to be read (e may be none). */
+static void prefetch_expert(const colibri_model *m, const layer_view *layer, uint32_t e)
+{
+    expert_view ev;
+    if (m->port.prefetch != NULL && e < m->hp.n_experts) {
+        colibri_expert_view_load(m, layer, e, &ev);
+        m->port.prefetch(m->port.ctx, ev.block, ev.block_size);
+    }
+}
+
 /* Routed experts in ascending expert order, so each token sums its experts
- * in ascending order (as transformers does) whatever the chunk. */
+ * in ascending order (as transformers does) whatever the chunk. The port
+ * hears of each expert's block one expert ahead, so it can fetch the next
+ * block while this one computes. */
 static void routed_experts(const colibri_model *m, const layer_view *layer, uint32_t n,
                            workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
-    uint32_t hidden = hp->hidden_size;
+    uint32_t hidden = hp->hidden_size, e;
     colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts, hidden, n);
     for (uint32_t t = 0; t < n; t++) {
         colibri_router_select(m, ws->router + (size_t)t * hp->n_experts,
@@ -61,20 +86,20 @@ static void routed_experts(const colibri_model *m, const layer_view *layer, uint
                               ws->topk_w + (size_t)t * hp->top_k);
     }
     memset(ws->ffn_sum, 0, (size_t)n * hidden * sizeof(float));
-    for (uint32_t e = 0; e < hp->n_experts; e++) {
-        uint32_t count = gather_tokens(m, e, n, ws);
+    e = used_from(m, 0, n, ws);
+    prefetch_expert(m, layer, e);
+    while (e < hp->n_experts) {
         expert_view ev;
-        if (count == 0) {
-            continue;
-        }
+        uint32_t ahead = used_from(m, e + 1u, n, ws), count = gather_tokens(m, e, n, ws);
+        prefetch_expert(m, layer, ahead);
         colibri_expert_view_load(m, layer, e, &ev);
-        prefetch_expert(m, &ev);
         swiglu_mlp(m, ev.gate, ev.up, ev.down, hp->expert_intermediate, ws->xg, ws->ffn_out, count,
                    ws);
         for (uint32_t c = 0; c < count; c++) {
             m->kernels.add_scaled(ws->ffn_sum + (size_t)ws->sel[c] * hidden,
                                   ws->ffn_out + (size_t)c * hidden, ws->sel_w[c], hidden);
         }
+        e = ahead;
     }
 }
 
