@@ -39,7 +39,8 @@ def test_macros_equal_api_sizes(valid_image, asan_bins, tmp_path):
         "  colibri_options o = {COLIBRI_MODEL_FINGERPRINT, 0};\n"
         "  int s = colibri_init(&m, img, sizeof img, &o);\n"
         "  printf(\"%d %zu %zu\\n\", s, colibri_state_size(&m, COLIBRI_MODEL_CONTEXT),\n"
-        "         colibri_scratch_size(&m, COLIBRI_MODEL_CONTEXT)); return 0; }\n")
+        "         colibri_scratch_size_batch(&m, COLIBRI_MODEL_CONTEXT, COLIBRI_MODEL_BATCH));\n"
+        "  return 0; }\n")
     subprocess.run(["cc", "-std=c11", "-Isdk/include", f"-I{valid_image.parent}", str(program),
                     "build/asan/libcolibri.a", "-fsanitize=address,undefined", "-lm",
                     "-o", str(tmp_path / "sizes")], cwd=REPO, check=True)

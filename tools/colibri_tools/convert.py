@@ -34,7 +34,7 @@ from .image_layout import tensor_bytes
 from .image_reader import ModelImage, read_image
 from .image_spec import DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MIN_ALIGNMENT, FfnKind, ModelRecord
 from .image_writer import SourceTensor, WrittenImage, write_image
-from .sizes import scratch_size, state_size
+from .sizes import MAX_BATCH, scratch_size, state_size
 from .status import Status
 from .tensor_map import TensorMap
 
@@ -60,6 +60,7 @@ class ConvertResult:
     n_tensors: int
     alignment: int
     context: int
+    batch: int
     state_bytes: int
     scratch_bytes: int
     dropped_shared_expert: bool
@@ -131,7 +132,8 @@ def _staged_outputs(out_dir: Path, names: Sequence[str]) -> Iterator[dict[str, P
 
 
 def _write_all(staged: dict[str, Path], spec: ModelSpec, sources: list[SourceTensor],
-               alignment: int, context: int, ckpt: Checkpoint, progress: bool) -> ModelImage:
+               alignment: int, sizing: tuple[int, int], ckpt: Checkpoint,
+               progress: bool) -> ModelImage:
     total = sum(tensor_bytes(s.entry.shape) for s in sources)
     with tqdm(total=total, unit="B", unit_scale=True, desc=IMAGE_NAME,
               disable=None if progress else True) as bar:
@@ -139,32 +141,37 @@ def _write_all(staged: dict[str, Path], spec: ModelSpec, sources: list[SourceTen
                               ffn_kinds=spec.ffn_kinds, sources=sources, alignment=alignment,
                               progress=bar.update)
     image = _self_check(staged[IMAGE_NAME], written)
-    write_config_header(staged[HEADER_NAME], image, context, ckpt.path.resolve().name)
+    context, batch = sizing
+    write_config_header(staged[HEADER_NAME], image, context, ckpt.path.resolve().name, batch)
     if TOKENIZER_OUT_NAME in staged:
         shutil.copyfile(ckpt.tokenizer_path, staged[TOKENIZER_OUT_NAME])
     return image
 
 
 def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = None,
-            alignment: int = DEFAULT_ALIGNMENT, progress: bool = True) -> ConvertResult:
-    """Convert the checkpoint in hf_dir; write model.bin, model_config.h and (when the
+            alignment: int = DEFAULT_ALIGNMENT, progress: bool = True,
+            batch: int = 1) -> ConvertResult:
+    """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
+    scratch sized for prompt chunks of `batch` tokens) and (when the
     checkpoint has tokenizer.json) model_tokenizer.json into out_dir."""
     _check_alignment(alignment)
+    if not 1 <= batch <= MAX_BATCH:
+        raise OptionError(f"--batch {batch}: must be 1 .. {MAX_BATCH}")
     out_dir = Path(out_dir)
     with Checkpoint(hf_dir) as ckpt:
         spec, sources, dropped = _plan(ckpt)
         context = _choose_context(spec.record, context)
         names = [IMAGE_NAME, HEADER_NAME] + ([TOKENIZER_OUT_NAME] if ckpt.tokenizer_path else [])
         with _staged_outputs(out_dir, names) as staged:
-            image = _write_all(staged, spec, sources, alignment, context, ckpt, progress)
+            image = _write_all(staged, spec, sources, alignment, (context, batch), ckpt, progress)
         if ckpt.tokenizer_path is None:
             (out_dir / TOKENIZER_OUT_NAME).unlink(missing_ok=True)  # stale from another model
     return ConvertResult(
         out_dir / IMAGE_NAME, out_dir / HEADER_NAME,
         out_dir / TOKENIZER_OUT_NAME if TOKENIZER_OUT_NAME in names else None,
         spec.family, int(spec.arch), spec.record, spec.ffn_kinds, image.fingerprint,
-        image.image_size, len(image.tensors), alignment, context,
-        state_size(spec.record, context), scratch_size(spec.record, context), dropped)
+        image.image_size, len(image.tensors), alignment, context, batch,
+        state_size(spec.record, context), scratch_size(spec.record, context, batch), dropped)
 
 
 def summary(result: ConvertResult) -> str:
@@ -181,7 +188,7 @@ def summary(result: ConvertResult) -> str:
         f"image: {result.image_size} bytes, {result.n_tensors} tensors, alignment "
         f"{result.alignment}, fingerprint 0x{result.fingerprint:08X}",
         f"context {result.context}: state {result.state_bytes} bytes, "
-        f"scratch {result.scratch_bytes} bytes",
+        f"scratch {result.scratch_bytes} bytes (prompt chunks of {result.batch})",
         "wrote " + ", ".join(str(p) for p in (result.image_path, result.header_path,
                                               result.tokenizer_path) if p is not None),
     ]
@@ -197,6 +204,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="output directory for model.bin, model_config.h, model_tokenizer.json")
     p.add_argument("--context", type=int, default=None,
                    help="state context for model_config.h (default min(max positions, 2048))")
+    p.add_argument("--batch", type=int, default=1,
+                   help="prompt tokens per forward chunk the scratch in model_config.h is sized "
+                        "for, 1 .. 256 (default 1)")
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT,
                    help="alignment of every expert block, a power of two 64 .. 1048576")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
@@ -228,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _signals_end_the_run():
             result = convert(args.hf_dir, args.out_dir, context=args.context,
-                             alignment=args.alignment, progress=not args.quiet)
+                             alignment=args.alignment, progress=not args.quiet, batch=args.batch)
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1
