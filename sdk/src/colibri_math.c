@@ -311,19 +311,23 @@ static int float_midpoint(double s)
 }
 
 /*
- * a * b + c rounded once. The product is exact in double (24 + 24 bits), the
- * sum is rounded once to double, and the exact error of that rounding is
- * recovered (Knuth's TwoSum). Rounding the double sum to float is then right
- * unless the sum sits exactly on a float midpoint while the exact value does
- * not: then one step of the double towards the exact value breaks the tie
- * the way the exact value does.
+ * a * b + c rounded once. The product is exact in double (24 + 24 bits) and
+ * the sum is rounded once to double. Rounding that double to float gives the
+ * right answer unless the double sits exactly on a float midpoint (no
+ * midpoint can lie strictly between the exact sum and its nearest double:
+ * midpoints are doubles). Only then is the error of the double sum needed
+ * (Knuth's TwoSum); if the sum was inexact, one step of the double towards
+ * the exact value breaks the tie the way the exact value does.
  */
 float colibri_fmaf_soft(float a, float b, float c)
 {
     double p = (double)a * (double)b, z = (double)c, s = p + z;
+    if (!float_midpoint(s)) {
+        return (float)s;
+    }
     double bv = s - p, err = (p - (s - bv)) + (z - bv);
-    if (err != err || err == 0.0 || !float_midpoint(s)) {
-        return (float)s; /* exact, NaN/infinite, or off the midpoints */
+    if (err != err || err == 0.0) {
+        return (float)s; /* exact, or NaN/infinite */
     }
     uint64_t bits = f64_bits(s);
     bits = ((s > 0.0) == (err > 0.0)) ? bits + 1u : bits - 1u; /* away from / towards zero */
