@@ -56,6 +56,27 @@ static void attend_head(const colibri_model *m, const float *q, const float *k_c
     }
 }
 
+/* One query head for every token of the chunk, on its own row of scores:
+ * a task of its own (heads write disjoint parts of ws->attn). */
+typedef struct heads_job {
+    const colibri_model *m;
+    workspace *ws;
+    const float *k_cache, *v_cache;
+    uint32_t pos, n;
+} heads_job;
+
+static void head_task(void *arg, uint32_t h)
+{
+    const heads_job *job = arg;
+    const colibri_hparams *hp = &job->m->hp;
+    uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, group = hp->n_heads / hp->n_kv_heads;
+    float *scores = job->ws->scores + (size_t)h * job->ws->context;
+    for (uint32_t t = 0; t < job->n; t++) {
+        attend_head(job->m, job->ws->q + (size_t)t * q_dim + h * hd, job->k_cache, job->v_cache,
+                    h / group, job->pos + t, scores, job->ws->attn + (size_t)t * q_dim + h * hd);
+    }
+}
+
 /* Norms and rotation of token t's q and k, then its k and v into the cache. */
 static void keys_of_token(const colibri_model *m, const layer_view *layer, float *k_cache,
                           float *v_cache, uint32_t pos, uint32_t t, workspace *ws)
@@ -79,7 +100,6 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
     uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;
     size_t layer_offset = (size_t)layer_index * state->max_context * kv_dim;
     float *k_cache = state->k_cache + layer_offset, *v_cache = state->v_cache + layer_offset;
-    uint32_t group = hp->n_heads / hp->n_kv_heads;
 
     project(m, ws->q, layer->wq, layer->bq, ws->xn, q_dim, hp->hidden_size, n);
     project(m, ws->k, layer->wk, layer->bk, ws->xn, kv_dim, hp->hidden_size, n);
@@ -87,11 +107,7 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
     for (uint32_t t = 0; t < n; t++) {
         keys_of_token(m, layer, k_cache, v_cache, state->pos + t, t, ws);
     }
-    for (uint32_t t = 0; t < n; t++) {
-        for (uint32_t h = 0; h < hp->n_heads; h++) {
-            attend_head(m, ws->q + (size_t)t * q_dim + h * hd, k_cache, v_cache, h / group,
-                        state->pos + t, ws->scores, ws->attn + (size_t)t * q_dim + h * hd);
-        }
-    }
+    heads_job job = {m, ws, k_cache, v_cache, state->pos, n};
+    colibri_parallel_tasks(m, hp->n_heads, (uint64_t)n * (state->pos + n) * hd, head_task, &job);
     project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n);
 }

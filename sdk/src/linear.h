@@ -14,4 +14,12 @@
 void colibri_linear(const colibri_model *m, float *out, size_t out_stride, const float *w,
                     const float *x, uint32_t rows, uint32_t cols, uint32_t n);
 
+/*
+ * fn(arg, 0) .. fn(arg, n_tasks - 1) on the port's threads when their total
+ * work (multiply-adds, roughly) is worth waking them for, else here in
+ * order. The tasks must write disjoint memory.
+ */
+void colibri_parallel_tasks(const colibri_model *m, uint32_t n_tasks, uint64_t work,
+                            colibri_task_fn fn, void *arg);
+
 #endif

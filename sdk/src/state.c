@@ -32,7 +32,7 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
                                                   b * k,
                                                   b * k,
                                                   b * q,
-                                                  context,
+                                                  (uint64_t)hp->n_heads * context,
                                                   b * m,
                                                   b * m,
                                                   b * e,
@@ -77,6 +77,7 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
         used += (size_t)floats[i] * sizeof(float);
     }
     ws->batch = batch;
+    ws->context = context;
     ws->topk_i = (uint32_t *)(void *)topk_i;
     ws->sel = (uint32_t *)(void *)sel;
     return used;

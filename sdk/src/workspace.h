@@ -8,6 +8,7 @@
  * sizes in docs/core.md (state and scratch layout). */
 typedef struct workspace {
     uint32_t batch;   /* tokens a chunk may hold */
+    uint32_t context; /* positions a row of scores holds */
     float *x;         /* [B][H] residual stream */
     float *xn;        /* [B][H] normed input of a sub-block */
     float *ffn_sum;   /* [B][H] FFN result being summed */
@@ -16,7 +17,7 @@ typedef struct workspace {
     float *k;         /* [B][K] */
     float *v;         /* [B][K] */
     float *attn;      /* [B][Q] attention output, heads concatenated */
-    float *scores;    /* [ctx] attention scores of one head */
+    float *scores;    /* [n_heads][ctx] attention scores, a row per query head */
     float *h1;        /* [B][M] gate activations */
     float *h2;        /* [B][M] up activations */
     float *router;    /* [B][max(E,1)] router scores */

@@ -36,7 +36,8 @@ def doc_scratch_bytes(rec: dict, ctx: int, b: int = 1) -> int:
     q, k = rec["n_heads"] * hd, rec["n_kv_heads"] * hd
     m = max(rec["dense_intermediate"], rec["expert_intermediate"], rec["shared_intermediate"])
     top_k = max(rec["top_k"], 1)
-    counts = [b * h, b * h, b * h, b * h, b * q, b * k, b * k, b * q, ctx, b * m, b * m,
+    counts = [b * h, b * h, b * h, b * h, b * q, b * k, b * k, b * q, rec["n_heads"] * ctx,
+              b * m, b * m,
               b * max(rec["n_experts"], 1), b * hd, b * top_k, b * top_k,
               b * h, b, b]  # the last three: one expert's gathered inputs, their tokens, weights
     return 4 * sum(_round16(c) for c in counts)

@@ -33,7 +33,8 @@ def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1) -> l
     k = record.n_kv_heads * record.head_dim
     m = max(record.dense_intermediate, record.expert_intermediate, record.shared_intermediate)
     top_k = max(record.top_k, 1)
-    return [b * h, b * h, b * h, b * h, b * q, b * k, b * k, b * q, context, b * m, b * m,
+    return [b * h, b * h, b * h, b * h, b * q, b * k, b * k, b * q, record.n_heads * context,
+            b * m, b * m,
             b * max(record.n_experts, 1), b * record.head_dim, b * top_k, b * top_k, b * h, b, b]
 
 
