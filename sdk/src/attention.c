@@ -108,6 +108,11 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
         keys_of_token(m, layer, k_cache, v_cache, state->pos + t, t, ws);
     }
     heads_job job = {m, ws, k_cache, v_cache, state->pos, n};
-    colibri_parallel_tasks(m, hp->n_heads, (uint64_t)n * (state->pos + n) * hd, head_task, &job);
+    if (!colibri_parallel_tasks(m, hp->n_heads, (uint64_t)n * (state->pos + n) * hd, head_task,
+                                &job)) {
+        for (uint32_t h = 0; h < hp->n_heads; h++) {
+            head_task(&job, h);
+        }
+    }
     project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n);
 }

@@ -59,14 +59,12 @@ void colibri_linear(const colibri_model *m, float *out, size_t out_stride, const
                          linear_task, &job);
 }
 
-void colibri_parallel_tasks(const colibri_model *m, uint32_t n_tasks, uint64_t work,
-                            colibri_task_fn fn, void *arg)
+int colibri_parallel_tasks(const colibri_model *m, uint32_t n_tasks, uint64_t work,
+                           colibri_task_fn fn, void *arg)
 {
-    if (m->port.parallel_for != NULL && n_tasks > 1u && work >= PARALLEL_MIN_WORK) {
-        m->port.parallel_for(m->port.ctx, n_tasks, fn, arg);
-        return;
+    if (m->port.parallel_for == NULL || n_tasks < 2u || work < PARALLEL_MIN_WORK) {
+        return 0;
     }
-    for (uint32_t task = 0; task < n_tasks; task++) {
-        fn(arg, task);
-    }
+    m->port.parallel_for(m->port.ctx, n_tasks, fn, arg);
+    return 1;
 }

@@ -15,11 +15,13 @@ void colibri_linear(const colibri_model *m, float *out, size_t out_stride, const
                     const float *x, uint32_t rows, uint32_t cols, uint32_t n);
 
 /*
- * fn(arg, 0) .. fn(arg, n_tasks - 1) on the port's threads when their total
- * work (multiply-adds, roughly) is worth waking them for, else here in
- * order. The tasks must write disjoint memory.
+ * Run fn(arg, 0) .. fn(arg, n_tasks - 1) on the port's threads when there is
+ * a parallel_for and their total work (multiply-adds, roughly) is worth
+ * waking the threads for: returns 1. Otherwise returns 0 and the caller runs
+ * the tasks itself, by direct calls (so a static stack bound of an
+ * interrupt-handler port sees them). The tasks must write disjoint memory.
  */
-void colibri_parallel_tasks(const colibri_model *m, uint32_t n_tasks, uint64_t work,
-                            colibri_task_fn fn, void *arg);
+int colibri_parallel_tasks(const colibri_model *m, uint32_t n_tasks, uint64_t work,
+                           colibri_task_fn fn, void *arg);
 
 #endif

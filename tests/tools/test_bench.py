@@ -30,7 +30,6 @@ def tiny_model(tmp_path_factory):
 
 def test_gguf_holds_the_same_weights_in_llama_cpp_layout(tiny_model):
     import gguf
-
     from colibri_tools.bench_llama import write_gguf
 
     model, _, work = tiny_model

@@ -67,8 +67,8 @@ static lanes16 lanes_blocks(lanes16 l, const float **pa, const float **pb, uint3
                      "vfma.f32 %q[l3], q4, q5\n\t"
                      "subs %[n], %[n], #1\n\t"
                      "bne 1b"
-                     : [a] "+r"(a), [b] "+r"(b), [n] "+r"(blocks), [l0] "+w"(l.l0),
-                       [l1] "+w"(l.l1), [l2] "+w"(l.l2), [l3] "+w"(l.l3)
+                     : [a] "+r"(a), [b] "+r"(b), [n] "+r"(blocks), [l0] "+w"(l.l0), [l1] "+w"(l.l1),
+                       [l2] "+w"(l.l2), [l3] "+w"(l.l3)
                      :
                      : "d8", "d9", "d10", "d11", "memory", "cc");
     *pa = a;
