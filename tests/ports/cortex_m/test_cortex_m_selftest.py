@@ -116,7 +116,7 @@ def test_qemu_run_is_deterministic(selftest, cm_model):
     assert again.stdout == done.stdout
 
 
-def test_handler_stack_painted_within_static_bound(selftest):
+def test_handler_stack_painted_within_static_bound(selftest, record_property):
     """Painted high-water mark of the handler stack (MSP) while colibri_forward
     ran in PendSV, against the sum of -fstack-usage frames along the deepest
     call path (PendSV plus one SysTick preempting it, plus its FP frame)."""
@@ -129,4 +129,6 @@ def test_handler_stack_painted_within_static_bound(selftest):
     bound = handler_bound(firmware.obj, firmware.elf, "PendSV_Handler", "SysTick_Handler",
                           indirect)  # (no prefetch function in this port)
     assert "colibri_forward" in bound["handler_path"]
+    record_property("handler_stack_painted", measured)
+    record_property("handler_stack_static_bound", bound["bound"])
     assert 100 < measured <= bound["bound"] <= size, (measured, bound)
