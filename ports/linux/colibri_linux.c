@@ -42,6 +42,7 @@ static void mapping_reset(colibri_linux_mapping *m)
     m->locked = 0;
     m->populated = 0;
     m->flocked = 0;
+    m->mtime_ns = 0;
 }
 
 #if defined(__GNUC__)
@@ -328,6 +329,7 @@ static colibri_linux_status open_checked(colibri_linux_mapping *m, const char *p
         return COLIBRI_LINUX_E_TOO_LARGE;
     }
     m->size = (size_t)st.st_size;
+    m->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 
     if ((flags & COLIBRI_LINUX_MAP_NO_FLOCK) == 0) {
         if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
@@ -419,6 +421,16 @@ colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *pat
         }
     }
     return COLIBRI_LINUX_OK;
+}
+
+int colibri_linux_changed(const colibri_linux_mapping *m)
+{
+    struct stat st;
+    if (m == NULL || m->fd < 0 || fstat(m->fd, &st) != 0) {
+        return -1;
+    }
+    int64_t mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    return mtime_ns != m->mtime_ns || (uint64_t)st.st_size != (uint64_t)m->size;
 }
 
 void colibri_linux_unmap(colibri_linux_mapping *m)

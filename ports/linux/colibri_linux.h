@@ -101,6 +101,7 @@ typedef struct colibri_linux_mapping {
     int locked;          /* 1 if the image is mlock'd */
     int populated;       /* 1 if every page was mapped at map time */
     int flocked;         /* 1 if the shared flock is held */
+    int64_t mtime_ns;    /* the file's modification time at map time */
 } colibri_linux_mapping;
 
 /*
@@ -114,6 +115,11 @@ typedef struct colibri_linux_mapping {
  */
 colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *path, unsigned flags,
                                        char *err, size_t err_size);
+
+/* 1 if the mapped file was written since it was mapped (its modification
+ * time or size changed: an in-place rewrite that changes the bytes under a
+ * running model, which the flock cannot stop), 0 if not, -1 if fstat fails. */
+int colibri_linux_changed(const colibri_linux_mapping *m);
 
 /* Unlock, unmap, release the flock and close. Safe on a reset or already
  * unmapped mapping; afterwards *m is reset. */

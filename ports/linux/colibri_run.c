@@ -340,6 +340,20 @@ static int alloc_buffers(const run_options *o, const colibri_model *model, uint3
     return 0;
 }
 
+/* The chosen token's logit is NaN only when every logit is: the model's
+ * arithmetic overflowed (extreme weights). No token is printed then. */
+static int logit_is_number(const run_options *o, const float *logits, int32_t best, uint32_t n)
+{
+    if (logits[best] == logits[best]) {
+        return 1;
+    }
+    fprintf(stderr,
+            PROG ": error: %s: every logit of generated token %u is NaN (the model's weights "
+                 "overflow float32); no tokens printed\n",
+            o->model_path, n);
+    return 0;
+}
+
 static int run_tokens(const run_options *o, const colibri_model *model, uint32_t ctx,
                       run_buffers *b, run_timing *t)
 {
@@ -374,6 +388,9 @@ static int run_tokens(const run_options *o, const colibri_model *model, uint32_t
     }
     last = b->logits + (mode == COLIBRI_LOGITS_ALL ? (size_t)(o->n_ids - 1) * vocab : 0);
     b->out[0] = (int32_t)colibri_argmax(last, vocab);
+    if (!logit_is_number(o, last, b->out[0], 1)) {
+        return EXIT_RUNTIME;
+    }
     for (i = 1; i < o->gen; i++) {
         uint64_t ticks = 0;
         t0 = colibri_linux_ticks_ns();
@@ -385,6 +402,9 @@ static int run_tokens(const run_options *o, const colibri_model *model, uint32_t
             return runtime_error(o->model_path, "forward pass failed", st);
         }
         b->out[i] = (int32_t)colibri_argmax(b->logits, vocab);
+        if (!logit_is_number(o, b->logits, b->out[i], i + 1)) {
+            return EXIT_RUNTIME;
+        }
     }
     return 0;
 }
@@ -486,6 +506,17 @@ static int run(const run_options *o)
     }
     if (rc == 0) {
         rc = run_tokens(o, &model, ctx, &b, &t);
+    }
+    if (colibri_linux_changed(&map) == 1 && rc != EXIT_USAGE) {
+        fprintf(stderr,
+                PROG ": error: %s: the model file was written while it was in use, so the "
+                     "results may mix old and new weights; none printed%s. Replace model files "
+                     "with rename(), never rewrite them in place.\n",
+                o->model_path, o->logits_path != NULL ? " (the logits file is removed)" : "");
+        if (o->logits_path != NULL) {
+            (void)unlink(o->logits_path);
+        }
+        rc = EXIT_RUNTIME;
     }
     if (rc == 0) {
         rc = print_ids(b.out, o->gen);

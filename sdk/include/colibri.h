@@ -313,7 +313,8 @@ colibri_status colibri_forward(const colibri_model *model, colibri_state *state,
                                uint32_t n_ids, float *logits, colibri_logits_mode mode,
                                void *scratch, size_t scratch_size, uint64_t *ticks);
 
-/* Index of the largest of n floats; ties go to the lowest index. */
+/* Index of the largest of n floats; ties go to the lowest index; NaN ranks
+ * below every number, so all-NaN values give 0 (check values[0] then). */
 uint32_t colibri_argmax(const float *values, uint32_t n);
 
 /* CRC-32 (IEEE 802.3, reflected, as the image format uses: docs/format.md

@@ -150,7 +150,8 @@ uint32_t colibri_argmax(const float *values, uint32_t n)
         return 0;
     }
     for (uint32_t i = 1; i < n; i++) {
-        best = values[i] > values[best] || values[best] != values[best] ? i : best;
+        int best_nan = values[best] != values[best];
+        best = values[i] > values[best] || (best_nan && values[i] == values[i]) ? i : best;
     }
     return best;
 }

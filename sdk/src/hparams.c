@@ -51,6 +51,13 @@ static int positive_finite(float value)
     return colibri_is_finite(value) && value > 0.0f;
 }
 
+/* RoPE base: >= 1 (every Hugging Face model's is in the thousands or more; a
+ * tiny or subnormal base makes 1 / theta^(2i/d) overflow to infinity). */
+#define MIN_ROPE_THETA 1.0f
+/* Routed scaling: at most 1024 (published models use up to 16; FLT_MAX makes
+ * every routing weight infinite). */
+#define MAX_ROUTED_SCALING 1024.0f
+
 static colibri_status check_kinds(const uint8_t *img, const colibri_hparams *hp)
 {
     if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_SWITCH) || hp->qk_norm > QK_NORM_PER_HEAD ||
@@ -67,8 +74,8 @@ static colibri_status check_attention(const colibri_hparams *hp)
              in_range(hp->n_kv_heads, 1, hp->n_heads) && hp->n_heads % hp->n_kv_heads == 0 &&
              in_range(hp->head_dim, 2, MAX_HEAD_DIM) && hp->head_dim % 2 == 0 &&
              in_range(hp->max_context, 1, MAX_CONTEXT) && positive_finite(hp->rms_eps) &&
-             positive_finite(hp->rope_theta) && (hp->attn_bias & ~(uint32_t)BIAS_ALL) == 0 &&
-             hp->tie_embeddings <= 1;
+             colibri_is_finite(hp->rope_theta) && hp->rope_theta >= MIN_ROPE_THETA &&
+             (hp->attn_bias & ~(uint32_t)BIAS_ALL) == 0 && hp->tie_embeddings <= 1;
     return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
 }
 
@@ -87,7 +94,7 @@ static colibri_status check_ffn(const colibri_hparams *hp)
 static colibri_status check_router(const colibri_hparams *hp)
 {
     if (hp->router_score != 0 || hp->n_group != 1 || hp->topk_group != 1 ||
-        !positive_finite(hp->routed_scaling)) {
+        !positive_finite(hp->routed_scaling) || hp->routed_scaling > MAX_ROUTED_SCALING) {
         return COLIBRI_E_UNSUPPORTED_ROUTER;
     }
     return COLIBRI_OK;

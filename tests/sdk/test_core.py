@@ -88,20 +88,24 @@ def test_fingerprint_mismatch_is_refused(asan_bins, valid_image):
 
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="libFuzzer needs clang")
-def test_fuzz_loader_for_a_while(valid_image, tmp_path):
+def test_fuzz_loader_for_a_while(valid_image, tmp_path, record_property):
     """Bounded libFuzzer run seeded with a valid image and the broken ones;
-    any crash, sanitizer report, leak or timeout fails the test."""
+    any crash, sanitizer report, leak or timeout fails the test, and so does a
+    run too short to matter (the executions are recorded). Longer campaigns:
+    docs/core.md, "Fuzzing"."""
     subprocess.run(["make", "-s", "fuzz"], cwd=REPO, check=True)
     corpus = tmp_path / "corpus"
     write_broken_images(valid_image.read_bytes(), corpus)
     (corpus / "manifest.json").unlink()
-    seconds = os.environ.get("COLIBRI_FUZZ_SECONDS", "20")
+    seconds = os.environ.get("COLIBRI_FUZZ_SECONDS", "40")
     done = subprocess.run(
         [str(REPO / "build" / "fuzz" / "fuzz_image"), f"-max_total_time={seconds}",
          "-timeout=10", "-rss_limit_mb=2048", f"-artifact_prefix={tmp_path}/", str(corpus)],
         capture_output=True, text=True, timeout=int(seconds) + 120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "Done" in done.stderr
+    runs = int(re.search(r"Done (\d+) runs", done.stderr).group(1))
+    record_property("fuzz_image_runs", runs)
+    assert runs >= 500 * int(seconds), f"only {runs} executions in {seconds} s"
 
 
 def test_python_reader_agrees_with_the_core(valid_image, tmp_path):

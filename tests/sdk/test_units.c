@@ -77,6 +77,10 @@ static void test_argmax(void)
     CHECK(colibri_argmax(v, 5) == 1);
     CHECK(colibri_argmax(v, 1) == 0);
     CHECK(colibri_argmax(with_nan, 3) == 1);
+    /* NaN ranks below every number; all NaN gives 0 (was n - 1). */
+    const float all_nan[4] = {NAN, NAN, NAN, NAN}, nan_between[4] = {-1.0f, NAN, 2.0f, NAN};
+    CHECK(colibri_argmax(all_nan, 4) == 0);
+    CHECK(colibri_argmax(nan_between, 4) == 2);
 }
 
 static void test_kernels(void)

@@ -5,6 +5,7 @@ COLIBRI_FUZZ_MODEL=model.bin build/fuzz/fuzz_serial_runner -max_total_time=600""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -26,7 +27,7 @@ SEEDS = [encode_frame(Msg.HELLO, 1),
          b"gen 1 2 3 / 4\r\ninfo\nverify\nreset\nhelp\n"]
 
 
-def test_fuzz_the_runner_briefly(tiny, tmp_path):
+def test_fuzz_the_runner_briefly(tiny, tmp_path, record_property):
     if shutil.which("clang") is None:
         pytest.skip("clang (libFuzzer) not installed")
     make("build/fuzz/fuzz_serial_runner")
@@ -37,8 +38,10 @@ def test_fuzz_the_runner_briefly(tiny, tmp_path):
         (corpus / f"fixed{i}").write_bytes(b"\x01" + seed)  # odd first byte: CRCs get fixed
     env = dict(os.environ, COLIBRI_FUZZ_MODEL=str(tiny["image"]))
     done = subprocess.run([str(REPO / "build" / "fuzz" / "fuzz_serial_runner"),
-                           "-max_total_time=5", "-max_len=9000", "-rss_limit_mb=1024",
+                           "-max_total_time=15", "-max_len=9000", "-rss_limit_mb=1024",
                            str(corpus)], env=env, capture_output=True, text=True, timeout=120,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert "Done" in done.stderr
+    runs = int(re.search(r"Done (\d+) runs", done.stderr).group(1))
+    record_property("fuzz_serial_runs", runs)
+    assert runs >= 8_000, f"only {runs} executions in 15 s"

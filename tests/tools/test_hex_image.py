@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from board_files import write_board
-from colibri_tools.boards import Region
+from colibri_tools.boards import BoardError, Region
 from colibri_tools.convert import convert
 from colibri_tools.hex_firmware import Piece, check_layout, load_firmware
 from colibri_tools.hex_image import build_hex, check_file, main
@@ -203,7 +203,15 @@ def test_weight_address_not_aligned_for_the_model_is_refused(tiny_model, tmp_pat
 
 
 def test_addresses_past_4_gib_are_refused(tiny_model, tmp_path):
+    """Intel HEX reaches 4 GiB: a 32-bit board cannot even declare more (its
+    board file is refused), and a 64-bit one's weights above it get no HEX."""
     high = write_board(tmp_path, "high", address=0xFFFF0000, size=0x100000)
+    with pytest.raises(BoardError, match="below 2\\^32"):
+        build_hex(tiny_model, high, tmp_path / "w.hex")
+    text = high.read_text().replace('arch = "armv7e-m"', 'arch = "aarch64"')
+    text = text.replace('cpu = "cortex-m7"', 'cpu = "cortex-a72"').replace(
+        '"-mcpu=cortex-m7", "-mthumb"', '"-mcpu=cortex-a72"')
+    high.write_text(text.replace("baremetal-cortex-m", "baremetal-aarch64"))
     with pytest.raises(HexImageError, match="4 GiB"):
         build_hex(tiny_model, high, tmp_path / "w.hex")
 
@@ -405,3 +413,21 @@ def test_output_that_is_an_input_is_refused(tiny_model, board, tmp_path):
             build_hex(tiny_model, board, output)
     assert main([str(tiny_model), "--board", str(board), "-o", str(tiny_model), "--quiet"]) == 1
     assert tiny_model.read_bytes() == before
+
+
+@pytest.mark.parametrize("what, data, needle", [
+    ("ELF64 header cut short", b"\x7fELF\x02\x01\x01" + bytes(53), "ELF64 header cut short"),
+    ("program headers smaller than an entry",
+     struct.pack("<16sHHIIIIIHHHHHH", b"\x7fELF\x01\x01\x01" + bytes(9), 2, 40, 1, 0, 52, 0, 0,
+                 52, 4, 1, 40, 0, 0) + bytes(8), "at least 32"),
+    ("program header table past the end",
+     struct.pack("<16sHHIIIIIHHHHHH", b"\x7fELF\x01\x01\x01" + bytes(9), 2, 40, 1, 0,
+                 0xFFFFFFF0, 0, 0, 52, 32, 3, 40, 0, 0), "past the end"),
+])
+def test_hostile_elf_is_a_clear_error(what, data, needle, tmp_path):
+    """Hand-made ELF files: an error naming the file, never struct.error (issue 13)."""
+    path = tmp_path / "fw.elf"
+    path.write_bytes(data)
+    with pytest.raises(HexImageError, match=needle) as info:
+        load_firmware(path)
+    assert "fw.elf" in str(info.value)

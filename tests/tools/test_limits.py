@@ -29,7 +29,8 @@ def test_c_and_python_limits_are_equal():
               re.findall(r"#define (COLIBRI_MAX_\w+) (.+)", header)}
     source = (REPO / "sdk" / "src" / "hparams.c").read_text()
     c_limits = {C_NAMES[name]: _c_value(value, public)
-                for name, value in re.findall(r"#define (MAX_\w+) (.+)", source)}
+                for name, value in re.findall(r"#define (MAX_\w+) (.+)", source)
+                if name in C_NAMES}
     c_limits["top_k"] = public["COLIBRI_MAX_TOP_K"]
     assert set(c_limits) == set(C_NAMES.values()) | {"top_k"}
     assert c_limits == LIMITS
@@ -40,3 +41,14 @@ def test_batch_limit_is_the_headers():
     header = (REPO / "sdk" / "include" / "colibri.h").read_text()
     value = re.search(r"#define COLIBRI_MAX_BATCH (.+)", header).group(1)
     assert _c_value(value, {}) == MAX_BATCH
+
+
+def test_float_bounds_of_the_record_are_equal():
+    """rope_theta >= MIN_ROPE_THETA, routed_scaling <= MAX_ROUTED_SCALING: the
+    C reader's and the Python reader's."""
+    from colibri_tools import image_layout
+    source = (REPO / "sdk" / "src" / "hparams.c").read_text()
+    c_floats = {name: float(value) for name, value in
+                re.findall(r"#define ((?:MIN|MAX)_\w+) ([0-9.]+)f\b", source)}
+    assert c_floats == {"MIN_ROPE_THETA": image_layout.MIN_ROPE_THETA,
+                        "MAX_ROUTED_SCALING": image_layout.MAX_ROUTED_SCALING}

@@ -113,3 +113,44 @@ def test_bad_shard_index(shard, needle, hf_checkpoint, copy_checkpoint, tmp_path
     index_path.write_text(json.dumps(index))
     with pytest.raises(CheckpointError, match=needle):
         convert(hf_dir, tmp_path / "out", progress=False)
+
+
+@pytest.mark.parametrize("family,changes,needle", [
+    ("mixtral", {"model_type": ["mixtral"]}, "model_type"),
+    ("mixtral", {"rms_norm_eps": 1e39}, "float32"),
+    ("mixtral", {"rms_norm_eps": 10 ** 400}, "float32"),
+    ("qwen2_moe", {"rope_theta": 1e-40, "rope_parameters": ...}, "rope_theta"),
+    ("mixtral", {"rope_parameters": {"rope_type": "default", "rope_theta": 1e39}}, "rope_theta"),
+    ("olmoe", {"rope_parameters": {"rope_type": "default", "rope_theta": 0.5}}, "rope_theta"),
+])
+def test_hostile_values_are_refused_not_raised(family, changes, needle, hf_checkpoint,
+                                               copy_checkpoint, tmp_path, capsys):
+    """Wrong types and values beyond float32 are refusals naming the field,
+    never a TypeError or OverflowError (issue 13, item 5)."""
+    hf_dir = copy_checkpoint(hf_checkpoint(family))
+    edit_config(hf_dir, **changes)
+    with pytest.raises((CheckpointError, UnsupportedModelError), match=needle):
+        convert(hf_dir, tmp_path / "out", progress=False)
+    assert main([str(hf_dir), "-o", str(tmp_path / "out"), "--quiet"]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+    _assert_empty(tmp_path / "out")
+
+
+def _config_of(hf_dir) -> dict:
+    return json.loads((hf_dir / "config.json").read_text())
+
+
+def test_deeply_nested_json_is_refused(hf_checkpoint, copy_checkpoint, tmp_path):
+    """config.json, the shard index and a safetensors header nested 100,000
+    deep: each a CheckpointError naming its file, not a RecursionError."""
+    deep = "[" * 100_000 + "]" * 100_000
+    hf_dir = copy_checkpoint(hf_checkpoint("mixtral"))
+    (hf_dir / "config.json").write_text('{"a": ' + deep + "}")
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        convert(hf_dir, tmp_path / "out", progress=False)
+    (hf_dir / "config.json").write_text(json.dumps(_config_of(hf_checkpoint("mixtral"))))
+    body = ('{"a": ' + deep + "}").encode()
+    tensors = hf_dir / "model.safetensors"
+    tensors.write_bytes(len(body).to_bytes(8, "little") + body)
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        convert(hf_dir, tmp_path / "out2", progress=False)

@@ -94,6 +94,11 @@ def _need(data: dict, key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _table(data: dict, key: str, where: str) -> dict:
+    """An optional [key] table (empty when absent)."""
+    return _need(data, key, dict, where) if key in data else {}
+
+
 def _region(data: dict, key: str, where: str) -> Region | None:
     if key not in data:
         return None
@@ -121,13 +126,57 @@ def _kernels(data: dict, where: str) -> tuple[str, ...]:
     return tuple(n for n in names if n != "reference")
 
 
+# What a board file may put into generated make files, C headers and linker
+# scripts: flags without spaces, quotes or make/shell syntax; plain unit text.
+FLAG = re.compile(r"-[A-Za-z0-9_=.,+/:-]+")
+CROSS_PREFIX = re.compile(r"([A-Za-z0-9_.+]+-)*")
+UNIT_TEXT = re.compile(r"[ -!#-\[\]-~]{0,200}")  # printable ASCII but " and \\
+ADDRESS_BITS = {"aarch64": 64, "armv7e-m": 32, "armv8.1-m": 32}
+
+
+def _check_text(board: Board, where: str) -> None:
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", board.name):
+        raise BoardError(f"{where}: name {board.name!r} must be lower-case letters, digits and _ "
+                         "(it becomes a C macro and a make target)")
+    for flag in (*board.cflags, *board.ldflags):
+        if not isinstance(flag, str) or not FLAG.fullmatch(flag):
+            raise BoardError(f"{where}: compiler/linker flag {flag!r} is not a plain -option "
+                             "(no spaces, quotes, $ or parentheses)")
+    if not CROSS_PREFIX.fullmatch(board.cross_prefix):
+        raise BoardError(f"{where}: cross_prefix {board.cross_prefix!r} is not a tool prefix "
+                         "like 'arm-none-eabi-'")
+    unit = board.ticks.get("unit", "")
+    if not isinstance(unit, str) or not UNIT_TEXT.fullmatch(unit):
+        raise BoardError(f"{where} [ticks]: unit must be printable text without quotes or "
+                         "backslashes, at most 200 characters")
+
+
+def _check_numbers(board: Board, where: str) -> None:
+    tables = {"uart": (board.uart, ("base", "clock_hz", "baud", "irq")),
+              "ticks": (board.ticks, ("hz",))}
+    for name, (table, keys) in tables.items():
+        for key in keys:
+            if key in table:
+                value = _need(table, key, int, f"{where} [{name}]")
+                if not 0 <= value < 1 << 32:
+                    raise BoardError(f"{where} [{name}]: {key} = {value} out of range")
+    w, limit = board.weights, 1 << ADDRESS_BITS.get(board.arch, 64)
+    if w.origin < 0 or w.length <= 0 or w.origin + w.length > limit:
+        raise BoardError(f"{where} [weights]: address 0x{w.origin:X} and size {w.length} must "
+                         f"give a non-empty region below 2^{ADDRESS_BITS.get(board.arch, 64)}")
+
+
 def _check(board: Board) -> None:
     where = str(board.path)
+    _check_text(board, where)
     if board.arch not in ARCHES:
         raise BoardError(f"{where}: arch '{board.arch}' not one of {sorted(ARCHES)}")
     if board.port not in PORTS:
         raise BoardError(f"{where}: port '{board.port}' not one of {sorted(PORTS)}")
+    _check_numbers(board, where)
     align = board.weights_alignment
+    if not isinstance(align, int) or isinstance(align, bool):
+        raise BoardError(f"{where} [weights]: alignment must be an integer")
     if align < 64 or align & (align - 1) or board.weights.origin % align:
         raise BoardError(f"{where}: weights address 0x{board.weights.origin:X} must be a "
                          f"multiple of alignment {align} (a power of two >= 64)")
@@ -169,8 +218,8 @@ def load(name_or_path: str | pathlib.Path) -> Board:
         weights=Region(_need(weights, "address", int, f"{where} [weights]"),
                        _need(weights, "size", int, f"{where} [weights]")),
         weights_alignment=weights.get("alignment", 4096), kernels=_kernels(data, where),
-        uart=data.get("uart", {}), ticks=data.get("ticks", {}),
-        emulate=data.get("emulate", {}), flash=data.get("flash", {}))
+        uart=_table(data, "uart", where), ticks=_table(data, "ticks", where),
+        emulate=_table(data, "emulate", where), flash=_table(data, "flash", where))
     if board.name != path.stem:
         raise BoardError(f"{where}: name '{board.name}' must equal the file name '{path.stem}'")
     _check(board)

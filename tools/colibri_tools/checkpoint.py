@@ -42,6 +42,8 @@ def read_json(path: Path) -> dict:
         value = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CheckpointError("file not found", path=path) from None
+    except RecursionError:
+        raise CheckpointError("cannot read JSON: nested too deeply", path=path) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CheckpointError(f"cannot read JSON: {exc}", path=path) from None
     if not isinstance(value, dict):

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .hf_config import HFConfig
-from .image_layout import model_problems
+from .hf_config import HFConfig, float32_number
+from .image_layout import MIN_ROPE_THETA, model_problems
 from .image_spec import DEFAULT_ALIGNMENT, Arch, FfnKind, ModelRecord
 
 MAX_CONTEXT_CAP = 1 << 24
@@ -92,8 +92,9 @@ def rope_theta(c: HFConfig, default: float) -> float:
         raise c.unsupported("rope_parameters.partial_rotary_factor",
                             params["partial_rotary_factor"], "partial RoPE is not supported")
     theta = params.get("rope_theta", c.get("rope_theta", default))
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
-        raise c.unsupported("rope_parameters.rope_theta", theta, "must be a number > 0")
+    if not float32_number(theta) or not theta >= MIN_ROPE_THETA:
+        raise c.unsupported("rope_parameters.rope_theta", theta,
+                            "must be a number >= 1 that a float32 holds")
     return float(theta)
 
 
@@ -209,6 +210,8 @@ def model_spec(config: dict, path: str | Path) -> ModelSpec:
     """Map a config.json (already parsed) to the image's model record."""
     c = HFConfig(config, path)
     family = config.get("model_type")
+    if not isinstance(family, str):
+        raise c.unsupported("model_type", family, f"must be a string; supported: {', '.join(FAMILIES)}")
     if family not in FAMILIES:
         raise c.unsupported("model_type", family, f"supported: {', '.join(FAMILIES)}")
     _check_common(c)

@@ -119,7 +119,7 @@ def load_suite(path: str | Path) -> Suite:
     path = Path(path)
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise SuiteError(f"cannot read the suite: {exc}", path=path) from exc
     return Suite.from_json(data, str(path))
 
@@ -158,7 +158,7 @@ def load_reference(hf_dir: str | Path):
         model = AutoModelForCausalLM.from_pretrained(
             str(hf_dir), dtype=torch.float32, attn_implementation="eager",
             experts_implementation="eager")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise SuiteError(f"transformers cannot load the checkpoint: {exc}", path=hf_dir) from exc
     return model.eval()
 

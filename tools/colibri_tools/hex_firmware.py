@@ -96,16 +96,27 @@ def load_firmware(path: str | Path) -> Firmware:
     raise HexImageError("firmware is neither an ELF file nor Intel HEX", path=path)
 
 
+ELF64_HEADER = 64  # bytes of an ELF64 file header
+ELF32_PHDR, ELF64_PHDR = 32, 56  # bytes of a program header entry
+
+
 def _elf_firmware(path: Path, data: bytes) -> Firmware:
     if len(data) < 52 or data[4] not in (1, 2) or data[5] != 1:
         raise HexImageError("only little-endian ELF32/ELF64 firmware is supported", path=path)
     wide = data[4] == 2
+    if wide and len(data) < ELF64_HEADER:
+        raise HexImageError(f"ELF64 header cut short ({len(data)} of {ELF64_HEADER} bytes)",
+                            path=path)
     if wide:
         entry, phoff = struct.unpack_from("<QQ", data, 24)
         phentsize, phnum = struct.unpack_from("<HH", data, 54)
     else:
         entry, phoff = struct.unpack_from("<II", data, 24)
         phentsize, phnum = struct.unpack_from("<HH", data, 42)
+    need = ELF64_PHDR if wide else ELF32_PHDR
+    if phnum and phentsize < need:
+        raise HexImageError(f"program header entries of {phentsize} bytes (at least {need})",
+                            path=path)
     pieces = []
     for i in range(phnum):
         at = phoff + i * phentsize

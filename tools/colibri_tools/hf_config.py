@@ -17,8 +17,26 @@ from .errors import CheckpointError, UnsupportedModelError
 _MISSING = object()
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def float32_number(value: object) -> bool:
+    """A JSON number (not a bool) that a float32 holds as a finite value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value)) and abs(float(value)) <= FLOAT32_MAX
+    except OverflowError:  # an int beyond every float
+        return False
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class HFConfig:
@@ -66,9 +84,9 @@ class HFConfig:
             if default is _MISSING:
                 raise self.missing(key)
             value = default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise CheckpointError(f"config field {key!r} = {value!r} is not a finite number",
-                                  path=self.path)
+        if not float32_number(value):
+            raise CheckpointError(f"config field {key!r} = {_short(value)} is not a finite "
+                                  f"number that a float32 holds", path=self.path)
         return float(value)
 
     def flag(self, key: str, default: bool) -> bool:

@@ -62,6 +62,10 @@ def _positive_finite(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
+MIN_ROPE_THETA = 1.0  # = MIN_ROPE_THETA in sdk/src/hparams.c
+MAX_ROUTED_SCALING = 1024.0  # = MAX_ROUTED_SCALING there
+
+
 def _check(rows: list[tuple[str, object, bool, str]], status: str) -> list[Problem]:
     return [Problem(name, value, reason, status) for name, value, ok, reason in rows if not ok]
 
@@ -88,7 +92,8 @@ def _attention_problems(r: ModelRecord) -> list[Problem]:
          "must divide n_heads"),
         ("head_dim", r.head_dim, r.head_dim % 2 == 0, "must be even"),
         ("rms_eps", r.rms_eps, _positive_finite(r.rms_eps), "must be finite and > 0"),
-        ("rope_theta", r.rope_theta, _positive_finite(r.rope_theta), "must be finite and > 0"),
+        ("rope_theta", r.rope_theta, math.isfinite(r.rope_theta) and r.rope_theta >= MIN_ROPE_THETA,
+         "must be finite and >= 1"),
         ("attn_bias", r.attn_bias, r.attn_bias & ~0xF == 0, "only bits 0..3 may be set"),
         ("tie_embeddings", r.tie_embeddings, r.tie_embeddings in (0, 1), "must be 0 or 1"),
     ]
@@ -118,8 +123,9 @@ def _router_problems(r: ModelRecord) -> list[Problem]:
         ("router_score", r.router_score, r.router_score == 0, "only 0 (softmax) is supported"),
         ("n_group", r.n_group, r.n_group == 1, "only 1 is supported"),
         ("topk_group", r.topk_group, r.topk_group == 1, "only 1 is supported"),
-        ("routed_scaling", r.routed_scaling, _positive_finite(r.routed_scaling),
-         "must be finite and > 0"),
+        ("routed_scaling", r.routed_scaling,
+         _positive_finite(r.routed_scaling) and r.routed_scaling <= MAX_ROUTED_SCALING,
+         "must be > 0 and <= 1024"),
     ], UNSUPPORTED_ROUTER)
 
 

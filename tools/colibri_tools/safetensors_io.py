@@ -89,6 +89,8 @@ def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict:
 def _parse_json(path: Path, raw: bytes) -> dict:
     try:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise _fail(path, "header JSON is nested too deeply", HEADER_LENGTH_BYTES) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise _fail(path, f"header is not valid JSON: {exc}", HEADER_LENGTH_BYTES) from None
     if not isinstance(header, dict):

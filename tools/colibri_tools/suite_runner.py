@@ -197,6 +197,28 @@ def digests(report: RunReport) -> dict[str, str]:
     return {c.name: f"0x{c.digest:08X}" for c in report.cases if c.digest is not None}
 
 
+class DigestFileError(ColibriError):
+    """An --expect-digests file that is not a JSON object of case name -> hex digest."""
+
+
+def read_digests(path: str) -> dict[str, str]:
+    """The digests a --save-digests run wrote: {case name: "0x1234ABCD"}."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise DigestFileError(f"{path}: cannot read digests: {exc}") from None
+    ok = isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v
+                                        in data.items())
+    if ok:
+        try:
+            [int(v, 16) for v in data.values()]
+        except ValueError:
+            ok = False
+    if not ok:
+        raise DigestFileError(f"{path}: not a JSON object of case name -> hex digest")
+    return data
+
+
 def check_digests(report: RunReport, expected: dict[str, str], source: str) -> None:
     """Fail cases whose logits are not bit-identical to a recorded run."""
     for case in report.cases:
@@ -339,6 +361,7 @@ def _cmd_golden(args) -> int:
 
 def _cmd_run(args) -> int:
     suite = load_suite(args.suite)
+    expected = read_digests(args.expect_digests) if args.expect_digests else None
     try:
         client = _open(args)
     except SerialProtocolError as exc:
@@ -349,9 +372,8 @@ def _cmd_run(args) -> int:
         with client:
             report = run_suite(client, suite, tolerance=args.tolerance,
                                verify=not args.no_verify, fingerprint=args.fingerprint)
-    if args.expect_digests:
-        check_digests(report, json.loads(Path(args.expect_digests).read_text()),
-                      args.expect_digests)
+    if expected is not None:
+        check_digests(report, expected, args.expect_digests)
     if args.save_digests:
         Path(args.save_digests).write_text(json.dumps(digests(report), indent=1) + "\n")
     print(format_report(report))

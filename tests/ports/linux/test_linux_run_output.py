@@ -183,3 +183,20 @@ def test_all_logits_into_the_model_file_is_refused(any_run, tiny_image, tmp_path
         assert "is the model file: writing it would destroy the model" in done.stderr
         assert_no_sanitizer_report(done)
     assert model.read_bytes() == tiny_image.read_bytes()
+
+
+def test_all_nan_logits_are_an_error(any_run, tiny_image, tmp_path):
+    """A NaN in the final norm's weights makes every logit NaN: colibri-run
+    says so and prints no token id (issue 13, item 6)."""
+    from colibri_tools.image_reader import read_image
+    from colibri_tools.image_spec import Role
+
+    data = bytearray(tiny_image.read_bytes())
+    norm = read_image(bytes(data)).find(Role.OUTPUT_NORM)
+    data[norm.offset:norm.offset + 4] = b"\x00\x00\xc0\x7f"  # a quiet NaN
+    path = tmp_path / "nan.bin"
+    path.write_bytes(bytes(data))
+    done = run(any_run, path, "--ids", "1,2,3", "--gen", 3)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "every logit of generated token 1 is NaN" in done.stderr
+    assert_no_sanitizer_report(done)

@@ -48,3 +48,29 @@ def test_truncated_while_mapped(any_run, slow_image, tmp_path):
     assert "SIGBUS while reading the mapped model file" in err
     assert "truncated by another process" in err
     assert_no_sanitizer_report(subprocess.CompletedProcess([], 1, out, err))
+
+
+def test_rewritten_in_place_while_mapped(any_run, slow_image, tmp_path):
+    """A write into the mapped file (dd conv=notrunc does this) changes the
+    bytes under the run; colibri-run notices the file's new modification time
+    and prints no tokens (issue 13, item 4)."""
+    path = tmp_path / "victim.bin"
+    path.write_bytes(slow_image.read_bytes())
+    proc = subprocess.Popen([str(any_run), str(path), "--ids", "1", "--gen", "4096",
+                             "--context", "4096"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        if proc.poll() is not None:
+            pytest.skip("colibri-run finished before the file could be rewritten")
+        with open(path, "r+b") as f:
+            f.seek(path.stat().st_size // 2)
+            f.write(b"\x00\x00\x80\x3f")  # 1.0 into some weight: no error of its own
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, (proc.returncode, err)
+    assert out == ""
+    assert "the model file was written while it was in use" in err

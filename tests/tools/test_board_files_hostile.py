@@ -1,0 +1,59 @@
+"""Hostile board files: every value a board file puts into a generated make
+file, C header or linker script is checked, and a bad one is a BoardError
+naming the file, never a traceback or injected text (issue 13, item 5)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from colibri_tools import boards
+from colibri_tools.boards import BoardError
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = (REPO / "boards" / "qemu_an547.toml").read_text()
+
+EDITS = [
+    ("ticks unit breaks out of its C string",
+     r'^unit = .*$', 'unit = "x\\"\\n#error injected"', "unit must be printable text"),
+    ("negative weight size", r"^size = 0x10000000 .*$", "size = -4096", "non-empty region"),
+    ("empty weight region", r"^size = 0x10000000 .*$", "size = 0", "non-empty region"),
+    ("weights past a 32-bit address space", r"^address = 0x90000000$", "address = 0x100000000",
+     "below 2^32"),
+    ("uart base not a number", r"^base = 0x59303000$", 'base = "0x59303000"', "must be int"),
+    ("make syntax in a flag", r'^cflags = .*$', 'cflags = ["-mcpu=cortex-m55", "$(shell id)"]',
+     "is not a plain -option"),
+    ("a flag with a space", r'^cflags = .*$', 'cflags = ["-mcpu=cortex-m55", "-O2 -g"]',
+     "is not a plain -option"),
+    ("alignment not a number", r"^alignment = 4096$", 'alignment = "4096"', "alignment must be"),
+    ("uart is not a table", r"^\[uart\]$", "[uart_spare]", "'uart' must be dict"),
+    ("cross prefix with a path trick", r'^cross_prefix = .*$', 'cross_prefix = "../../evil "',
+     "is not a tool prefix"),
+    ("huge baud", r"^baud = 115200$", "baud = 0x100000000", "out of range"),
+]
+
+
+@pytest.mark.parametrize("what, pattern, replacement, message", EDITS,
+                         ids=[e[0] for e in EDITS])
+def test_bad_value_is_refused(what, pattern, replacement, message, tmp_path):
+    text, n = re.subn(pattern, lambda _: replacement, BASE, count=1, flags=re.M)
+    assert n == 1, f"the edit for {what!r} found nothing to change"
+    if what == "uart is not a table":
+        text = 'uart = "cmsdk"\n' + text
+    path = tmp_path / "qemu_an547.toml"
+    path.write_text(text)
+    with pytest.raises(BoardError, match=re.escape(message)) as info:
+        boards.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_name_that_is_not_an_identifier_is_refused(tmp_path):
+    path = tmp_path / 'x"y.toml'
+    path.write_text(BASE.replace('name = "qemu_an547"', 'name = "x\\"y"'))
+    with pytest.raises(BoardError, match="lower-case letters"):
+        boards.load(path)
+
+
+def test_the_shipped_boards_pass():
+    for name in boards.board_names():
+        boards.load(name)
