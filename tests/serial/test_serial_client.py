@@ -195,3 +195,29 @@ def test_logits_total_that_changes_is_refused(fake):
         client.connect()
         with pytest.raises(SerialProtocolError, match="total changed from 3 to 5"):
             client.read_logits()
+
+
+def test_flood_of_garbage_keeps_the_timeout(fake):
+    """A device that sends garbage as fast as it can (text lines, bad frames,
+    stale replies) cannot hold the client past its timeout by more than a
+    read slice and one bounded chunk of decoding (issue 13, item 3)."""
+    junk = (b"noise \xc0\x1b line\r\n" + encode_frame(Msg.INFO, 250, b"stale") +
+            encode_frame(Msg.RESULT, 1, b"")[:-1] + b"\x00") * 4000
+
+    def behave(conn):
+        read_request(conn)
+        end = time.monotonic() + 6
+        while time.monotonic() < end:
+            try:
+                conn.sendall(junk)
+            except OSError:
+                return
+
+    device = fake(behave)
+    with SerialClient.open(device.url, timeout=2.0) as client:
+        start = time.monotonic()
+        with pytest.raises(DeviceTimeout) as info:
+            client.hello()
+        elapsed = time.monotonic() - start
+    assert 1.95 < elapsed < 2.4, elapsed
+    assert device.url in str(info.value)

@@ -56,6 +56,7 @@ class DeviceError(SerialProtocolError):
 
 
 READ_SLICE = 0.05  # seconds one read may block; every wait is bounded by its own deadline
+READ_CHUNK = 4096  # bytes decoded between two looks at the clock (a flood cannot hold a wait)
 
 
 class SerialClient:
@@ -139,7 +140,7 @@ class SerialClient:
     def _read_some(self) -> bytes:
         """What has arrived, or waits up to READ_SLICE for one byte."""
         try:
-            return self._port.read(max(1, self._available()))
+            return self._port.read(min(max(1, self._available()), READ_CHUNK))
         except (serial.SerialException, OSError) as exc:
             raise SerialProtocolError(f"the port failed while reading: {exc}",
                                       path=self.url) from exc
@@ -154,7 +155,10 @@ class SerialClient:
                                       path=self.url) from exc
 
     def next_event(self, deadline: float) -> Event | None:
-        """The next frame, text line or bad frame, or None at the deadline."""
+        """The next frame, text line or bad frame, or None at the deadline
+        (checked before every event, so no flood of events outlives it)."""
+        if time.monotonic() >= deadline:
+            return None
         while not self._pending:
             if time.monotonic() >= deadline:
                 return None
