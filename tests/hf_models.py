@@ -26,6 +26,10 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import (
+    GraniteMoeConfig,
+    GraniteMoeForCausalLM,
+    GraniteMoeSharedConfig,
+    GraniteMoeSharedForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
     OlmoeConfig,
@@ -36,7 +40,8 @@ from transformers import (
     Qwen3MoeForCausalLM,
 )
 
-FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch")
+FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
+            "granitemoeshared")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -46,7 +51,13 @@ _CLASSES = {
     "olmoe": (OlmoeConfig, OlmoeForCausalLM),
     "qwen3_moe": (Qwen3MoeConfig, Qwen3MoeForCausalLM),
     "switch": (Qwen2MoeConfig, Qwen2MoeForCausalLM),
+    "granitemoe": (GraniteMoeConfig, GraniteMoeForCausalLM),
+    "granitemoeshared": (GraniteMoeSharedConfig, GraniteMoeSharedForCausalLM),
 }
+
+# Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
+GRANITE_SCALES = dict(embedding_multiplier=3.0, residual_multiplier=0.5, attention_multiplier=0.2,
+                      logits_scaling=1.5)
 
 DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
     "mixtral": dict(vocab_size=97, hidden_size=36, intermediate_size=20, num_hidden_layers=2,
@@ -73,6 +84,15 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                    num_attention_heads=6, num_key_value_heads=3, num_experts=4,
                    num_experts_per_tok=1, norm_topk_prob=False, qkv_bias=True,
                    max_position_embeddings=64, rms_norm_eps=1e-6),
+    "granitemoe": dict(vocab_size=97, hidden_size=40, intermediate_size=24, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, num_local_experts=5,
+                       num_experts_per_tok=3, max_position_embeddings=64, rms_norm_eps=1e-6,
+                       tie_word_embeddings=True, **GRANITE_SCALES),
+    "granitemoeshared": dict(vocab_size=101, hidden_size=36, intermediate_size=20,
+                             shared_intermediate_size=16, num_hidden_layers=2,
+                             num_attention_heads=6, num_key_value_heads=2, num_local_experts=4,
+                             num_experts_per_tok=2, max_position_embeddings=64,
+                             rms_norm_eps=1e-6, tie_word_embeddings=False, **GRANITE_SCALES),
 }
 
 TOKENIZER_TEXT = (
@@ -94,7 +114,7 @@ def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -
         return 1.0 + _normal(shape, 0.2, gen)
     if name.endswith(".bias"):
         return _normal(shape, 0.1, gen)
-    if name.endswith("mlp.gate.weight"):
+    if name.endswith(("mlp.gate.weight", "moe.router.weight")):
         return _normal(shape, ROUTER_GAIN / math.sqrt(hidden), gen)
     if name.endswith("lm_head.weight"):
         return _normal(shape, LM_HEAD_GAIN / math.sqrt(hidden), gen)

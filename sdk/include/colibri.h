@@ -171,7 +171,8 @@ extern const colibri_kernels colibri_kernels_helium;
 
 /* Hyper-parameters, decoded from the image's model record (docs/format.md). */
 typedef struct colibri_hparams {
-    uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch */
+    uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
+                    * 7 granitemoeshared */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -188,7 +189,7 @@ typedef struct colibri_hparams {
     uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o */
     uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head */
     uint32_t tie_embeddings;
-    uint32_t router_score; /* 0 softmax */
+    uint32_t router_score; /* 0 softmax then top-k; 2 top-k of the logits, softmax over the k */
     uint32_t top_k;
     uint32_t router_norm_topk;
     float routed_scaling;
@@ -196,6 +197,14 @@ typedef struct colibri_hparams {
     uint32_t n_group;
     uint32_t topk_group;
     uint32_t alignment;
+    /* format 1.1 scales (defaults when the image has none: 1, 1,
+     * head_dim^-0.5, 1): x = embedding * embedding_scale; x += block *
+     * residual_scale; attention scores q.k * attention_scale; logits /
+     * logits_divisor (Granite). */
+    float embedding_scale;
+    float residual_scale;
+    float attention_scale;
+    float logits_divisor;
 } colibri_hparams;
 
 /*

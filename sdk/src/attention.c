@@ -45,7 +45,7 @@ static void attend_head(const colibri_model *m, const float *q, const float *k_c
 {
     const colibri_kernels *k = &m->kernels;
     uint32_t hd = m->hp.head_dim, kv_stride = m->hp.n_kv_heads * hd;
-    float scale = 1.0f / colibri_sqrtf((float)hd);
+    float scale = m->hp.attention_scale;
     for (uint32_t t = 0; t <= pos; t++) {
         scores[t] = k->dot(q, k_cache + (size_t)t * kv_stride + kv_head * hd, hd) * scale;
     }

@@ -13,9 +13,29 @@ static void rmsnorm_rows(const colibri_model *m, float *out, const float *x, con
     }
 }
 
+/* The residual add: y += x, or y += x * residual_scale (Granite). */
 static void add_rows(const colibri_model *m, float *y, const float *x, uint32_t n)
 {
-    m->kernels.add(y, x, n * m->hp.hidden_size);
+    if (m->hp.residual_scale == 1.0f) {
+        m->kernels.add(y, x, n * m->hp.hidden_size);
+    } else {
+        m->kernels.add_scaled(y, x, m->hp.residual_scale, n * m->hp.hidden_size);
+    }
+}
+
+/* v[i] = v[i] * s (s == 1: nothing to do), or v[i] / d for the logits. */
+static void scale_values(float *v, size_t n, float s)
+{
+    for (size_t i = 0; s != 1.0f && i < n; i++) {
+        v[i] = v[i] * s;
+    }
+}
+
+static void divide_values(float *v, size_t n, float d)
+{
+    for (size_t i = 0; d != 1.0f && i < n; i++) {
+        v[i] = v[i] / d;
+    }
 }
 
 static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state, workspace *ws,
@@ -41,6 +61,7 @@ static void chunk_forward(const colibri_model *m, colibri_state *state, const in
     for (uint32_t t = 0; t < n; t++) {
         memcpy(ws->x + (size_t)t * hidden, m->token_embed + (size_t)ids[t] * hidden,
                hidden * sizeof(float));
+        scale_values(ws->x + (size_t)t * hidden, hidden, hp->embedding_scale);
         colibri_k_rope_table(ws->rope + (size_t)t * hp->head_dim, state->pos + t, hp->head_dim,
                              hp->rope_theta);
     }
@@ -53,6 +74,7 @@ static void chunk_forward(const colibri_model *m, colibri_state *state, const in
         const float *x = ws->x + (size_t)first_logits * hidden;
         rmsnorm_rows(m, ws->xn, x, m->output_norm, rows);
         colibri_linear(m, logits, hp->vocab_size, m->lm_head, ws->xn, hp->vocab_size, hidden, rows);
+        divide_values(logits, (size_t)rows * hp->vocab_size, hp->logits_divisor);
     }
 }
 

@@ -1,4 +1,5 @@
 /* hparams.c - decode and check the model record (docs/format.md 1.1). */
+#include "colibri_math.h"
 #include "model_internal.h"
 
 /* The limits of the model record (docs/format.md 1.1); the Python tools'
@@ -39,6 +40,10 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->shared_gate = colibri_rd_u32(img + REC_SHARED_GATE);
     hp->n_group = colibri_rd_u32(img + REC_N_GROUP);
     hp->topk_group = colibri_rd_u32(img + REC_TOPK_GROUP);
+    hp->embedding_scale = colibri_rd_f32(img + REC_EMBEDDING_SCALE);
+    hp->residual_scale = colibri_rd_f32(img + REC_RESIDUAL_SCALE);
+    hp->attention_scale = colibri_rd_f32(img + REC_ATTENTION_SCALE);
+    hp->logits_divisor = colibri_rd_f32(img + REC_LOGITS_DIVISOR);
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -57,11 +62,15 @@ static int positive_finite(float value)
 /* Routed scaling: at most 1024 (published models use up to 16; FLT_MAX makes
  * every routing weight infinite). */
 #define MAX_ROUTED_SCALING 1024.0f
+/* Embedding, residual and attention scales and the logits divisor: at most
+ * 65536 (Granite's are 12, 0.22, 1/64 and 8). */
+#define MAX_SCALE 65536.0f
 
 static colibri_status check_kinds(const uint8_t *img, const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_SWITCH) || hp->qk_norm > QK_NORM_PER_HEAD ||
-        colibri_rd_u32(img + REC_ACTIVATION) != 0 || colibri_rd_u32(img + REC_NORM_KIND) != 0) {
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_GRANITEMOE_SHARED) ||
+        hp->qk_norm > QK_NORM_PER_HEAD || colibri_rd_u32(img + REC_ACTIVATION) != 0 ||
+        colibri_rd_u32(img + REC_NORM_KIND) != 0) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
     return COLIBRI_OK;
@@ -93,9 +102,31 @@ static colibri_status check_ffn(const colibri_hparams *hp)
 
 static colibri_status check_router(const colibri_hparams *hp)
 {
-    if (hp->router_score != 0 || hp->n_group != 1 || hp->topk_group != 1 ||
-        !positive_finite(hp->routed_scaling) || hp->routed_scaling > MAX_ROUTED_SCALING) {
+    if ((hp->router_score != ROUTER_SOFTMAX && hp->router_score != ROUTER_TOPK_SOFTMAX) ||
+        hp->n_group != 1 || hp->topk_group != 1 || !positive_finite(hp->routed_scaling) ||
+        hp->routed_scaling > MAX_ROUTED_SCALING) {
         return COLIBRI_E_UNSUPPORTED_ROUTER;
+    }
+    return COLIBRI_OK;
+}
+
+/* Format 1.1 scales: with HDR_FLAG_SCALES all four finite and > 0; without
+ * it all four zero, which means the defaults (1, 1, head_dim^-0.5, 1). */
+static colibri_status check_scales(const uint8_t *img, colibri_hparams *hp)
+{
+    int present = (colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_SCALES) != 0;
+    const float scales[4] = {hp->embedding_scale, hp->residual_scale, hp->attention_scale,
+                             hp->logits_divisor};
+    for (uint32_t i = 0; i < 4u; i++) {
+        int ok = present ? positive_finite(scales[i]) && scales[i] <= MAX_SCALE
+                         : colibri_rd_u32(img + REC_EMBEDDING_SCALE + 4u * i) == 0u;
+        if (!ok) {
+            return COLIBRI_E_BAD_HYPERPARAMS;
+        }
+    }
+    if (!present) {
+        hp->embedding_scale = hp->residual_scale = hp->logits_divisor = 1.0f;
+        hp->attention_scale = 1.0f / colibri_sqrtf((float)hp->head_dim);
     }
     return COLIBRI_OK;
 }
@@ -113,6 +144,9 @@ colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
     }
     if (status == COLIBRI_OK) {
         status = check_router(hp);
+    }
+    if (status == COLIBRI_OK) {
+        status = check_scales(image, hp);
     }
     return status;
 }

@@ -22,7 +22,7 @@ static colibri_status check_identity(const uint8_t *img, size_t size)
         return COLIBRI_E_BAD_MAGIC;
     }
     if (colibri_rd_u16(img + HDR_VERSION_MAJOR) != COLIBRI_FORMAT_MAJOR ||
-        colibri_rd_u32(img + HDR_FLAGS) != 0) {
+        (colibri_rd_u32(img + HDR_FLAGS) & ~(uint32_t)HDR_KNOWN_FLAGS) != 0) {
         return COLIBRI_E_UNSUPPORTED_VERSION;
     }
     return COLIBRI_OK;

@@ -57,8 +57,18 @@ enum {
     REC_N_GROUP = 148,
     REC_TOPK_GROUP = 152,
     REC_ACTIVATION = 156,
-    REC_NORM_KIND = 160
+    REC_NORM_KIND = 160,
+    REC_EMBEDDING_SCALE = 164, /* format 1.1, with HDR_FLAG_SCALES */
+    REC_RESIDUAL_SCALE = 168,
+    REC_ATTENTION_SCALE = 172,
+    REC_LOGITS_DIVISOR = 176
 };
+
+/* Header flags a reader of this version knows (section 1). */
+enum { HDR_FLAG_SCALES = 1, HDR_KNOWN_FLAGS = HDR_FLAG_SCALES };
+
+/* router_score values (section 1.1). */
+enum { ROUTER_SOFTMAX = 0, ROUTER_TOPK_SOFTMAX = 2 };
 
 /* Layer table entry fields (section 2). */
 enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8 };
@@ -111,7 +121,15 @@ enum {
 /* Attention bias bits, qk-norm kinds, architectures. */
 enum { BIAS_Q = 1u, BIAS_K = 2u, BIAS_V = 4u, BIAS_O = 8u, BIAS_ALL = 15u };
 enum { QK_NORM_NONE = 0, QK_NORM_WHOLE = 1, QK_NORM_PER_HEAD = 2 };
-enum { ARCH_MIXTRAL = 1, ARCH_QWEN2_MOE = 2, ARCH_OLMOE = 3, ARCH_QWEN3_MOE = 4, ARCH_SWITCH = 5 };
+enum {
+    ARCH_MIXTRAL = 1,
+    ARCH_QWEN2_MOE = 2,
+    ARCH_OLMOE = 3,
+    ARCH_QWEN3_MOE = 4,
+    ARCH_SWITCH = 5,
+    ARCH_GRANITEMOE = 6,
+    ARCH_GRANITEMOE_SHARED = 7
+};
 
 /* Tensors of one expert block, and the non-expert tensors that precede the
  * experts in an MoE layer, follow from the model record. */

@@ -1,5 +1,6 @@
 /* router.c - MoE routing (contract in router.h). */
 #include "router.h"
+#include "image_layout.h"
 #include "kernels.h"
 
 /* True when score a at index ia ranks before score b at index ib. */
@@ -49,8 +50,14 @@ void colibri_router_select(const colibri_model *m, float *scores, uint32_t *idx,
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t k = hp->top_k;
-    m->kernels.softmax(scores, hp->n_experts);
-    colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
+    if (hp->router_score == ROUTER_TOPK_SOFTMAX) {
+        /* Granite: the k largest logits, then a softmax over those k. */
+        colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
+        m->kernels.softmax(weight, k);
+    } else {
+        m->kernels.softmax(scores, hp->n_experts);
+        colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
+    }
     if (hp->router_norm_topk) {
         float sum = 0.0f;
         for (uint32_t j = 0; j < k; j++) {

@@ -63,7 +63,14 @@ def test_two_runs_bit_identical(family, converted, colibri_run, tmp_path):
 
 
 def _moe_blocks(model):
-    return [layer.mlp for layer in model.model.layers if hasattr(layer.mlp, "experts")]
+    blocks = [getattr(layer, "mlp", None) or layer.block_sparse_moe for layer in model.model.layers]
+    return [block for block in blocks if hasattr(block, "experts")]
+
+
+def _router(moe):
+    """The router module (Granite calls it `router`, the others `gate`); its
+    output's third element is the chosen experts [tokens, k]."""
+    return getattr(moe, "gate", None) or moe.router
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -79,7 +86,7 @@ def test_routed_experts_matter(family, converted):
     def note_choice(module, args, output):
         chosen.update(output[2][:, 0].tolist())
 
-    hooks = [moe.gate.register_forward_hook(note_choice) for moe in _moe_blocks(model)]
+    hooks = [_router(moe).register_forward_hook(note_choice) for moe in _moe_blocks(model)]
     _hf_logits(model, ids)
     for hook in hooks:
         hook.remove()

@@ -68,6 +68,13 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     def set_at(offset: int, fmt: str, value):
         return lambda img: put(img, offset, fmt, value)
 
+    def scales(flags: int, values: tuple[float, float, float, float]):
+        def edit(img: bytearray) -> None:
+            put(img, 28, "I", flags)
+            for i, value in enumerate(values):
+                put(img, 164 + 4 * i, "f", value)
+        return edit
+
     def swap_first_two(img: bytearray) -> None:
         a, b = tensor(img, 0), tensor(img, 1)
         img[a:a + 2], img[b:b + 2] = img[b:b + 2], img[a:a + 2]
@@ -80,7 +87,7 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "bad_magic": (edited(v, set_at(0, "B", ord("X")), crc=False), init(BAD_MAGIC)),
         "text_file": (b"COLIBRI is not this text\n" * 20, init(BAD_MAGIC)),
         "version_2": (edited(v, set_at(8, "H", 2)), init(UNSUPPORTED_VERSION)),
-        "unknown_flag": (edited(v, set_at(28, "I", 1)), init(UNSUPPORTED_VERSION)),
+        "unknown_flag": (edited(v, set_at(28, "I", 2)), init(UNSUPPORTED_VERSION)),
         "header_only_100_bytes": (v[:100], init(TRUNCATED)),
         "cut_in_tensor_table": (v[:tensor(v, 2) + 10], init(TRUNCATED)),
         "cut_last_byte": (v[:-1], init(TRUNCATED)),
@@ -107,6 +114,12 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "expert_groups": (edited(v, set_at(148, "I", 2)), init(UNSUPPORTED_ROUTER)),
         "routed_scaling_nan": (edited(v, set_at(140, "I", 0x7FC00000)), init(UNSUPPORTED_ROUTER)),
         "routed_scaling_huge": (edited(v, set_at(140, "I", 0x7F7FFFFF)), init(UNSUPPORTED_ROUTER)),
+        "scales_without_flag": (edited(v, scales(0, (2.0, 1.0, 0.5, 1.0))), init(BAD_HYPERPARAMS)),
+        "scale_flag_without_scales": (edited(v, scales(1, (0.0, 0.0, 0.0, 0.0))),
+                                      init(BAD_HYPERPARAMS)),
+        "scale_negative": (edited(v, scales(1, (2.0, -1.0, 0.5, 1.0))), init(BAD_HYPERPARAMS)),
+        "scale_too_large": (edited(v, scales(1, (2.0, 1.0, 0.5, 1e6))), init(BAD_HYPERPARAMS)),
+        "router_score_unknown": (edited(v, set_at(128, "I", 3)), init(UNSUPPORTED_ROUTER)),
         "rope_theta_subnormal": (edited(v, set_at(112, "I", 0x00000001)), init(BAD_HYPERPARAMS)),
         "rope_theta_below_one": (edited(v, set_at(112, "f", 0.5)), init(BAD_HYPERPARAMS)),
         "zero_heads": (edited(v, set_at(76, "I", 0)), init(BAD_HYPERPARAMS)),

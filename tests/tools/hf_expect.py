@@ -13,19 +13,47 @@ import numpy as np
 import torch
 
 GLOBAL = 0xFFFF
-ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5}
+ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
+        "granitemoeshared": 7}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
-QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0}
+QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
+           "granitemoeshared": 0}
+GRANITE = ("granitemoe", "granitemoeshared")
+
+
+def _block(layer: Any) -> Any:
+    """The FFN module of a decoder layer (Granite: block_sparse_moe)."""
+    return getattr(layer, "mlp", None) or layer.block_sparse_moe
+
+
+def _router(moe: Any) -> Any:
+    return getattr(moe, "gate", None) or moe.router
 
 
 def _is_moe(layer: Any) -> bool:
-    return hasattr(layer.mlp, "experts")
+    return hasattr(_block(layer), "experts")
 
 
-def _shared_width(family: str, mlp: Any) -> int:
+def _shared_width(family: str, layer: Any) -> int:
+    if family == "granitemoeshared":
+        return layer.shared_mlp.output_linear.in_features
+    mlp = _block(layer)
     if family == "switch" or not hasattr(mlp, "shared_expert"):
         return 0
     return mlp.shared_expert.gate_proj.out_features
+
+
+def _granite_fields(config: Any, family: str) -> dict[str, Any]:
+    """Record fields that Granite sets: router_score 2 (top-k of the logits,
+    softmax over the k), unnormalised, and its multipliers as the 1.1 scales."""
+    if family not in GRANITE:
+        return {}
+    return {"router_score": 2, "router_norm_topk": 0,
+            **{name: float(np.float32(getattr(config, key))) for name, key in (
+                ("embedding_scale", "embedding_multiplier"),
+                ("residual_scale", "residual_multiplier"),
+                ("attention_scale", "attention_multiplier"),
+                ("logits_divisor", "logits_scaling"))}}
 
 
 def expected_record(model: Any, family: str) -> dict[str, Any]:
@@ -36,26 +64,29 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
     moe = [layer for layer in layers if _is_moe(layer)]
     dense = [layer for layer in layers if not _is_moe(layer)]
     biases = [attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias, attn.o_proj.bias]
-    shared = _shared_width(family, moe[0].mlp) if moe else 0
+    shared = _shared_width(family, moe[0]) if moe else 0
+    gate = _router(_block(moe[0])) if moe else None
     return {
         "arch": ARCH[family], "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
         "n_layers": len(layers), "n_heads": config.num_attention_heads,
         "n_kv_heads": config.num_key_value_heads, "head_dim": attn.head_dim,
         "max_context": config.max_position_embeddings,
         "dense_intermediate": dense[0].mlp.gate_proj.out_features if dense else 0,
-        "expert_intermediate": moe[0].mlp.experts.intermediate_dim if moe else 0,
-        "n_experts": moe[0].mlp.experts.num_experts if moe else 0,
+        "expert_intermediate": _block(moe[0]).experts.intermediate_dim if moe else 0,
+        "n_experts": _block(moe[0]).experts.num_experts if moe else 0,
         "shared_intermediate": shared,
         "rms_eps": float(np.float32(config.rms_norm_eps)),
         "rope_theta": float(np.float32(config.rope_parameters["rope_theta"])),
         "attn_bias": sum(1 << i for i, b in enumerate(biases) if b is not None),
         "qk_norm": QK_NORM[family], "tie_embeddings": int(bool(config.tie_word_embeddings)),
-        "router_score": 0, "top_k": moe[0].mlp.gate.top_k if moe else 0,
-        "router_norm_topk": int(getattr(moe[0].mlp.gate, "norm_topk_prob", True)) if moe else 0,
-        "routed_scaling": 1.0, "shared_gate": int(shared > 0), "n_group": 1, "topk_group": 1,
-        "activation": 0, "norm_kind": 0,
+        "router_score": 0, "top_k": gate.top_k if moe else 0,
+        "router_norm_topk": int(getattr(gate, "norm_topk_prob", True)) if moe else 0,
+        "routed_scaling": 1.0, "shared_gate": int(shared > 0 and family not in GRANITE),
+        "n_group": 1, "topk_group": 1, "activation": 0, "norm_kind": 0,
+        "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
+        "logits_divisor": 0.0,
         "ffn_kinds": [1 if _is_moe(layer) else 0 for layer in layers],
-    }
+    } | _granite_fields(config, family)
 
 
 def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
@@ -69,6 +100,8 @@ def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
 
 
 def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
+    if family in GRANITE:
+        return _granite_tensors(sd, p, layer, family)
     if p + "mlp.experts.gate_up_proj" not in sd:
         return {(role, layer, GLOBAL): sd[f"{p}mlp.{n}_proj.weight"]
                 for role, n in ((32, "gate"), (33, "up"), (34, "down"))}
@@ -84,6 +117,28 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
         out[(49, layer, e)] = gate_up[e, inter:]
         out[(50, layer, e)] = down[e]
     return out
+
+
+def _experts(out: dict, gate_up: np.ndarray, down: np.ndarray, layer: int) -> dict:
+    inter = gate_up.shape[1] // 2
+    for e in range(gate_up.shape[0]):
+        out[(48, layer, e)] = gate_up[e, :inter]
+        out[(49, layer, e)] = gate_up[e, inter:]
+        out[(50, layer, e)] = down[e]
+    return out
+
+
+def _granite_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
+    """Granite: router `block_sparse_moe.router.weight`, shared MLP
+    `shared_mlp.input_linear` (gate rows, then up rows) / `output_linear`."""
+    b = p + "block_sparse_moe."
+    out = {(40, layer, GLOBAL): sd[b + "router.weight"]}
+    if family == "granitemoeshared":
+        fused = sd[p + "shared_mlp.input_linear.weight"]
+        width = fused.shape[0] // 2
+        out |= {(41, layer, GLOBAL): fused[:width], (42, layer, GLOBAL): fused[width:],
+                (43, layer, GLOBAL): sd[p + "shared_mlp.output_linear.weight"]}
+    return _experts(out, sd[b + "experts.gate_up_proj"], sd[b + "experts.down_proj"], layer)
 
 
 def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32) -> dict:

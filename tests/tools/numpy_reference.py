@@ -3,7 +3,8 @@
 It reads only the image (record + tensors) and follows the semantics that
 docs/format.md gives each field, so comparing its logits with the Hugging Face
 model's checks that the converter mapped every tensor and flag correctly
-(gate vs up, q/k norm kind, routing normalisation, shared expert gate, biases).
+(gate vs up, q/k norm kind, routing normalisation, shared expert gate, biases,
+the format 1.1 scales and top-k-then-softmax routing).
 RoPE pairs dimension i with i + head_dim/2, as transformers does.
 """
 
@@ -71,8 +72,9 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     group = r.n_heads // r.n_kv_heads
     mask = np.triu(np.full((n, n), -np.inf), 1)
     out = np.empty((n, r.n_heads, hd))
+    scale = r.attention_scale if r.has_scales else 1.0 / np.sqrt(hd)
     for head in range(r.n_heads):
-        scores = q[:, head] @ k[:, head // group].T / np.sqrt(hd) + mask
+        scores = q[:, head] @ k[:, head // group].T * scale + mask
         out[:, head] = _softmax(scores) @ v[:, head // group]
     return _project(w, out.reshape(n, -1), layer, Role.ATTN_O, Role.ATTN_O_BIAS)
 
@@ -83,11 +85,14 @@ def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray) -
 
 def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     r = w.image.record
-    probs = _softmax(h @ w.get(Role.ROUTER, layer).T)
+    logits = h @ w.get(Role.ROUTER, layer).T
+    probs = _softmax(logits)
     out = np.zeros_like(h)
     for t in range(h.shape[0]):
         chosen = np.argsort(-probs[t], kind="stable")[:r.top_k]
         weights = probs[t, chosen]
+        if r.router_score == 2:  # format 1.1: top-k of the logits, softmax over the k
+            weights = _softmax(logits[t, chosen])
         if r.router_norm_topk:
             weights = weights / weights.sum()
         for e, weight in zip(chosen, weights * r.routed_scaling):
@@ -106,14 +111,16 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
 def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
     """Logits [len(ids), vocab] for ids at positions 0 .. len(ids)-1."""
     r, w = image.record, _Weights(image)
-    x = w.get(Role.TOKEN_EMBED)[np.asarray(ids)]
+    embed, residual, divisor = ((r.embedding_scale, r.residual_scale, r.logits_divisor)
+                                if r.has_scales else (1.0, 1.0, 1.0))
+    x = w.get(Role.TOKEN_EMBED)[np.asarray(ids)] * embed
     for layer, entry in enumerate(image.layers):
-        x = x + _attention(w, _rms(x, w.get(Role.ATTN_NORM, layer), r.rms_eps), layer)
+        x = x + residual * _attention(w, _rms(x, w.get(Role.ATTN_NORM, layer), r.rms_eps), layer)
         h = _rms(x, w.get(Role.FFN_NORM, layer), r.rms_eps)
         if entry.ffn_kind == FfnKind.MOE:
-            x = x + _moe(w, h, layer)
+            x = x + residual * _moe(w, h, layer)
         else:
-            x = x + _swiglu(h, *(w.get(role, layer) for role in
-                                 (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)))
+            x = x + residual * _swiglu(h, *(w.get(role, layer) for role in
+                                            (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)))
     head = w.get(Role.TOKEN_EMBED if r.tie_embeddings else Role.LM_HEAD)
-    return _rms(x, w.get(Role.OUTPUT_NORM), r.rms_eps) @ head.T
+    return _rms(x, w.get(Role.OUTPUT_NORM), r.rms_eps) @ head.T / divisor

@@ -44,6 +44,8 @@ RECORD_AT = {
     "router_score": (128, "I"), "top_k": (132, "I"), "router_norm_topk": (136, "I"),
     "routed_scaling": (140, "f"), "shared_gate": (144, "I"), "n_group": (148, "I"),
     "topk_group": (152, "I"), "activation": (156, "I"), "norm_kind": (160, "I"),
+    "embedding_scale": (164, "f"), "residual_scale": (168, "f"), "attention_scale": (172, "f"),
+    "logits_divisor": (176, "f"),
 }
 
 
@@ -68,7 +70,7 @@ def test_field_tables_match_the_document(start, end, table):
 
 def test_reserved_tails_match_the_document():
     record_rows = _doc_section("### 1.1", "## 2.")
-    assert record_rows[-1][:3] == [str(MODEL_RECORD_END), "u8[92]", "reserved"]
+    assert record_rows[-1][:3] == [str(MODEL_RECORD_END), f"u8[{256 - MODEL_RECORD_END}]", "reserved"]
     assert _doc_section("## 3. Tensor table", "### 3.1")[-1][:3] == ["48", "u8[16]", "reserved"]
 
 
@@ -134,11 +136,14 @@ def _raw_tensors(data: bytes, table: int, n: int) -> list[dict]:
 def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     n_layers = rec["n_layers"]
     assert data[0:8] == b"COLIBRI\x1a"
-    assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, 0, 256)
+    scales = rec["embedding_scale"] != 0.0  # the 1.1 SCALES flag (docs/format.md section 1)
+    minor = 1 if scales or rec["router_score"] == 2 or rec["arch"] >= 6 else 0
+    assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
-    assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (0, alignment, rec["arch"])
+    assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
+        int(scales), alignment, rec["arch"])
     assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
-    assert _u("I", data, 60) == 0 and data[164:256] == bytes(92)
+    assert _u("I", data, 60) == 0 and data[180:256] == bytes(76)
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
     table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .hf_config import HFConfig, float32_number
 from .image_layout import MIN_ROPE_THETA, model_problems
-from .image_spec import DEFAULT_ALIGNMENT, Arch, FfnKind, ModelRecord
+from .image_spec import DEFAULT_ALIGNMENT, ROUTER_TOPK_SOFTMAX, Arch, FfnKind, ModelRecord
 
 MAX_CONTEXT_CAP = 1 << 24
 ALL_BIASES = 0b1111
@@ -189,7 +189,32 @@ def _qwen3_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.QWEN3_MOE, fields, kinds
 
 
-FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe}
+def _granite_scales(c: HFConfig) -> dict:
+    """Granite's multipliers, as the record's format 1.1 scales."""
+    return {"embedding_scale": c.number("embedding_multiplier", 1.0),
+            "residual_scale": c.number("residual_multiplier", 1.0),
+            "attention_scale": c.number("attention_multiplier", 1.0),
+            "logits_divisor": c.number("logits_scaling", 1.0)}
+
+
+def _granitemoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """GraniteMoE (and, with a shared MLP, GraniteMoeShared): Mixtral-like
+    attention and experts, top-k of the router logits then a softmax over the
+    k, and four multipliers."""
+    c.reject_if("attention_bias", bool, "attention biases are not supported for granitemoe")
+    fields = _attention(c, None)
+    kinds = [FfnKind.MOE] * fields["n_layers"]
+    _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
+    fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
+    shared = c.integer("shared_intermediate_size", 0)
+    fields |= {"router_score": ROUTER_TOPK_SOFTMAX, "shared_intermediate": shared,
+               "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-6),
+               **_granite_scales(c)}
+    return (Arch.GRANITEMOE_SHARED if shared else Arch.GRANITEMOE), fields, kinds
+
+
+FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
+            "granitemoe": _granitemoe, "granitemoeshared": _granitemoe}
 
 _RECORD_DEFAULTS = {"dense_intermediate": 0, "shared_intermediate": 0}
 

@@ -16,6 +16,9 @@ from .image_spec import (
     MIN_ALIGNMENT,
     NO_EXPERT,
     NO_LAYER,
+    ROUTER_SOFTMAX,
+    ROUTER_TOPK_SOFTMAX,
+    SCALE_FIELDS,
     Arch,
     FfnKind,
     LayerEntry,
@@ -64,6 +67,7 @@ def _positive_finite(value: float) -> bool:
 
 MIN_ROPE_THETA = 1.0  # = MIN_ROPE_THETA in sdk/src/hparams.c
 MAX_ROUTED_SCALING = 1024.0  # = MAX_ROUTED_SCALING there
+MAX_SCALE = 65536.0  # = MAX_SCALE there: embedding/residual/attention scales, logits divisor
 
 
 def _check(rows: list[tuple[str, object, bool, str]], status: str) -> list[Problem]:
@@ -97,6 +101,10 @@ def _attention_problems(r: ModelRecord) -> list[Problem]:
         ("attn_bias", r.attn_bias, r.attn_bias & ~0xF == 0, "only bits 0..3 may be set"),
         ("tie_embeddings", r.tie_embeddings, r.tie_embeddings in (0, 1), "must be 0 or 1"),
     ]
+    if r.has_scales:
+        rows += [(name, getattr(r, name), _positive_finite(getattr(r, name)) and
+                  getattr(r, name) <= MAX_SCALE, "must be > 0 and <= 65536 when any scale is set")
+                 for name in SCALE_FIELDS]
     return _check(rows, BAD_HYPERPARAMS)
 
 
@@ -120,7 +128,8 @@ def _ffn_problems(r: ModelRecord) -> list[Problem]:
 
 def _router_problems(r: ModelRecord) -> list[Problem]:
     return _check([
-        ("router_score", r.router_score, r.router_score == 0, "only 0 (softmax) is supported"),
+        ("router_score", r.router_score, r.router_score in (ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX),
+         "only 0 (softmax, top-k) and 2 (top-k, softmax over the k) are supported"),
         ("n_group", r.n_group, r.n_group == 1, "only 1 is supported"),
         ("topk_group", r.topk_group, r.topk_group == 1, "only 1 is supported"),
         ("routed_scaling", r.routed_scaling,

@@ -29,8 +29,10 @@ from .image_layout import (
 )
 from .image_spec import (
     DATA_ALIGN,
+    FLAG_SCALES,
     HEADER_FIELDS,
     HEADER_SIZE,
+    KNOWN_FLAGS,
     LAYER_ENTRY_SIZE,
     MAGIC,
     META_CRC_OFFSET,
@@ -141,7 +143,7 @@ class _Checker:
         if header["version_major"] != VERSION_MAJOR:
             raise self.fail(f"format major version {header['version_major']} (reader knows "
                             f"{VERSION_MAJOR})", Status.E_UNSUPPORTED_VERSION.c_name, 8)
-        if header["flags"] != 0:
+        if header["flags"] & ~KNOWN_FLAGS:
             raise self.fail(f"unknown flags 0x{header['flags']:08X}",
                             Status.E_UNSUPPORTED_VERSION.c_name, 28)
         self._check_table_offsets(header, record)
@@ -180,6 +182,11 @@ class _Checker:
 
     def check_record(self, header: dict, record: ModelRecord) -> None:
         self.raise_first(record_problems(header["arch"], header["alignment"], record))
+        present = bool(header["flags"] & FLAG_SCALES)
+        if present != record.has_scales:
+            raise self.fail(f"header flag SCALES is {int(present)} but the record's scales are "
+                            f"{'set' if record.has_scales else 'zero'}",
+                            Status.E_BAD_HYPERPARAMS.c_name, 164)
 
     def read_layers(self, record: ModelRecord) -> list[LayerEntry]:
         return [unpack_layer(self.buf, HEADER_SIZE + LAYER_ENTRY_SIZE * i)

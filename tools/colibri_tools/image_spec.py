@@ -41,6 +41,8 @@ class Arch(IntEnum):
     OLMOE = 3
     QWEN3_MOE = 4
     SWITCH = 5
+    GRANITEMOE = 6
+    GRANITEMOE_SHARED = 7
 
 
 class FfnKind(IntEnum):
@@ -122,8 +124,16 @@ MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("topk_group", 152, "I"),
     ("activation", 156, "I"),
     ("norm_kind", 160, "I"),
+    ("embedding_scale", 164, "f"),  # format 1.1 (HDR_FLAG_SCALES); 0 = the default
+    ("residual_scale", 168, "f"),
+    ("attention_scale", 172, "f"),
+    ("logits_divisor", 176, "f"),
 )
-MODEL_RECORD_END = 164  # bytes 164 .. 255 are reserved (zero)
+MODEL_RECORD_END = 180  # bytes 180 .. 255 are reserved (zero)
+SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
+FLAG_SCALES = 1  # header flags bit 0: the record's four scales are set (format 1.1)
+KNOWN_FLAGS = FLAG_SCALES
+ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX = 0, 2  # router_score values
 
 LAYER_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("ffn_kind", 0, "I"),
@@ -174,6 +184,14 @@ class ModelRecord:
     topk_group: int = 1
     activation: int = 0
     norm_kind: int = 0
+    embedding_scale: float = 0.0  # 0: the defaults 1, 1, head_dim^-0.5, 1 (no FLAG_SCALES)
+    residual_scale: float = 0.0
+    attention_scale: float = 0.0
+    logits_divisor: float = 0.0
+
+    @property
+    def has_scales(self) -> bool:
+        return any(getattr(self, name) != 0.0 for name in SCALE_FIELDS)
 
 
 @dataclass(frozen=True)

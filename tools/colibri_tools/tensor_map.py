@@ -6,7 +6,10 @@ Both expert layouts are accepted, per layer:
   `up_proj`, `down_proj` (Mixtral: `w1` gate, `w3` up, `w2` down), with block
   `mlp` or Mixtral's `block_sparse_moe`;
 - fused (transformers 5 in memory): `{block}.experts.gate_up_proj` [E, 2I, H]
-  (gate = first I rows, up = last I rows) and `{block}.experts.down_proj` [E, H, I].
+  (gate = first I rows, up = last I rows) and `{block}.experts.down_proj` [E, H, I];
+  Granite's checkpoints name them `{block}.input_linear.weight` and
+  `{block}.output_linear.weight`, its router `{block}.router.layer.weight` and its
+  shared MLP `shared_mlp.input_linear` [2S, H] (gate, up) / `shared_mlp.output_linear`.
 
 Every shape is checked before anything is written, and every checkpoint tensor
 must be used: a stray tensor (a bias the config does not announce, say) means
@@ -47,6 +50,9 @@ _BLOCK_NAMES = {Role.ROUTER: "gate.weight", Role.SHARED_GATE: "shared_expert.gat
                 Role.SHARED_EXPERT_GATE: "shared_expert_gate.weight"}
 
 _MOE_BLOCKS = ("mlp", "block_sparse_moe")
+# Router names: most families' `{block}.gate.weight`; Granite's `router.layer.weight`
+# on disk (`router.weight` in transformers 5's memory).
+_ROUTER_NAMES = ("gate.weight", "router.layer.weight", "router.weight")
 _PER_EXPERT_NAMES = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
@@ -62,12 +68,18 @@ class TensorMap:
         self.used: set[str] = set()
 
     # -- names -------------------------------------------------------------
-    def _moe_block(self, layer: int) -> str:
+    def _router(self, layer: int) -> tuple[str, str]:
+        """(block prefix, router tensor name) of a MoE layer."""
         for block in _MOE_BLOCKS:
-            if self.ckpt.has(f"model.layers.{layer}.{block}.gate.weight"):
-                return f"model.layers.{layer}.{block}"
+            for suffix in _ROUTER_NAMES:
+                name = f"model.layers.{layer}.{block}.{suffix}"
+                if self.ckpt.has(name):
+                    return f"model.layers.{layer}.{block}", name
         raise CheckpointError(f"layer {layer} is a MoE layer but has no router "
                               f"(model.layers.{layer}.mlp.gate.weight)", path=self.ckpt.path)
+
+    def _moe_block(self, layer: int) -> str:
+        return self._router(layer)[0]
 
     def name_of(self, role: int, layer: int) -> str:
         """Checkpoint name of a non-expert tensor."""
@@ -75,6 +87,8 @@ class TensorMap:
             return _GLOBAL_NAMES[role]
         if role in _LAYER_NAMES:
             return f"model.layers.{layer}.{_LAYER_NAMES[role]}"
+        if role == Role.ROUTER:
+            return self._router(layer)[1]
         return f"{self._moe_block(layer)}.{_BLOCK_NAMES[role]}"
 
     # -- loaders -----------------------------------------------------------
@@ -97,7 +111,26 @@ class TensorMap:
                                   path=self.ckpt.file_of(name))
         self.used.add(name)
 
+    def _granite_shared(self, entry: TensorEntry) -> Loader | None:
+        """Granite's shared MLP: input_linear [2S, H] (gate rows, then up rows)
+        and output_linear [H, S]; None when the checkpoint has the usual names."""
+        base = f"model.layers.{entry.layer}.shared_mlp"
+        fused = f"{base}.input_linear.weight"
+        if entry.role not in (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN) or \
+                not self.ckpt.has(fused):
+            return None
+        width, hidden = self.spec.record.shared_intermediate, self.spec.record.hidden_size
+        if entry.role == Role.SHARED_DOWN:
+            self._expect(f"{base}.output_linear.weight", (hidden, width))
+            return lambda: self._load(f"{base}.output_linear.weight")
+        self._expect(fused, (2 * width, hidden))
+        rows = slice(0, width) if entry.role == Role.SHARED_GATE else slice(width, 2 * width)
+        return lambda: self._load(fused, rows=rows)
+
     def _plain(self, entry: TensorEntry) -> Loader:
+        granite = self._granite_shared(entry)
+        if granite is not None:
+            return granite
         name = self.name_of(entry.role, entry.layer)
         self._expect(name, entry.shape)
         return lambda: self._load(name)
@@ -107,6 +140,8 @@ class TensorMap:
         r = self.spec.record
         e_count, inter, hidden = r.n_experts, r.expert_intermediate, r.hidden_size
         fused_gate_up, fused_down = f"{block}.experts.gate_up_proj", f"{block}.experts.down_proj"
+        if self.ckpt.has(f"{block}.input_linear.weight"):  # Granite's names for the same
+            fused_gate_up, fused_down = f"{block}.input_linear.weight", f"{block}.output_linear.weight"
         if self.ckpt.has(fused_gate_up):
             self._expect(fused_gate_up, (e_count, 2 * inter, hidden))
             self._expect(fused_down, (e_count, hidden, inter))
