@@ -219,5 +219,5 @@ def test_flood_of_garbage_keeps_the_timeout(fake):
         with pytest.raises(DeviceTimeout) as info:
             client.hello()
         elapsed = time.monotonic() - start
-    assert 1.95 < elapsed < 2.4, elapsed
+    assert 1.95 < elapsed < 2.7, elapsed  # (the bug it guards against overran by 1.55 s)
     assert device.url in str(info.value)
