@@ -10,8 +10,7 @@ from .convert import ConvertResult, convert
 from .errors import CheckpointError, ColibriError, ImageFormatError, OptionError, UnsupportedModelError
 from .image_reader import ModelImage, fix_meta_crc, read_image
 from .sizes import scratch_size, state_size
-
-__version__ = "0.1.0"
+from .version import VERSION as __version__  # noqa: E402
 
 __all__ = [
     "ConvertResult", "convert", "CheckpointError", "ColibriError", "ImageFormatError",

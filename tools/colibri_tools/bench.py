@@ -31,6 +31,7 @@ import tempfile
 import time
 
 from .errors import ColibriError
+from .version import add_version_option
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SHAPE = (("vocab", 32000), ("hidden", 512), ("layers", 8), ("heads", 8), ("kv-heads", 2),
@@ -278,6 +279,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--membw", help="colibri-membw binary (default build/host/colibri-membw)")
     p.add_argument("--work", type=pathlib.Path, help="directory for the temporary model files")
     p.add_argument("--json", type=pathlib.Path, help="also write the report here")
+    add_version_option(p)
     return p
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from .config_header import MODEL_FITS_BOARD
 from .errors import ColibriError
+from .version import add_version_option
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BOARDS_DIR = REPO / "boards"
@@ -319,6 +320,7 @@ def generator_main(prog: str, render, argv: list[str] | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="colibri-board", description="Board data from boards/")
+    add_version_option(p)
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list")
     for cmd in ("show", "ld", "make", "header"):

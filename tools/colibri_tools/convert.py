@@ -37,6 +37,7 @@ from .image_writer import SourceTensor, WrittenImage, write_image
 from .sizes import MAX_BATCH, scratch_size, state_size
 from .status import Status
 from .tensor_map import TensorMap
+from .version import add_version_option
 
 log = logging.getLogger("colibri_tools.convert")
 
@@ -108,6 +109,12 @@ def _self_check(path: Path, written: WrittenImage) -> ModelImage:
     return image
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def _staged_outputs(out_dir: Path, names: Sequence[str]) -> Iterator[dict[str, Path]]:
     """Temporary paths in out_dir for each final name; renamed into place on success,
@@ -118,6 +125,7 @@ def _staged_outputs(out_dir: Path, names: Sequence[str]) -> Iterator[dict[str, P
     try:
         for name in names:
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
+            os.fchmod(fd, 0o666 & ~_umask())  # what open() would give, not mkstemp's 0600
             os.close(fd)
             staged[name] = Path(tmp)
         yield staged
@@ -166,6 +174,8 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
             image = _write_all(staged, spec, sources, alignment, (context, batch), ckpt, progress)
         if ckpt.tokenizer_path is None:
             (out_dir / TOKENIZER_OUT_NAME).unlink(missing_ok=True)  # stale from another model
+            log.warning("%s has no tokenizer.json: the image is written, but colibri-generate "
+                        "and colibri-vocab need one", ckpt.path)
     return ConvertResult(
         out_dir / IMAGE_NAME, out_dir / HEADER_NAME,
         out_dir / TOKENIZER_OUT_NAME if TOKENIZER_OUT_NAME in names else None,
@@ -210,6 +220,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT,
                    help="alignment of every expert block, a power of two 64 .. 1048576")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    add_version_option(p)
     return p
 
 

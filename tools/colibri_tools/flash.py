@@ -30,6 +30,7 @@ from .flash_backends import PLANNERS, FlashError, FlashRequest, Step
 from .flash_backends.common import INSTALL_HINTS
 from .hex_firmware import Piece, check_layout, check_model, load_firmware, model_piece
 from .hex_image import hex_extent, is_hex_file
+from .version import add_version_option
 
 WORK_ROOT = REPO / "build" / "flash"
 
@@ -173,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--work-dir", type=Path, help="where readbacks go (default build/flash/BOARD)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the commands, one per line, and run nothing")
+    add_version_option(p)
     return p
 
 

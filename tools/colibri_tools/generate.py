@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from colibri_tools.errors import ColibriError
+from colibri_tools.version import add_version_option
 
 MODEL_FILE = "model.bin"
 TOKENIZER_FILE = "model_tokenizer.json"
@@ -223,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"pass --stats to {RUN_NAME} and show its statistics on stderr")
     p.add_argument("--show-ids", action="store_true",
                    help="print the prompt and generated token ids on stderr")
+    add_version_option(p)
     return p
 
 

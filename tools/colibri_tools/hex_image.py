@@ -50,6 +50,7 @@ from .hex_records import (
     _record,
     span,
 )
+from .version import add_version_option
 
 
 def _write_records(out, pieces: Sequence[Piece], model: Piece, start: tuple[int, bytes] | None,
@@ -356,6 +357,7 @@ def _parser() -> argparse.ArgumentParser:
                         "against --model instead of writing")
     p.add_argument("--model", dest="check_model", type=Path, help="with --check: the model.bin")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+    add_version_option(p)
     return p
 
 

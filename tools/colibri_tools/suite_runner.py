@@ -42,6 +42,7 @@ from .protocol import (
     status_name,
 )
 from .status import Status
+from .version import add_version_option
 
 PROG = "colibri-test"
 DEFAULT_TOLERANCE = 1e-4
@@ -332,6 +333,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--expect-digests", help="require logits bit-identical to these digests")
     i = sub.add_parser("info", help="print what the device says about itself")
     _port_options(i)
+    add_version_option(p)
     return p
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ColibriError
+from .version import add_version_option
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<unk>")  # ids 0 and 1
 # Words keep their leading space; digits stand alone; runs of punctuation and of
@@ -429,6 +430,7 @@ def _parser() -> argparse.ArgumentParser:
                        choices=DTYPES if name == "dtype" else None,
                        help=f"training: {name} (default {default})")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_version_option(p)
     return p
 
 

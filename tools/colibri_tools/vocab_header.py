@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ColibriError
+from .version import add_version_option
 
 GUARD = "COLIBRI_MODEL_VOCAB_H"
 SPECIAL_MODES = ("empty", "marker")
@@ -300,6 +301,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int, default=None,
                    help="pad the table with empty strings to this many ids (the model's "
                         "COLIBRI_MODEL_VOCAB_SIZE when it exceeds the tokenizer's size)")
+    add_version_option(p)
     return p
 
 
