@@ -110,13 +110,7 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_expert.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
         out[(44, layer, GLOBAL)] = sd[p + "mlp.shared_expert_gate.weight"]
-    gate_up, down = sd[p + "mlp.experts.gate_up_proj"], sd[p + "mlp.experts.down_proj"]
-    inter = gate_up.shape[1] // 2
-    for e in range(gate_up.shape[0]):
-        out[(48, layer, e)] = gate_up[e, :inter]
-        out[(49, layer, e)] = gate_up[e, inter:]
-        out[(50, layer, e)] = down[e]
-    return out
+    return _experts(out, sd[p + "mlp.experts.gate_up_proj"], sd[p + "mlp.experts.down_proj"], layer)
 
 
 def _experts(out: dict, gate_up: np.ndarray, down: np.ndarray, layer: int) -> dict:

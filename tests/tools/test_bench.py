@@ -56,7 +56,7 @@ def test_bytes_per_token_follows_the_image(tiny_model):
     from colibri_tools.bench import bytes_per_token
 
     _, image, _ = tiny_model
-    params, per_token = bytes_per_token(image)
+    params, per_token, _ = bytes_per_token(image)
     attn = 64 * 64 * 2 + 2 * 32 * 64  # q, o; k, v (kv heads 2 x head 16)
     expert = 3 * 96 * 64
     per_layer = attn + 2 * 64 + 4 * 64 + 2 * expert  # norms, router, top-2 experts

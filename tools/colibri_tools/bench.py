@@ -75,10 +75,10 @@ def build_model(args: argparse.Namespace, work: pathlib.Path):
     return model, work / "out" / "model.bin"
 
 
-def bytes_per_token(image_path: pathlib.Path) -> tuple[int, int]:
-    """(parameters, bytes of weights one decoded token reads): everything but
-    the embedding table (one row of it) and the routed experts (top_k of each
-    layer's, on average)."""
+def bytes_per_token(image_path: pathlib.Path) -> tuple[int, int, int]:
+    """(parameters, bytes of weights one decoded token reads, vocab size): the
+    bytes are everything but the embedding table (one row of it) and the
+    routed experts (top_k of each layer's, on average). Reads the image once."""
     from .image_reader import read_image
     from .image_spec import NO_EXPERT, Role
 
@@ -91,7 +91,7 @@ def bytes_per_token(image_path: pathlib.Path) -> tuple[int, int]:
     per_token = shared - (0 if r.tie_embeddings else embed) + 4 * r.hidden_size
     if r.n_experts:
         per_token += routed * r.top_k // r.n_experts
-    return params, per_token
+    return params, per_token, r.vocab_size
 
 
 def _stat(text: str, line: str, key: str) -> float:
@@ -211,9 +211,8 @@ def run_benchmark(args: argparse.Namespace) -> dict:
             if args.llama_bench:
                 from .bench_llama import write_gguf
                 gguf = write_gguf(model, pathlib.Path(tmp) / "model.gguf")
-        params, per_token = bytes_per_token(image)
+        params, per_token, vocab = bytes_per_token(image)
         bandwidth = {t: read_bandwidth(membw, t) for t in args.threads}
-        vocab = _vocab(image)
         ids = [(7 * i + 3) % vocab for i in range(args.prompt)]
         runs = _measure(Peers(args, image, model, gguf), ids)
         report = {"model": str(args.model) if args.model else _shape(args), "parameters": params,
@@ -224,12 +223,6 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         tokens = [runs[k][0]["tokens"] for k in runs if runs[k] and "tokens" in runs[k][0]]
         report["same_greedy_tokens"] = all(t == tokens[0] for t in tokens)
     return report
-
-
-def _vocab(image: pathlib.Path) -> int:
-    from .image_reader import read_image
-
-    return read_image(image).record.vocab_size
 
 
 def _shape(args: argparse.Namespace) -> dict:

@@ -25,25 +25,33 @@ def slow_image(tmp_path_factory):
     return write_tiny_image(tmp_path_factory.mktemp("slow") / "model.bin", record=record)
 
 
-def test_truncated_while_mapped(any_run, slow_image, tmp_path):
+def _tamper_while_decoding(run, image, tmp_path, tamper, what):
+    """Start a long decode on a copy of image, call tamper(path) once it is
+    decoding, and return (returncode, stdout, stderr)."""
     path = tmp_path / "victim.bin"
-    path.write_bytes(slow_image.read_bytes())
-    proc = subprocess.Popen([str(any_run), str(path), "--ids", "1", "--gen", "4096",
+    path.write_bytes(image.read_bytes())
+    proc = subprocess.Popen([str(run), str(path), "--ids", "1", "--gen", "4096",
                              "--context", "4096"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1.0)  # well past start-up: decoding
         if proc.poll() is not None:
-            pytest.skip("colibri-run finished before the file could be truncated")
-        os.truncate(path, 4096)
+            pytest.skip(f"colibri-run finished before the file could be {what}")
+        tamper(path)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return proc.returncode, out, err
+
+
+def test_truncated_while_mapped(any_run, slow_image, tmp_path):
+    code, out, err = _tamper_while_decoding(any_run, slow_image, tmp_path,
+                                            lambda path: os.truncate(path, 4096), "truncated")
     if "its header says the image is" in err:
         pytest.skip("the file was truncated before colibri-run mapped it")  # a slow start
-    assert proc.returncode == 1, (proc.returncode, err)
+    assert code == 1, (code, err)
     assert out == ""
     assert "SIGBUS while reading the mapped model file" in err
     assert "truncated by another process" in err
@@ -54,23 +62,13 @@ def test_rewritten_in_place_while_mapped(any_run, slow_image, tmp_path):
     """A write into the mapped file (dd conv=notrunc does this) changes the
     bytes under the run; colibri-run notices the file's new modification time
     and prints no tokens (issue 13, item 4)."""
-    path = tmp_path / "victim.bin"
-    path.write_bytes(slow_image.read_bytes())
-    proc = subprocess.Popen([str(any_run), str(path), "--ids", "1", "--gen", "4096",
-                             "--context", "4096"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.0)
-        if proc.poll() is not None:
-            pytest.skip("colibri-run finished before the file could be rewritten")
+    def write_one_weight(path):
         with open(path, "r+b") as f:
             f.seek(path.stat().st_size // 2)
             f.write(b"\x00\x00\x80\x3f")  # 1.0 into some weight: no error of its own
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 1, (proc.returncode, err)
+
+    code, out, err = _tamper_while_decoding(any_run, slow_image, tmp_path, write_one_weight,
+                                            "rewritten")
+    assert code == 1, (code, err)
     assert out == ""
     assert "the model file was written while it was in use" in err
