@@ -41,7 +41,7 @@ $(BUILD)/host/ports/linux/colibri_linux_kernels.o $(BUILD)/asan/ports/linux/coli
 $(BUILD)/host/ports/linux/colibri_linux_kernels.o: HOST_CFLAGS += $(LINUX_KERNELS_FLAG)
 $(BUILD)/asan/ports/linux/colibri_linux_kernels.o: ASAN_CFLAGS += $(LINUX_KERNELS_FLAG)
 
-.PHONY: all host asan cross freestanding size clean test-bins fuzz
+.PHONY: all host asan cross freestanding size clean test-bins fuzz shared install
 all: host
 
 # Objects of the core for flavour $(1) with the kernel tables $(2) (default: KERNELS).
@@ -52,7 +52,10 @@ endef
 # ---- host (x86-64 or whatever cc targets) --------------------------------
 HOST_CFLAGS := $(WARN) $(FP_STRICT) $(OPT) -g -fPIC $(CORE_INC)
 host: $(BUILD)/host/libcolibri.a $(BUILD)/host/libcolibri.so $(BUILD)/host/colibri-run \
-      $(BUILD)/host/colibri-membw
+      $(BUILD)/host/colibri-membw $(BUILD)/host/libcolibri_linux.so $(BUILD)/host/libcolibri_linux.a
+
+# What the Python package's wheel carries (setup.py): the two shared libraries.
+shared: $(BUILD)/host/libcolibri.so $(BUILD)/host/libcolibri_linux.so
 
 $(BUILD)/host/%.o: %.c $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.h ports/linux/*.h)
 	@mkdir -p $(dir $@)
@@ -61,8 +64,24 @@ $(BUILD)/host/%.o: %.c $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.
 $(BUILD)/host/libcolibri.a: $(call core_objs,host)
 	rm -f $@ && $(AR) rcs $@ $^
 
+# Shared libraries (docs/install.md): the core, and the Linux port, which
+# finds the core beside itself ($$ORIGIN). Their version is colibri.h's.
+COLIBRI_VERSION := $(shell sed -n 's/^\#define COLIBRI_VERSION_[A-Z]* \([0-9][0-9]*\)$$/\1/p' \
+                     sdk/include/colibri.h | paste -sd. -)
+SO_MAJOR  := $(firstword $(subst ., ,$(COLIBRI_VERSION)))
+LINUX_OBJ  = $(patsubst %.c,$(BUILD)/host/%.o,$(LINUX_SRC))
+
 $(BUILD)/host/libcolibri.so: $(call core_objs,host)
-	$(CC) -shared -o $@ $^
+	$(CC) -shared -Wl,-soname,libcolibri.so.$(SO_MAJOR) -o $@ $^
+	ln -sf libcolibri.so $@.$(SO_MAJOR)
+
+$(BUILD)/host/libcolibri_linux.so: $(LINUX_OBJ) $(BUILD)/host/libcolibri.so
+	$(CC) -shared -Wl,-soname,libcolibri_linux.so.$(SO_MAJOR) -Wl,-rpath,'$$ORIGIN' -o $@ \
+	    $(LINUX_OBJ) -L$(BUILD)/host -lcolibri -pthread
+	ln -sf libcolibri_linux.so $@.$(SO_MAJOR)
+
+$(BUILD)/host/libcolibri_linux.a: $(LINUX_OBJ)
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/host/colibri-run: $(patsubst %.c,$(BUILD)/host/%.o,$(RUN_SRC) $(LINUX_SRC)) $(BUILD)/host/libcolibri.a
 	$(CC) -pthread -o $@ $^
@@ -166,6 +185,7 @@ size: host cross
 	@aarch64-linux-gnu-size -t $(call core_objs,aarch64,$(AARCH64_KERNELS)) | tail -1 | awk '{printf "aarch64  %7s %7s %7s\n", $$1, $$2, $$3}'
 	@arm-none-eabi-size -t $(call core_objs,cortex-m7,reference) | tail -1 | awk '{printf "cortex-m7%7s %7s %7s\n", $$1, $$2, $$3}'
 
+include ports/linux/install.mk
 include ports/baremetal/firmware.mk
 include ports/serial/serial.mk
 -include ports/linux/cross.mk

@@ -43,12 +43,19 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 STAMP=.venv/.colibri-setup
-WANT="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+WANT="$(cat pyproject.toml scripts/setup.sh scripts/runtime_deps.py | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "setup: installing Python packages into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   # The CPU build of torch first, so nothing pulls a larger build in.
   .venv/bin/python -m pip install -q "torch==2.13.0"
-  .venv/bin/python -m pip install -q -e ".[dev,zephyr]"
+  .venv/bin/python -m pip install -q -e ".[dev,zephyr,plot]"
+  # The wheels of the tools' runtime dependencies, at the versions just
+  # installed: the fresh-venv test (tests/tools/test_fresh_venv.py) installs
+  # the colibri-tools wheel from here with --no-index.
+  rm -rf .venv/wheelhouse
+  .venv/bin/python -m pip freeze --exclude-editable > .venv/wheelhouse-pins.txt
+  .venv/bin/python -m pip download -q --only-binary :all: -d .venv/wheelhouse \
+      -c .venv/wheelhouse-pins.txt $(.venv/bin/python scripts/runtime_deps.py)
   echo "$WANT" > "$STAMP"
 fi

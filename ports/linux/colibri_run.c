@@ -30,6 +30,14 @@
 #define DEFAULT_CONTEXT 2048u
 #define BUFFER_ALIGN 64u /* >= the core's 16; one cache line */
 
+/* Expert use per layer for --stats: counts[layer * n_experts + e] is how
+ * many tokens the router sent to expert e of layer (the port's router
+ * observer, colibri_port.route, fills it). */
+typedef struct expert_counts {
+    uint64_t *counts; /* NULL until the model's shape is known */
+    uint32_t n_layers, n_experts;
+} expert_counts;
+
 typedef struct run_timing {
     uint64_t map_ns, init_ns, verify_ns;
     uint64_t prompt_ns, prompt_ticks;
@@ -80,6 +88,46 @@ static void install_sigbus_handler(void)
 
 /* ---- helpers ------------------------------------------------------------------ */
 
+static void count_route(void *ctx, uint32_t layer, uint32_t pos, uint32_t n_tokens, uint32_t top_k,
+                        const uint32_t *experts, const float *weights)
+{
+    expert_counts *c = (expert_counts *)ctx;
+    uint32_t i;
+    (void)pos;
+    (void)weights;
+    if (c->counts == NULL || layer >= c->n_layers) {
+        return;
+    }
+    for (i = 0; i < n_tokens * top_k; i++) {
+        if (experts[i] < c->n_experts) {
+            c->counts[(size_t)layer * c->n_experts + experts[i]]++;
+        }
+    }
+}
+
+/* One line per MoE layer: how many tokens each expert took (dense layers,
+ * which route nothing, print no line). */
+static void print_expert_counts(const colibri_model *model, const expert_counts *c)
+{
+    uint32_t l, e;
+    for (l = 0; c->counts != NULL && l < c->n_layers; l++) {
+        const uint64_t *row = c->counts + (size_t)l * c->n_experts;
+        uint64_t routed = 0;
+        for (e = 0; e < c->n_experts; e++) {
+            routed += row[e];
+        }
+        if (routed == 0) {
+            continue;
+        }
+        fprintf(stderr, PROG ": experts: layer=%u top_k=%u routed=%llu counts=", l, model->hp.top_k,
+                (unsigned long long)routed);
+        for (e = 0; e < c->n_experts; e++) {
+            fprintf(stderr, e == 0 ? "%llu" : ",%llu", (unsigned long long)row[e]);
+        }
+        fputc('\n', stderr);
+    }
+}
+
 /* Write count floats as little-endian binary32. 0 or an errno value. */
 /* Does path name the mapped model file (by any name: a link, another path)? */
 static int is_the_model_file(const char *path, const colibri_linux_mapping *map)
@@ -127,6 +175,8 @@ static const char *arch_name(uint32_t arch)
     case 3: return "olmoe";
     case 4: return "qwen3_moe";
     case 5: return "switch";
+    case 6: return "granitemoe";
+    case 7: return "granitemoeshared";
     default: return "unknown";
     }
 }
@@ -196,6 +246,11 @@ static void print_stats(const run_options *o, const colibri_linux_mapping *map,
         total += t->step_ns[i];
     }
     if (t->n_steps > 0) {
+        fprintf(stderr, PROG ": token_ns: ");
+        for (i = 0; i < t->n_steps; i++) {
+            fprintf(stderr, i == 0 ? "%llu" : ",%llu", (unsigned long long)t->step_ns[i]);
+        }
+        fputc('\n', stderr);
         qsort(t->step_ns, t->n_steps, sizeof *t->step_ns, cmp_u64);
         fprintf(stderr,
                 PROG ": decode: steps=%u ns=%llu per_token_ns_mean=%llu min=%llu "
@@ -455,6 +510,7 @@ static int run(const run_options *o)
     colibri_linux_port_ctx port_ctx;
     colibri_port port;
     colibri_model model;
+    expert_counts experts = {NULL, 0, 0};
     run_buffers b;
     run_timing t;
     char err[1024];
@@ -489,10 +545,24 @@ static int run(const run_options *o)
         colibri_linux_unmap(&map);
         return rc;
     }
+    if (o->stats) {
+        port.route = count_route;
+        port.route_ctx = &experts;
+    }
 
     rc = load_model(o, &map, &port, &model, &t);
     if (rc == 0) {
         rc = check_request(o, &model, &ctx);
+    }
+    if (rc == 0 && o->stats && model.hp.n_experts > 0) {
+        experts.n_layers = model.hp.n_layers;
+        experts.n_experts = model.hp.n_experts;
+        experts.counts =
+            (uint64_t *)calloc((size_t)experts.n_layers * experts.n_experts, sizeof(uint64_t));
+        if (experts.counts == NULL) {
+            fprintf(stderr, PROG ": error: cannot allocate memory for expert counts\n");
+            rc = EXIT_RUNTIME;
+        }
     }
     if (rc == 0) {
         rc = alloc_buffers(o, &model, ctx, &b);
@@ -523,7 +593,9 @@ static int run(const run_options *o)
     }
     if (rc == 0 && o->stats) {
         print_stats(o, &map, &model, ctx, b.kv_bytes, b.scratch_bytes, &t);
+        print_expert_counts(&model, &experts);
     }
+    free(experts.counts);
     free(t.step_ns);
     free(b.out);
     free(b.logits);

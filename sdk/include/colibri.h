@@ -43,6 +43,9 @@ extern "C" {
 #define COLIBRI_VERSION_MAJOR 0
 #define COLIBRI_VERSION_MINOR 1
 #define COLIBRI_VERSION_PATCH 0
+/* The same as one number: major * 10000 + minor * 100 + patch. */
+#define COLIBRI_VERSION_NUMBER                                                                     \
+    (COLIBRI_VERSION_MAJOR * 10000 + COLIBRI_VERSION_MINOR * 100 + COLIBRI_VERSION_PATCH)
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
@@ -85,6 +88,10 @@ typedef enum colibri_status {
 /* A one-line English description of a status; never NULL. */
 const char *colibri_strerror(colibri_status status);
 
+/* COLIBRI_VERSION_NUMBER of the library linked in (which may differ from the
+ * header a program was compiled with when it loads a shared libcolibri). */
+uint32_t colibri_version(void);
+
 /* ---------------------------------------------------------------------------
  * Port interface: how the core reaches the platform. Optional; versioned.
  * ------------------------------------------------------------------------- */
@@ -97,11 +104,26 @@ const char *colibri_strerror(colibri_status status);
  *
  *   version 1: ticks, prefetch, ctx
  *   version 2: + parallel_for, kernels
+ *   version 3: + route, route_ctx
  */
-#define COLIBRI_PORT_VERSION 2
+#define COLIBRI_PORT_VERSION 3
 
 /* A task of parallel_for: runs task number `task` of a batch. */
 typedef void (*colibri_task_fn)(void *arg, uint32_t task);
+
+/*
+ * A router observer (port version 3): called once per MoE layer and forward
+ * chunk, after the router chose, with the choices for the chunk's n_tokens
+ * tokens at positions pos .. pos + n_tokens - 1: token t went to experts
+ * experts[t * top_k + j] (ascending, j < top_k) with weights[t * top_k + j].
+ * Layers come in order within a chunk. The arrays live in the caller's
+ * scratch memory and are valid only during the call; the observer must not
+ * call the core on the same state or scratch. What it sees is what the
+ * forward pass uses: the same bits on every kernel table, thread count and
+ * batch size (the chunking, and so the n_tokens of each call, differs).
+ */
+typedef void (*colibri_route_fn)(void *route_ctx, uint32_t layer, uint32_t pos, uint32_t n_tokens,
+                                 uint32_t top_k, const uint32_t *experts, const float *weights);
 
 typedef struct colibri_port {
     uint32_t version; /* the COLIBRI_PORT_VERSION the port was written for */
@@ -121,6 +143,11 @@ typedef struct colibri_port {
     /* (optional, version 2) the kernel table for this CPU (a port may pick
      * one by probing the CPU); NULL, or a port of version 1: the reference. */
     const struct colibri_kernels *kernels;
+    /* (optional, version 3) the router observer above (statistics such as
+     * expert use per layer, routing traces); NULL: none. It runs on the
+     * calling thread, never inside parallel_for. */
+    colibri_route_fn route;
+    void *route_ctx; /* passed to route */
 } colibri_port;
 
 /* ---------------------------------------------------------------------------

@@ -48,6 +48,9 @@ static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *sta
     add_rows(m, ws->x, ws->ffn_out, n);
     rmsnorm_rows(m, ws->xn, ws->x, layer.ffn_norm, n);
     colibri_ffn_forward(m, &layer, ws, n);
+    if (m->port.route != NULL && layer.ffn_kind != FFN_DENSE) {
+        m->port.route(m->port.route_ctx, l, state->pos, n, m->hp.top_k, ws->topk_i, ws->topk_w);
+    }
     add_rows(m, ws->x, ws->ffn_sum, n);
 }
 

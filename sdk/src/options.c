@@ -22,6 +22,10 @@ static void port_copy(colibri_port *out, const colibri_port *in)
         out->parallel_for = in->parallel_for;
         out->kernels = in->kernels;
     }
+    if (in->version >= 3u) {
+        out->route = in->route;
+        out->route_ctx = in->route_ctx;
+    }
 }
 
 #define KERNEL_SLOT(out, chosen, slot)                                                             \

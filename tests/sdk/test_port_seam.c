@@ -4,7 +4,10 @@
  * exactly that size, so AddressSanitizer sees any read past it) still works;
  * versions 0 and COLIBRI_PORT_VERSION + 1 are refused; a version-2 port's
  * kernel table overrides one slot and the rest stay the reference's, with the
- * same logits bit for bit.
+ * same logits bit for bit; a version-2 port (ending before the route slots)
+ * works the same; a version-3 router observer hears of every MoE layer of
+ * every position once, with top_k ascending experts whose weights are those
+ * the forward pass used, and changes no bit of the logits.
  *
  *   test_port_seam MODEL.bin        prints one line per failure and "N passed, M failed"
  */
@@ -29,6 +32,36 @@ static void counting_add(float *y, const float *x, uint32_t n)
 {
     add_calls++;
     colibri_kernels_reference.add(y, x, n);
+}
+
+typedef struct route_log {
+    uint32_t calls, positions, bad;
+    uint32_t seen[64][64]; /* [layer][pos]: calls that covered it (ctx <= 64) */
+} route_log;
+
+static route_log g_routes;
+
+static void log_route(void *ctx, uint32_t layer, uint32_t pos, uint32_t n_tokens, uint32_t top_k,
+                      const uint32_t *experts, const float *weights)
+{
+    route_log *log = (route_log *)ctx;
+    log->calls++;
+    for (uint32_t t = 0; t < n_tokens; t++) {
+        float sum = 0.0f;
+        if (layer < 64u && pos + t < 64u) {
+            log->seen[layer][pos + t]++;
+        }
+        log->positions++;
+        for (uint32_t j = 0; j < top_k; j++) {
+            sum += weights[t * top_k + j];
+            if (j > 0 && experts[t * top_k + j] <= experts[t * top_k + j - 1]) {
+                log->bad++; /* not ascending, or repeated */
+            }
+        }
+        if (!(sum > 0.0f)) {
+            log->bad++;
+        }
+    }
 }
 
 static unsigned char *read_file(const char *path, size_t *size)
@@ -111,6 +144,35 @@ int main(int argc, char **argv)
     CHECK(run(&model, got) == 0 && add_calls > 0 && !memcmp(ref, got, model.hp.vocab_size * 4));
     v2.version = COLIBRI_PORT_VERSION + 1u;
     CHECK(colibri_init(&model, image, size, &options) == COLIBRI_E_BAD_ARGUMENT);
+
+    /* A version-2 port in a block that ends before the version-3 slots. */
+    size_t v2_size = offsetof(colibri_port, route);
+    colibri_port *v2_exact = malloc(v2_size);
+    memset(v2_exact, 0, v2_size);
+    v2_exact->version = 2;
+    v2_exact->kernels = &colibri_kernels_reference;
+    options.port = v2_exact;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK && model.port.route == NULL);
+    CHECK(run(&model, got) == 0 && !memcmp(ref, got, model.hp.vocab_size * 4));
+    free(v2_exact);
+
+    /* A version-3 router observer: every MoE layer of each of the 3 prompt
+     * positions once, ascending experts, positive weights, same logits. */
+    colibri_port v3 = {.version = 3, .route = log_route, .route_ctx = &g_routes};
+    options.port = &v3;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK);
+    CHECK(run(&model, got) == 0 && !memcmp(ref, got, model.hp.vocab_size * 4));
+    CHECK(g_routes.calls > 0 && g_routes.bad == 0);
+    for (uint32_t l = 0; l < model.hp.n_layers && l < 64u; l++) {
+        for (uint32_t p = 0; p < 3u; p++) {
+            CHECK(g_routes.seen[l][p] <= 1u);
+        }
+    }
+    CHECK(g_routes.positions % 3u == 0 && g_routes.positions <= 3u * model.hp.n_layers);
+    v3.version = 2; /* a version-2 port's route slot is never read */
+    memset(&g_routes, 0, sizeof g_routes);
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK && model.port.route == NULL);
+    CHECK(run(&model, got) == 0 && g_routes.calls == 0);
 
     free(ref);
     free(got);

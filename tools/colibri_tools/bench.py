@@ -10,14 +10,15 @@ Builds a random-weight model of the given shape from a transformers config
 (default: Mixtral architecture, 152 M parameters, 605 MB in fp32: beyond a
 last-level cache) and converts it. Then, for each repetition and each thread
 count, interleaved so that drift hits every engine alike:
-  * colibri-run --preload --batch PROMPT: the prompt's tokens per second and
-    the decode's (GEN tokens after the prompt);
+  * the engine in this process (colibri_tools.engine, as colibri-run --preload
+    --batch PROMPT): the prompt's tokens per second and the decode's (GEN
+    tokens after the prompt);
   * with --llama-bench: llama.cpp's llama-bench on the same weights written
     as an F32 GGUF (pp PROMPT and tg GEN tests);
   * with --torch: transformers' forward and generate, torch on one thread.
 Reports medians, ratios, and each engine's decode as a fraction of the
 measured read bandwidth (bytes of weights a decoded token reads, times tokens
-per second). Needs build/host/colibri-run and colibri-membw (make host).
+per second). Needs build/host/colibri-membw (make host).
 """
 from __future__ import annotations
 
@@ -101,18 +102,19 @@ def _stat(text: str, line: str, key: str) -> float:
     raise BenchError(f"colibri-run --stats printed no {line} {key}")
 
 
-def time_colibri(binary: pathlib.Path, image: pathlib.Path, ids: list[int], gen: int,
-                 threads: int) -> dict:
-    cmd = [str(binary), str(image), "--ids", ",".join(map(str, ids)), "--gen", str(gen + 1),
-           "--threads", str(threads), "--batch", str(min(len(ids), 256)), "--preload", "--stats"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise BenchError(f"{binary} failed: {done.stderr.strip()}")
-    return {"prompt_tok_s": _stat(done.stderr, "prompt", "tokens_per_s"),
-            "decode_tok_s": _stat(done.stderr, "decode", "tokens_per_s"),
-            "scratch_bytes": int(_stat(done.stderr, "memory", "scratch_bytes")),
-            "peak_rss_kib": int(_stat(done.stderr, "memory", "peak_rss_kib")),
-            "tokens": [int(t) for t in done.stdout.split()]}
+def time_colibri(image: pathlib.Path, ids: list[int], gen: int, threads: int) -> dict:
+    """The engine in this process (colibri_tools.engine), set up as colibri-run
+    --preload --batch PROMPT would be: the prompt in one forward call, then
+    gen decode steps, each timed around its forward call."""
+    from .engine import Engine
+
+    with Engine(image, threads=threads, batch=min(len(ids), 256), preload=True,
+                context=len(ids) + gen + 1) as engine:
+        tokens, prompt_ns, steps = engine.timed_greedy(ids, gen + 1)
+        scratch = engine.scratch_bytes
+    return {"prompt_tok_s": len(ids) * 1e9 / prompt_ns,
+            "decode_tok_s": len(steps) * 1e9 / max(sum(steps), 1),
+            "scratch_bytes": scratch, "tokens": tokens}
 
 
 def time_torch(model, ids: list[int], gen: int) -> dict:
@@ -151,7 +153,6 @@ class Peers:
 
     def __init__(self, args: argparse.Namespace, image: pathlib.Path, model, gguf: pathlib.Path | None):
         self.args, self.image, self.model, self.gguf = args, image, model, gguf
-        self.binary = pathlib.Path(args.run or REPO / "build" / "host" / "colibri-run")
 
     def names(self) -> list[str]:
         return ["colibri"] + (["llama.cpp"] if self.gguf else []) + (["torch"] if self.model and
@@ -161,7 +162,7 @@ class Peers:
         from .bench_llama import run_llama_bench
 
         if name == "colibri":
-            return time_colibri(self.binary, self.image, ids, self.args.gen, threads)
+            return time_colibri(self.image, ids, self.args.gen, threads)
         if name == "llama.cpp":
             return run_llama_bench(pathlib.Path(self.args.llama_bench), self.gguf, len(ids),
                                    self.args.gen, threads)
@@ -198,9 +199,8 @@ def _summary(runs: dict, per_token: int, bandwidth: dict) -> list[dict]:
 
 def run_benchmark(args: argparse.Namespace) -> dict:
     membw = pathlib.Path(args.membw or REPO / "build" / "host" / "colibri-membw")
-    for need in (pathlib.Path(args.run or REPO / "build" / "host" / "colibri-run"), membw):
-        if not need.exists():
-            raise BenchError(f"{need} not found: run `make host` first")
+    if not membw.exists():
+        raise BenchError(f"{membw} not found: run `make host` first")
     if args.llama_bench and not pathlib.Path(args.llama_bench).is_file():
         raise BenchError(f"--llama-bench {args.llama_bench}: no such file "
                          "(../shared/tools/build-llama-bench builds one)")
@@ -268,7 +268,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-m", "--model", type=pathlib.Path, help="benchmark this model image instead")
     p.add_argument("--llama-bench", help="llama.cpp's llama-bench binary: run it beside Colibri")
     p.add_argument("--torch", action="store_true", help="also time transformers (1 thread)")
-    p.add_argument("--run", help="colibri-run binary (default build/host/colibri-run)")
     p.add_argument("--membw", help="colibri-membw binary (default build/host/colibri-membw)")
     p.add_argument("--work", type=pathlib.Path, help="directory for the temporary model files")
     p.add_argument("--json", type=pathlib.Path, help="also write the report here")

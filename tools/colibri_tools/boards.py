@@ -26,6 +26,7 @@ Schema (docs/boards.md has the full description):
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import re
 import sys
@@ -38,7 +39,24 @@ from .errors import ColibriError
 from .version import add_version_option
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-BOARDS_DIR = REPO / "boards"
+BOARDS_ENV = "COLIBRI_BOARDS"  # more board folders, searched first (os.pathsep-separated)
+PACKAGE_BOARDS = pathlib.Path(__file__).resolve().parent / "board_files"  # a wheel's copy
+
+
+def in_source_tree() -> bool:
+    """Whether this package runs from a Colibri checkout (REPO holds the sources)."""
+    return (REPO / "sdk" / "include" / "colibri.h").is_file() and (REPO / "boards").is_dir()
+
+
+# The built-in boards: the checkout's boards/ (the one source of truth), else
+# the copy a wheel carries (setup.py maps boards/ into the package at build time).
+BOARDS_DIR = REPO / "boards" if in_source_tree() else PACKAGE_BOARDS
+
+
+def board_dirs() -> list[pathlib.Path]:
+    """Where boards are looked for, first match wins: $COLIBRI_BOARDS, then BOARDS_DIR."""
+    extra = [pathlib.Path(p) for p in os.environ.get(BOARDS_ENV, "").split(os.pathsep) if p]
+    return [*extra, BOARDS_DIR]
 ARCHES = {"aarch64", "armv7e-m", "armv8.1-m"}
 PORTS = {"baremetal-aarch64", "baremetal-cortex-m", "linux", "zephyr"}
 
@@ -112,16 +130,25 @@ def _region(data: dict, key: str, where: str) -> Region | None:
 
 
 KERNELS_DIR = pathlib.Path(__file__).resolve().parents[2] / "sdk" / "src" / "kernels"
+KERNELS_LIST = PACKAGE_BOARDS / "kernel_tables.txt"  # a wheel's list of sdk/src/kernels/*.c
+
+
+def kernel_tables() -> list[str]:
+    """The kernel tables sdk/src/kernels has (a wheel: the list setup.py wrote from it)."""
+    if KERNELS_DIR.is_dir():
+        return sorted(p.stem for p in KERNELS_DIR.glob("*.c"))
+    return KERNELS_LIST.read_text().split() if KERNELS_LIST.is_file() else []
 
 
 def _kernels(data: dict, where: str) -> tuple[str, ...]:
     names = data.get("kernels", [])
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise BoardError(f"{where}: 'kernels' must be a list of kernel table names")
+    known = kernel_tables()
     for name in names:
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or not (KERNELS_DIR / f"{name}.c").is_file():
-            known = ", ".join(sorted(p.stem for p in KERNELS_DIR.glob("*.c")))
-            raise BoardError(f"{where}: kernels: no table '{name}' (sdk/src/kernels has: {known})")
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name not in known:
+            raise BoardError(f"{where}: kernels: no table '{name}' (sdk/src/kernels has: "
+                             f"{', '.join(known)})")
     if len(set(names)) != len(names):
         raise BoardError(f"{where}: kernels: a table is named twice")
     return tuple(n for n in names if n != "reference")
@@ -197,7 +224,8 @@ def _check(board: Board) -> None:
 def load(name_or_path: str | pathlib.Path) -> Board:
     path = pathlib.Path(name_or_path)
     if path.suffix != ".toml":
-        path = BOARDS_DIR / f"{name_or_path}.toml"
+        found = [d / f"{name_or_path}.toml" for d in board_dirs()]
+        path = next((p for p in found if p.is_file()), found[-1])
     if not path.is_file():
         known = ", ".join(board_names()) or "none"
         raise BoardError(f"no board '{name_or_path}' ({path} missing); known boards: {known}")
@@ -228,7 +256,7 @@ def load(name_or_path: str | pathlib.Path) -> Board:
 
 
 def board_names() -> list[str]:
-    return sorted(p.stem for p in BOARDS_DIR.glob("*.toml"))
+    return sorted({p.stem for d in board_dirs() for p in d.glob("*.toml")})
 
 
 def _source(board: Board) -> str:
@@ -330,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         if args.cmd == "list":
+            if not board_names():
+                raise BoardError("no board files in " + ", ".join(map(str, board_dirs())) +
+                                 " (a broken installation: the package ships its boards)")
             for name in board_names():
                 board = load(name)
                 print(f"{name:20} {board.arch:10} {board.port:20} weights 0x{board.weights.origin:08X}")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from .chat import COMPANION_FILES
 from .checkpoint import Checkpoint
 from .config_header import write_config_header
 from .errors import ColibriError, ImageFormatError, OptionError
@@ -153,6 +154,9 @@ def _write_all(staged: dict[str, Path], spec: ModelSpec, sources: list[SourceTen
     write_config_header(staged[HEADER_NAME], image, context, ckpt.path.resolve().name, batch)
     if TOKENIZER_OUT_NAME in staged:
         shutil.copyfile(ckpt.tokenizer_path, staged[TOKENIZER_OUT_NAME])
+    for source, name in COMPANION_FILES.items():
+        if name in staged:
+            shutil.copyfile(ckpt.path / source, staged[name])
     return image
 
 
@@ -170,8 +174,12 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         spec, sources, dropped = _plan(ckpt)
         context = _choose_context(spec.record, context)
         names = [IMAGE_NAME, HEADER_NAME] + ([TOKENIZER_OUT_NAME] if ckpt.tokenizer_path else [])
-        with _staged_outputs(out_dir, names) as staged:
+        # generation settings and the chat template, copied as they are (colibri-generate)
+        companions = [n for s, n in COMPANION_FILES.items() if (ckpt.path / s).is_file()]
+        with _staged_outputs(out_dir, names + companions) as staged:
             image = _write_all(staged, spec, sources, alignment, (context, batch), ckpt, progress)
+        for name in set(COMPANION_FILES.values()) - set(companions):
+            (out_dir / name).unlink(missing_ok=True)  # stale from another model
         if ckpt.tokenizer_path is None:
             (out_dir / TOKENIZER_OUT_NAME).unlink(missing_ok=True)  # stale from another model
             log.warning("%s has no tokenizer.json: the image is written, but colibri-generate "
