@@ -208,10 +208,11 @@ def test_byte_fallback_and_replace_decoders(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("make_decoder, reason", [
     (lambda d: None, "joins tokens with spaces"),
-    (lambda d: d.Metaspace(), "Metaspace"),
     (lambda d: d.WordPiece(), "WordPiece"),
     (lambda d: d.Sequence([d.Replace("\u2581", " "), d.ByteFallback(), d.Fuse(),
-                           d.Strip(" ", 1, 0)]), "Strip"),
+                           d.Strip(" ", 1, 1)]), "Strip of anything but leading spaces"),
+    (lambda d: d.Sequence([d.Replace("\u2581", " "), d.Fuse(), d.Strip("a", 1, 0)]),
+     "Strip of anything but leading spaces"),
     (lambda d: d.CTC(), "CTC"),
 ])
 def test_refuses_decoders_that_do_not_concatenate(make_decoder, reason) -> None:
@@ -288,3 +289,131 @@ def test_c_string_escapes_every_awkward_byte(tmp_path: Path) -> None:
     assert _print(exe, list(range(len(tokens)))) == b"".join(tokens)
     assert c_string(b"a?b") == '"a\\?b"'
     assert c_string(b"\x017") == '"\\0017"'
+
+
+# ---- SentencePiece-style (Llama, Mixtral) tokenizers ----------------------------------
+
+SP_TEXT = ("Hello world, the caf\u00e9 is open \u2014 na\u00efve  double  spaces \U0001F600 "
+           "and words words words of a small test.\n") * 6
+
+START_RULE_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model_vocab.h"
+
+/* print_text ID...: a whole text from its first token, with the header's start rule. */
+int main(int argc, char **argv)
+{
+    unsigned strip = COLIBRI_VOCAB_STRIP_LEADING_SPACES;
+    int first = 1;
+    for (int i = 1; i < argc; i++) {
+        unsigned long id = strtoul(argv[i], NULL, 10);
+        const char *s = colibri_vocab[id];
+        unsigned n = colibri_vocab_len[id];
+        for (unsigned k = 0; k < n; k++) {
+            if (s[k] == ' ' && (strip > 0 || (first && COLIBRI_VOCAB_FIRST_TOKEN_DROPS_SPACES))) {
+                if (strip > 0) {
+                    strip--;
+                }
+                continue;
+            }
+            strip = 0;
+            putchar(s[k]);
+        }
+        if (n > 0) {
+            first = 0;
+        }
+    }
+    return 0;
+}
+"""
+
+
+def _sentencepiece_tokenizer(decoder, pre_tokenizer=None):
+    """A Llama-like tokenizer trained here: BPE with byte fallback over text whose
+    spaces the normalizer turned into U+2581 (or a Metaspace pre-tokenizer)."""
+    from tokenizers import Tokenizer, models, normalizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    if pre_tokenizer is None:
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
+                                               normalizers.Replace(" ", "\u2581")])
+    else:
+        tok.pre_tokenizer = pre_tokenizer
+    tok.decoder = decoder
+    specials = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials, show_progress=False)
+    tok.train_from_iterator([SP_TEXT], trainer)
+    tok.add_special_tokens(["<s>", "</s>"])
+    return tok
+
+
+def _check_texts(tmp_path: Path, tok, table: VocabTable) -> None:
+    (tmp_path / "model_vocab.h").write_text(render_vocab_header(table, "sp.json"), encoding="ascii")
+    (tmp_path / "prog.c").write_text(START_RULE_C)
+    exe = tmp_path / "prog"
+    subprocess.run([_compiler(), *CFLAGS, "-I", str(tmp_path), str(tmp_path / "prog.c"), "-o",
+                    str(exe)], check=True)
+    bos = tok.token_to_id("<s>")
+    samples = [SP_TEXT[:90], " leading space", "caf\u00e9\U0001F600", "x", SP_TEXT[40:200]]
+    for text in samples:
+        ids = tok.encode(text).ids
+        for chosen in (ids, [bos, *ids], ids[1:], ids[2:7]):
+            if not chosen:
+                continue
+            want = tok.decode(chosen, skip_special_tokens=True).encode("utf-8")
+            got = subprocess.run([str(exe), *map(str, chosen)], capture_output=True,
+                                 check=True).stdout
+            if b"\xef\xbf\xbd" not in want:  # a lone byte: decode shows U+FFFD, C the byte
+                assert got == want, (text, chosen)
+                assert table.text([i for i in chosen if not table.special[i]]) == want
+
+
+def test_llama_style_strip_decoder(tmp_path: Path) -> None:
+    """Mixtral's and Llama's tokenizer.json decoder: Replace, ByteFallback, Fuse, Strip."""
+    from tokenizers import decoders
+
+    tok = _sentencepiece_tokenizer(decoders.Sequence([
+        decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+        decoders.Strip(" ", 1, 0)]))
+    table = _table(tok)
+    assert table.rule.strip_leading_spaces == 1 and not table.rule.first_token_drops_spaces
+    header = render_vocab_header(table, "sp.json")
+    assert "#define COLIBRI_VOCAB_STRIP_LEADING_SPACES 1u" in header
+    _check_texts(tmp_path, tok, table)
+    # continuing after a prompt: the tokens as they are (the space before a word stays)
+    ids = tok.encode("Hello world").ids
+    assert table.text(ids[:1]) + b"".join(table.tokens[i] for i in ids[1:]) == b"Hello world"
+
+
+@pytest.mark.parametrize("scheme", ["always", "first"])
+def test_metaspace_decoder(tmp_path: Path, scheme: str) -> None:
+    from tokenizers import decoders, pre_tokenizers
+
+    tok = _sentencepiece_tokenizer(decoders.Metaspace(prepend_scheme=scheme),
+                                   pre_tokenizers.Metaspace(prepend_scheme=scheme))
+    table = _table(tok)
+    assert table.rule.first_token_drops_spaces and table.rule.strip_leading_spaces == 0
+    _check_texts(tmp_path, tok, table)
+
+
+def test_strip_on_each_token(tmp_path: Path) -> None:
+    from tokenizers import decoders
+
+    tok = _byte_fallback_tokenizer(decoders.Sequence([
+        decoders.Replace("\u2581", " "), decoders.Strip(" ", 1, 0), decoders.ByteFallback(),
+        decoders.Fuse()]))
+    table = _table(tok)
+    assert table.tokens[tok.token_to_id("\u2581ab")] == b"ab" and table.rule == type(table.rule)()
+
+
+def test_cli_writes_a_sentencepiece_header(tmp_path: Path, capsys) -> None:
+    from tokenizers import decoders
+
+    tok = _sentencepiece_tokenizer(decoders.Sequence([
+        decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+        decoders.Strip(" ", 1, 0)]))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    assert main([str(tmp_path / "tokenizer.json"), "-o", str(tmp_path / "v.h")]) == 0
+    assert "COLIBRI_VOCAB_STRIP_LEADING_SPACES 1u" in (tmp_path / "v.h").read_text()

@@ -6,14 +6,18 @@ The header defines COLIBRI_VOCAB_SIZE, `colibri_vocab[id]` (the bytes of token i
 a C string literal) and `colibri_vocab_len[id]` (their count, since a byte-level token
 may hold a NUL). Printing generated text is then printing each id's string in turn.
 
-That only works when the tokenizer's decode is the plain concatenation of per-token
-strings. The decoder (tokenizer.json "decoder") is read and reproduced per token:
-`Fuse`, `ByteFallback` (<0xNN> tokens are byte NN), `ByteLevel` (GPT-2's byte <-> char
-map undone) and `Replace` are accepted; no decoder (tokenizers then joins tokens with
-spaces), `Metaspace`, `WordPiece`, `BPEDecoder`, `CTC` and `Strip` are refused, because
-they join with spaces, treat the first or last token differently or drop tokens. The
-table is then checked against `Tokenizer.decode` for every single id and for random id
-sequences; any difference is refused too. Special tokens are empty strings (decode
+That only works when the tokenizer's decode is the concatenation of per-token strings,
+up to one rule about the start of the text. The decoder (tokenizer.json "decoder") is
+read and reproduced per token: `Fuse`, `ByteFallback` (<0xNN> tokens are byte NN),
+`ByteLevel` (GPT-2's byte <-> char map undone), `Replace` and `Strip` on each token are
+accepted, and so are SentencePiece-style (Llama, Mixtral) decoders: a `Strip` of leading
+spaces after `Fuse` (the text's first N spaces go: COLIBRI_VOCAB_STRIP_LEADING_SPACES)
+and `Metaspace` (U+2581 is a space, and the first token printed loses its spaces:
+COLIBRI_VOCAB_FIRST_TOKEN_DROPS_SPACES). No decoder (tokenizers then joins tokens with
+spaces), `WordPiece`, `BPEDecoder` and `CTC` are refused, because they join with spaces,
+treat the last token differently or drop tokens. The table and its rule are then checked
+against `Tokenizer.decode` for every single id and for random id sequences; any
+difference is refused too. Special tokens are empty strings (decode
 skips them) or, with `--special marker`, their own text such as `<|endoftext|>`.
 
 Library first: :func:`vocab_table` and :func:`render_vocab_header`; :func:`main` is the
@@ -40,12 +44,11 @@ CHECK_SEQUENCES = 400   # random id sequences compared with Tokenizer.decode
 CHECK_SEED = 0
 ENTRIES_PER_LINE = 4
 _REFUSED = {
-    "Metaspace": "it turns the first token's leading space into nothing",
     "WordPiece": "it joins tokens with spaces and glues '##' pieces",
     "BPEDecoder": "the end-of-word suffix becomes a space except after the last token",
     "CTC": "it drops repeated and pad tokens",
-    "Strip": "it cuts characters off tokens",
 }
+METASPACE = "\u2581"
 
 
 class VocabError(ColibriError):
@@ -53,19 +56,36 @@ class VocabError(ColibriError):
 
 
 @dataclass(frozen=True)
+class StartRule:
+    """How the start of a decoded text differs from the plain concatenation."""
+
+    strip_leading_spaces: int = 0      # Strip after Fuse: up to N spaces off the text's start
+    first_token_drops_spaces: bool = False  # Metaspace: the first non-empty token loses its spaces
+
+
+@dataclass(frozen=True)
 class VocabTable:
-    """The bytes every id prints as, and which ids are special tokens."""
+    """The bytes every id prints as, which ids are special tokens, and the start rule."""
 
     tokens: list[bytes]
     special: list[bool]
+    rule: StartRule = StartRule()
 
     @property
     def size(self) -> int:
         return len(self.tokens)
 
     def text(self, ids: Sequence[int]) -> bytes:
-        """What printing `ids` one after another writes."""
-        return b"".join(self.tokens[i] for i in ids)
+        """What printing `ids` one after another from the start of a text writes."""
+        pieces = [self.tokens[i] for i in ids]
+        first = next((k for k, piece in enumerate(pieces) if piece), None)
+        if self.rule.first_token_drops_spaces and first is not None:
+            pieces[first] = pieces[first].replace(b" ", b"")
+        out = b"".join(pieces)
+        n = self.rule.strip_leading_spaces
+        while n > 0 and out.startswith(b" "):
+            out, n = out[1:], n - 1
+        return out
 
 
 # ---- decoders, reproduced per token --------------------------------------------------
@@ -111,19 +131,58 @@ def _replace(step: dict[str, Any]) -> Any:
     return lambda token: token.replace(old, new)
 
 
-def _check_after_fuse(rest: list[dict[str, Any]], path: str | Path | None) -> None:
-    """After Fuse a decoder sees the joined text, not tokens: only a one-character
-    Replace gives the same result when applied per token."""
-    for step in rest:
-        pattern = step.get("pattern", {}).get("String", "") if step.get("type") == "Replace" else ""
+def _strip(step: dict[str, Any]) -> Any:
+    """Strip on each token: up to `start` leading and `stop` trailing `content` characters."""
+    content = step.get("content", " ").encode("utf-8")
+    start, stop = int(step.get("start", 0)), int(step.get("stop", 0))
+
+    def cut(token: bytes) -> bytes:
+        for _ in range(start):
+            if token.startswith(content):
+                token = token[len(content):]
+        for _ in range(stop):
+            if token.endswith(content) and token:
+                token = token[:-len(content)]
+        return token
+    return cut
+
+
+def _metaspace(step: dict[str, Any]) -> Any:
+    mark = step.get("replacement", METASPACE).encode("utf-8")
+    return lambda token: token.replace(mark, b" ")
+
+
+def _metaspace_drops_first(step: dict[str, Any]) -> bool:
+    """Whether Metaspace's decode removes the first token's marks (it does unless
+    the prepend scheme is "never"; old files say add_prefix_space instead)."""
+    if "prepend_scheme" in step:
+        return step["prepend_scheme"] != "never"
+    return bool(step.get("add_prefix_space", True))
+
+
+def _after_fuse(rest: list[dict[str, Any]], path: str | Path | None) -> StartRule:
+    """After Fuse a decoder sees the joined text, not tokens: a one-character Replace
+    gives the same result per token, and a final Strip of leading spaces is a rule
+    about the text's start; anything else acts across token boundaries."""
+    for i, step in enumerate(rest):
+        kind = step.get("type")
+        if kind == "Strip" and i == len(rest) - 1 and step.get("content") == " " and \
+                int(step.get("stop", 0)) == 0:
+            return StartRule(strip_leading_spaces=int(step.get("start", 0)))
+        pattern = step.get("pattern", {}).get("String", "") if kind == "Replace" else ""
         if len(pattern) != 1:
-            raise VocabError(f"decoder {step.get('type')} after Fuse acts on the joined text, "
-                             "across token boundaries: decode is not a plain concatenation of "
-                             "tokens", path=path)
+            what = "a Strip of anything but leading spaces" if kind == "Strip" else \
+                f"decoder {kind}"
+            raise VocabError(f"{what} after Fuse acts on the joined text, across token "
+                             "boundaries: decode is not a plain concatenation of tokens",
+                             path=path)
+    return StartRule()
 
 
-def decoder_steps(decoder: dict[str, Any] | None, path: str | Path | None = None) -> list[Any]:
-    """Per-token byte transforms equivalent to `decoder` (tokenizer.json "decoder")."""
+def decoder_plan(decoder: dict[str, Any] | None,
+                 path: str | Path | None = None) -> tuple[list[Any], StartRule]:
+    """Per-token byte transforms and the start rule equivalent to `decoder`
+    (tokenizer.json "decoder")."""
     if decoder is None:
         raise VocabError("the tokenizer has no decoder, so tokenizers joins tokens with "
                          "spaces: decode is not a plain concatenation", path=path)
@@ -131,17 +190,31 @@ def decoder_steps(decoder: dict[str, Any] | None, path: str | Path | None = None
     if kind == "Sequence":
         parts = decoder.get("decoders", [])
         kinds = [d.get("type") for d in parts]
+        rule = StartRule()
         if "Fuse" in kinds:
-            _check_after_fuse(parts[kinds.index("Fuse") + 1:], path)
-        return [step for d in parts for step in decoder_steps(d, path)]
+            rule = _after_fuse(parts[kinds.index("Fuse") + 1:], path)
+            parts = parts[:kinds.index("Fuse") + 1] + [
+                p for p in parts[kinds.index("Fuse") + 1:] if p.get("type") == "Replace"]
+        steps = []
+        for part in parts:
+            part_steps, part_rule = decoder_plan(part, path)
+            steps += part_steps
+            if part_rule.first_token_drops_spaces:
+                rule = StartRule(rule.strip_leading_spaces, True)
+        return steps, rule
     if kind == "Fuse":
-        return []
+        return [], StartRule()
     if kind == "ByteFallback":
-        return [_byte_fallback]
+        return [_byte_fallback], StartRule()
     if kind == "ByteLevel":
-        return [_byte_level]
+        return [_byte_level], StartRule()
     if kind == "Replace":
-        return [_replace(decoder)]
+        return [_replace(decoder)], StartRule()
+    if kind == "Strip":
+        return [_strip(decoder)], StartRule()
+    if kind == "Metaspace":
+        return [_metaspace(decoder)], StartRule(
+            first_token_drops_spaces=_metaspace_drops_first(decoder))
     reason = _REFUSED.get(kind, "it is not one colibri-vocab knows how to reproduce")
     raise VocabError(f"decoder {kind}: decode is not a plain concatenation of tokens "
                      f"({reason})", path=path)
@@ -168,7 +241,7 @@ def vocab_table(tokenizer: Any, spec: dict[str, Any], *, special: str = "empty",
     strings (a model whose embedding has more rows than the tokenizer has tokens)."""
     if special not in SPECIAL_MODES:
         raise VocabError(f"special {special!r}: one of {', '.join(SPECIAL_MODES)}")
-    steps = decoder_steps(spec.get("decoder"), path)
+    steps, rule = decoder_plan(spec.get("decoder"), path)
     specials = {i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     if vocab_size is not None and vocab_size < size:
@@ -185,7 +258,7 @@ def vocab_table(tokenizer: Any, spec: dict[str, Any], *, special: str = "empty",
                 text = step(text)
         tokens.append(text)
         flags.append(i in specials)
-    table = VocabTable(tokens, flags)
+    table = VocabTable(tokens, flags, rule)
     check_against_decode(tokenizer, table, size, path)
     return table
 
@@ -261,6 +334,12 @@ def render_vocab_header(table: VocabTable, source_name: str, special: str = "emp
         "",
         f"#define COLIBRI_VOCAB_SIZE {table.size}u",
         f"#define COLIBRI_VOCAB_MAX_TOKEN_BYTES {longest}u",
+        "/* The start of a text (SentencePiece-style tokenizers): a program printing a",
+        " * text from its first token drops up to this many leading spaces of it and, when",
+        " * the second is 1, every space of the first token whose string is not empty; one",
+        " * continuing a text already printed (after a prompt) prints tokens as they are. */",
+        f"#define COLIBRI_VOCAB_STRIP_LEADING_SPACES {table.rule.strip_leading_spaces}u",
+        f"#define COLIBRI_VOCAB_FIRST_TOKEN_DROPS_SPACES {int(table.rule.first_token_drops_spaces)}u",
         "",
         "static const char *const colibri_vocab[COLIBRI_VOCAB_SIZE] = {",
         *_rows([c_string(t) for t in table.tokens]),
