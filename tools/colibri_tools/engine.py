@@ -366,7 +366,13 @@ class Engine:
         self._kv = _aligned(self.state_bytes)
         self._scratch = _aligned(self.scratch_bytes)
         self._logits = _aligned(4 * hp.vocab_size, np.float32)
+        self._logits_f32 = self._logits.ctypes.data_as(ctypes.POINTER(_f32))
+        self._one_id = (ctypes.c_int32 * 1)()  # a decode step's id, without numpy
+        self._ticks = ctypes.c_uint64(0)
         self._state = State()
+        self._call_args = (ctypes.byref(self._model), ctypes.byref(self._state),
+                           self._scratch.ctypes.data, ctypes.byref(self._ticks))
+        self._map_ref = ctypes.byref(self._map)
         status = lib.colibri_state_init(ctypes.byref(self._state), model, self._kv.ctypes.data,
                                         self.state_bytes, self.context)
         if status != 0:
@@ -427,22 +433,33 @@ class Engine:
         self._check_open()
         if logits not in LOGITS_MODES:
             raise ValueError(f"logits must be one of {', '.join(LOGITS_MODES)}, got {logits!r}")
-        arr = self._ids(ids)
-        n, vocab = len(arr), self.vocab_size
+        vocab = self.vocab_size
+        if len(ids) == 1 and type(ids[0]) is int and -(1 << 31) <= ids[0] < 1 << 31:
+            self._one_id[0], n, id_ptr = ids[0], 1, self._one_id  # the decode step's fast path
+        else:
+            arr = self._ids(ids)
+            n, id_ptr = len(arr), arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
         out = self._logits if logits != "all" else _aligned(4 * vocab * max(n, 1), np.float32)
-        ticks = ctypes.c_uint64(0)
-        status = self._lib.colibri_forward(
-            ctypes.byref(self._model), ctypes.byref(self._state),
-            arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), n,
-            out.ctypes.data if logits != "none" else None, LOGITS_MODES[logits],
-            self._scratch.ctypes.data, self.scratch_bytes, ctypes.byref(ticks))
-        if status != 0:
-            raise self._fail(f"forward pass over {n} ids at position {self.pos} failed", status)
-        self.last_ticks = ticks.value
-        self._check_unchanged()
+        self._run(id_ptr, n, out.ctypes.data if logits != "none" else None, LOGITS_MODES[logits])
         if logits == "none":
             return None
         return out.reshape(n, vocab).copy() if logits == "all" else out.copy()
+
+    def _run(self, id_ptr, n: int, out_ptr, mode: int) -> None:
+        model, state, scratch, ticks = self._call_args
+        status = self._lib.colibri_forward(model, state, id_ptr, n, out_ptr, mode, scratch,
+                                           self.scratch_bytes, ticks)
+        if status != 0:
+            raise self._fail(f"forward pass over {n} ids at position {self.pos} failed", status)
+        self.last_ticks = self._ticks.value
+        self._check_unchanged()
+
+    def _step(self, token: int) -> int:
+        """One decode step of the greedy loop: feed token, return the argmax (no copies)."""
+        self._check_open()
+        self._one_id[0] = token
+        self._run(self._one_id, 1, self._logits.ctypes.data, LOGITS_MODES["last"])
+        return int(self._lib.colibri_argmax(self._logits_f32, self.vocab_size))
 
     def argmax(self, values: np.ndarray) -> int:
         """colibri_argmax: ties to the lowest id, NaN below every number."""
@@ -457,11 +474,9 @@ class Engine:
         if gen <= 0:
             self.forward(ids, logits="none")
             return out
-        last = self.forward(ids)
-        for step in range(gen):
-            out.append(self.argmax(last))
-            if step + 1 < gen:
-                last = self.forward([out[-1]])
+        out.append(self.argmax(self.forward(ids)))
+        while len(out) < gen:
+            out.append(self._step(out[-1]))
         return out
 
     def timed_greedy(self, ids: Sequence[int], gen: int) -> tuple[list[int], int, list[int]]:
@@ -473,9 +488,9 @@ class Engine:
         out, steps = [self.argmax(last)], []
         for _ in range(gen - 1):
             start = time.perf_counter_ns()
-            last = self.forward([out[-1]])
+            token = self._step(out[-1])
             steps.append(time.perf_counter_ns() - start)
-            out.append(self.argmax(last))
+            out.append(token)
         return out, prompt_ns, steps
 
     def _ids(self, ids: Sequence[int]) -> np.ndarray:
@@ -497,7 +512,7 @@ class Engine:
                               path=self.path)
 
     def _check_unchanged(self) -> None:
-        if self._lib.colibri_linux_changed(ctypes.byref(self._map)) == 1:
+        if self._lib.colibri_linux_changed(self._map_ref) == 1:
             raise EngineError("the model file was written while it was in use, so the results "
                               "may mix old and new weights; replace model files with rename()",
                               status=None, code=None, path=self.path)
