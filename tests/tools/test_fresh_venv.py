@@ -107,12 +107,21 @@ def test_fresh_venv_end_to_end(venv, tmp_path):
     assert len(got) == 12 and done.stdout.strip()
 
     where = _run(venv, work, "python", "-c", (
-        "import json, colibri_tools, colibri_tools.boards as b; "
+        "import json, colibri_tools, colibri_tools.boards as b, colibri_tools.flash as f; "
         "from colibri_tools.engine import Engine; "
         f"e = Engine({str(work / 'out' / 'model.bin')!r}); "
-        "print(json.dumps([colibri_tools.__file__, str(b.BOARDS_DIR), e.library_path]))"))
-    for path in json.loads(where.stdout):
+        "print(json.dumps([colibri_tools.__file__, str(b.BOARDS_DIR), e.library_path, "
+        "str(f.WORK_ROOT)]))"))
+    package, boards, library, flash_work = json.loads(where.stdout)
+    for path in (package, boards, library):
         assert path.startswith(str(venv)), path
+    assert not flash_work.startswith(str(venv)) and flash_work.endswith("colibri/flash")
+
+    # --board with the packaged board file: the weights as a HEX at the board's address
+    _run(venv, work, "colibri-image", str(work / "out" / "model.bin"), "--board", "qemu_an547",
+         "-o", str(work / "weights.hex"))
+    with open(work / "weights.hex") as hex_file:
+        assert hex_file.readline().strip() == ":0200000490006A"  # upper address 0x9000
 
     # the same tokens as the checkout's colibri-run on the image the venv wrote
     subprocess.run(["make", "-s", "host"], cwd=REPO, check=True, timeout=600)

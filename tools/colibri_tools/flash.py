@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .boards import REPO, Board, load
+from .boards import REPO, Board, in_source_tree, load
 from .errors import ColibriError
 from .flash_backends import PLANNERS, FlashError, FlashRequest, Step
 from .flash_backends.common import INSTALL_HINTS
@@ -32,7 +33,10 @@ from .hex_firmware import Piece, check_layout, check_model, load_firmware, model
 from .hex_image import hex_extent, is_hex_file
 from .version import add_version_option
 
-WORK_ROOT = REPO / "build" / "flash"
+# Readbacks and converted files: the checkout's build/, else (an installed
+# wheel) the user's cache, never the installation's own folders.
+WORK_ROOT = REPO / "build" / "flash" if in_source_tree() else \
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "colibri" / "flash"
 
 
 @dataclass(frozen=True)
