@@ -16,8 +16,8 @@ colibri_tools/flash_backends/. docs/flashing.md says what each one does.
 from __future__ import annotations
 
 import argparse
-import shlex
 import os
+import shlex
 import shutil
 import subprocess
 import sys
