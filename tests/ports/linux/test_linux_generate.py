@@ -388,3 +388,34 @@ def test_converted_model_end_to_end(tmp_path):
     (tmp_path / "hf" / "tokenizer_config.json").unlink()
     convert(tmp_path / "hf", tmp_path / "out", context=64, progress=False)
     assert not (tmp_path / "out" / "model_tokenizer_config.json").exists()
+
+
+def test_a_conversation_runs_only_what_each_turn_adds(model_dir):
+    """The KV state is kept between turns: the second turn runs the tokens its
+    rendering adds after what the state holds, not the whole conversation."""
+    from colibri_tools.generate import chat_prompt_ids
+
+    write_word_tokenizer(model_dir / "model_tokenizer.json", VOCAB - 2)
+    tok = _chat_model(model_dir)
+    markers = [tok.token_to_id("<|im_start|>"), tok.token_to_id("<|im_end|>")]
+    (model_dir / "model_generation_config.json").write_text(json.dumps({"eos_token_id": markers}))
+    with Session(model_dir, sampling=SamplingOptions(), threads=1) as session:
+        run_lengths = []
+        forward = session.engine.forward
+        session.engine.forward = lambda ids, **kw: (run_lengths.append(len(ids)),
+                                                    forward(ids, **kw))[1]
+        history = [{"role": "user", "content": "w1 w2"}]
+        first_ids = chat_prompt_ids(session.model, history)
+        reply = session.generate(first_ids, 3)
+        history += [{"role": "assistant", "content": reply.text.strip()},
+                    {"role": "user", "content": "w3"}]
+        second_ids = chat_prompt_ids(session.model, history)
+        held = len(session.fed)
+        assert second_ids[:held] == session.fed  # the rendering extends what was run
+        run_lengths.clear()
+        session.generate(second_ids, 1, stop_at_eos=False)
+        assert run_lengths == [len(second_ids) - held]
+        # a conversation that does not extend the state is run from the start
+        run_lengths.clear()
+        session.generate(first_ids, 1, stop_at_eos=False)
+        assert run_lengths == [len(first_ids)]
