@@ -2,6 +2,9 @@
 #
 #   make firmware BOARD=qemu_virt_a72 APP=serial_runner MODEL_DIR=out/model
 #
+# MODEL_DIR is required. Before compiling, colibri-board fit checks that the
+# model fits the board (weights and RAM) and stops with the numbers if not.
+#
 # Board facts come from boards/$(BOARD).toml through colibri-board (compiler,
 # flags, linker MEMORY, board_config.h). The app is samples/baremetal/$(APP);
 # MODEL_DIR holds the model_config.h written by colibri-convert.
@@ -10,11 +13,20 @@
 
 BOARD     ?= qemu_virt_a72
 APP       ?= serial_runner
-MODEL_DIR ?= out/model
 FW_DIR    := $(BUILD)/fw/$(BOARD)/$(APP)
 BOARD_PY  := $(PY) -m colibri_tools.boards
 
 ifneq ($(filter firmware firmware-%,$(MAKECMDGOALS)),)
+# The model comes first: without it nothing else can be built, and a stale
+# build must not pass for this model's firmware.
+ifeq ($(strip $(MODEL_DIR)),)
+$(error make firmware needs MODEL_DIR: the folder colibri-convert wrote (model.bin, \
+    model_config.h), e.g. make firmware BOARD=$(BOARD) APP=$(APP) MODEL_DIR=out/model)
+endif
+ifeq ($(wildcard $(MODEL_DIR)/model_config.h),)
+$(error MODEL_DIR=$(MODEL_DIR) has no model_config.h: convert a model there first \
+    (colibri-convert HF_DIR -o $(MODEL_DIR)) or point MODEL_DIR at a converted model)
+endif
 $(FW_DIR)/board.mk: boards/$(BOARD).toml tools/colibri_tools/boards.py
 	@mkdir -p $(FW_DIR)
 	@$(BOARD_PY) make $(BOARD) -o $@
@@ -62,7 +74,16 @@ $(FW_DIR)/memory.ld: boards/$(BOARD).toml tools/colibri_tools/boards.py
 	@mkdir -p $(dir $@)
 	@$(BOARD_PY) ld $(BOARD) -o $@
 
-$(FW_DIR)/obj/%.o: % $(FW_DIR)/board_config.h $(MODEL_DIR)/model_config.h $(FW_MODEL_STAMP)
+# Before anything is compiled: does the model fit the board (image in the
+# weight region, the app's buffers + stacks + firmware in RAM)? The same
+# numbers as `colibri-board fit` (colibri_tools/fit.py).
+$(FW_DIR)/fit.ok: boards/$(BOARD).toml $(MODEL_DIR)/model_config.h $(FW_MODEL_STAMP)
+	@mkdir -p $(dir $@)
+	@$(BOARD_PY) fit $(BOARD) $(MODEL_DIR) --app $(APP) --check
+	@touch $@
+
+$(FW_DIR)/obj/%.o: % $(FW_DIR)/board_config.h $(MODEL_DIR)/model_config.h $(FW_MODEL_STAMP) \
+    | $(FW_DIR)/fit.ok
 	@mkdir -p $(dir $@)
 	$(BOARD_CC) $(FW_CFLAGS) -c $< -o $@
 

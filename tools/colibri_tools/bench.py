@@ -77,22 +77,14 @@ def build_model(args: argparse.Namespace, work: pathlib.Path):
 
 
 def bytes_per_token(image_path: pathlib.Path) -> tuple[int, int, int]:
-    """(parameters, bytes of weights one decoded token reads, vocab size): the
-    bytes are everything but the embedding table (one row of it) and the
-    routed experts (top_k of each layer's, on average). Reads the image once."""
+    """(parameters, bytes of weights one decoded token reads, vocab size),
+    from the image read once (colibri_tools.sizes.decode_bytes_per_token)."""
     from .image_reader import read_image
-    from .image_spec import NO_EXPERT, Role
+    from .sizes import decode_bytes_per_token
 
     image = read_image(image_path)
-    r = image.record
     params = sum(t.size for t in image.tensors) // 4
-    shared = sum(t.size for t in image.tensors if t.expert == NO_EXPERT)
-    routed = sum(t.size for t in image.tensors if t.expert != NO_EXPERT)
-    embed = image.find(Role.TOKEN_EMBED).size
-    per_token = shared - (0 if r.tie_embeddings else embed) + 4 * r.hidden_size
-    if r.n_experts:
-        per_token += routed * r.top_k // r.n_experts
-    return params, per_token, r.vocab_size
+    return params, decode_bytes_per_token(image.record, image.tensors), image.record.vocab_size
 
 
 def _stat(text: str, line: str, key: str) -> float:

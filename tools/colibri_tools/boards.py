@@ -17,7 +17,9 @@ Schema (docs/boards.md has the full description):
     cross_prefix, cflags = [...], ldflags = [...]
     [memory.code]    origin, length        (bare-metal ports)
     [memory.ram]     origin, length
-    [weights]        address, size, alignment
+    [weights]        address, size, alignment, bandwidth (bytes/s), bandwidth_source
+    [stacks]         (bare-metal, optional) the port's stack sizes: thread/handler
+                     (Cortex-M), main/irq (AArch64); written into memory.ld
     [uart]           kind, base, clock_hz, baud, irq (optional)
     [ticks]          source, hz (0 = not a time unit), unit (plain words)
     [emulate]        (optional) qemu, machine, cpu, memory, extra = [...]
@@ -94,6 +96,9 @@ class Board:
     weights: Region
     weights_alignment: int
     kernels: tuple[str, ...] = ()  # SIMD kernel tables, most preferred first
+    stacks: dict[str, int] = field(default_factory=dict)  # name -> bytes (bare-metal ports)
+    bandwidth: float | None = None  # bytes/s the CPU reads the weight memory at
+    bandwidth_source: str = ""      # where that figure comes from (or why there is none)
     uart: dict[str, Any] = field(default_factory=dict)
     ticks: dict[str, Any] = field(default_factory=dict)
     emulate: dict[str, Any] = field(default_factory=dict)
@@ -154,6 +159,51 @@ def _kernels(data: dict, where: str) -> tuple[str, ...]:
     return tuple(n for n in names if n != "reference")
 
 
+# Each bare-metal port's stacks: board-file key, linker symbol (link.ld reads
+# it from memory.ld), default size. A board file's [stacks] table overrides.
+PORT_STACKS = {
+    "baremetal-cortex-m": (("thread", "__cm_thread_stack_size", 0x4000),
+                           ("handler", "__cm_handler_stack_size", 0x2000)),
+    "baremetal-aarch64": (("main", "AARCH64_MAIN_STACK_SIZE", 0x10000),
+                          ("irq", "AARCH64_IRQ_STACK_SIZE", 0x8000)),
+}
+
+
+def _stacks(data: dict, port: str, where: str) -> dict[str, int]:
+    table = _table(data, "stacks", where)
+    known = PORT_STACKS.get(port, ())
+    unknown = sorted(set(table) - {key for key, _, _ in known})
+    if unknown:
+        names = ", ".join(key for key, _, _ in known) or "none (not a bare-metal port)"
+        raise BoardError(f"{where} [stacks]: unknown key(s) {', '.join(unknown)}; port {port} "
+                         f"has: {names}")
+    out = {}
+    for key, _, default in known:
+        value = _need(table, key, int, f"{where} [stacks]") if key in table else default
+        if not 0 < value < 1 << 32 or value % 16:
+            raise BoardError(f"{where} [stacks]: {key} = {value} must be a positive multiple "
+                             "of 16 below 4 GiB")
+        out[key] = value
+    return out
+
+
+def _bandwidth(weights: dict, where: str) -> tuple[float | None, str]:
+    """[weights] bandwidth (bytes/s, optional) and bandwidth_source (required with it)."""
+    where = f"{where} [weights]"
+    source = weights.get("bandwidth_source", "")
+    if not isinstance(source, str):
+        raise BoardError(f"{where}: bandwidth_source must be a string")
+    if "bandwidth" not in weights:
+        return None, source
+    value = weights["bandwidth"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e15:
+        raise BoardError(f"{where}: bandwidth must be a positive number of bytes per second, "
+                         f"got {value!r}")
+    if not source.strip():
+        raise BoardError(f"{where}: bandwidth needs bandwidth_source: where the figure comes from")
+    return float(value), source
+
+
 # What a board file may put into generated make files, C headers and linker
 # scripts: flags without spaces, quotes or make/shell syntax; plain unit text.
 FLAG = re.compile(r"-[A-Za-z0-9_=.,+/:-]+")
@@ -211,7 +261,9 @@ def _check(board: Board) -> None:
     if board.bare_metal and (board.code is None or board.ram is None):
         raise BoardError(f"{where}: a bare-metal board needs [memory.code] and [memory.ram]")
     regions = {"code": board.code, "ram": board.ram, "weights": board.weights}
-    names = [n for n, r in regions.items() if r is not None]
+    # Linux boards: [memory.ram] is the DRAM and the weights are a mapped file,
+    # not addresses that could collide.
+    names = [n for n, r in regions.items() if r is not None and board.port != "linux"]
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             if regions[a].overlaps(regions[b]):
@@ -248,7 +300,9 @@ def load(name_or_path: str | pathlib.Path) -> Board:
                        _need(weights, "size", int, f"{where} [weights]")),
         weights_alignment=weights.get("alignment", 4096), kernels=_kernels(data, where),
         uart=_table(data, "uart", where), ticks=_table(data, "ticks", where),
-        emulate=_table(data, "emulate", where), flash=_table(data, "flash", where))
+        emulate=_table(data, "emulate", where), flash=_table(data, "flash", where),
+        stacks=_stacks(data, data.get("port", ""), where),
+        bandwidth=_bandwidth(weights, where)[0], bandwidth_source=_bandwidth(weights, where)[1])
     if board.name != path.stem:
         raise BoardError(f"{where}: name '{board.name}' must equal the file name '{path.stem}'")
     _check(board)
@@ -282,6 +336,7 @@ def linker_memory(board: Board) -> str:
         "}",
         f"__colibri_weights_start = 0x{w.origin:08X};",
         f"__colibri_weights_size = 0x{w.length:X};",
+        *(f"{symbol} = 0x{board.stacks[key]:X};" for key, symbol, _ in PORT_STACKS[board.port]),
         "",
     ])
 
@@ -346,27 +401,122 @@ def generator_main(prog: str, render, argv: list[str] | None = None) -> int:
     return 0
 
 
+def _size(n: int) -> str:
+    """A region size as people say it: 512 KiB, 16 MiB, 2 GiB."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << (shift - 4)) == 0:
+            value = n / (1 << shift)
+            return f"{value:g} {unit}"
+    return f"{n} B"
+
+
+def list_text() -> str:
+    """One line per board: arch, port, code, RAM and weight region sizes."""
+    rows = [("board", "arch", "port", "code", "RAM", "weights", "at")]
+    for name in board_names():
+        b = load(name)
+        at = "mapped file" if b.port == "linux" else f"0x{b.weights.origin:08X}"
+        rows.append((name, b.arch, b.port, _size(b.code.length) if b.code else "-",
+                     _size(b.ram.length) if b.ram else "-", _size(b.weights.length), at))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in rows)
+
+
+def _value_text(key: str, value: Any) -> str:
+    """Addresses in hex, other numbers in decimal, text quoted."""
+    if isinstance(value, int) and not isinstance(value, bool) and \
+            any(word in key for word in ("base", "address", "origin")):
+        return f"0x{value:08X}"
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def show_text(board: Board) -> str:
+    """The loaded board, readable: regions as hex ranges with sizes, tables as key = value."""
+    lines = [f"{board.name}: {board.description}", f"  file          {_source(board)}",
+             f"  arch, cpu     {board.arch}, {board.cpu}", f"  port          {board.port}",
+             f"  toolchain     {board.cross_prefix or '(host)'}gcc {' '.join(board.cflags)}"
+             + (f" {' '.join(board.ldflags)}" if board.ldflags else ""),
+             f"  kernels       {', '.join(board.kernels) or 'reference only'}"]
+    for label, region in (("code", board.code), ("RAM", board.ram), ("weights", board.weights)):
+        if region is None:
+            continue
+        where = (f"0x{region.origin:08X} .. 0x{region.end:08X}" if board.port != "linux"
+                 else "(not an address: Linux maps the file)" if label == "weights" else "DRAM")
+        lines.append(f"  {label:<13} {where}  {_size(region.length)} ({region.length} bytes)")
+    lines.append(f"  alignment     {board.weights_alignment}")
+    if board.bandwidth:
+        lines.append(f"  bandwidth     {board.bandwidth / 1e6:,.0f} MB/s ({board.bandwidth_source})")
+    elif board.bandwidth_source:
+        lines.append(f"  bandwidth     none ({board.bandwidth_source})")
+    if board.stacks:
+        lines.append("  stacks        " + ", ".join(f"{k} {_size(v)}" for k, v in board.stacks.items()))
+    for name in ("uart", "ticks", "emulate", "flash"):
+        table = getattr(board, name)
+        if table:
+            lines.append(f"  [{name}]")
+            lines += [f"    {key} = {_value_text(key, value)}" for key, value in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _add_fit_parser(sub) -> None:
+    f = sub.add_parser("fit", help="will a model fit this board? (image, RAM, context, speed)")
+    f.add_argument("board", help="board name or .toml path")
+    f.add_argument("model", help="converted MODEL_DIR (model.bin), Hugging Face folder or "
+                   "cache root, or config.json")
+    f.add_argument("--quant", choices=("int8", "int4"), help="size the experts as quantized")
+    f.add_argument("--context", type=int, help="positions of KV state (default: the model's "
+                   "converted context, else min(max positions, 2048))")
+    f.add_argument("--batch", type=int, help="prompt chunk size the scratch is sized for")
+    f.add_argument("--app", default="serial_runner", help="bare-metal sample whose RAM is "
+                   "counted: serial_runner (default), hello_moe, isr_forward")
+    f.add_argument("--json", action="store_true", help="the report as JSON")
+    f.add_argument("--check", action="store_true", help="print nothing when it fits; when it "
+                   "does not, one line saying why (for make and scripts)")
+
+
+def _fit(args: argparse.Namespace) -> int:
+    """0: fits, 1: does not fit, 2: cannot tell (bad board, model or option)."""
+    from .fit import format_report, load_model, plan, refusal
+
+    try:
+        board = load(args.board)
+        report = plan(board, load_model(args.model, quant=args.quant), context=args.context,
+                      batch=args.batch, app=args.app)
+    except ColibriError as exc:
+        print(f"colibri-board fit: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(report.to_json())
+    elif args.check:
+        if not report.fits:
+            print(f"colibri-board fit: {refusal(report)}", file=sys.stderr)
+    else:
+        print(format_report(report))
+    return 0 if report.fits else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="colibri-board", description="Board data from boards/")
     add_version_option(p)
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list")
+    sub.add_parser("list", help="every board with its code, RAM and weight region sizes")
     for cmd in ("show", "ld", "make", "header"):
         s = sub.add_parser(cmd)
         s.add_argument("board")
         s.add_argument("-o", "--output", type=pathlib.Path)
+    _add_fit_parser(sub)
     args = p.parse_args(argv)
+    if args.cmd == "fit":
+        return _fit(args)
     try:
         if args.cmd == "list":
             if not board_names():
                 raise BoardError("no board files in " + ", ".join(map(str, board_dirs())) +
                                  " (a broken installation: the package ships its boards)")
-            for name in board_names():
-                board = load(name)
-                print(f"{name:20} {board.arch:10} {board.port:20} weights 0x{board.weights.origin:08X}")
+            sys.stdout.write(list_text())
             return 0
         board = load(args.board)
-        text = {"show": lambda b: f"{b}\n", "ld": linker_memory, "make": make_vars,
+        text = {"show": show_text, "ld": linker_memory, "make": make_vars,
                 "header": config_header}[args.cmd](board)
         write_generated(text, args.output)
     except ColibriError as exc:

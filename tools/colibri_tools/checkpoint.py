@@ -94,13 +94,40 @@ def _open_weight_files(directory: Path) -> list[WeightFile]:
                           f"or {TORCH_INDEX} found", path=directory)
 
 
+def resolve_model_dir(directory: str | Path) -> Path:
+    """The folder holding config.json: `directory` itself, or, for a Hugging
+    Face cache root (models--ORG--NAME with refs/ and snapshots/<revision>/),
+    the snapshot refs/main names, or the only snapshot there is."""
+    path = Path(directory)
+    snapshots = path / "snapshots"
+    if (path / CONFIG_NAME).is_file() or not snapshots.is_dir():
+        return path
+    revisions = sorted(p.name for p in snapshots.iterdir() if (p / CONFIG_NAME).is_file())
+    ref = path / "refs" / "main"
+    if ref.is_file():
+        wanted = ref.read_text(encoding="ascii", errors="replace").strip()
+        if wanted in revisions:
+            return snapshots / wanted
+        raise CheckpointError(f"refs/main names snapshot {wanted!r}, which has no {CONFIG_NAME} "
+                              f"(snapshots with one: {', '.join(revisions) or 'none'})", path=path)
+    if len(revisions) == 1:
+        return snapshots / revisions[0]
+    if not revisions:
+        raise CheckpointError(f"a Hugging Face cache folder with no snapshot holding "
+                              f"{CONFIG_NAME}", path=path)
+    raise CheckpointError(f"several snapshots and no refs/main to choose: "
+                          f"{', '.join(revisions)}; give snapshots/<revision> itself", path=path)
+
+
 class Checkpoint:
-    """A Hugging Face model directory opened for conversion."""
+    """A Hugging Face model directory opened for conversion (or a cache root:
+    resolve_model_dir)."""
 
     def __init__(self, directory: str | Path) -> None:
         self.path = Path(directory)
         if not self.path.is_dir():
             raise CheckpointError("not a directory", path=self.path)
+        self.path = resolve_model_dir(self.path)
         self.config_path = self.path / CONFIG_NAME
         self.config = read_json(self.config_path)
         self.files = _open_weight_files(self.path)

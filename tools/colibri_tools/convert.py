@@ -160,19 +160,45 @@ def _write_all(staged: dict[str, Path], spec: ModelSpec, sources: list[SourceTen
     return image
 
 
+def _check_fits(board, spec: ModelSpec, source: Path, alignment: int, context: int,
+                batch: int, app: str) -> None:
+    """Refuse, before anything is written, a model that does not fit the board
+    (the planner's numbers: colibri-board fit)."""
+    from .boards import Board, load
+    from .fit import facts_from_spec, plan, refusal
+
+    board = board if isinstance(board, Board) else load(board)
+    facts = facts_from_spec(spec, str(source), alignment=alignment, context=context, batch=batch)
+    report = plan(board, facts, app=app)
+    if not report.fits:
+        raise OptionError(f"--board {board.name}: {refusal(report)}")
+
+
+def _check_output_dir(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OptionError(f"-o {out_dir}: a file of that name exists; the output is a folder "
+                          "(model.bin, model_config.h, model_tokenizer.json): choose another "
+                          "name or remove the file")
+
+
 def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = None,
             alignment: int = DEFAULT_ALIGNMENT, progress: bool = True,
-            batch: int = 1) -> ConvertResult:
+            batch: int = 1, board=None, app: str = "serial_runner") -> ConvertResult:
     """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
     scratch sized for prompt chunks of `batch` tokens) and (when the
-    checkpoint has tokenizer.json) model_tokenizer.json into out_dir."""
+    checkpoint has tokenizer.json) model_tokenizer.json into out_dir. With
+    `board` (a name or Board), refuse first a model that does not fit it
+    (weights and, for `app`'s buffers, RAM)."""
     _check_alignment(alignment)
     if not 1 <= batch <= MAX_BATCH:
         raise OptionError(f"--batch {batch}: must be 1 .. {MAX_BATCH}")
     out_dir = Path(out_dir)
+    _check_output_dir(out_dir)
     with Checkpoint(hf_dir) as ckpt:
         spec, sources, dropped = _plan(ckpt)
         context = _choose_context(spec.record, context)
+        if board is not None:
+            _check_fits(board, spec, ckpt.path, alignment, context, batch, app)
         names = [IMAGE_NAME, HEADER_NAME] + ([TOKENIZER_OUT_NAME] if ckpt.tokenizer_path else [])
         # generation settings and the chat template, copied as they are (colibri-generate)
         companions = [n for s, n in COMPANION_FILES.items() if (ckpt.path / s).is_file()]
@@ -227,6 +253,10 @@ def _parser() -> argparse.ArgumentParser:
                         "for, 1 .. 256 (default 1)")
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT,
                    help="alignment of every expert block, a power of two 64 .. 1048576")
+    p.add_argument("--board", help="refuse, before writing, a model that does not fit this "
+                   "board (image in its weight region, buffers in its RAM: colibri-board fit)")
+    p.add_argument("--app", default="serial_runner", help="with --board: the bare-metal sample "
+                   "whose RAM is counted (serial_runner, hello_moe, isr_forward)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     add_version_option(p)
     return p
@@ -257,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _signals_end_the_run():
             result = convert(args.hf_dir, args.out_dir, context=args.context,
-                             alignment=args.alignment, progress=not args.quiet, batch=args.batch)
+                             alignment=args.alignment, progress=not args.quiet, batch=args.batch,
+                             board=args.board, app=args.app)
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1

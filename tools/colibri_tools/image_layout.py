@@ -250,14 +250,15 @@ def tensor_bytes(shape: tuple[int, ...]) -> int:
     return math.prod(shape) * 4
 
 
-def place_tensors(entries: list[TensorEntry], data_start: int,
-                  alignment: int) -> tuple[list[TensorEntry], int]:
-    """Give every entry its offset and size (section 3.2); return them and the image size."""
+def place_tensors(entries: list[TensorEntry], data_start: int, alignment: int,
+                  size_of=None) -> tuple[list[TensorEntry], int]:
+    """Give every entry its offset and size (section 3.2); return them and the image size.
+    `size_of(entry)` gives a tensor's bytes (default: float32, tensor_bytes)."""
     cursor, out = data_start, []
     for entry in entries:
         step = alignment if entry.role == Role.EXPERT_GATE else DATA_ALIGN
         offset = align_up(cursor, step)
-        size = tensor_bytes(entry.shape)
+        size = size_of(entry) if size_of is not None else tensor_bytes(entry.shape)
         out.append(replace(entry, offset=offset, size=size))
         cursor = offset + size
     return out, align_up(cursor, DATA_ALIGN)

@@ -1,13 +1,22 @@
-"""State (KV cache) and scratch byte counts, docs/core.md (state and scratch layout).
+"""Byte counts of a model: its image, its state (KV cache) and scratch
+(docs/core.md, state and scratch layout) and the weight bytes one decoded
+token reads. The one source for these numbers in the tools: colibri-convert
+(model_config.h), colibri-board fit and colibri-bench take them from here.
 
 The C functions colibri_state_size and colibri_scratch_size compute the same
-numbers; model_config.h states them for the context chosen at conversion.
+state and scratch numbers (tests/sdk/test_sizes.py); the image size is the
+placement of docs/format.md 3.2, which the writer uses too.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from .errors import OptionError
-from .image_spec import ModelRecord
+from .image_layout import align_up, canonical_tensors, place_tensors
+from .image_spec import DATA_ALIGN, DEFAULT_ALIGNMENT, NO_EXPERT, ModelRecord, Role, TensorEntry, tables_end
 
 FLOAT_BYTES = 4
 SCRATCH_ROUND = 16  # each scratch float count is rounded up to a multiple of this
@@ -47,3 +56,75 @@ def scratch_size(record: ModelRecord, context: int, batch: int = 1) -> int:
     counts = scratch_float_counts(record, context, batch)
     rounded = (-(-n // SCRATCH_ROUND) * SCRATCH_ROUND for n in counts)
     return FLOAT_BYTES * sum(rounded)
+
+
+def logits_size(record: ModelRecord) -> int:
+    """Bytes of one position's logits (vocab_size floats)."""
+    return record.vocab_size * FLOAT_BYTES
+
+
+@dataclass(frozen=True)
+class QuantRule:
+    """How a quantized matrix is stored: `bits` per weight, one float32 scale
+    per block of `block` weights along each row (a row's last block may be short)."""
+
+    bits: int
+    block: int
+    scale_bytes: int = FLOAT_BYTES
+
+    def matrix_bytes(self, rows: int, cols: int) -> int:
+        blocks = -(-cols // self.block)
+        return rows * (-(-cols * self.bits // 8) + blocks * self.scale_bytes)
+
+
+# Quantized expert weights (issue 10). Until that format lands on main, the
+# planner sizes it by this rule (docs/boards.md, "The planner"): the routed
+# experts' gate, up and down matrices quantized, everything else float32.
+QUANT_RULES = {"int8": QuantRule(8, 32), "int4": QuantRule(4, 32)}
+QUANTIZED_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
+
+
+def _sizer(quant: str | None):
+    if quant is None:
+        return None
+    if quant not in QUANT_RULES:
+        raise OptionError(f"quantization {quant!r}: known are {', '.join(QUANT_RULES)}")
+    rule = QUANT_RULES[quant]
+
+    def size_of(entry: TensorEntry) -> int:
+        if entry.role in QUANTIZED_ROLES:
+            return rule.matrix_bytes(*entry.shape)
+        return FLOAT_BYTES * math.prod(entry.shape)
+
+    return size_of
+
+
+def placed_tensors(record: ModelRecord, ffn_kinds: Sequence[int],
+                   alignment: int = DEFAULT_ALIGNMENT,
+                   quant: str | None = None) -> tuple[list[TensorEntry], int]:
+    """Every tensor of the image with its offset and size, and the image size
+    (docs/format.md 3.1 and 3.2), without any weights; `quant` ("int8", "int4")
+    sizes the expert matrices by QUANT_RULES."""
+    tensors, layers = canonical_tensors(record, list(ffn_kinds))
+    start = align_up(tables_end(len(layers), len(tensors)), DATA_ALIGN)
+    return place_tensors(tensors, start, alignment, _sizer(quant))
+
+
+def image_size(record: ModelRecord, ffn_kinds: Sequence[int],
+               alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None) -> int:
+    """Bytes of the model image colibri-convert writes for this record."""
+    return placed_tensors(record, ffn_kinds, alignment, quant)[1]
+
+
+def decode_bytes_per_token(record: ModelRecord, tensors: Sequence[TensorEntry]) -> int:
+    """Weight bytes one decoded token reads: every tensor but the embedding
+    table (one row of it) and the routed experts (top_k of each layer's
+    n_experts, on average). With tied embeddings the table is read whole, as
+    the output projection."""
+    shared = sum(t.size for t in tensors if t.expert == NO_EXPERT)
+    routed = sum(t.size for t in tensors if t.expert != NO_EXPERT)
+    embed = next(t.size for t in tensors if t.role == Role.TOKEN_EMBED)
+    per_token = shared - (0 if record.tie_embeddings else embed) + FLOAT_BYTES * record.hidden_size
+    if record.n_experts:
+        per_token += routed * record.top_k // record.n_experts
+    return per_token
