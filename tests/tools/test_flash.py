@@ -27,8 +27,22 @@ from colibri_tools.hex_image import build_hex
 from hf_models import build_model, save_checkpoint
 
 
+def make_elf64(path: Path, segments: list[tuple[int, bytes]], entry: int = 0) -> Path:
+    """A minimal little-endian AArch64 ELF64 with one PT_LOAD per (address, bytes)."""
+    n = len(segments)
+    header = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01" + bytes(9), 2, 183, 1,
+                         entry, 64, 0, 0, 64, 56, n, 64, 0, 0)
+    tables, blobs, offset = b"", b"", 64 + 56 * n
+    for address, blob in segments:
+        tables += struct.pack("<IIQQQQQQ", 1, 5, offset, address, address, len(blob), len(blob), 8)
+        blobs += blob
+        offset += len(blob)
+    path.write_bytes(header + tables + blobs)
+    return path
+
+
 def make_elf(path: Path, segments: list[tuple[int, bytes]], entry: int = 0) -> Path:
-    """A minimal little-endian ELF32 with one PT_LOAD per (address, bytes)."""
+    """A minimal little-endian ARM ELF32 with one PT_LOAD per (address, bytes)."""
     n = len(segments)
     header = struct.pack("<16sHHIIIIIHHHHHH", b"\x7fELF\x01\x01\x01" + bytes(9), 2, 40, 1, entry,
                          52, 0, 0, 52, 32, n, 40, 0, 0)
@@ -82,7 +96,8 @@ def board_backends() -> list:
 
 def _firmware_for(raw: dict, tmp_path: Path) -> Path:
     code = raw.get("memory", {}).get("code", {}).get("origin", 0x400000)
-    return make_elf(tmp_path / "fw.elf", [(code, bytes(range(64)))], entry=code)
+    writer = make_elf64 if raw["arch"] == "aarch64" else make_elf
+    return writer(tmp_path / "fw.elf", [(code, bytes(range(64)))], entry=code)
 
 
 def _check_qemu(argv: list[str], raw: dict, model: Path, fw: Path) -> None:
@@ -129,6 +144,7 @@ def test_dry_run_for_every_board_and_backend(name, backend, model, tmp_path, cap
     raw = tomllib.loads((BOARDS_DIR / f"{name}.toml").read_text())
     fw = _firmware_for(raw, tmp_path)
     args = ["--board", name, "--backend", backend, "--weights", str(model), "--dry-run"]
+    args += ["--host", "pi@board.example"] if backend == "scp" else []
     args += ["--build-dir", str(tmp_path / "zephyr")] if backend == "west" else ["--firmware", str(fw)]
     if backend == "pyocd" and _external(raw) and "pyocd_script" not in raw["flash"]:
         # The board keeps its weights where pyOCD has no flash algorithm: the
@@ -154,7 +170,8 @@ def test_dry_run_for_every_board_and_backend(name, backend, model, tmp_path, cap
         assert all(c[:4] == ["west", "flash", "--build-dir", str(tmp_path / "zephyr")]
                    for c in cmds if c[0] == "west")
     elif backend == "scp":
-        target = f"{raw['flash']['host']}:{raw['flash']['path']}/"
+        assert "host" not in raw["flash"]          # no board file fixes one: --host gives it
+        target = f"pi@board.example:{raw['flash']['path']}/"
         assert [str(model), str(fw), target] == next(c for c in cmds if c[0] == "scp")[1:]
 
 
@@ -318,3 +335,14 @@ def test_plan_is_data(model, tmp_path):
     with pytest.raises(FlashError, match="give --build-dir"):
         plan_flash(board, backend="west", weights=model)
     assert callable(run_plan)
+
+
+def test_scp_needs_a_host(model, tmp_path, capsys):
+    fw = make_elf64(tmp_path / "colibri-run", [(0x400000, bytes(64))], entry=0x400000)
+    args = ["--board", "rpi4", "--weights", str(model), "--firmware", str(fw), "--dry-run"]
+    assert main(args) == 1
+    assert "give --host user@address" in capsys.readouterr().err
+    assert main([*args, "--host", "-oProxyCommand=x"]) == 1
+    assert "is not user@address" in capsys.readouterr().err
+    assert main([*args, "--host", "me@10.0.0.7"]) == 0
+    assert "me@10.0.0.7:/home/pi/colibri/" in capsys.readouterr().out

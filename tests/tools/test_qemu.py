@@ -169,7 +169,9 @@ def build_firmware(board_file: Path, out: Path, *, spin: bool = False) -> Path:
     code, ram = raw["memory"]["code"], raw["memory"]["ram"]
     if raw["arch"] == "aarch64":
         (out / "start.S").write_text(START_AARCH64)
-        flags += ["-mgeneral-regs-only", "-no-pie", f"-Wl,-Ttext=0x{code['origin']:X}"]
+        # -N: no ELF headers in a loaded segment below the code region (the
+        # launcher refuses bytes loaded outside it: board_check)
+        flags += ["-mgeneral-regs-only", "-no-pie", "-Wl,-N", f"-Wl,-Ttext=0x{code['origin']:X}"]
     else:
         (out / "start.S").write_text(START_CORTEX_M)
         (out / "link.ld").write_text(LINK_CORTEX_M.format(

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .board_check import check_firmware
 from .boards import REPO, Board, in_source_tree, load
 from .errors import ColibriError
 from .flash_backends import PLANNERS, FlashError, FlashRequest, Step
@@ -50,7 +51,7 @@ class FlashPlan:
 def supported_backends(board: Board) -> list[str]:
     """Backends the board file allows: [flash] backends if given; else the
     [flash] method plus every backend whose keys the board file has
-    (pyocd_target, openocd_config, west_runner, host for scp), plus qemu when
+    (pyocd_target, openocd_config, west_runner, path for scp), plus qemu when
     [emulate] names a QEMU machine."""
     flash = board.flash
     declared = flash.get("backends")
@@ -58,7 +59,7 @@ def supported_backends(board: Board) -> list[str]:
         raise FlashError(f"board {board.name}: [flash] backends must be a list", path=board.path)
     if declared is None:
         keys = {"pyocd": "pyocd_target", "openocd": "openocd_config", "west": "west_runner",
-                "scp": "host"}
+                "scp": "path"}
         declared = [flash.get("method")] + [name for name, key in keys.items() if key in flash]
     names = list(dict.fromkeys(d for d in declared if d in PLANNERS))
     if "machine" in board.emulate and "qemu" not in names:
@@ -83,6 +84,8 @@ def _check_inputs(board: Board, weights: Path | None, firmware: Path | None) -> 
     for path in (weights, firmware):
         if path is not None and not path.is_file():
             raise FlashError("no such file", path=path)
+    if firmware is not None:
+        check_firmware(board, firmware)
     if board.port == "linux":            # the weights are a file, mapped anywhere at run time
         if weights is not None and not is_hex_file(weights):
             check_model(weights, board)
@@ -103,7 +106,7 @@ def plan_flash(board: Board | str, *, backend: str | None = None, weights: str |
                firmware: str | Path | None = None, build_dir: str | Path | None = None,
                port: int | None = None, probe: str | None = None,
                workdir: str | Path | None = None, timeout: float = 300.0,
-               verify: bool = True) -> FlashPlan:
+               verify: bool = True, host: str | None = None) -> FlashPlan:
     board = board if isinstance(board, Board) else load(board)
     backend = backend or default_backend(board)
     if backend not in PLANNERS:
@@ -120,7 +123,7 @@ def plan_flash(board: Board | str, *, backend: str | None = None, weights: str |
     request = FlashRequest(board, weights, firmware,
                            Path(build_dir) if build_dir is not None else None, port, probe,
                            Path(workdir) if workdir is not None else WORK_ROOT / board.name,
-                           timeout, verify)
+                           timeout, verify, host)
     return FlashPlan(board, backend, tuple(PLANNERS[backend](request)), request.workdir)
 
 
@@ -171,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="qemu: serve the serial console on this TCP port "
                                             "(default: stdio)")
     p.add_argument("--probe", help="debug probe serial number / unique id")
+    p.add_argument("--host", help="scp: the board's user@address (Linux boards)")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="qemu: kill the emulation after this many seconds (default 300)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
@@ -188,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = plan_flash(args.board, backend=args.backend, weights=args.weights,
                           firmware=args.firmware, build_dir=args.build_dir, port=args.port,
                           probe=args.probe, workdir=args.work_dir, timeout=args.timeout,
-                          verify=args.verify)
+                          verify=args.verify, host=args.host)
         if args.dry_run:
             sys.stdout.write(format_plan(plan))
             for tool in missing_tools(plan):

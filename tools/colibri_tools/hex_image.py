@@ -282,6 +282,10 @@ def build_hex(model: str | Path, board: Board | str, output: str | Path, *,
     if record_size not in RECORD_SIZES:
         raise HexImageError(f"record size must be one of {RECORD_SIZES}, not {record_size}")
     _refuse_overwriting_an_input(Path(output), model, firmware)
+    if firmware is not None:
+        from .board_check import check_firmware
+
+        check_firmware(board, firmware)
     weights = model_piece(model, board)
     fw = load_firmware(firmware) if firmware is not None else None
     extra = fw.pieces if fw else ()
@@ -388,7 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         board = load(args.board)
         for output, firmware in _outputs(args):
             result = build_hex(args.model, board, output, firmware=firmware,
-                               record_size=args.record_size, progress=not args.quiet)
+                               record_size=args.record_size,
+                               progress=not args.quiet and sys.stderr.isatty())
             if not args.quiet:
                 print(result.summary())
     except (ColibriError, OSError) as exc:

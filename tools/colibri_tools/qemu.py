@@ -30,6 +30,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -266,8 +267,10 @@ class QemuSession:
 
     def __init__(self, board: Board, argv: list[str], *, port: int | None, timeout: float,
                  workdir: Path, check: tuple[int, int, Piece | Path] | None,
-                 capture: bool) -> None:
+                 capture: bool | str, firmware: Path | None = None) -> None:
         self.board, self.argv, self.port, self.timeout = board, argv, port, timeout
+        self.firmware = firmware
+        self._tee = capture == "tee"
         self.workdir, self._check = workdir, check
         self.output = bytearray()
         self._stderr = bytearray()
@@ -278,9 +281,10 @@ class QemuSession:
                                         stdout=subprocess.PIPE if capture else None,
                                         stderr=subprocess.PIPE)
         _LIVE.add(self)
-        self._threads = [threading.Thread(target=self._drain, args=(s, buf), daemon=True)
-                         for s, buf in ((self.process.stdout, self.output),
-                                        (self.process.stderr, self._stderr)) if s is not None]
+        self._threads = [threading.Thread(target=self._drain, args=(s, buf, echo), daemon=True)
+                         for s, buf, echo in ((self.process.stdout, self.output, self._tee),
+                                              (self.process.stderr, self._stderr, False))
+                         if s is not None]
         for t in self._threads:
             t.start()
         self._watchdog = threading.Timer(timeout, self._expire)
@@ -288,9 +292,19 @@ class QemuSession:
         self._watchdog.start()
 
     @staticmethod
-    def _drain(stream, buffer: bytearray) -> None:
+    def _drain(stream, buffer: bytearray, echo: bool = False) -> None:
         for chunk in iter(lambda: stream.read1(65536), b""):
             buffer += chunk
+            if echo:
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.buffer.flush()
+
+    def explain(self, status: int) -> str | None:
+        """What a fault exit of the firmware means, in words (board_check.explain_exit)."""
+        from .board_check import explain_exit
+
+        return explain_exit(self.board, status, self.output.decode(errors="replace"),
+                            self.stderr, self.firmware)
 
     def _expire(self) -> None:
         if self.process.poll() is None:
@@ -414,13 +428,15 @@ class QemuSession:
 
 def launch(board: Board | str, firmware: str | Path, weights: str | Path | None = None, *,
            tcp: bool = True, port: int | None = None, timeout: float = 60.0,
-           verify: bool = True, capture: bool = True) -> QemuSession:
+           verify: bool = True, capture: bool | str = True,
+           check: bool = True) -> QemuSession:
     """Start QEMU for the board. With tcp (default) the serial port is a TCP
     server on `port` (a free one if None) that waits for its client: connect
     with session.connect() or session.open_serial(). Without tcp the serial
     port is stdio, collected in session.output (capture) or left on this
-    process's stdout. With verify and weights, the weights are read back from
-    emulated memory before the CPU starts."""
+    process's stdout ("tee": both). With verify and weights, the weights are
+    read back from emulated memory before the CPU starts. With check, a
+    firmware built for another board is refused (board_check)."""
     board = board if isinstance(board, Board) else load(board)
     emu = emulation(board)
     require_binary(emu.binary)
@@ -428,13 +444,17 @@ def launch(board: Board | str, firmware: str | Path, weights: str | Path | None 
     for path in (firmware, weights):
         if path is not None and not Path(path).is_file():
             raise QemuError("no such file", path=path)
-    check = expected_weights(board, weights) if (verify and weights is not None) else None
+    if check:
+        from .board_check import check_firmware
+
+        check_firmware(board, firmware)
+    readback = expected_weights(board, weights) if (verify and weights is not None) else None
     workdir = Path(tempfile.mkdtemp(prefix="colibri-qemu-"))
     port = (port or free_port()) if tcp else None
     argv = qemu_argv(board, firmware, weights, port=port,
-                     qmp=workdir / "qmp.sock" if check else None)
+                     qmp=workdir / "qmp.sock" if readback else None)
     session = QemuSession(board, argv, port=port, timeout=timeout, workdir=workdir,
-                          check=check, capture=capture)
+                          check=readback, capture=capture, firmware=Path(firmware))
     try:
         if tcp:
             session.wait_listening()
@@ -452,12 +472,14 @@ class QemuRun:
     output: bytes
     stderr: str
     argv: list[str]
+    fault: str | None = None       # a fault exit explained in words (board_check)
 
 
 def run(board: Board | str, firmware: str | Path, weights: str | Path | None = None, *,
-        timeout: float = 60.0, verify: bool = True) -> QemuRun:
+        timeout: float = 60.0, verify: bool = True, check: bool = True) -> QemuRun:
     """Boot with the serial port on stdio, wait for the firmware to exit, and
-    return its status and console output."""
-    with launch(board, firmware, weights, tcp=False, timeout=timeout, verify=verify) as s:
+    return its status, console output and, for a fault exit, what happened."""
+    with launch(board, firmware, weights, tcp=False, timeout=timeout, verify=verify,
+                check=check) as s:
         code = s.wait()
-        return QemuRun(code, bytes(s.output), s.stderr, s.argv)
+        return QemuRun(code, bytes(s.output), s.stderr, s.argv, s.explain(code))

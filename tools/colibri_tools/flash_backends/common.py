@@ -40,6 +40,7 @@ class FlashRequest:
     workdir: Path = Path("build/flash")
     timeout: float = 300.0            # QEMU: bound on the emulated run, in seconds
     verify: bool = True
+    host: str | None = None           # scp: user@address of the board (--host)
 
 
 @dataclass(frozen=True)

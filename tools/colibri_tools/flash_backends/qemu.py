@@ -4,6 +4,8 @@ status is the firmware's (semihosting)."""
 
 from __future__ import annotations
 
+import sys
+
 from .. import qemu as launcher
 from .common import FlashError, FlashRequest, Step
 
@@ -25,12 +27,18 @@ def plan(req: FlashRequest) -> list[Step]:
     def boot() -> int:
         session = launcher.launch(board, req.firmware, req.weights, tcp=req.port is not None,
                                   port=req.port, timeout=req.timeout, verify=req.verify,
-                                  capture=False)
+                                  capture="tee", check=False)   # plan_flash checked it
         with session:
             if req.port is not None:
-                print(f"colibri-flash: serial console on 127.0.0.1:{req.port}, waiting for a client")
+                print(f"colibri-flash: serial console on 127.0.0.1:{req.port}, waiting for a "
+                      f"client (up to {req.timeout:g} s)", flush=True)
             session.start()
-            return session.wait()
+            status = session.wait()
+            fault = session.explain(status)
+            if fault:
+                print(f"colibri-flash: {board.name} stopped on a fault (exit {status}): {fault}",
+                      file=sys.stderr)
+            return status
 
     return [Step(tuple(argv), f"boot {board.name} in QEMU", tool=argv[0], action=boot,
                  notes=tuple(notes))]

@@ -5,19 +5,29 @@ copy over SSH to [flash] host:path, checked with sha256sum on the board."""
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 import subprocess
 
 from ..hex_image import is_hex_file
 from .common import FlashError, FlashRequest, Step, flash_key
 
+HOST = re.compile(r"([A-Za-z0-9._-]+@)?[A-Za-z0-9.:_\[\]-]+")
+
 
 def _target(req: FlashRequest) -> tuple[str, str]:
+    """(user@address, folder): --host, else [flash] host; [flash] path."""
     board = req.board
-    host, path = flash_key(board, "host", str), flash_key(board, "path", str)
-    if not host or not path:
-        raise FlashError(f"board {board.name}: [flash] method scp needs 'host' (user@address) "
-                         f"and 'path' (a folder on the board)", path=board.path)
+    host = req.host or flash_key(board, "host", str)
+    path = flash_key(board, "path", str)
+    if not host:
+        raise FlashError(f"board {board.name} is reached over SSH: give --host user@address "
+                         f"(the board file fixes no host)", path=board.path)
+    if not HOST.fullmatch(host) or host.startswith("-"):
+        raise FlashError(f"--host {host!r} is not user@address")
+    if not path:
+        raise FlashError(f"board {board.name}: [flash] method scp needs 'path' (a folder on the "
+                         f"board)", path=board.path)
     return host, path
 
 
