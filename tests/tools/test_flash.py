@@ -342,7 +342,7 @@ def test_scp_needs_a_host(model, tmp_path, capsys):
     args = ["--board", "rpi4", "--weights", str(model), "--firmware", str(fw), "--dry-run"]
     assert main(args) == 1
     assert "give --host user@address" in capsys.readouterr().err
-    assert main([*args, "--host", "-oProxyCommand=x"]) == 1
+    assert main([*args, "--host=-oProxyCommand=x"]) == 1
     assert "is not user@address" in capsys.readouterr().err
     assert main([*args, "--host", "me@10.0.0.7"]) == 0
     assert "me@10.0.0.7:/home/pi/colibri/" in capsys.readouterr().out

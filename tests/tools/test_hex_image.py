@@ -339,15 +339,18 @@ def test_adjacent_inputs_read_back_as_one_run(tiny_model, tmp_path):
     # seamless run across several inputs, which the readback must split.
     size = tiny_model.stat().st_size
     assert size % 32 == 0
-    board = write_board(tmp_path, "snug", size=size)
-    elf = _elf32(tmp_path / "fw.elf", [(0x08000000, bytes(range(256)) * 4),
-                                       (0x08000400, b"\xa5" * 1024),
-                                       (0x90000000 + size, b"\x5a" * 2048)])
+    # (The board's code region starts where its weight region ends: firmware
+    # must load into code, board_check.)
+    end = 0x90000000 + size
+    board = write_board(tmp_path, "snug", size=size, code=end, code_length=0x10000)
+    elf = _elf32(tmp_path / "fw.elf", [(end + 0x800, bytes(range(256)) * 4),
+                                       (end + 0xC00, b"\xa5" * 1024),
+                                       (end, b"\x5a" * 2048)])
     merged = tmp_path / "merged.hex"
     result = build_hex(tiny_model, board, merged, firmware=elf)
     assert result.check.checked_bytes == size + 4096
     ih = IntelHex(str(merged))
-    assert ih.tobinstr(start=0x90000000, end=0x90000000 + size + 2047) == \
+    assert ih.tobinstr(start=0x90000000, end=end + 2047) == \
         tiny_model.read_bytes() + b"\x5a" * 2048
     assert "plus 2048 bytes outside" not in check_file(merged, board, tiny_model)
     assert "plus 4096 bytes outside the weight region" in check_file(merged, board, tiny_model)

@@ -84,11 +84,11 @@ def _check_inputs(board: Board, weights: Path | None, firmware: Path | None) -> 
     for path in (weights, firmware):
         if path is not None and not path.is_file():
             raise FlashError("no such file", path=path)
-    if firmware is not None:
-        check_firmware(board, firmware)
     if board.port == "linux":            # the weights are a file, mapped anywhere at run time
         if weights is not None and not is_hex_file(weights):
             check_model(weights, board)
+        if firmware is not None:
+            check_firmware(board, firmware)
         return
     pieces: list[Piece] = []
     if weights is not None and is_hex_file(weights):
@@ -100,6 +100,7 @@ def _check_inputs(board: Board, weights: Path | None, firmware: Path | None) -> 
         pieces.append(Piece(board.weights.origin, 0, "weights", data=b""))
     if firmware is not None:
         check_layout(board.weights, [*pieces, *load_firmware(firmware).pieces], board.name)
+        check_firmware(board, firmware)
 
 
 def plan_flash(board: Board | str, *, backend: str | None = None, weights: str | Path | None = None,

@@ -282,14 +282,14 @@ def build_hex(model: str | Path, board: Board | str, output: str | Path, *,
     if record_size not in RECORD_SIZES:
         raise HexImageError(f"record size must be one of {RECORD_SIZES}, not {record_size}")
     _refuse_overwriting_an_input(Path(output), model, firmware)
-    if firmware is not None:
-        from .board_check import check_firmware
-
-        check_firmware(board, firmware)
     weights = model_piece(model, board)
     fw = load_firmware(firmware) if firmware is not None else None
     extra = fw.pieces if fw else ()
     ordered = check_layout(board.weights, [weights, *extra], board.name)
+    if firmware is not None:
+        from .board_check import check_firmware
+
+        check_firmware(board, firmware)
     output = Path(output)
     temp = output.with_name(output.name + ".tmp")
     total = sum(p.size for p in ordered)

@@ -17,6 +17,20 @@ Fixtures (session scope): ``colibri_device`` (connected
 ``colibri_port`` (the URL), ``colibri_board`` (the name given),
 ``colibri_suite`` (the loaded :class:`~colibri_tools.golden.Suite`). Each
 skips its test, with the reason, when its option was not given.
+
+Booting a board instead of naming a port: with ``--colibri-board B
+--colibri-firmware F --colibri-weights W`` (and no --colibri-port) the
+session boots B in QEMU (``colibri_booted_board``, a
+:class:`~colibri_tools.qemu.QemuSession`) and ``colibri_device`` talks to
+it; QEMU is stopped at the end of the session, and dies with pytest however
+pytest ends. For tests that boot their own boards, the factory fixture
+``colibri_boot(board, firmware, weights)`` returns a connected client and
+stops its QEMU when the test ends::
+
+    def test_two_boards(colibri_boot):
+        a = colibri_boot("qemu_an547", "an547.elf", "model.bin")
+        b = colibri_boot("qemu_virt_a72", "a72.elf", "model.bin")
+        assert a.forward([1, 2]).logits_crc == b.forward([1, 2]).logits_crc
 """
 
 from __future__ import annotations
@@ -38,6 +52,11 @@ def pytest_addoption(parser) -> None:
                     help="seconds to wait for each device reply (default 30)")
     group.addoption("--colibri-baudrate", default=115200, type=int, metavar="BAUD",
                     help="baud rate for real serial ports (default 115200)")
+    group.addoption("--colibri-firmware", default=None, metavar="FILE",
+                    help="with --colibri-board and no --colibri-port: boot the board in QEMU "
+                         "with this firmware")
+    group.addoption("--colibri-weights", default=None, metavar="FILE",
+                    help="the weights (model.bin or HEX) for the booted board")
 
 
 def pytest_configure(config) -> None:
@@ -45,18 +64,42 @@ def pytest_configure(config) -> None:
                                        "--colibri-port)")
 
 
+def _boots(config) -> bool:
+    return bool(config.getoption("--colibri-firmware")) and not config.getoption("--colibri-port")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    if config.getoption("--colibri-port"):
+    if config.getoption("--colibri-port") or _boots(config):
         return
-    skip = pytest.mark.skip(reason="no Colibri device: pass --colibri-port URL")
+    skip = pytest.mark.skip(reason="no Colibri device: pass --colibri-port URL, or "
+                                   "--colibri-board B --colibri-firmware F --colibri-weights W")
     for item in items:
         if item.get_closest_marker(MARKER) is not None:
             item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
-def colibri_port(pytestconfig) -> str:
+def colibri_booted_board(pytestconfig):
+    """The board booted in QEMU from --colibri-board/--colibri-firmware/
+    --colibri-weights, for the whole session."""
+    from colibri_tools.qemu import launch
+
+    if not _boots(pytestconfig):
+        pytest.skip("no board to boot: pass --colibri-board B --colibri-firmware F "
+                    "--colibri-weights W")
+    board = pytestconfig.getoption("--colibri-board")
+    if not board:
+        pytest.fail("--colibri-firmware needs --colibri-board (the board it was built for)")
+    with launch(board, pytestconfig.getoption("--colibri-firmware"),
+                pytestconfig.getoption("--colibri-weights"), timeout=3600.0) as session:
+        yield session
+
+
+@pytest.fixture(scope="session")
+def colibri_port(pytestconfig, request) -> str:
     url = pytestconfig.getoption("--colibri-port")
+    if not url and _boots(pytestconfig):
+        return request.getfixturevalue("colibri_booted_board").url
     if not url:
         pytest.skip("no Colibri device: pass --colibri-port URL")
     return url
@@ -81,14 +124,43 @@ def colibri_suite(pytestconfig):
 
 
 @pytest.fixture(scope="session")
-def colibri_device(pytestconfig, colibri_port):
-    """A SerialClient connected to the device (HELLO answered)."""
+def colibri_device(pytestconfig, request, colibri_port):
+    """A SerialClient connected to the device (HELLO answered): the port
+    given, or the board the session booted."""
     from colibri_tools.protocol import SerialClient
 
-    client = SerialClient.open(colibri_port, timeout=pytestconfig.getoption("--colibri-timeout"),
-                               baudrate=pytestconfig.getoption("--colibri-baudrate"))
+    timeout = pytestconfig.getoption("--colibri-timeout")
+    if _boots(pytestconfig):
+        session = request.getfixturevalue("colibri_booted_board")
+        client = SerialClient.from_port(session.open_serial(), session.url, timeout=timeout)
+    else:
+        client = SerialClient.open(colibri_port, timeout=timeout,
+                                   baudrate=pytestconfig.getoption("--colibri-baudrate"))
     try:
         client.connect()
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def colibri_boot(pytestconfig):
+    """colibri_boot(board, firmware, weights, timeout=600) -> a connected
+    SerialClient to that board booted in QEMU; stopped when the test ends."""
+    from colibri_tools.protocol import SerialClient
+    from colibri_tools.qemu import launch
+
+    opened = []
+
+    def boot(board, firmware, weights=None, timeout: float = 600.0):
+        session = launch(board, firmware, weights, timeout=timeout)
+        opened.append(session)
+        client = SerialClient.from_port(session.open_serial(), session.url,
+                                        timeout=pytestconfig.getoption("--colibri-timeout"))
+        opened.append(client)
+        client.connect()
+        return client
+
+    yield boot
+    for thing in reversed(opened):
+        thing.close()

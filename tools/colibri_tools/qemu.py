@@ -19,15 +19,20 @@ before the CPU runs (-S), the weights are read back from the emulated memory
 over QMP (pmemsave) and compared byte for byte with the file.
 
 Every QEMU started here is bounded by a timeout and killed when its session
-closes, when the timeout passes, or when the Python process exits.
+closes, when the timeout passes, or when the Python process exits, however
+it exits: the kernel kills QEMU when its parent dies (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
+import functools
 import json
+import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -253,6 +258,44 @@ class _Qmp:
 # ---- sessions -----------------------------------------------------------------
 
 _LIVE: set[QemuSession] = set()
+PR_SET_PDEATHSIG = 1          # <linux/prctl.h>
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+except OSError:
+    _LIBC = None
+
+
+# Signals that end a run. They are held back while QEMU is being forked: a
+# Python handler that raises (colibri-test's SystemExit) would otherwise run
+# inside an at-fork callback, where the exception is printed and dropped.
+ENDING_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the forked child, before exec: the kernel sends SIGKILL to QEMU when
+    its parent (this Python process; strictly, the thread that started it)
+    ends, however it ends, kill -9 included. If the parent is already gone,
+    do not start at all. The ending signals, held back by the parent around
+    the fork, are let through again for QEMU."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _spawn(argv: list[str], capture: bool | str) -> subprocess.Popen:
+    held = threading.current_thread() is threading.main_thread()
+    if held:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if capture else None,
+                                stderr=subprocess.PIPE,
+                                preexec_fn=functools.partial(_die_with_parent, os.getpid()))
+    finally:
+        if held:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @atexit.register
@@ -277,9 +320,7 @@ class QemuSession:
         self.timed_out = False
         self._started = check is None
         self._deadline = time.monotonic() + timeout
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE if capture else None,
-                                        stderr=subprocess.PIPE)
+        self.process = _spawn(argv, capture)
         _LIVE.add(self)
         self._threads = [threading.Thread(target=self._drain, args=(s, buf, echo), daemon=True)
                          for s, buf, echo in ((self.process.stdout, self.output, self._tee),
@@ -362,12 +403,25 @@ class QemuSession:
                 qmp.resume()
             finally:
                 qmp.close()
-        except QemuError:
-            self.close()
-            raise
-        except (OSError, ValueError) as exc:
+        except (QemuError, OSError, ValueError) as exc:
+            # With a TCP serial port, QEMU's monitor stays silent until a client
+            # connects: a timeout (ours, or the session's) then means no client.
+            if self.port is not None and (isinstance(exc, TimeoutError) or self.timed_out):
+                raise self._failure(self._no_client()) from None
+            if isinstance(exc, QemuError):
+                self.close()
+                raise
             raise self._failure(f"QMP conversation failed: {exc}") from None
         self._started = True
+
+    def _no_client(self) -> str:
+        """QEMU with a TCP serial port waits for one client before it runs; its
+        monitor does not answer until then."""
+        return (f"no client connected to the serial port 127.0.0.1:{self.port} within "
+                f"{self.timeout:g} s (QEMU does not start the CPU until one does): connect one "
+                f"(colibri-test run --port socket://127.0.0.1:{self.port} suite.json), or let "
+                f"colibri-test boot the board itself: colibri-test run --board {self.board.name} "
+                "--firmware FW --weights W suite.json")
 
     def connect(self, timeout: float = 10.0) -> socket.socket:
         """A TCP connection to the serial port (QEMU accepts one client)."""

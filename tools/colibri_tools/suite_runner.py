@@ -4,6 +4,7 @@ protocol (docs/serial-protocol.md).
 
     colibri-test golden HF_DIR -o suite.json [--cases 1,2,3/8 ...] [--image model.bin]
     colibri-test run --port URL suite.json [--junit FILE] [--tolerance 1e-4] [--timeout S]
+    colibri-test run --board B --firmware F --weights W suite.json [--junit FILE]
     colibri-test info --port URL
 
 ``run`` connects (HELLO), checks the protocol, the model's start-up status,
@@ -12,7 +13,14 @@ image fails every case as "weights corrupted: tensor N"), then per case:
 RESET, FORWARD keeping the logits, GET_LOGITS in chunks (digest checked,
 max |diff| against the reference <= tolerance), RESET, GENERATE (tokens must
 be identical). It prints a table, writes JUnit XML if asked and exits 0 only
-if everything passed (1: a check failed, 2: usage or suite error).
+if everything passed (1: a check failed, 2: usage or suite error, 3: the
+suite could not run: closed port, QEMU not starting, no answer in time; these
+are JUnit errors, not failures).
+
+With --board (and --firmware, --weights) ``run`` is one command: it boots the
+board in QEMU (or flashes a real board with its [flash] method and talks to
+--port), runs the suite and tears everything down; QEMU dies with it on any
+signal.
 
 Library first: :func:`run_suite` returns a :class:`RunReport`;
 :func:`format_report` and :func:`write_junit` present it; :func:`main` is the
@@ -22,7 +30,10 @@ console script.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
+import subprocess
 import sys
 import time
 import zlib
@@ -41,12 +52,14 @@ from .protocol import (
     SerialProtocolError,
     status_name,
 )
+from .protocol.client import DeviceError
 from .status import Status
 from .version import add_version_option
 
 PROG = "colibri-test"
 DEFAULT_TOLERANCE = 1e-4
 DEFAULT_TIMEOUT = 30.0
+EXIT_INFRA = 3          # the suite could not run: JUnit errors, not failures
 TOP_K = 5
 
 
@@ -61,6 +74,7 @@ class CaseReport:
     digest: int | None = None           # CRC-32 of the device's logits
     messages: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    error: bool = False                 # not run: an infrastructure problem (JUnit <error>)
 
     @property
     def tokens_ok(self) -> bool | None:
@@ -72,14 +86,22 @@ class RunReport:
     port: str
     tolerance: float
     info: Info | None = None
-    setup_error: str | None = None      # fails every case (no device, bad weights, ...)
+    setup_error: str | None = None      # fails every case (wrong model, bad weights, ...)
+    infra_error: str | None = None      # no answer: closed port, QEMU down, timeout
     notes: list[str] = field(default_factory=list)
     cases: list[CaseReport] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def passed(self) -> bool:
-        return self.setup_error is None and all(c.passed for c in self.cases)
+        return (self.setup_error is None and self.infra_error is None
+                and all(c.passed for c in self.cases))
+
+    def mark_unrun(self, suite: Suite, reason: str, *, error: bool) -> None:
+        """Every case of `suite` not reported yet fails (or errs) with `reason`."""
+        done = {c.name for c in self.cases}
+        self.cases += [CaseReport(c.name, gen=c.gen, messages=[reason], error=error)
+                       for c in suite.cases if c.name not in done]
 
 
 # ---- checks ----------------------------------------------------------------------------------
@@ -182,12 +204,14 @@ def run_suite(client: SerialClient, suite: Suite, *, tolerance: float = DEFAULT_
                 report.cases.append(run_case(client, case, report.info, tolerance))
                 if on_case is not None:
                     on_case(report.cases[-1])
-    except SerialProtocolError as exc:
+    except DeviceError as exc:          # the device answered, wrongly: a failure
         report.setup_error = str(exc)
+    except SerialProtocolError as exc:  # no answer (closed, timed out): not the device's verdict
+        report.infra_error = str(exc)
     if report.setup_error is not None:
-        done = {c.name for c in report.cases}
-        report.cases += [CaseReport(c.name, gen=c.gen, messages=[report.setup_error])
-                         for c in suite.cases if c.name not in done]
+        report.mark_unrun(suite, report.setup_error, error=False)
+    if report.infra_error is not None:
+        report.mark_unrun(suite, report.infra_error, error=True)
     report.seconds = time.monotonic() - start
     return report
 
@@ -236,6 +260,10 @@ def _cell(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _result(case: CaseReport) -> str:
+    return "PASS" if case.passed else "ERROR" if case.error else "FAIL"
+
+
 def format_report(report: RunReport) -> str:
     info = report.info
     lines = [f"{PROG}: {report.port}"]
@@ -250,27 +278,36 @@ def format_report(report: RunReport) -> str:
     lines.append(f"{'case':<12} {'result':<6} {'max|diff|':>10} {'tokens':>8} {'ticks/token':>12}")
     for c in report.cases:
         tokens = "-" if c.tokens_matching is None else f"{c.tokens_matching}/{c.gen}"
-        lines.append(f"{c.name:<12} {'PASS' if c.passed else 'FAIL':<6} "
+        lines.append(f"{c.name:<12} {_result(c):<6} "
                      f"{_cell(c.max_diff, '10.3g'):>10} {tokens:>8} "
                      f"{_cell(c.ticks_per_token, 'd'):>12}")
-    failed = [c for c in report.cases if not c.passed]
+    failed = [c for c in report.cases if not c.passed and not c.error]
+    errors = [c for c in report.cases if c.error]
     if report.setup_error:
         lines += ["", f"FAILED: {report.setup_error}"]
+    if report.infra_error:
+        lines += ["", f"ERROR (the test could not run; not a verdict on the device): "
+                      f"{report.infra_error}"]
     for c in failed:
         if report.setup_error and c.messages == [report.setup_error]:
             continue
         lines += [f"{c.name}: {m}" for m in c.messages]
     lines.append("")
-    lines.append(f"{len(report.cases) - len(failed)} passed, {len(failed)} failed "
-                 f"(tolerance {report.tolerance:g}, {report.seconds:.2f} s)")
+    lines.append(f"{len(report.cases) - len(failed) - len(errors)} passed, {len(failed)} failed"
+                 + (f", {len(errors)} errors" if errors else "")
+                 + f" (tolerance {report.tolerance:g}, {report.seconds:.2f} s)")
     return "\n".join(lines)
 
 
 def write_junit(report: RunReport, path: str | Path, suite_name: str = PROG) -> Path:
-    failures = sum(not c.passed for c in report.cases) + (report.setup_error is not None)
+    """JUnit XML: a check that did not hold is a <failure>; a case that could
+    not run (closed port, QEMU failing to start, a timeout) is an <error>."""
+    failures = sum(not c.passed and not c.error for c in report.cases) + \
+        (report.setup_error is not None)
+    errors = sum(c.error for c in report.cases) + (report.infra_error is not None)
     root = ET.Element("testsuites")
     suite = ET.SubElement(root, "testsuite", name=suite_name, tests=str(len(report.cases) + 1),
-                          failures=str(failures), errors="0", time=f"{report.seconds:.3f}")
+                          failures=str(failures), errors=str(errors), time=f"{report.seconds:.3f}")
     props = ET.SubElement(suite, "properties")
     board = "device"
     if report.info is not None:
@@ -284,10 +321,14 @@ def write_junit(report: RunReport, path: str | Path, suite_name: str = PROG) -> 
     check = ET.SubElement(suite, "testcase", classname=classname, name="device-check", time="0")
     if report.setup_error is not None:
         ET.SubElement(check, "failure", message=report.setup_error).text = report.setup_error
+    if report.infra_error is not None:
+        ET.SubElement(check, "error", message=report.infra_error).text = report.infra_error
     for c in report.cases:
         case = ET.SubElement(suite, "testcase", classname=classname, name=c.name,
                              time=f"{c.seconds:.3f}")
-        if not c.passed:
+        if c.error:
+            ET.SubElement(case, "error", message=c.messages[0]).text = "\n".join(c.messages)
+        elif not c.passed:
             text = "\n".join(c.messages)
             ET.SubElement(case, "failure", message=c.messages[0] if c.messages else "failed").text = text
         ET.SubElement(case, "system-out").text = (
@@ -320,9 +361,21 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--gen", type=int, default=DEFAULT_GEN, help="tokens per case (default 8)")
     g.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
     g.add_argument("--image", help="converted model.bin: record its fingerprint in the suite")
-    r = sub.add_parser("run", help="run a suite on a device")
+    r = sub.add_parser("run", help="run a suite on a device (--port), or boot/flash a board "
+                       "first (--board --firmware --weights)")
     r.add_argument("suite", help="suite JSON written by 'golden'")
-    _port_options(r)
+    _port_options(r, required=False)
+    b = r.add_argument_group("one command: boot (QEMU) or flash (real board), run, tear down")
+    b.add_argument("--board", help="board name or .toml: boot it in QEMU when it can be "
+                   "emulated, else flash it with its [flash] method (then --port is its serial)")
+    b.add_argument("--firmware", help="firmware .elf/.hex built for the board (serial_runner)")
+    b.add_argument("--weights", help="model.bin or a weights HEX")
+    b.add_argument("--backend", help="flash backend instead of the board's default (qemu, "
+                   "pyocd, openocd, west, scp)")
+    b.add_argument("--build-dir", help="west: the Zephyr build directory (its firmware)")
+    b.add_argument("--probe", help="debug probe serial number")
+    b.add_argument("--limit", type=float, default=600.0, help="QEMU: kill the board after this "
+                   "many seconds (default 600)")
     r.add_argument("--junit", help="write JUnit XML here")
     r.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                    help="largest |logit difference| allowed (default 1e-4)")
@@ -337,9 +390,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _port_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--port", required=True, help="pyserial URL: socket://HOST:PORT, a pty or "
-                   "/dev/tty* path")
+def _port_options(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--port", required=required, help="pyserial URL: socket://HOST:PORT, a pty "
+                   "or /dev/tty* path")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help="seconds to wait for each reply (default 30)")
     p.add_argument("--connect-timeout", type=float, default=5.0,
@@ -361,19 +414,90 @@ def _cmd_golden(args) -> int:
     return 0
 
 
-def _cmd_run(args) -> int:
-    suite = load_suite(args.suite)
-    expected = read_digests(args.expect_digests) if args.expect_digests else None
+def _unreachable(url: str, suite: Suite, tolerance: float, reason: str) -> RunReport:
+    report = RunReport(url, tolerance, infra_error=reason)
+    report.mark_unrun(suite, reason, error=True)
+    return report
+
+
+def _run_on_port(args, suite: Suite) -> RunReport:
     try:
         client = _open(args)
     except SerialProtocolError as exc:
-        report = RunReport(args.port, args.tolerance, setup_error=str(exc),
-                           cases=[CaseReport(c.name, gen=c.gen, messages=[str(exc)])
-                                  for c in suite.cases])
-    else:
-        with client:
+        return _unreachable(args.port, suite, args.tolerance, str(exc))
+    with client:
+        return run_suite(client, suite, tolerance=args.tolerance, verify=not args.no_verify,
+                         fingerprint=args.fingerprint)
+
+
+def _run_in_qemu(args, board, suite: Suite) -> RunReport:
+    """Boot the board in QEMU, run the suite over its TCP serial port, stop QEMU."""
+    from .qemu import QemuError, launch
+
+    try:
+        session = launch(board, args.firmware, args.weights, timeout=args.limit)
+    except QemuError as exc:
+        return _unreachable(f"qemu:{board.name}", suite, args.tolerance, str(exc))
+    with session:
+        try:
+            port = session.open_serial()
+        except (QemuError, OSError) as exc:
+            return _unreachable(session.url, suite, args.tolerance, str(exc))
+        with SerialClient.from_port(port, session.url, timeout=args.timeout) as client:
             report = run_suite(client, suite, tolerance=args.tolerance,
                                verify=not args.no_verify, fingerprint=args.fingerprint)
+        if report.infra_error is not None:       # did the firmware die? QEMU then exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                session.process.wait(timeout=2.0)
+        status = session.process.poll()
+        fault = session.explain(status) if status is not None else None
+        if fault:      # the firmware died: the device's fault, whatever the line said
+            report.infra_error = None
+            report.setup_error = f"{board.name} stopped on a fault (exit {status}): {fault}"
+            for case in report.cases:
+                if case.error:
+                    case.error, case.messages = False, [report.setup_error]
+    return report
+
+
+def _run_on_board(args, suite: Suite) -> RunReport:
+    """--board: QEMU for an emulated board (unless another backend is asked
+    for), else flash with the board's method and talk to --port."""
+    from .boards import load
+    from .flash import FlashError, plan_flash, run_plan
+
+    board = load(args.board)
+    backend = args.backend or ("qemu" if "machine" in board.emulate else None)
+    if backend == "qemu":
+        if args.firmware is None:
+            raise UsageError("--board with QEMU needs --firmware (and --weights)")
+        return _run_in_qemu(args, board, suite)
+    if args.port is None:
+        raise UsageError(f"board {board.name} is flashed, not emulated: give --port, its serial "
+                         "device (/dev/ttyACM0, say)")
+    plan = plan_flash(board, backend=backend, weights=args.weights, firmware=args.firmware,
+                      build_dir=args.build_dir, probe=args.probe)
+    try:
+        run_plan(plan)
+    except (FlashError, OSError) as exc:
+        return _unreachable(args.port, suite, args.tolerance, f"flashing failed: {exc}")
+    return _run_on_port(args, suite)
+
+
+class UsageError(ColibriError):
+    """Options that do not go together."""
+
+
+def _cmd_run(args) -> int:
+    suite = load_suite(args.suite)
+    expected = read_digests(args.expect_digests) if args.expect_digests else None
+    if args.board is not None:
+        report = _run_on_board(args, suite)
+    elif args.port is not None:
+        report = _run_on_port(args, suite)
+    else:
+        raise UsageError("give --port URL (a running device), or --board B --firmware F "
+                         "--weights W (boot or flash it first)")
     if expected is not None:
         check_digests(report, expected, args.expect_digests)
     if args.save_digests:
@@ -381,7 +505,11 @@ def _cmd_run(args) -> int:
     print(format_report(report))
     if args.junit:
         write_junit(report, args.junit)
-    return 0 if report.passed else 1
+    if report.passed:
+        return 0
+    failed = report.setup_error is not None or any(not c.passed and not c.error
+                                                   for c in report.cases)
+    return 1 if failed else EXIT_INFRA
 
 
 def _cmd_info(args) -> int:
@@ -394,13 +522,23 @@ def _cmd_info(args) -> int:
     return 0 if info.init_status == Status.OK else 1
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    """SIGTERM or SIGHUP (timeout, a CI cancel, a closed terminal) ends the run
+    like Ctrl-C: the with-blocks close the port and stop QEMU."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         return {"golden": _cmd_golden, "run": _cmd_run, "info": _cmd_info}[args.command](args)
     except ColibriError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":
