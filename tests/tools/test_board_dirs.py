@@ -25,7 +25,9 @@ def _board(argv: list[str], boards: str | None) -> subprocess.CompletedProcess:
 def test_checkout_boards_by_default():
     done = _board(["list"], None)
     assert done.returncode == 0
-    assert sorted(line.split()[0] for line in done.stdout.splitlines()) == sorted(
+    rows = done.stdout.splitlines()
+    assert rows[0].split()[:3] == ["board", "arch", "port"]          # the header row
+    assert sorted(line.split()[0] for line in rows[1:]) == sorted(
         p.stem for p in (REPO / "boards").glob("*.toml"))
 
 

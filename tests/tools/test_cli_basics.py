@@ -50,3 +50,25 @@ def test_missing_tokenizer_is_warned_about(hf_checkpoint, copy_checkpoint, tmp_p
     with caplog.at_level(logging.WARNING, logger="colibri_tools.convert"):
         convert(hf_dir, tmp_path / "out", progress=False)
     assert "has no tokenizer.json" in caplog.text
+
+
+def test_an_existing_file_as_output_folder_is_named(hf_checkpoint, tmp_path):
+    """Not a raw "[Errno 17] File exists": the converter's output is a folder."""
+    taken = tmp_path / "out"
+    taken.write_text("mine")
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "colibri-convert"),
+                           str(hf_checkpoint("mixtral")), "-o", str(taken), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "a file of that name exists; the output is a folder" in done.stderr
+    assert "Errno" not in done.stderr and taken.read_text() == "mine"
+
+
+def test_image_progress_bars_only_on_a_terminal(hf_checkpoint, tmp_path):
+    model = convert(hf_checkpoint("mixtral"), tmp_path / "m", progress=False).image_path
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "colibri-image"), str(model), "--board",
+                           "qemu_an547", "-o", str(tmp_path / "w.hex")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""                      # no bar drawn into a log
+    assert "every byte matches its source" in done.stdout

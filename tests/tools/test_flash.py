@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from board_files import write_board
-from colibri_tools.boards import BOARDS_DIR, load
+from colibri_tools.boards import BOARDS_DIR, board_names, load
 from colibri_tools.convert import convert
 from colibri_tools.errors import ColibriError
 from colibri_tools.flash import main, plan_flash, run_plan, supported_backends
@@ -133,6 +133,29 @@ def _check_openocd(cmds: list[list[str]], raw: dict, model: Path, fw: Path) -> N
     assert c[-2:] == ["-c", "shutdown"]
 
 
+def _check_west_runner(cmds: list[list[str]], raw: dict) -> None:
+    runner = raw["flash"].get("west_runner")
+    west = [c for c in cmds if c[0] == "west"]
+    if runner:
+        assert all(c[c.index("-r") + 1] == runner for c in west)
+    weights = next(c for c in west if "--hex-file" in c)
+    assert weights[-len(raw["flash"]["west_weights_args"]):] == raw["flash"]["west_weights_args"]
+    assert west[-1] == west[0][:west[0].index("--skip-rebuild")]    # then the firmware build
+
+
+def _check_cubeprogrammer(cmds: list[list[str]], raw: dict, model: Path, fw: Path) -> None:
+    """STM32_Programmer_CLI as Zephyr's runner calls it: --connect, the
+    external loader (-el) for QSPI weights, --download FILE [address], --verify,
+    the firmware last with --start."""
+    weights, firmware = cmds
+    assert weights[:3] == ["STM32_Programmer_CLI", "--connect", "port=swd reset=HWrst"]
+    loader = weights[weights.index("-el") + 1]
+    assert loader.endswith("ExternalLoader/" + raw["flash"]["cubeprogrammer_external_loader"])
+    assert weights[weights.index("--download") + 1:] == [
+        str(model), f"0x{raw['weights']['address']:08X}", "--verify"]
+    assert firmware[3:] == ["--download", str(fw), "--verify", "--start"]
+
+
 def _external(raw: dict) -> bool:
     memory = raw.get("flash", {}).get("weights_memory")
     w = raw["weights"]
@@ -169,6 +192,9 @@ def test_dry_run_for_every_board_and_backend(name, backend, model, tmp_path, cap
     elif backend == "west":
         assert all(c[:4] == ["west", "flash", "--build-dir", str(tmp_path / "zephyr")]
                    for c in cmds if c[0] == "west")
+        _check_west_runner(cmds, raw)
+    elif backend == "stm32cubeprogrammer":
+        _check_cubeprogrammer(cmds, raw, model, fw)
     elif backend == "scp":
         assert "host" not in raw["flash"]          # no board file fixes one: --host gives it
         target = f"pi@board.example:{raw['flash']['path']}/"
@@ -346,3 +372,13 @@ def test_scp_needs_a_host(model, tmp_path, capsys):
     assert "is not user@address" in capsys.readouterr().err
     assert main([*args, "--host", "me@10.0.0.7"]) == 0
     assert "me@10.0.0.7:/home/pi/colibri/" in capsys.readouterr().out
+
+
+def test_stm32_boards_have_a_west_and_a_cubeprogrammer_method():
+    """Issue 12: an STM32 board flashed through west (Zephyr's
+    stm32cubeprogrammer runner) and through STM32CubeProgrammer itself."""
+    uses_west = [n for n in board_names() if load(n).flash.get("method") == "west"]
+    assert "stm32h750b_dk" in uses_west
+    for name in ("stm32h747i_disco", "stm32h750b_dk"):
+        assert {"west", "stm32cubeprogrammer"} <= set(supported_backends(load(name)))
+        assert load(name).flash["west_runner"] == "stm32cubeprogrammer"

@@ -6,8 +6,11 @@ colibri-generate through the engine binding, from a directory outside the
 checkout, and never opens a file of the checkout (an audit hook in the venv
 records every file and shared library Python opens).
 
-Still to come from issue 12's other half: `colibri-board fit` and
-`colibri-test run --board qemu_an547` (extend this test when they land)."""
+It also asks the planner (`colibri-board fit`) and runs a golden suite on
+the emulated AN547 with one command (`colibri-test run --board qemu_an547
+--firmware F --weights W`); the firmware is built from the checkout and the
+suite written by transformers in this (dev) process, then both are copied
+out of the checkout, as a user would receive them."""
 
 from __future__ import annotations
 
@@ -92,7 +95,8 @@ def test_fresh_venv_end_to_end(venv, tmp_path):
     shutil.copytree(REPO / "models" / "tiny_moe", model)  # the user's own checkpoint
 
     listed = _run(venv, work, "colibri-board", "list").stdout.split("\n")
-    assert sorted(line.split()[0] for line in listed if line) == sorted(
+    assert listed[0].split()[:3] == ["board", "arch", "port"]
+    assert sorted(line.split()[0] for line in listed[1:] if line) == sorted(
         p.stem for p in (REPO / "boards").glob("*.toml"))
     assert "0x90000000" in _run(venv, work, "colibri-board", "header", "qemu_an547").stdout
     unknown = _run(venv, work, "colibri-board", "show", "nope", check=False)
@@ -131,7 +135,31 @@ def test_fresh_venv_end_to_end(venv, tmp_path):
                             text=True, check=True)
     assert got == [int(t) for t in direct.stdout.split()]
 
+    # the planner on the packaged board files, and one command on the emulated AN547
+    fit = _run(venv, work, "colibri-board", "fit", "stm32h747i_disco", str(model), "--json",
+               check=False)
+    report = json.loads(fit.stdout)
+    assert fit.returncode == 1 and not report["fits"] and report["largest_context"] < 256
+    assert _run(venv, work, "colibri-board", "fit", "qemu_an547", str(work / "out")).returncode == 0
+    if shutil.which("qemu-system-arm") is not None:
+        _one_command_run(venv, work)
+
     opened = (work / "audit.log").read_text().splitlines()
     assert any("libcolibri_linux.so.0" in line for line in opened)
     inside = [line for line in opened if str(REPO) in line.split(" ", 1)[1]]
     assert inside == [], inside[:10]
+
+
+def _one_command_run(venv: Path, work: Path) -> None:
+    sys.path.insert(0, str(REPO / "tests" / "tools"))
+    from colibri_tools.golden import make_suite, save_suite
+    from fw_helpers import firmware
+
+    built = firmware("qemu_an547")            # for the demo model at context 64, like work/out
+    shutil.copy(built, work / "firmware.elf")
+    suite = make_suite(work / "tiny_moe", [([1, 2, 3], 4)], image=work / "out" / "model.bin")
+    save_suite(suite, work / "suite.json")
+    done = _run(venv, work, "colibri-test", "run", "--board", "qemu_an547", "--firmware",
+                str(work / "firmware.elf"), "--weights", str(work / "out" / "model.bin"),
+                str(work / "suite.json"), "--junit", str(work / "junit.xml"), "--limit", "120")
+    assert "1 passed, 0 failed" in done.stdout, done.stdout

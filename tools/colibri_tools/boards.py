@@ -99,6 +99,7 @@ class Board:
     stacks: dict[str, int] = field(default_factory=dict)  # name -> bytes (bare-metal ports)
     bandwidth: float | None = None  # bytes/s the CPU reads the weight memory at
     bandwidth_source: str = ""      # where that figure comes from (or why there is none)
+    zephyr_board: str = ""          # the Zephyr board this file describes (west colibri-*)
     uart: dict[str, Any] = field(default_factory=dict)
     ticks: dict[str, Any] = field(default_factory=dict)
     emulate: dict[str, Any] = field(default_factory=dict)
@@ -302,6 +303,7 @@ def load(name_or_path: str | pathlib.Path) -> Board:
         uart=_table(data, "uart", where), ticks=_table(data, "ticks", where),
         emulate=_table(data, "emulate", where), flash=_table(data, "flash", where),
         stacks=_stacks(data, data.get("port", ""), where),
+        zephyr_board=str(data.get("zephyr_board", "")),
         bandwidth=_bandwidth(weights, where)[0], bandwidth_source=_bandwidth(weights, where)[1])
     if board.name != path.stem:
         raise BoardError(f"{where}: name '{board.name}' must equal the file name '{path.stem}'")

@@ -59,7 +59,7 @@ def supported_backends(board: Board) -> list[str]:
         raise FlashError(f"board {board.name}: [flash] backends must be a list", path=board.path)
     if declared is None:
         keys = {"pyocd": "pyocd_target", "openocd": "openocd_config", "west": "west_runner",
-                "scp": "path"}
+                "scp": "path", "stm32cubeprogrammer": "cubeprogrammer_external_loader"}
         declared = [flash.get("method")] + [name for name, key in keys.items() if key in flash]
     names = list(dict.fromkeys(d for d in declared if d in PLANNERS))
     if "machine" in board.emulate and "qemu" not in names:

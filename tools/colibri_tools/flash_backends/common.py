@@ -22,6 +22,8 @@ INSTALL_HINTS = {
             "qemu-system-aarch64)",
     "ssh": "install it with: apt-get install openssh-client",
     "scp": "install it with: apt-get install openssh-client",
+    "STM32_Programmer_CLI": "install STM32CubeProgrammer (from ST; no Debian package) and put "
+                            "its bin/ folder on PATH",
 }
 
 
