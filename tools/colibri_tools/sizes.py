@@ -65,23 +65,28 @@ def logits_size(record: ModelRecord) -> int:
 
 @dataclass(frozen=True)
 class QuantRule:
-    """How a quantized matrix is stored: `bits` per weight, one float32 scale
-    per block of `block` weights along each row (a row's last block may be short)."""
+    """How a quantized [rows, cols] matrix is stored (docs/format.md 3.3 of the
+    quantized format, issue 10): each row in blocks of `block` weights (the
+    last block padded), each block `bits` per weight plus one binary16 scale."""
 
     bits: int
-    block: int
-    scale_bytes: int = FLOAT_BYTES
+    block: int = 32
+    scale_bytes: int = 2
 
     def matrix_bytes(self, rows: int, cols: int) -> int:
         blocks = -(-cols // self.block)
-        return rows * (-(-cols * self.bits // 8) + blocks * self.scale_bytes)
+        return rows * blocks * (self.block * self.bits // 8 + self.scale_bytes)
 
 
-# Quantized expert weights (issue 10). Until that format lands on main, the
-# planner sizes it by this rule (docs/boards.md, "The planner"): the routed
-# experts' gate, up and down matrices quantized, everything else float32.
-QUANT_RULES = {"int8": QuantRule(8, 32), "int4": QuantRule(4, 32)}
-QUANTIZED_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
+# colibri-convert --quant (issue 10) quantizes the feed-forward matrices:
+# routed experts, shared expert and dense layers (Q8: 34 bytes per block of
+# 32, Q4: 18); routers, norms, attention and embeddings stay float32. Until
+# that format is on main, the planner sizes it by this rule, agreed with its
+# docs/format.md (docs/boards.md, "The planner").
+QUANT_RULES = {"int8": QuantRule(8), "int4": QuantRule(4)}
+QUANTIZED_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.SHARED_GATE,
+                   Role.SHARED_UP, Role.SHARED_DOWN, Role.DENSE_GATE, Role.DENSE_UP,
+                   Role.DENSE_DOWN)
 
 
 def _sizer(quant: str | None):
@@ -104,7 +109,7 @@ def placed_tensors(record: ModelRecord, ffn_kinds: Sequence[int],
                    quant: str | None = None) -> tuple[list[TensorEntry], int]:
     """Every tensor of the image with its offset and size, and the image size
     (docs/format.md 3.1 and 3.2), without any weights; `quant` ("int8", "int4")
-    sizes the expert matrices by QUANT_RULES."""
+    sizes the feed-forward matrices by QUANT_RULES."""
     tensors, layers = canonical_tensors(record, list(ffn_kinds))
     start = align_up(tables_end(len(layers), len(tensors)), DATA_ALIGN)
     return place_tensors(tensors, start, alignment, _sizer(quant))
