@@ -111,7 +111,8 @@ $(BUILD)/asan/colibri-run: $(patsubst %.c,$(BUILD)/asan/%.o,$(RUN_SRC) $(LINUX_S
 TEST_CFLAGS := -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O1 -g -fsanitize=address,undefined \
                -fno-sanitize-recover=all $(CORE_INC)
 test-bins: $(BUILD)/asan/test_units $(BUILD)/asan/image_probe $(BUILD)/asan/test_kernels \
-           $(BUILD)/asan/test_port_seam $(BUILD)/asan/layout_dump $(BUILD)/asan/sizes_dump
+           $(BUILD)/asan/test_port_seam $(BUILD)/asan/layout_dump $(BUILD)/asan/sizes_dump \
+           $(BUILD)/asan/crypto_probe
 
 $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
@@ -140,6 +141,9 @@ $(BUILD)/asan/test_port_seam: tests/sdk/test_port_seam.c $(BUILD)/asan/libcolibr
 	$(CC) $(TEST_CFLAGS) $^ -o $@
 
 $(BUILD)/asan/image_probe: tests/sdk/image_probe.c $(BUILD)/asan/libcolibri.a
+	$(CC) $(TEST_CFLAGS) $^ -o $@
+
+$(BUILD)/asan/crypto_probe: tests/sdk/crypto_probe.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
 
 # The core's math against the host libm: optimised, not sanitized (it sweeps

@@ -82,7 +82,20 @@ typedef enum colibri_status {
     COLIBRI_E_BAD_TENSOR_TABLE = 16,    /* tensor missing, extra, repeated or out of order */
     COLIBRI_E_BAD_SHAPE = 17,           /* tensor shape/size differs from the model record */
     COLIBRI_E_OVERLAP = 18,             /* tensor data overlaps the tables or another tensor */
-    COLIBRI_E_BAD_LAYER_TABLE = 19      /* layer table inconsistent */
+    COLIBRI_E_BAD_LAYER_TABLE = 19,     /* layer table inconsistent */
+    COLIBRI_E_SIGNATURE = 20,           /* signature does not verify: header, tables or
+                                         * block table changed, or signed by another key */
+    COLIBRI_E_BAD_KEY = 21,             /* public key is not an Ed25519 point of full order */
+    COLIBRI_E_UNSIGNED = 22,            /* no signature block after the image */
+    COLIBRI_E_BAD_SIGNATURE_BLOCK = 23, /* signature block malformed, cut short or not this
+                                         * image's */
+    COLIBRI_E_HASH_MISMATCH = 24,       /* a data block's SHA-512 differs from the signed one */
+    COLIBRI_E_WRONG_KEY = 25,           /* signed, but not by the key the device trusts */
+    COLIBRI_E_NO_SLOT = 26,             /* neither weight slot holds a bootable image */
+    COLIBRI_E_FLASH = 27,               /* flash erase/program failed or read back wrong */
+    COLIBRI_E_SLOT_TOO_SMALL = 28,      /* image and signature larger than the slot */
+    COLIBRI_E_UPDATE_ORDER = 29,        /* update step out of order (offset, size, state) */
+    COLIBRI_E_ROLLBACK = 30             /* signed version older than the running slot's */
 } colibri_status;
 
 /* A one-line English description of a status; never NULL. */
@@ -357,6 +370,81 @@ uint32_t colibri_argmax(const float *values, uint32_t n);
  * section 6) continued over [data, data + size); start with crc = 0. The
  * serial protocol and the samples use it too. */
 uint32_t colibri_crc32_update(uint32_t crc, const uint8_t *data, size_t size);
+
+/* ---------------------------------------------------------------------------
+ * Authenticity: SHA-512, Ed25519 and signed images (docs/format.md, section 8;
+ * docs/ota.md has the threat model). Verification only: no secret key ever
+ * lives on a device. No allocation; stack use about 4 KiB.
+ * ------------------------------------------------------------------------- */
+
+/* SHA-512 (FIPS 180-4). Caller storage; init, update any number of times,
+ * final. Messages up to 2^64 - 1 bytes. */
+typedef struct colibri_sha512_ctx {
+    uint64_t state[8];
+    uint64_t bytes;     /* absorbed so far */
+    uint8_t block[128]; /* the partial block */
+} colibri_sha512_ctx;
+
+void colibri_sha512_init(colibri_sha512_ctx *ctx);
+void colibri_sha512_update(colibri_sha512_ctx *ctx, const void *data, size_t size);
+void colibri_sha512_final(colibri_sha512_ctx *ctx, uint8_t digest[64]);
+/* The three above in one call. */
+void colibri_sha512(const void *data, size_t size, uint8_t digest[64]);
+
+/*
+ * Verify an Ed25519 signature (RFC 8032, 5.1.7: R || S, 64 bytes) of
+ * message[0 .. size) under a 32-byte public key. COLIBRI_OK, or
+ * COLIBRI_E_SIGNATURE (wrong signature, S >= L, R not a point or of small
+ * order), COLIBRI_E_BAD_KEY (the key is not a point, or of small order).
+ * All inputs are public; the comparison is constant time.
+ */
+colibri_status colibri_ed25519_verify(const uint8_t signature[64], const uint8_t public_key[32],
+                                      const void *message, size_t size);
+
+/* Bytes of the signature block of an image of image_size bytes hashed in
+ * blocks of block_size (a power of two, 4 KiB .. 16 MiB): 192 + 64 * blocks. */
+#define COLIBRI_SIGNATURE_BLOCK_SIZE(image_size, block_size)                                      \
+    (192u + 64u * (((image_size) + (block_size)-1u) / (block_size)))
+
+/* A checked signature block: pointers into the caller's image memory. */
+typedef struct colibri_signature {
+    const uint8_t *image;      /* the image it signs */
+    const uint8_t *block;      /* the signature block, at image + image_size */
+    uint64_t image_size;       /* bytes of the image it covers */
+    uint64_t size;             /* bytes of the signature block */
+    uint64_t image_version;    /* the signer's version number (anti-rollback) */
+    uint32_t fingerprint;      /* the image's meta CRC-32 */
+    uint32_t hash_block_size;  /* bytes per hashed block (the last may be shorter) */
+    uint32_t n_blocks;         /* hashed blocks */
+    const uint8_t *hashes;     /* n_blocks x 64 bytes: SHA-512 of each block */
+    const uint8_t *public_key; /* the 32-byte key it was signed with */
+} colibri_signature;
+
+/*
+ * Find the signature block after the image at [image, image + avail) and
+ * check it: its layout and that it describes this image, that its key is
+ * trusted_key, its Ed25519 signature, and the hashes of the blocks that hold
+ * the image header and tables. After COLIBRI_OK the header and tables are
+ * authentic (colibri_init then checks their content) and *sig describes the
+ * data blocks for colibri_signature_verify_blocks. trusted_key NULL checks
+ * against the block's own key: integrity, not authenticity (host tools).
+ * Statuses: COLIBRI_E_UNSIGNED, COLIBRI_E_BAD_SIGNATURE_BLOCK,
+ * COLIBRI_E_UNSUPPORTED_VERSION, COLIBRI_E_WRONG_KEY, COLIBRI_E_BAD_KEY,
+ * COLIBRI_E_SIGNATURE, COLIBRI_E_HASH_MISMATCH (and those of a bad image
+ * header: COLIBRI_E_TRUNCATED, COLIBRI_E_BAD_MAGIC). On failure *sig is
+ * zeroed.
+ */
+colibri_status colibri_signature_check(colibri_signature *sig, const void *image, size_t avail,
+                                       const uint8_t trusted_key[32]);
+
+/*
+ * Hash blocks [first, first + count) of the image (count 0: through the
+ * last) and compare each with the signed table: COLIBRI_OK or
+ * COLIBRI_E_HASH_MISMATCH, *bad_block (optional) = the first bad block.
+ * Time is proportional to the bytes hashed.
+ */
+colibri_status colibri_signature_verify_blocks(const colibri_signature *sig, uint32_t first,
+                                               uint32_t count, uint32_t *bad_block);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,8 @@
 
 _Static_assert(sizeof(float) == 4, "IEEE-754 binary32 float required");
 _Static_assert(sizeof(uint64_t) == 8, "64-bit integers required");
+/* Field arithmetic (field25519.c) shifts negative limbs right: arithmetic. */
+_Static_assert((-8 >> 1) == -4, "arithmetic right shift of negative integers required");
 
 /* Programmer errors (not data errors) are checked with COLIBRI_ASSERT; a
  * release build compiles them out. Data errors always get a status. */
@@ -61,6 +63,17 @@ static inline float colibri_rd_f32(const uint8_t *p)
     float value;
     memcpy(&value, &bits, sizeof value);
     return value;
+}
+
+/* 1 if the n bytes at a and b are equal, else 0; the time does not depend
+ * on where they differ (digests, signatures). */
+static inline int colibri_bytes_equal(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    uint32_t diff = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff |= (uint32_t)(a[i] ^ b[i]);
+    }
+    return (int)(1u & ((diff - 1u) >> 8));
 }
 
 /* Bit test that does not depend on <math.h> classification macros. */

@@ -22,6 +22,18 @@ static const char *const messages[] = {
     [COLIBRI_E_BAD_SHAPE] = "tensor shape or size does not match the hyper-parameters",
     [COLIBRI_E_OVERLAP] = "tensor data overlaps the tables or another tensor",
     [COLIBRI_E_BAD_LAYER_TABLE] = "layer table inconsistent with the tensor table",
+    [COLIBRI_E_SIGNATURE] = "signature does not verify: image header, tables or block hashes "
+                            "changed",
+    [COLIBRI_E_BAD_KEY] = "public key is not a valid Ed25519 key",
+    [COLIBRI_E_UNSIGNED] = "image is not signed: no signature block after it",
+    [COLIBRI_E_BAD_SIGNATURE_BLOCK] = "signature block malformed, cut short or not this image's",
+    [COLIBRI_E_HASH_MISMATCH] = "image data does not match its signed block hashes",
+    [COLIBRI_E_WRONG_KEY] = "image signed by a key this device does not trust",
+    [COLIBRI_E_NO_SLOT] = "no weight slot holds a bootable image",
+    [COLIBRI_E_FLASH] = "flash erase or program failed, or read back wrong",
+    [COLIBRI_E_SLOT_TOO_SMALL] = "image and signature block larger than the weight slot",
+    [COLIBRI_E_UPDATE_ORDER] = "update step out of order (offset, size or state)",
+    [COLIBRI_E_ROLLBACK] = "image version older than the running slot's (rollback refused)",
 };
 
 const char *colibri_strerror(colibri_status status)
