@@ -403,7 +403,7 @@ colibri_status colibri_ed25519_verify(const uint8_t signature[64], const uint8_t
 
 /* Bytes of the signature block of an image of image_size bytes hashed in
  * blocks of block_size (a power of two, 4 KiB .. 16 MiB): 192 + 64 * blocks. */
-#define COLIBRI_SIGNATURE_BLOCK_SIZE(image_size, block_size)                                      \
+#define COLIBRI_SIGNATURE_BLOCK_SIZE(image_size, block_size)                                       \
     (192u + 64u * (((image_size) + (block_size)-1u) / (block_size)))
 
 /* A checked signature block: pointers into the caller's image memory. */

@@ -18,8 +18,8 @@ void colibri_fe_add(colibri_fe out, const colibri_fe a, const colibri_fe b);
 void colibri_fe_sub(colibri_fe out, const colibri_fe a, const colibri_fe b);
 void colibri_fe_mul(colibri_fe out, const colibri_fe a, const colibri_fe b);
 void colibri_fe_sq(colibri_fe out, const colibri_fe a);
-void colibri_fe_invert(colibri_fe out, const colibri_fe a);   /* a^(p-2) */
-void colibri_fe_pow_p58(colibri_fe out, const colibri_fe a);  /* a^((p-5)/8) */
+void colibri_fe_invert(colibri_fe out, const colibri_fe a);  /* a^(p-2) */
+void colibri_fe_pow_p58(colibri_fe out, const colibri_fe a); /* a^((p-5)/8) */
 /* The canonical 32 little-endian bytes (value fully reduced below p). */
 void colibri_fe_pack(uint8_t out[32], const colibri_fe a);
 /* The low 255 bits of in (the top bit is ignored), not reduced. */

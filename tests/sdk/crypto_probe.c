@@ -6,6 +6,9 @@
  *   sha512r HEX N           -> the digest of the bytes repeated N times, fed
  *                              in pieces of 1, 2, 3, ... bytes (streaming)
  *   verify SIG PK MSG       -> the colibri_status number (MSG "-" is empty)
+ *   image FILE KEY          -> "check=N blocks=N bad=K version=V" for a signed
+ *                              image file (KEY "-": the block's own key);
+ *                              blocks = colibri_signature_verify_blocks over all
  *
  * Messages live in heap buffers of their exact size (AddressSanitizer sees
  * any read past them). Exits 2 on a malformed command.
@@ -103,6 +106,47 @@ static int cmd_verify(const char *sig_hex, const char *pk_hex, const char *msg_h
     return rc;
 }
 
+static unsigned char *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    long length = -1;
+    unsigned char *data = NULL;
+    if (f != NULL && fseek(f, 0, SEEK_END) == 0 && (length = ftell(f)) >= 0 &&
+        fseek(f, 0, SEEK_SET) == 0) {
+        data = malloc(length > 0 ? (size_t)length : 1u);
+        if (data != NULL && fread(data, 1, (size_t)length, f) != (size_t)length) {
+            free(data);
+            data = NULL;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    *size = length > 0 ? (size_t)length : 0;
+    return data;
+}
+
+static int cmd_image(const char *path, const char *key_hex)
+{
+    size_t n, nk = 0;
+    unsigned char *image = read_file(path, &n);
+    unsigned char *key = strcmp(key_hex, "-") == 0 ? NULL : unhex(key_hex, &nk);
+    if (image == NULL || (key != NULL && nk != 32) || (key == NULL && strcmp(key_hex, "-") != 0)) {
+        free(image);
+        free(key);
+        return 2;
+    }
+    colibri_signature sig;
+    uint32_t bad = 0xFFFFFFFFu;
+    int check = (int)colibri_signature_check(&sig, image, n, key);
+    int blocks = check == 0 ? (int)colibri_signature_verify_blocks(&sig, 0, 0, &bad) : -1;
+    printf("check=%d blocks=%d bad=%d version=%llu\n", check, blocks, (int)bad,
+           (unsigned long long)sig.image_version);
+    free(image);
+    free(key);
+    return 0;
+}
+
 int main(void)
 {
     static char line[1 << 20];
@@ -117,6 +161,8 @@ int main(void)
             rc = cmd_sha512(words[1], 1);
         } else if (count == 3 && strcmp(words[0], "sha512r") == 0) {
             rc = cmd_sha512(words[1], strtol(words[2], NULL, 10));
+        } else if (count == 3 && strcmp(words[0], "image") == 0) {
+            rc = cmd_image(words[1], words[2]);
         } else if (count == 4 && strcmp(words[0], "verify") == 0) {
             rc = cmd_verify(words[1], words[2], words[3]);
         }

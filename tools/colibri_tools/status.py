@@ -26,6 +26,17 @@ class Status(IntEnum):
     E_BAD_SHAPE = 17
     E_OVERLAP = 18
     E_BAD_LAYER_TABLE = 19
+    E_SIGNATURE = 20
+    E_BAD_KEY = 21
+    E_UNSIGNED = 22
+    E_BAD_SIGNATURE_BLOCK = 23
+    E_HASH_MISMATCH = 24
+    E_WRONG_KEY = 25
+    E_NO_SLOT = 26
+    E_FLASH = 27
+    E_SLOT_TOO_SMALL = 28
+    E_UPDATE_ORDER = 29
+    E_ROLLBACK = 30
 
     @property
     def c_name(self) -> str:
