@@ -112,7 +112,7 @@ TEST_CFLAGS := -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O1 -g -fsanitize=add
                -fno-sanitize-recover=all $(CORE_INC)
 test-bins: $(BUILD)/asan/test_units $(BUILD)/asan/image_probe $(BUILD)/asan/test_kernels \
            $(BUILD)/asan/test_port_seam $(BUILD)/asan/layout_dump $(BUILD)/asan/sizes_dump \
-           $(BUILD)/asan/crypto_probe
+           $(BUILD)/asan/crypto_probe $(BUILD)/asan/test_slots
 
 $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
@@ -145,6 +145,13 @@ $(BUILD)/asan/image_probe: tests/sdk/image_probe.c $(BUILD)/asan/libcolibri.a
 
 $(BUILD)/asan/crypto_probe: tests/sdk/crypto_probe.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
+
+$(BUILD)/asan/test_slots: tests/sdk/test_slots.c $(BUILD)/asan/libcolibri.a
+	$(CC) $(TEST_CFLAGS) $^ -o $@
+
+# The whole power-cut sweep (docs/ota.md): optimised, not sanitized.
+$(BUILD)/host/test_slots: tests/sdk/test_slots.c $(BUILD)/host/libcolibri.a
+	$(CC) $(WARN) $(FP_STRICT) -O2 $(CORE_INC) $^ -o $@
 
 # The core's math against the host libm: optimised, not sanitized (it sweeps
 # 44 million inputs; the sanitized core is covered by test_units).

@@ -446,6 +446,132 @@ colibri_status colibri_signature_check(colibri_signature *sig, const void *image
 colibri_status colibri_signature_verify_blocks(const colibri_signature *sig, uint32_t first,
                                                uint32_t count, uint32_t *bad_block);
 
+/* ---------------------------------------------------------------------------
+ * A/B weight slots for over-the-air updates (docs/ota.md). Two slots of one
+ * flash (or file) hold two images; a 64-byte slot record, kept in two copies
+ * in two erase sectors, says which is good, on trial or bad. An update
+ * writes the slot that is not running, verifies it, then flips the record;
+ * boot takes the newest slot that verifies and reverts a slot that failed
+ * its first run. A power cut at any point leaves the old or the new image
+ * bootable, never a mix. No allocation; the flash is read in place.
+ * ------------------------------------------------------------------------- */
+
+typedef enum colibri_slot_state {
+    COLIBRI_SLOT_EMPTY = 0,   /* nothing usable: erased, or being written */
+    COLIBRI_SLOT_PENDING = 1, /* written and verified, waiting for its first boot */
+    COLIBRI_SLOT_TRYING = 2,  /* booted once, not confirmed yet */
+    COLIBRI_SLOT_GOOD = 3,    /* confirmed by a successful run */
+    COLIBRI_SLOT_BAD = 4      /* failed verification or its first run */
+} colibri_slot_state;
+
+/* The decoded slot record (docs/ota.md, "Slot record"). */
+typedef struct colibri_slot_record {
+    uint32_t seq;              /* write count; the valid copy with the larger seq wins; 0: none */
+    uint8_t state[2];          /* colibri_slot_state of slot A (0) and B (1) */
+    uint32_t generation[2];    /* seq of the record that installed the slot's image */
+    uint32_t fingerprint[2];   /* the image's meta CRC-32 */
+    uint64_t image_version[2]; /* the signed image version (0 if unsigned) */
+} colibri_slot_record;
+
+/* Where the slots live and how to write there: caller storage. Offsets are
+ * from `base`; records and slots start on sector boundaries and do not
+ * overlap (colibri_slots_check). */
+typedef struct colibri_slots {
+    const uint8_t *base;  /* the flash (or file) as memory, read in place */
+    uint32_t sector_size; /* erase unit, a power of two */
+    uint64_t record[2];   /* offsets of the two record copies, one sector each */
+    uint64_t slot[2];     /* offsets of slot A and slot B */
+    uint64_t slot_size;   /* bytes of each slot, a multiple of sector_size */
+    /* Erase [offset, offset + size): whole sectors; afterwards they read 0xFF. */
+    colibri_status (*erase)(void *ctx, uint64_t offset, uint64_t size);
+    /* Program size bytes at offset (into erased flash); the port pads to its
+     * program unit. Returns COLIBRI_OK or COLIBRI_E_FLASH. */
+    colibri_status (*program)(void *ctx, uint64_t offset, const void *data, size_t size);
+    void *ctx;
+    const uint8_t *trusted_key;    /* (optional) 32 bytes: images must be signed by it */
+    uint32_t expected_fingerprint; /* 0: any image (an update changes the fingerprint) */
+} colibri_slots;
+
+/* Check the layout (alignment, overlap, callbacks): COLIBRI_OK or
+ * COLIBRI_E_BAD_ARGUMENT. */
+colibri_status colibri_slots_check(const colibri_slots *slots);
+
+/* Read the newest valid record copy into *record (seq 0 and every slot
+ * EMPTY when neither copy is valid: a new device). Returns the copy (0 or 1)
+ * that was used, or -1 when none. */
+int colibri_slot_record_read(const colibri_slots *slots, colibri_slot_record *record);
+
+/* Write *record as the next seq into the copy that is not the newest, then
+ * read it back. *record->seq is updated. COLIBRI_OK or COLIBRI_E_FLASH. */
+colibri_status colibri_slot_record_write(const colibri_slots *slots, colibri_slot_record *record);
+
+/* Encode / decode one 64-byte record copy (docs/ota.md). Decoding returns
+ * COLIBRI_OK or COLIBRI_E_CHECKSUM (bad magic, version, field or CRC: the
+ * copy is not used). */
+#define COLIBRI_SLOT_RECORD_BYTES 64u
+void colibri_slot_record_encode(const colibri_slot_record *record, uint8_t out[64]);
+colibri_status colibri_slot_record_decode(colibri_slot_record *record, const uint8_t in[64]);
+
+/* Verify the image in slot i as boot does: signature and every block hash
+ * (when slots->trusted_key is set), colibri_init with the expected
+ * fingerprint, every tensor CRC. *size receives the image's size. */
+colibri_status colibri_slot_verify(const colibri_slots *slots, uint32_t slot, uint64_t *size,
+                                   uint64_t *image_version);
+
+/* What colibri_slot_boot chose. */
+typedef struct colibri_slot_boot {
+    uint32_t slot;     /* 0 = A, 1 = B */
+    const void *image; /* the image, in place */
+    uint64_t size;     /* its size: pass to colibri_init */
+    int on_trial;      /* 1: first boot of a new image: call colibri_slot_confirm
+                         * after a good run, or colibri_slot_reject */
+    uint32_t rejected; /* slots marked BAD during this boot (bit 0 A, bit 1 B) */
+} colibri_slot_boot;
+
+/*
+ * Choose the slot to run: a slot still TRYING failed its first run (the
+ * device restarted before confirming it) and becomes BAD; a PENDING slot is
+ * tried first (and becomes TRYING); then the GOOD slots, newest first; with
+ * no record, any slot that verifies, the higher signed version first. Each
+ * candidate is verified (colibri_slot_verify); one that fails becomes BAD.
+ * COLIBRI_OK, COLIBRI_E_NO_SLOT, or COLIBRI_E_FLASH (a record write failed).
+ */
+colibri_status colibri_slot_boot_select(const colibri_slots *slots, colibri_slot_boot *boot);
+
+/* The image on trial ran well: it becomes GOOD (and stays the newest). */
+colibri_status colibri_slot_confirm(const colibri_slots *slots, uint32_t slot);
+/* The image failed at run time: it becomes BAD; boot again to fall back. */
+colibri_status colibri_slot_reject(const colibri_slots *slots, uint32_t slot);
+
+/* An update in progress: caller storage; fields private. */
+typedef struct colibri_slot_update {
+    const colibri_slots *slots;
+    uint32_t target;      /* the slot being written */
+    uint64_t size;        /* bytes announced */
+    uint64_t written;     /* bytes programmed so far */
+    uint64_t min_version; /* the running image's version (rollback floor) */
+    int active;           /* between begin and finish */
+} colibri_slot_update;
+
+/*
+ * Start writing `size` bytes (image and signature block) into the slot that
+ * is not `running` (the slot this boot runs, or -1 for none): the record
+ * first marks that slot EMPTY, then its sectors are erased.
+ * COLIBRI_E_SLOT_TOO_SMALL, COLIBRI_E_FLASH.
+ */
+colibri_status colibri_slot_update_begin(colibri_slot_update *update, const colibri_slots *slots,
+                                         int running, uint64_t size);
+/* Program the next bytes: offset must equal the bytes written so far
+ * (COLIBRI_E_UPDATE_ORDER otherwise); every byte is read back. */
+colibri_status colibri_slot_update_write(colibri_slot_update *update, uint64_t offset,
+                                         const void *data, size_t size);
+/*
+ * All bytes written: verify the new slot (colibri_slot_verify; refuse a
+ * signed version below the running image's unless allow_older) and only
+ * then flip the record: the slot becomes PENDING and the next boot tries it.
+ */
+colibri_status colibri_slot_update_finish(colibri_slot_update *update, int allow_older);
+
 #ifdef __cplusplus
 }
 #endif
