@@ -52,7 +52,8 @@ endef
 # ---- host (x86-64 or whatever cc targets) --------------------------------
 HOST_CFLAGS := $(WARN) $(FP_STRICT) $(OPT) -g -fPIC $(CORE_INC)
 host: $(BUILD)/host/libcolibri.a $(BUILD)/host/libcolibri.so $(BUILD)/host/colibri-run \
-      $(BUILD)/host/colibri-membw $(BUILD)/host/libcolibri_linux.so $(BUILD)/host/libcolibri_linux.a
+      $(BUILD)/host/colibri-membw $(BUILD)/host/libcolibri_linux.so $(BUILD)/host/libcolibri_linux.a \
+      $(BUILD)/host/colibri-slot
 
 # What the Python package's wheel carries (setup.py): the two shared libraries.
 shared: $(BUILD)/host/libcolibri.so $(BUILD)/host/libcolibri_linux.so
@@ -85,6 +86,16 @@ $(BUILD)/host/libcolibri_linux.a: $(LINUX_OBJ)
 
 $(BUILD)/host/colibri-run: $(patsubst %.c,$(BUILD)/host/%.o,$(RUN_SRC) $(LINUX_SRC)) $(BUILD)/host/libcolibri.a
 	$(CC) -pthread -o $@ $^
+
+# A/B weight slots in a file (docs/ota.md).
+$(BUILD)/host/colibri-slot: $(BUILD)/host/ports/linux/colibri_slot.o $(patsubst %.c,$(BUILD)/host/%.o,$(LINUX_SRC)) \
+        $(BUILD)/host/libcolibri.a
+	$(CC) -pthread -o $@ $^
+
+# Power cuts for the Linux slot tests: SIGKILL at the k-th pwrite (LD_PRELOAD).
+$(BUILD)/host/cut_writes.so: tests/ports/linux/cut_writes.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -Werror -O2 -shared -fPIC $< -o $@ -ldl
 
 # colibri-bench's memory bandwidth probe (a measuring tool, not the core:
 # built for this CPU, as fast as the compiler makes it).

@@ -26,7 +26,7 @@ PY
 fi
 key=$("$PY" - "$model" "$work/ota" <<'PY'
 import sys, pathlib
-sys.path.insert(0, "tests/sdk")
+sys.path.insert(0, "tests")
 from ota_images import PUBLIC, write_update_images
 write_update_images(pathlib.Path(sys.argv[1]).read_bytes(), pathlib.Path(sys.argv[2]))
 print(PUBLIC.hex())

@@ -198,6 +198,32 @@ const colibri_kernels *colibri_linux_kernels(const char *name);
  * cut to size); returns the length written. */
 size_t colibri_linux_kernel_names(char *out, size_t size);
 
+/* ---- A/B weight slots in a file (docs/ota.md, "Linux") --------------------- */
+
+/* A slot store: two record copies (one sector each) at 0 and sector, slot A
+ * at 2 * sector, slot B after it, each (size - 2 * sector) / 2 rounded down
+ * to a sector. Caller storage. */
+typedef struct colibri_linux_store {
+    colibri_slots slots; /* erase/program: pwrite + fdatasync per sector or call */
+    const uint8_t *map;  /* the whole store, mapped shared, read-only */
+    size_t size;
+    int fd; /* open read-write, holding flock(LOCK_EX) until unlock/close */
+    uint8_t key[32];
+} colibri_linux_store;
+
+/* The store layout for a store of store_size bytes (above). */
+void colibri_linux_store_layout(colibri_slots *slots, uint64_t store_size, uint32_t sector);
+
+/* Open, lock (exclusive, non-blocking) and map the store at path; sector a
+ * power of two >= 4096; trusted_key (optional, 32 bytes) is copied into
+ * slots.trusted_key. On failure err names the file and nothing stays open. */
+colibri_linux_status colibri_linux_store_open(colibri_linux_store *s, const char *path,
+                                              uint32_t sector, const uint8_t *trusted_key,
+                                              char *err, size_t err_size);
+/* Let other slot tools in (the mapping stays). */
+void colibri_linux_store_unlock(colibri_linux_store *s);
+void colibri_linux_store_close(colibri_linux_store *s);
+
 #ifdef __cplusplus
 }
 #endif

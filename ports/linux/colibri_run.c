@@ -504,8 +504,93 @@ static int setup_port(const run_options *o, const colibri_linux_mapping *map,
     return 0;
 }
 
+/* --slots: open the store, let boot pick a slot, and describe its image as
+ * a mapping (not one colibri_linux_unmap may undo: the store owns it). */
+static int open_slot(const run_options *o, colibri_linux_store *store, colibri_slot_boot *boot,
+                     colibri_linux_mapping *map)
+{
+    char err[1024];
+    if (colibri_linux_store_open(store, o->model_path, 4096, o->have_key ? o->trusted_key : NULL,
+                                 err, sizeof err) != COLIBRI_LINUX_OK) {
+        fprintf(stderr, PROG ": error: %s\n", err);
+        return EXIT_RUNTIME;
+    }
+    colibri_status st = colibri_slot_boot_select(&store->slots, boot);
+    for (uint32_t i = 0; i < 2; i++) {
+        if (boot->rejected & (1u << i)) {
+            fprintf(stderr,
+                    PROG ": %s: slot %c failed (verification, or a first run that never "
+                         "confirmed it) and is marked bad\n",
+                    o->model_path, 'A' + (int)i);
+        }
+    }
+    if (st != COLIBRI_OK) {
+        fprintf(stderr, PROG ": error: %s: no slot to run: %s (status %d)\n", o->model_path,
+                colibri_strerror(st), (int)st);
+        colibri_linux_store_close(store);
+        return EXIT_RUNTIME;
+    }
+    memset(map, 0, sizeof *map);
+    map->data = (const uint8_t *)boot->image;
+    map->size = (size_t)boot->size;
+    map->image_size = boot->size;
+    map->page_size = (size_t)sysconf(_SC_PAGESIZE);
+    map->fd = -1;
+    fprintf(stderr, PROG ": %s: running slot %c%s\n", o->model_path, 'A' + (int)boot->slot,
+            boot->on_trial ? " (new image, on trial)" : "");
+    return 0;
+}
+
+/* After the run: an image on trial that ran well becomes GOOD. */
+static int close_slot(const run_options *o, colibri_linux_store *store,
+                      const colibri_slot_boot *boot, int rc)
+{
+    if (boot->on_trial && rc == 0 && !o->no_confirm) {
+        colibri_status st = colibri_slot_confirm(&store->slots, boot->slot);
+        if (st != COLIBRI_OK) {
+            fprintf(stderr, PROG ": error: %s: cannot confirm slot %c: %s\n", o->model_path,
+                    'A' + (int)boot->slot, colibri_strerror(st));
+            rc = EXIT_RUNTIME;
+        } else {
+            fprintf(stderr, PROG ": %s: slot %c confirmed\n", o->model_path, 'A' + (int)boot->slot);
+        }
+    }
+    colibri_linux_store_close(store);
+    return rc;
+}
+
+static int map_model(const run_options *o, colibri_linux_store *store, colibri_slot_boot *boot,
+                     colibri_linux_mapping *map)
+{
+    char err[1024];
+    if (o->slots) {
+        return open_slot(o, store, boot, map);
+    }
+    colibri_linux_status ls = colibri_linux_map(map, o->model_path,
+                                                (o->mlock ? COLIBRI_LINUX_MAP_MLOCK : 0u) |
+                                                    (o->preload ? COLIBRI_LINUX_MAP_POPULATE : 0u),
+                                                err, sizeof err);
+    if (ls != COLIBRI_LINUX_OK) {
+        fprintf(stderr, PROG ": error: %s\n", err);
+        return EXIT_RUNTIME;
+    }
+    return 0;
+}
+
+static void unmap_model(const run_options *o, colibri_linux_store *store,
+                        const colibri_slot_boot *boot, colibri_linux_mapping *map, int *rc)
+{
+    if (o->slots) {
+        *rc = close_slot(o, store, boot, *rc);
+    } else {
+        colibri_linux_unmap(map);
+    }
+}
+
 static int run(const run_options *o)
 {
+    colibri_linux_store store;
+    colibri_slot_boot boot;
     colibri_linux_mapping map;
     colibri_linux_port_ctx port_ctx;
     colibri_port port;
@@ -513,36 +598,34 @@ static int run(const run_options *o)
     expert_counts experts = {NULL, 0, 0};
     run_buffers b;
     run_timing t;
-    char err[1024];
     uint32_t ctx = 0;
     int rc;
     uint64_t t0 = colibri_linux_ticks_ns();
-    colibri_linux_status ls;
 
     memset(&b, 0, sizeof b);
     memset(&t, 0, sizeof t);
-    ls = colibri_linux_map(&map, o->model_path,
-                           (o->mlock ? COLIBRI_LINUX_MAP_MLOCK : 0u) |
-                               (o->preload ? COLIBRI_LINUX_MAP_POPULATE : 0u),
-                           err, sizeof err);
+    memset(&boot, 0, sizeof boot);
+    rc = map_model(o, &store, &boot, &map);
     t.map_ns = colibri_linux_ticks_ns() - t0;
-    if (ls != COLIBRI_LINUX_OK) {
-        fprintf(stderr, PROG ": error: %s\n", err);
-        return EXIT_RUNTIME;
+    if (rc != 0) {
+        return rc;
     }
     g_map_size = map.size;
     g_map_lo = map.data;
-    if (o->logits_path != NULL && is_the_model_file(o->logits_path, &map)) {
+    colibri_linux_mapping file = map; /* the file that holds the image */
+    file.fd = o->slots ? store.fd : map.fd;
+    if (o->logits_path != NULL && is_the_model_file(o->logits_path, &file)) {
         fprintf(stderr,
                 PROG ": error: --all-logits %s is the model file: writing it would destroy the "
                      "model; choose another file\n",
                 o->logits_path);
-        colibri_linux_unmap(&map);
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
+        unmap_model(o, &store, &boot, &map, &rc);
+        return rc;
     }
     rc = setup_port(o, &map, &port_ctx, &port);
     if (rc != 0) {
-        colibri_linux_unmap(&map);
+        unmap_model(o, &store, &boot, &map, &rc);
         return rc;
     }
     if (o->stats) {
@@ -603,7 +686,7 @@ static int run(const run_options *o)
     free(b.kv);
     g_map_lo = NULL;
     colibri_linux_pool_stop(port_ctx.pool);
-    colibri_linux_unmap(&map);
+    unmap_model(o, &store, &boot, &map, &rc);
     return rc;
 }
 

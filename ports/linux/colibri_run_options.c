@@ -41,6 +41,12 @@ const char colibri_run_usage_text[] =
     "                      logits are the same bits whatever N and --threads\n"
     "  --fingerprint HEX   refuse an image whose fingerprint differs (0x1234abcd)\n"
     "  --stats             print dimensions, sizes and timings to stderr\n"
+    "  --slots             MODEL is an A/B slot store (colibri-slot): run the\n"
+    "                      slot boot picks, confirm an image on trial after a\n"
+    "                      good run (docs/ota.md)\n"
+    "  --trusted-key HEX   with --slots: images must be signed by this Ed25519\n"
+    "                      public key (64 hex digits: colibri-sign hex KEY.pub)\n"
+    "  --no-confirm        with --slots: leave an image on trial unconfirmed\n"
     "  -h, --help          show this help and exit\n"
     "\n"
     "exit status: 0 success, 1 model or runtime error, 2 usage error\n";
@@ -201,6 +207,26 @@ static int parse_ids(const char *text, run_options *o)
     return 0;
 }
 
+/* 64 hex digits: an Ed25519 public key. */
+static int parse_key(const char *text, uint8_t key[32])
+{
+    static const char digits[] = "0123456789abcdef";
+    if (strlen(text) != 64) {
+        colibri_run_usage_error("--trusted-key needs 64 hex digits (32 bytes), got %zu characters",
+                                strlen(text));
+        return -1;
+    }
+    for (int i = 0; i < 64; i++) {
+        const char *at = strchr(digits, text[i] | 0x20);
+        if (at == NULL || text[i] == '\0') {
+            colibri_run_usage_error("--trusted-key: '%c' is not a hex digit", text[i]);
+            return -1;
+        }
+        key[i / 2] = (uint8_t)(key[i / 2] << 4 | (unsigned)(at - digits));
+    }
+    return 0;
+}
+
 /* ---- argument parsing --------------------------------------------------------- */
 
 enum opt_id {
@@ -218,6 +244,9 @@ enum opt_id {
     OPT_THREADS,
     OPT_BATCH,
     OPT_HELP,
+    OPT_SLOTS,
+    OPT_TRUSTED_KEY,
+    OPT_NO_CONFIRM,
     OPT_COUNT
 };
 
@@ -228,7 +257,8 @@ static const struct {
     {"--ids", 1},         {"--gen", 1},    {"--all-logits", 1}, {"--context", 1},
     {"--fingerprint", 1}, {"--mlock", 0},  {"--preload", 0},    {"--no-prefetch", 0},
     {"--stats", 0},       {"--verify", 0}, {"--kernels", 1},    {"--threads", 1},
-    {"--batch", 1},       {"--help", 0},
+    {"--batch", 1},       {"--help", 0},   {"--slots", 0},      {"--trusted-key", 1},
+    {"--no-confirm", 0},
 };
 
 static int find_option(const char *arg, size_t name_len)
@@ -269,6 +299,9 @@ static int apply_option(run_options *o, int id, const char *value)
     case OPT_NO_PREFETCH: o->no_prefetch = 1; return 0;
     case OPT_STATS: o->stats = 1; return 0;
     case OPT_VERIFY: o->verify = 1; return 0;
+    case OPT_SLOTS: o->slots = 1; return 0;
+    case OPT_NO_CONFIRM: o->no_confirm = 1; return 0;
+    case OPT_TRUSTED_KEY: o->have_key = 1; return parse_key(value, o->trusted_key);
     case OPT_KERNELS:
         if (value[0] == '\0') {
             colibri_run_usage_error("--kernels needs a table name");
@@ -345,6 +378,10 @@ int colibri_run_parse_args(int argc, char **argv, run_options *o)
     }
     if (!o->have_ids) {
         colibri_run_usage_error("no prompt given (--ids 1,2,3)");
+        return -1;
+    }
+    if ((o->have_key || o->no_confirm) && !o->slots) {
+        colibri_run_usage_error("--trusted-key and --no-confirm need --slots");
         return -1;
     }
     return 0;

@@ -538,6 +538,10 @@ typedef struct colibri_slot_boot {
  */
 colibri_status colibri_slot_boot_select(const colibri_slots *slots, colibri_slot_boot *boot);
 
+/* The slot a device runs per the record: the one on trial (TRYING), else
+ * the newest GOOD one; -1 for none. An update writes the other. */
+int colibri_slot_running(const colibri_slot_record *record);
+
 /* The image on trial ran well: it becomes GOOD (and stays the newest). */
 colibri_status colibri_slot_confirm(const colibri_slots *slots, uint32_t slot);
 /* The image failed at run time: it becomes BAD; boot again to fall back. */

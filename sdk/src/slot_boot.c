@@ -156,3 +156,17 @@ colibri_status colibri_slot_reject(const colibri_slots *s, uint32_t slot)
 {
     return mark(s, slot, 0xFF, COLIBRI_SLOT_BAD);
 }
+
+int colibri_slot_running(const colibri_slot_record *r)
+{
+    for (int i = 0; i < 2; i++) {
+        if (r->state[i] == COLIBRI_SLOT_TRYING) {
+            return i;
+        }
+    }
+    int newer = r->generation[1] > r->generation[0] ? 1 : 0;
+    if (r->state[newer] == COLIBRI_SLOT_GOOD) {
+        return newer;
+    }
+    return r->state[1 - newer] == COLIBRI_SLOT_GOOD ? 1 - newer : -1;
+}
