@@ -172,9 +172,15 @@ $(BUILD)/host/test_math: tests/sdk/test_math.c sdk/src/colibri_math.c sdk/src/co
 
 # libFuzzer target for the loader (needs clang).
 FUZZ_CC ?= clang
-fuzz: $(BUILD)/fuzz/fuzz_image
+fuzz: $(BUILD)/fuzz/fuzz_image $(BUILD)/fuzz/fuzz_ota
 
 $(BUILD)/fuzz/fuzz_image: tests/fuzz/fuzz_image.c $(SDK_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=c11 -g -O1 $(FP_STRICT) -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all $(CORE_INC) $^ -o $@
+
+# libFuzzer target for the over-the-air parsers: signature block, slot store.
+$(BUILD)/fuzz/fuzz_ota: tests/fuzz/fuzz_ota.c $(SDK_SRC)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=c11 -g -O1 $(FP_STRICT) -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all $(CORE_INC) $^ -o $@

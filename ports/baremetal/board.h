@@ -36,6 +36,11 @@ const colibri_port *board_port(void);
 const void *board_weights(void);
 size_t board_weights_size(void);
 
+/* The A/B weight slots (board file [slots], docs/ota.md) with the board's
+ * flash driver, images to be signed by trusted_key (NULL: unsigned images
+ * too); NULL when the board has no slots or no driver for their flash. */
+const colibri_slots *board_slots(const uint8_t *trusted_key);
+
 /* Run fn(arg) once from a timer interrupt handler and return after it has
  * finished (the caller sleeps with WFI meanwhile). Returns 0, or -1 when the
  * board has no timer interrupt. stack_used (optional) receives the bytes of

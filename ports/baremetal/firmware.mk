@@ -63,6 +63,18 @@ FW_CFLAGS := $(BOARD_CFLAGS) $(PORT_CFLAGS) -std=c11 -Wall -Wextra -Werror $(FP_
              -Isdk/include -Isdk/src -Iports/baremetal -I$(PORT_DIR) -Iports/serial \
              -I$(FW_DIR) -I$(MODEL_DIR) '-DCOLIBRI_BOARD_KERNELS=(&colibri_kernels_$(FW_KERNELS))'
 
+# The Ed25519 key A/B slot images must be signed with (docs/ota.md):
+# TRUSTED_KEY=keys/release.pub, or none (unsigned images accepted).
+TRUSTED_KEY ?= none
+FW_KEY_STAMP := $(FW_DIR)/trusted_key.stamp
+FW_KEY_ID := $(TRUSTED_KEY) $(shell cat $(TRUSTED_KEY) 2>/dev/null | cksum)
+ifneq ($(FW_KEY_ID),$(shell cat $(FW_KEY_STAMP) 2>/dev/null))
+$(shell mkdir -p $(FW_DIR) && echo '$(FW_KEY_ID)' > $(FW_KEY_STAMP))
+endif
+$(FW_DIR)/colibri_trusted_key.h: $(FW_KEY_STAMP) tools/colibri_tools/signing.py
+	@mkdir -p $(dir $@)
+	@$(PY) -m colibri_tools.signing header $(TRUSTED_KEY) -o $@
+
 .PHONY: firmware
 firmware: $(FW_DIR)/firmware.elf $(FW_DIR)/firmware.bin $(FW_DIR)/firmware.hex $(FW_DIR)/size.txt
 
@@ -83,7 +95,7 @@ $(FW_DIR)/fit.ok: boards/$(BOARD).toml $(MODEL_DIR)/model_config.h $(FW_MODEL_ST
 	@touch $@
 
 $(FW_DIR)/obj/%.o: % $(FW_DIR)/board_config.h $(MODEL_DIR)/model_config.h $(FW_MODEL_STAMP) \
-    | $(FW_DIR)/fit.ok
+                   $(FW_DIR)/colibri_trusted_key.h | $(FW_DIR)/fit.ok
 	@mkdir -p $(dir $@)
 	$(BOARD_CC) $(FW_CFLAGS) -c $< -o $@
 

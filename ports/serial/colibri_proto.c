@@ -44,6 +44,11 @@ uint32_t colibri_proto_get_u32(const uint8_t *p)
     return (uint32_t)colibri_proto_get_u16(p) | ((uint32_t)colibri_proto_get_u16(p + 2) << 16);
 }
 
+uint64_t colibri_proto_get_u64(const uint8_t *p)
+{
+    return (uint64_t)colibri_proto_get_u32(p) | ((uint64_t)colibri_proto_get_u32(p + 4) << 32);
+}
+
 uint32_t colibri_proto_frame_crc(const uint8_t *frame, uint16_t length)
 {
     return colibri_crc32_update(0, frame + 2, (size_t)4 + length);

@@ -60,12 +60,20 @@ typedef enum colibri_msg_type {
     COLIBRI_MSG_GET_LOGITS = 0x04,
     COLIBRI_MSG_GENERATE = 0x05,
     COLIBRI_MSG_VERIFY = 0x06,
+    COLIBRI_MSG_SLOT_STATUS = 0x07, /* A/B weight slots (docs/ota.md) */
+    COLIBRI_MSG_SLOT_BEGIN = 0x08,
+    COLIBRI_MSG_SLOT_WRITE = 0x09,
+    COLIBRI_MSG_SLOT_FINISH = 0x0A,
     COLIBRI_MSG_INFO = 0x81,
     COLIBRI_MSG_RESET_DONE = 0x82,
     COLIBRI_MSG_RESULT = 0x83,
     COLIBRI_MSG_LOGITS = 0x84,
     COLIBRI_MSG_GENERATED = 0x85,
     COLIBRI_MSG_VERIFY_RESULT = 0x86,
+    COLIBRI_MSG_SLOT_STATE = 0x87,
+    COLIBRI_MSG_SLOT_BEGUN = 0x88,
+    COLIBRI_MSG_SLOT_WRITTEN = 0x89,
+    COLIBRI_MSG_SLOT_FINISHED = 0x8A,
     COLIBRI_MSG_ERROR = 0xFF
 } colibri_msg_type;
 
@@ -88,7 +96,8 @@ typedef enum colibri_proto_error {
     COLIBRI_PROTO_E_TIMEOUT = 4,      /* frame cut short: a byte did not come in time */
     COLIBRI_PROTO_E_BAD_PAYLOAD = 5,  /* payload length or fields invalid for the type */
     COLIBRI_PROTO_E_NO_LOGITS = 6,    /* GET_LOGITS with no logits kept */
-    COLIBRI_PROTO_E_NO_INTERRUPT = 7  /* IN_INTERRUPT asked, board cannot */
+    COLIBRI_PROTO_E_NO_INTERRUPT = 7, /* IN_INTERRUPT asked, board cannot */
+    COLIBRI_PROTO_E_NO_SLOTS = 8      /* SLOT_* request, device has no A/B slots */
 } colibri_proto_error;
 
 /*
@@ -115,6 +124,7 @@ void colibri_proto_put_u64(uint8_t *p, uint64_t v);
 void colibri_proto_put_f32(uint8_t *p, float v);
 uint16_t colibri_proto_get_u16(const uint8_t *p);
 uint32_t colibri_proto_get_u32(const uint8_t *p);
+uint64_t colibri_proto_get_u64(const uint8_t *p);
 
 /* CRC-32 of a frame's bytes 2 .. 6+length-1 (type, seq, length, payload). */
 uint32_t colibri_proto_frame_crc(const uint8_t *frame, uint16_t length);

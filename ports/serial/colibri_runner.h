@@ -69,6 +69,10 @@ typedef struct colibri_runner_config {
     uint32_t logits_count;         /* floats at logits, >= vocab_size */
     const char *board_name;        /* (optional) shown in INFO; first 127 bytes */
     const char *tick_unit;         /* (optional) what a tick is, e.g. "cycles (DWT)" */
+    /* (optional) A/B weight slots (docs/ota.md): the SLOT_* requests update
+     * the slot that is not running_slot (0 A, 1 B, -1 none). */
+    const colibri_slots *slots;
+    int running_slot;
 } colibri_runner_config;
 
 /* Job handed to the interrupt hook (internal; public only for its size). */
@@ -108,6 +112,9 @@ typedef struct colibri_runner {
     uint32_t frames_ok; /* counters, shown by the `info` line command */
     uint32_t frames_bad;
     char line[COLIBRI_PROTO_MAX_LINE + 1];
+    const colibri_slots *slots; /* NULL: no SLOT_* requests */
+    int running_slot;
+    colibri_slot_update update;
     colibri_runner_buffer rx; /* the request being served */
     colibri_runner_buffer tx; /* the reply being built */
 } colibri_runner;
@@ -131,6 +138,14 @@ colibri_status colibri_runner_init(colibri_runner *runner, const colibri_serial_
  * handled, 0 if none arrived.
  */
 int colibri_runner_poll(colibri_runner *runner, uint32_t timeout_ms);
+
+/*
+ * The first run of a new image (docs/ota.md): one forward pass of token 0
+ * must give finite logits; the state is reset afterwards. COLIBRI_OK, the
+ * init status, the forward status, or COLIBRI_E_BAD_HYPERPARAMS for
+ * non-finite logits.
+ */
+colibri_status colibri_runner_self_test(colibri_runner *runner);
 
 /* Write the greeting line ("colibri serial runner ...; type help"). */
 void colibri_runner_banner(colibri_runner *runner);

@@ -233,6 +233,20 @@ static void serve_verify(colibri_runner *r, const request *q)
     reply(r, q, 16);
 }
 
+static void serve_slot(colibri_runner *r, const request *q)
+{
+    uint16_t length = 0;
+    int code =
+        colibri_runner_slot_request(r, q->type, q->payload, q->length, reply_payload(r), &length);
+    if (code == COLIBRI_PROTO_E_NO_SLOTS) {
+        reply_error(r, q, COLIBRI_PROTO_E_NO_SLOTS, "this device has no A/B weight slots");
+    } else if (code != 0) {
+        reply_error(r, q, (colibri_proto_error)code, "bad SLOT request payload");
+    } else {
+        reply(r, q, length);
+    }
+}
+
 void colibri_runner_serve_frame(colibri_runner *r)
 {
     request q;
@@ -247,6 +261,10 @@ void colibri_runner_serve_frame(colibri_runner *r)
     case COLIBRI_MSG_GET_LOGITS: serve_get_logits(r, &q); break;
     case COLIBRI_MSG_GENERATE: serve_generate(r, &q); break;
     case COLIBRI_MSG_VERIFY: serve_verify(r, &q); break;
+    case COLIBRI_MSG_SLOT_STATUS:
+    case COLIBRI_MSG_SLOT_BEGIN:
+    case COLIBRI_MSG_SLOT_WRITE:
+    case COLIBRI_MSG_SLOT_FINISH: serve_slot(r, &q); break;
     default: reply_error(r, &q, COLIBRI_PROTO_E_UNKNOWN_TYPE, "unknown message type"); break;
     }
 }

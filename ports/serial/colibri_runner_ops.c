@@ -172,3 +172,21 @@ uint32_t colibri_runner_logits_crc(const colibri_runner *r)
     }
     return crc;
 }
+
+colibri_status colibri_runner_self_test(colibri_runner *r)
+{
+    colibri_runner_forward_out out;
+    const int32_t token = 0;
+    if (r->init_status != COLIBRI_OK) {
+        return r->init_status;
+    }
+    (void)colibri_runner_forward(r, &token, 1, 1, 0, &out);
+    colibri_status status = out.status;
+    for (uint32_t i = 0; status == COLIBRI_OK && i < r->model.hp.vocab_size; i++) {
+        if (r->logits[i] - r->logits[i] != 0.0f) { /* NaN or infinite */
+            status = COLIBRI_E_BAD_HYPERPARAMS;
+        }
+    }
+    (void)colibri_runner_reset(r);
+    return status;
+}

@@ -24,6 +24,7 @@ Schema (docs/boards.md has the full description):
     [ticks]          source, hz (0 = not a time unit), unit (plain words)
     [emulate]        (optional) qemu, machine, cpu, memory, extra = [...]
     [flash]          method, and method-specific keys
+    [slots]          (optional) origin, length, sector, store: A/B weight slots (docs/ota.md)
 """
 from __future__ import annotations
 
@@ -81,6 +82,36 @@ class Region:
 
 
 @dataclass(frozen=True)
+class SlotLayout:
+    """A/B weight slots (docs/ota.md): two record copies of one sector each
+    at origin and origin + sector, slot A at origin + 2 sectors, slot B right
+    after it, each (length - 2 sectors) / 2 rounded down to a sector. The
+    same rule is colibri_linux_store_layout() in C."""
+    origin: int
+    length: int
+    sector: int
+    store: str = ""          # Linux boards: the store file or block device on the board
+
+    @property
+    def records(self) -> tuple[int, int]:
+        return self.origin, self.origin + self.sector
+
+    @property
+    def slot_size(self) -> int:
+        half = (self.length - 2 * self.sector) // 2
+        return half - half % self.sector
+
+    @property
+    def slots(self) -> tuple[int, int]:
+        a = self.origin + 2 * self.sector
+        return a, a + self.slot_size
+
+    @property
+    def region(self) -> Region:
+        return Region(self.origin, self.length)
+
+
+@dataclass(frozen=True)
 class Board:
     name: str
     path: pathlib.Path
@@ -104,6 +135,7 @@ class Board:
     ticks: dict[str, Any] = field(default_factory=dict)
     emulate: dict[str, Any] = field(default_factory=dict)
     flash: dict[str, Any] = field(default_factory=dict)
+    slots: SlotLayout | None = None
 
     @property
     def bare_metal(self) -> bool:
@@ -245,6 +277,28 @@ def _check_numbers(board: Board, where: str) -> None:
                          f"give a non-empty region below 2^{ADDRESS_BITS.get(board.arch, 64)}")
 
 
+def _slots(data: dict, where: str) -> SlotLayout | None:
+    if "slots" not in data:
+        return None
+    table = _need(data, "slots", dict, where)
+    at = f"{where} [slots]"
+    origin, length = _need(table, "origin", int, at), _need(table, "length", int, at)
+    sector = _need(table, "sector", int, at)
+    store = table.get("store", "")
+    if not isinstance(store, str) or not re.fullmatch(r"[A-Za-z0-9_./-]*", store):
+        raise BoardError(f"{at}: store must be a plain path (letters, digits, _ . / -)")
+    if sector < 4096 or sector & (sector - 1) or sector > 1 << 24:
+        raise BoardError(f"{at}: sector {sector} must be a power of two, 4 KiB .. 16 MiB")
+    if origin < 0 or origin % sector or length <= 0 or origin + length > 1 << 64:
+        raise BoardError(f"{at}: origin 0x{origin:X} must be a multiple of the sector and "
+                         f"length {length} positive")
+    layout = SlotLayout(origin, length, sector, store)
+    if layout.slot_size < sector:
+        raise BoardError(f"{at}: length {length} leaves no room for two records and two slots "
+                         f"of at least one sector")
+    return layout
+
+
 def _check(board: Board) -> None:
     where = str(board.path)
     _check_text(board, where)
@@ -262,6 +316,10 @@ def _check(board: Board) -> None:
     if board.bare_metal and (board.code is None or board.ram is None):
         raise BoardError(f"{where}: a bare-metal board needs [memory.code] and [memory.ram]")
     regions = {"code": board.code, "ram": board.ram, "weights": board.weights}
+    if board.slots is not None and board.bare_metal:
+        for name in ("code", "ram"):
+            if regions[name] is not None and regions[name].overlaps(board.slots.region):
+                raise BoardError(f"{where}: the slots overlap the {name} region")
     # Linux boards: [memory.ram] is the DRAM and the weights are a mapped file,
     # not addresses that could collide.
     names = [n for n, r in regions.items() if r is not None and board.port != "linux"]
@@ -304,7 +362,8 @@ def load(name_or_path: str | pathlib.Path) -> Board:
         emulate=_table(data, "emulate", where), flash=_table(data, "flash", where),
         stacks=_stacks(data, data.get("port", ""), where),
         zephyr_board=str(data.get("zephyr_board", "")),
-        bandwidth=_bandwidth(weights, where)[0], bandwidth_source=_bandwidth(weights, where)[1])
+        bandwidth=_bandwidth(weights, where)[0], bandwidth_source=_bandwidth(weights, where)[1],
+        slots=_slots(data, where))
     if board.name != path.stem:
         raise BoardError(f"{where}: name '{board.name}' must equal the file name '{path.stem}'")
     _check(board)
@@ -339,6 +398,8 @@ def linker_memory(board: Board) -> str:
         f"__colibri_weights_start = 0x{w.origin:08X};",
         f"__colibri_weights_size = 0x{w.length:X};",
         *(f"{symbol} = 0x{board.stacks[key]:X};" for key, symbol, _ in PORT_STACKS[board.port]),
+        *([f"__colibri_slots_start = 0x{board.slots.origin:08X};",
+           f"__colibri_slots_size = 0x{board.slots.length:X};"] if board.slots else []),
         "",
     ])
 
@@ -364,9 +425,23 @@ def config_header(board: Board) -> str:
     if board.ticks:
         lines += [f"#define COLIBRI_BOARD_TICKS_HZ {board.ticks.get('hz', 0)}u",
                   f'#define COLIBRI_BOARD_TICKS_UNIT "{board.ticks.get("unit", "")}"']
+    lines += slot_macros(board.slots)
     lines += [
         "", "#ifdef COLIBRI_MODEL_IMAGE_SIZE", *MODEL_FITS_BOARD, "#endif", "", "#endif", ""]
     return "\n".join(lines)
+
+
+def slot_macros(layout: SlotLayout | None) -> list[str]:
+    """The A/B slot layout for C (all 0 on a board without slots)."""
+    a, b = layout.slots if layout else (0, 0)
+    r0, r1 = layout.records if layout else (0, 0)
+    values = [("SLOTS_BASE", layout.origin if layout else 0),
+              ("SLOTS_SIZE", layout.length if layout else 0),
+              ("SLOTS_SECTOR", layout.sector if layout else 0),
+              ("SLOT_RECORD0", r0), ("SLOT_RECORD1", r1), ("SLOT_A", a), ("SLOT_B", b),
+              ("SLOT_SIZE", layout.slot_size if layout else 0)]
+    return ["", f"#define COLIBRI_BOARD_HAS_SLOTS {1 if layout else 0}",
+            *(f"#define COLIBRI_BOARD_{name} 0x{value:08X}ull" for name, value in values)]
 
 
 def make_vars(board: Board) -> str:

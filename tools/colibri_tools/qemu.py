@@ -160,6 +160,16 @@ def weights_args(board: Board, weights: str | Path) -> list[str]:
                        f"force-raw=on")]
 
 
+def slots_args(board: Board, slots_file: str | Path) -> list[str]:
+    """The A/B slot flash backed by a file ([emulate] slots_drive, docs/ota.md):
+    QEMU writes every program and erase of the guest through to it."""
+    drive = board.emulate.get("slots_drive")
+    if board.slots is None or not isinstance(drive, str) or not drive:
+        raise QemuError(f"board {board.name} has no A/B slots QEMU can keep in a file "
+                        f"([slots] and [emulate] slots_drive)", path=board.path)
+    return ["-drive", f"{drive},file={_option_value(Path(slots_file))}"]
+
+
 def serial_spec(port: int | None) -> str:
     if port is None:
         return "stdio"
@@ -167,7 +177,8 @@ def serial_spec(port: int | None) -> str:
 
 
 def qemu_argv(board: Board, firmware: str | Path, weights: str | Path | None = None, *,
-              port: int | None = None, qmp: Path | None = None) -> list[str]:
+              port: int | None = None, qmp: Path | None = None,
+              slots_file: str | Path | None = None) -> list[str]:
     """The QEMU command line. With `qmp`, QEMU starts paused (-S) with a QMP
     socket there, for the weights to be read back before the CPU runs."""
     emu = emulation(board)
@@ -179,6 +190,7 @@ def qemu_argv(board: Board, firmware: str | Path, weights: str | Path | None = N
         argv += SEMIHOSTING
     argv += [*emu.extra, *firmware_args(board, firmware)]
     argv += weights_args(board, weights) if weights is not None else []
+    argv += slots_args(board, slots_file) if slots_file is not None else []
     if qmp is not None:
         argv += ["-qmp", f"unix:{_option_value(qmp)},server=on,wait=off", "-S"]
     return argv
@@ -483,14 +495,15 @@ class QemuSession:
 def launch(board: Board | str, firmware: str | Path, weights: str | Path | None = None, *,
            tcp: bool = True, port: int | None = None, timeout: float = 60.0,
            verify: bool = True, capture: bool | str = True,
-           check: bool = True) -> QemuSession:
+           check: bool = True, slots_file: str | Path | None = None) -> QemuSession:
     """Start QEMU for the board. With tcp (default) the serial port is a TCP
     server on `port` (a free one if None) that waits for its client: connect
     with session.connect() or session.open_serial(). Without tcp the serial
     port is stdio, collected in session.output (capture) or left on this
     process's stdout ("tee": both). With verify and weights, the weights are
     read back from emulated memory before the CPU starts. With check, a
-    firmware built for another board is refused (board_check)."""
+    firmware built for another board is refused (board_check). slots_file: the
+    file that holds the board's A/B slot flash (docs/ota.md)."""
     board = board if isinstance(board, Board) else load(board)
     emu = emulation(board)
     require_binary(emu.binary)
@@ -506,7 +519,8 @@ def launch(board: Board | str, firmware: str | Path, weights: str | Path | None 
     workdir = Path(tempfile.mkdtemp(prefix="colibri-qemu-"))
     port = (port or free_port()) if tcp else None
     argv = qemu_argv(board, firmware, weights, port=port,
-                     qmp=workdir / "qmp.sock" if readback else None)
+                     qmp=workdir / "qmp.sock" if readback else None,
+                     slots_file=slots_file)
     session = QemuSession(board, argv, port=port, timeout=timeout, workdir=workdir,
                           check=readback, capture=capture, firmware=Path(firmware))
     try:

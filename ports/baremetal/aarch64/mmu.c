@@ -38,15 +38,19 @@
 #define DESC_UXN (1ull << 54)
 
 /* MAIR_EL1 attribute slots. */
-#define ATTR_NORMAL 0 /* 0xFF: inner/outer write-back, read/write-allocate */
-#define ATTR_DEVICE 1 /* 0x04: Device-nGnRE */
-#define MAIR_VALUE (0xFFull | (0x04ull << 8))
+#define ATTR_NORMAL 0    /* 0xFF: inner/outer write-back, read/write-allocate */
+#define ATTR_DEVICE 1    /* 0x04: Device-nGnRE */
+#define ATTR_NONCACHED 2 /* 0x44: Normal, inner/outer non-cacheable */
+#define MAIR_VALUE (0xFFull | (0x04ull << 8) | (0x44ull << 16))
 
 #define MAP_NORMAL (DESC_ATTR(ATTR_NORMAL) | DESC_SH_INNER | DESC_AF)
 #define MAP_CODE (MAP_NORMAL | DESC_AP_READ_ONLY | DESC_UXN)
 #define MAP_READ_ONLY (MAP_NORMAL | DESC_AP_READ_ONLY | DESC_PXN | DESC_UXN)
 #define MAP_READ_WRITE (MAP_NORMAL | DESC_PXN | DESC_UXN)
 #define MAP_DEVICE (DESC_ATTR(ATTR_DEVICE) | DESC_AF | DESC_PXN | DESC_UXN)
+/* The A/B slots' flash: commands are written, weights read in place (also
+ * unaligned, which Device memory forbids), nothing is cached. */
+#define MAP_FLASH (DESC_ATTR(ATTR_NONCACHED) | DESC_AF | DESC_PXN | DESC_UXN)
 
 /* TCR_EL1: T0SZ 25, TTBR0 walks write-back cacheable inner shareable, 4 KiB
  * granule, TTBR1 walks disabled; IPS (bits 34:32) is filled at run time. */
@@ -117,6 +121,10 @@ static void map_board(void)
     map_range(addr_of(__ram_region_start), addr_of(__ram_region_end), MAP_READ_WRITE);
     map_range(COLIBRI_BOARD_WEIGHTS_ADDR,
               (uint64_t)COLIBRI_BOARD_WEIGHTS_ADDR + COLIBRI_BOARD_WEIGHTS_SIZE, MAP_READ_ONLY);
+    if (COLIBRI_BOARD_HAS_SLOTS) {
+        map_range(COLIBRI_BOARD_SLOTS_BASE, COLIBRI_BOARD_SLOTS_BASE + COLIBRI_BOARD_SLOTS_SIZE,
+                  MAP_FLASH);
+    }
     map_range(COLIBRI_BOARD_UART_BASE, COLIBRI_BOARD_UART_BASE + UART_BYTES, MAP_DEVICE);
     map_range(COLIBRI_BOARD_GIC_DIST_BASE, COLIBRI_BOARD_GIC_DIST_BASE + GIC_DIST_BYTES,
               MAP_DEVICE);

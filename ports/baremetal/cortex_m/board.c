@@ -101,6 +101,14 @@ const void *board_weights(void)
 
 /* 0 while the window cannot be read, so that colibri_init fails cleanly
  * instead of the first read faulting. */
+/* No Cortex-M board of this port has a flash driver for its slots yet
+ * (docs/ota.md: the QEMU MPS machines have no writable flash). */
+const colibri_slots *board_slots(const uint8_t *trusted_key)
+{
+    (void)trusted_key;
+    return NULL;
+}
+
 size_t board_weights_size(void)
 {
     return weights_readable ? (size_t)COLIBRI_BOARD_WEIGHTS_SIZE : 0u;

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import fcntl
 import socket
+import struct
 import termios
 import time
 from collections.abc import Iterable
@@ -40,6 +41,9 @@ from .messages import (
     LogitsChunk,
     LogitsRequest,
     ResetDone,
+    SlotBegun,
+    SlotState,
+    SlotWritten,
     VerifyResult,
 )
 
@@ -283,6 +287,26 @@ class SerialClient:
 
     def verify(self, *, timeout: float | None = None) -> VerifyResult:
         return VerifyResult.unpack(self.transact(Msg.VERIFY, timeout=timeout).payload)
+
+    def slot_state(self) -> SlotState:
+        return SlotState.unpack(self.transact(Msg.SLOT_STATUS).payload)
+
+    def slot_begin(self, size: int, *, timeout: float | None = None) -> SlotBegun:
+        """Mark the slot that is not running EMPTY and erase it (slow: give time)."""
+        return SlotBegun.unpack(self.transact(Msg.SLOT_BEGIN, struct.pack("<Q", size),
+                                              timeout=timeout).payload)
+
+    def slot_write(self, offset: int, data: bytes, *, timeout: float | None = None) -> SlotWritten:
+        return SlotWritten.unpack(self.transact(Msg.SLOT_WRITE, struct.pack("<Q", offset) + data,
+                                                timeout=timeout).payload)
+
+    def slot_finish(self, *, allow_older: bool = False, timeout: float | None = None) -> int:
+        """Verify the new slot and flip the record; the colibri status."""
+        reply = self.transact(Msg.SLOT_FINISH, struct.pack("<I", int(allow_older)), timeout=timeout)
+        if len(reply.payload) != 4:
+            raise PayloadError(f"SLOT_FINISHED payload has {len(reply.payload)} bytes, expected 4",
+                               path=self.url)
+        return struct.unpack("<I", reply.payload)[0]
 
     def command(self, line: str, *, timeout: float | None = None) -> list[str]:
         """Line mode: send `line`, return the answer's lines up to and

@@ -39,12 +39,20 @@ class Msg(IntEnum):
     GET_LOGITS = 0x04
     GENERATE = 0x05
     VERIFY = 0x06
+    SLOT_STATUS = 0x07
+    SLOT_BEGIN = 0x08
+    SLOT_WRITE = 0x09
+    SLOT_FINISH = 0x0A
     INFO = 0x81
     RESET_DONE = 0x82
     RESULT = 0x83
     LOGITS = 0x84
     GENERATED = 0x85
     VERIFY_RESULT = 0x86
+    SLOT_STATE = 0x87
+    SLOT_BEGUN = 0x88
+    SLOT_WRITTEN = 0x89
+    SLOT_FINISHED = 0x8A
     ERROR = 0xFF
 
 
@@ -56,6 +64,7 @@ class ErrorCode(IntEnum):
     BAD_PAYLOAD = 5
     NO_LOGITS = 6
     NO_INTERRUPT = 7
+    NO_SLOTS = 8
 
 
 

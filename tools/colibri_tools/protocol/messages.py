@@ -267,6 +267,69 @@ class VerifyResult:
         return cls(*cls.FIXED.unpack(payload))
 
 
+SLOT_STATES = ("empty", "pending", "trying", "good", "bad")
+
+
+@dataclass(frozen=True)
+class SlotState:
+    """SLOT_STATE: the device's A/B slot record (docs/serial-protocol.md 4.8)."""
+    status: int
+    running: int            # 0 A, 1 B, 0xFF none
+    signed_only: int        # 1: the device takes only images signed by its key
+    state: tuple[int, int]
+    seq: int
+    generation: tuple[int, int]
+    fingerprint: tuple[int, int]
+    image_version: tuple[int, int]
+    slot_size: int
+
+    FIXED = struct.Struct("<IBBBBIIIIIIQQQ")
+
+    def describe(self, slot: int) -> str:
+        state = self.state[slot]
+        name = SLOT_STATES[state] if state < len(SLOT_STATES) else f"state {state}"
+        return (f"slot {'AB'[slot]}: {name}, fingerprint 0x{self.fingerprint[slot]:08X}, "
+                f"version {self.image_version[slot]}")
+
+    def pack(self) -> bytes:
+        return self.FIXED.pack(self.status, self.running, self.signed_only, *self.state, self.seq,
+                               *self.generation, *self.fingerprint, 0, *self.image_version,
+                               self.slot_size)
+
+    @classmethod
+    def unpack(cls, payload: bytes) -> SlotState:
+        _check_length("SLOT_STATE", payload, cls.FIXED.size, cls.FIXED.size)
+        v = cls.FIXED.unpack(payload)
+        return cls(v[0], v[1], v[2], (v[3], v[4]), v[5], (v[6], v[7]), (v[8], v[9]),
+                   (v[11], v[12]), v[13])
+
+
+@dataclass(frozen=True)
+class SlotBegun:
+    status: int
+    target: int
+
+    FIXED = struct.Struct("<II")
+
+    @classmethod
+    def unpack(cls, payload: bytes) -> SlotBegun:
+        _check_length("SLOT_BEGUN", payload, cls.FIXED.size, cls.FIXED.size)
+        return cls(*cls.FIXED.unpack(payload))
+
+
+@dataclass(frozen=True)
+class SlotWritten:
+    status: int
+    written: int
+
+    FIXED = struct.Struct("<IQ")
+
+    @classmethod
+    def unpack(cls, payload: bytes) -> SlotWritten:
+        _check_length("SLOT_WRITTEN", payload, cls.FIXED.size, cls.FIXED.size)
+        return cls(*cls.FIXED.unpack(payload))
+
+
 @dataclass(frozen=True)
 class ErrorReply:
     code: int
