@@ -1,6 +1,6 @@
 /*
  * colibri_runner_slots.c - the SLOT_* requests (docs/serial-protocol.md,
- * section 4.8): report the A/B slot record, and write a new image into the
+ * section 4.7): report the A/B slot record, and write a new image into the
  * slot that is not running, verified before the record flips
  * (colibri_slot_update_*, docs/ota.md).
  */

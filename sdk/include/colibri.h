@@ -374,7 +374,7 @@ uint32_t colibri_crc32_update(uint32_t crc, const uint8_t *data, size_t size);
 /* ---------------------------------------------------------------------------
  * Authenticity: SHA-512, Ed25519 and signed images (docs/format.md, section 8;
  * docs/ota.md has the threat model). Verification only: no secret key ever
- * lives on a device. No allocation; stack use about 4 KiB.
+ * lives on a device. No allocation; stack use up to 6.5 KiB (Cortex-M7, -O2).
  * ------------------------------------------------------------------------- */
 
 /* SHA-512 (FIPS 180-4). Caller storage; init, update any number of times,

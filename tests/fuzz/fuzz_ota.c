@@ -37,6 +37,7 @@ static colibri_status fz_program(void *ctx, uint64_t offset, const void *data, s
 
 static void fuzz_signature(const uint8_t *data, size_t size)
 {
+    /* the public key of tests/ota_images.py's KEY, which signs the seeds */
     static const uint8_t key[32] = {0x03, 0xa1, 0x07, 0xbf, 0xf3, 0xce, 0x10, 0xbe,
                                     0x1d, 0x70, 0xdd, 0x18, 0xe7, 0x4b, 0xc0, 0x99,
                                     0x67, 0xe4, 0xd6, 0x30, 0x9b, 0xa5, 0x0d, 0x5f,

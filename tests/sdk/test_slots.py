@@ -6,11 +6,17 @@ revert of a first run that never confirmed, broken records."""
 from __future__ import annotations
 
 import os
+import pathlib
 import re
+import shutil
 import subprocess
+import sys
 
 import pytest
-from ota_images import PUBLIC, write_update_images
+from colibri_tools import signing
+from ota_images import KEY, PUBLIC, write_update_images
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -34,3 +40,41 @@ def test_power_cut_at_sampled_steps_boots_old_or_new(asan_bins, update_images, r
     record_property("powercut_cuts", cuts)
     assert steps > 100 and cuts >= 3 * (steps // stride) and old > 0 and new > 0
     assert re.search(r"^(\d+) passed, 0 failed$", out, re.M)
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="libFuzzer needs clang")
+def test_fuzz_ota_parsers_for_a_while(update_images, tmp_path, record_property):
+    """tests/fuzz/fuzz_ota.c on the signature block and on a slot store that
+    boot selection reads and rewrites, seeded with a signed image and a store
+    holding two; a crash, sanitizer report or leak fails. A longer campaign:
+    docs/ota.md, "Fuzzing"."""
+    subprocess.run(["make", "-s", "build/fuzz/fuzz_ota"], cwd=REPO, check=True)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    signed = signing.sign_image(small_image(tmp_path / "small.bin"), KEY, block_log2=12)
+    slot = -(-len(signed) // 256) * 256
+    store = b"\xff" * 512 + (signed + b"\xff" * (slot - len(signed))) * 2
+    (corpus / "signed").write_bytes(b"\0" + signed)
+    (corpus / "store").write_bytes(b"\1" + store)
+    seconds = os.environ.get("COLIBRI_FUZZ_OTA_SECONDS", "20")
+    done = subprocess.run(
+        [str(REPO / "build" / "fuzz" / "fuzz_ota"), f"-max_total_time={seconds}", "-timeout=10",
+         "-rss_limit_mb=2048", f"-artifact_prefix={tmp_path}/", str(corpus)],
+        capture_output=True, text=True, timeout=int(seconds) + 120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = int(re.search(r"Done (\d+) runs", done.stderr).group(1))
+    record_property("fuzz_ota_runs", runs)
+    assert runs >= 20 * int(seconds), f"only {runs} executions in {seconds} s"
+
+
+def small_image(path: pathlib.Path) -> bytes:
+    """A 1-layer, 2-expert image of a few KiB: fuzz inputs stay short."""
+    sys.path.insert(0, str(REPO / "tests" / "ports" / "linux"))
+    from colibri_tools.image_spec import ModelRecord
+    from linux_tiny_image import write_tiny_image
+
+    record = ModelRecord(vocab_size=8, hidden_size=8, n_layers=1, n_heads=2, n_kv_heads=1,
+                         head_dim=4, max_context=8, dense_intermediate=0, expert_intermediate=4,
+                         n_experts=2, shared_intermediate=0, rms_eps=1e-5, rope_theta=10000.0,
+                         top_k=1, router_norm_topk=1)
+    return write_tiny_image(path, record=record, alignment=64).read_bytes()

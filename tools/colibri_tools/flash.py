@@ -3,6 +3,7 @@
     colibri-flash --board stm32h747i_disco --weights model.bin --firmware firmware.elf
     colibri-flash --board qemu_virt_a72 --weights model.bin --firmware firmware.elf --port 5555
     colibri-flash --board B --backend openocd --weights weights.hex --dry-run
+    colibri-flash --board qemu_virt_a72 --slot auto --weights model.signed.bin --firmware ota.elf
 
 Library first: plan_flash() makes a FlashPlan (the exact commands, from the
 board file), run_plan() runs it, format_plan() prints it; main() is the CLI.
@@ -29,9 +30,11 @@ from .board_check import check_firmware
 from .boards import REPO, Board, in_source_tree, load
 from .errors import ColibriError
 from .flash_backends import PLANNERS, FlashError, FlashRequest, Step
+from .flash_backends import slots as slot_backend
 from .flash_backends.common import INSTALL_HINTS
 from .hex_firmware import Piece, check_layout, check_model, load_firmware, model_piece
 from .hex_image import hex_extent, is_hex_file
+from .signing import load_public_key
 from .version import add_version_option
 
 # Readbacks and converted files: the checkout's build/, else (an installed
@@ -107,7 +110,8 @@ def plan_flash(board: Board | str, *, backend: str | None = None, weights: str |
                firmware: str | Path | None = None, build_dir: str | Path | None = None,
                port: int | None = None, probe: str | None = None,
                workdir: str | Path | None = None, timeout: float = 300.0,
-               verify: bool = True, host: str | None = None) -> FlashPlan:
+               verify: bool = True, host: str | None = None, slot: str | None = None,
+               trusted_key: bytes | None = None, allow_older: bool = False) -> FlashPlan:
     board = board if isinstance(board, Board) else load(board)
     backend = backend or default_backend(board)
     if backend not in PLANNERS:
@@ -120,12 +124,16 @@ def plan_flash(board: Board | str, *, backend: str | None = None, weights: str |
         raise FlashError("nothing to do: give --weights, --firmware or --build-dir")
     weights = Path(weights) if weights is not None else None
     firmware = Path(firmware) if firmware is not None else None
-    _check_inputs(board, weights, firmware)
+    if slot not in (None, "auto"):
+        raise FlashError(f"--slot {slot}: only 'auto' (the slot that is not running)")
+    if slot is None:
+        _check_inputs(board, weights, firmware)
     request = FlashRequest(board, weights, firmware,
                            Path(build_dir) if build_dir is not None else None, port, probe,
                            Path(workdir) if workdir is not None else WORK_ROOT / board.name,
-                           timeout, verify, host)
-    return FlashPlan(board, backend, tuple(PLANNERS[backend](request)), request.workdir)
+                           timeout, verify, host, slot, trusted_key, allow_older)
+    steps = slot_backend.plan(request, backend) if slot else PLANNERS[backend](request)
+    return FlashPlan(board, backend, tuple(steps), request.workdir)
 
 
 def format_plan(plan: FlashPlan) -> str:
@@ -181,6 +189,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="skip reading the weights back")
     p.add_argument("--work-dir", type=Path, help="where readbacks go (default build/flash/BOARD)")
+    p.add_argument("--slot", choices=["auto"],
+                   help="update the A/B weight slot that is not running (docs/ota.md): the "
+                        "device verifies the image before it flips its slot record")
+    p.add_argument("--trusted-key", type=Path,
+                   help="--slot: the public key (PEM) the image must be signed with")
+    p.add_argument("--allow-older", action="store_true",
+                   help="--slot: accept an image whose signed version is below the running one")
     p.add_argument("--dry-run", action="store_true",
                    help="print the commands, one per line, and run nothing")
     add_version_option(p)
@@ -190,10 +205,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        key = load_public_key(args.trusted_key) if args.trusted_key else None
         plan = plan_flash(args.board, backend=args.backend, weights=args.weights,
                           firmware=args.firmware, build_dir=args.build_dir, port=args.port,
                           probe=args.probe, workdir=args.work_dir, timeout=args.timeout,
-                          verify=args.verify, host=args.host)
+                          verify=args.verify, host=args.host, slot=args.slot,
+                          trusted_key=key, allow_older=args.allow_older)
         if args.dry_run:
             sys.stdout.write(format_plan(plan))
             for tool in missing_tools(plan):

@@ -1,5 +1,5 @@
 """Over-the-air weight updates into a device's A/B slots (docs/ota.md), over
-the serial protocol's SLOT_* requests (docs/serial-protocol.md 4.8): the
+the serial protocol's SLOT_* requests (docs/serial-protocol.md 4.7): the
 device writes the slot that is not running, verifies it (signature, block
 hashes, CRCs) and only then flips its slot record.
 

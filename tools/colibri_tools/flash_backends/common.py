@@ -43,6 +43,9 @@ class FlashRequest:
     timeout: float = 300.0            # QEMU: bound on the emulated run, in seconds
     verify: bool = True
     host: str | None = None           # scp: user@address of the board (--host)
+    slot: str | None = None           # "auto": update the A/B slot that is not running
+    trusted_key: bytes | None = None  # the key the image must be signed with (--slot)
+    allow_older: bool = False         # --slot: accept a lower signed version
 
 
 @dataclass(frozen=True)

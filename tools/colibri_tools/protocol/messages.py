@@ -272,7 +272,7 @@ SLOT_STATES = ("empty", "pending", "trying", "good", "bad")
 
 @dataclass(frozen=True)
 class SlotState:
-    """SLOT_STATE: the device's A/B slot record (docs/serial-protocol.md 4.8)."""
+    """SLOT_STATE: the device's A/B slot record (docs/serial-protocol.md 4.7)."""
     status: int
     running: int            # 0 A, 1 B, 0xFF none
     signed_only: int        # 1: the device takes only images signed by its key
