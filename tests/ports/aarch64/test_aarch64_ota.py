@@ -17,8 +17,9 @@ import pytest
 from aarch64_helpers import REPO, Firmware, make
 from colibri_tools import ota, qemu
 from colibri_tools.flash import main as flash_main
+from colibri_tools.protocol import DeviceError
 from colibri_tools.protocol.client import SerialClient
-from colibri_tools.protocol.frames import SerialProtocolError
+from colibri_tools.protocol.frames import ErrorCode, Msg, SerialProtocolError
 from cryptography.hazmat.primitives import serialization
 from ota_images import KEY, write_update_images
 
@@ -109,6 +110,13 @@ def test_updates_and_refusals(ota_world, tmp_path):
     d = Device(board, firmware, flash)
     try:
         assert d.dev.slot_state().signed_only == 1
+        for request, payload in ((Msg.SLOT_BEGIN, bytes(7)), (Msg.SLOT_FINISH, b"\2\0\0\0"),
+                                 (Msg.SLOT_WRITE, bytes(8)), (Msg.SLOT_STATUS, b"x")):
+            with pytest.raises(DeviceError) as caught:
+                d.dev.transact(request, payload)
+            assert caught.value.code == ErrorCode.BAD_PAYLOAD, request
+        assert d.dev.slot_begin(1 << 40).status == 28          # larger than a slot
+        assert d.dev.slot_write(4, b"late").status == 29       # out of order
         for name, status in (("other", 25), ("unsigned", 22)):
             with pytest.raises(ota.UpdateError) as caught:
                 ota.update(d.dev, images[name].read_bytes())
@@ -167,7 +175,7 @@ def test_power_cut_at_every_update_step(ota_world, tmp_path, record_property):
     seen, cuts = {"old": 0, "new": 0}, 0
     for k in range(1, total + 1):
         for mid_step in (False, True):
-            if mid_step and (k == total or (not full and k % 2)):
+            if mid_step and (k == total or (not full and k % 3)):
                 continue
             shutil.copy(factory(ota_world), flash)
             cut_update(ota_world, flash, k, mid_step)
@@ -176,7 +184,7 @@ def test_power_cut_at_every_update_step(ota_world, tmp_path, record_property):
             seen[name] += 1
             cuts += 1
     # the first boot of NEW (trial, then confirm): power cut at a few moments
-    for delay in (0.0, 0.05, 0.15, 0.4):
+    for delay in (0.0, 0.05, 0.15, 0.4) if full else (0.05, 0.4):
         shutil.copy(factory(ota_world), flash)
         d = Device(board, firmware, flash)
         ota.update(d.dev, images["new"].read_bytes())
@@ -188,7 +196,8 @@ def test_power_cut_at_every_update_step(ota_world, tmp_path, record_property):
         name, _ = booted(ota_world, flash)
         seen[name] += 1
         cuts += 1
-        assert booted(ota_world, flash)[0] == name          # and it stays
+        if full:
+            assert booted(ota_world, flash)[0] == name      # and it stays
     record_property("qemu_ota_cuts", cuts)
     print(f"qemu_virt_a72 OTA: {cuts} power cuts ({total} update steps): booted old "
           f"{seen['old']}, new {seen['new']}")

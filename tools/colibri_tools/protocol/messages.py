@@ -280,6 +280,7 @@ class SlotState:
     seq: int
     generation: tuple[int, int]
     fingerprint: tuple[int, int]
+    reserved: int
     image_version: tuple[int, int]
     slot_size: int
 
@@ -293,14 +294,14 @@ class SlotState:
 
     def pack(self) -> bytes:
         return self.FIXED.pack(self.status, self.running, self.signed_only, *self.state, self.seq,
-                               *self.generation, *self.fingerprint, 0, *self.image_version,
-                               self.slot_size)
+                               *self.generation, *self.fingerprint, self.reserved,
+                               *self.image_version, self.slot_size)
 
     @classmethod
     def unpack(cls, payload: bytes) -> SlotState:
         _check_length("SLOT_STATE", payload, cls.FIXED.size, cls.FIXED.size)
         v = cls.FIXED.unpack(payload)
-        return cls(v[0], v[1], v[2], (v[3], v[4]), v[5], (v[6], v[7]), (v[8], v[9]),
+        return cls(v[0], v[1], v[2], (v[3], v[4]), v[5], (v[6], v[7]), (v[8], v[9]), v[10],
                    (v[11], v[12]), v[13])
 
 
