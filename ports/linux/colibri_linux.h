@@ -211,6 +211,10 @@ typedef struct colibri_linux_store {
     uint8_t key[32];
 } colibri_linux_store;
 
+/* An Ed25519 public key written as 64 hex digits (colibri-sign hex): 0, or -1
+ * for anything else. */
+int colibri_linux_parse_key(const char *text, uint8_t key[32]);
+
 /* The store layout for a store of store_size bytes (above). */
 void colibri_linux_store_layout(colibri_slots *slots, uint64_t store_size, uint32_t sector);
 

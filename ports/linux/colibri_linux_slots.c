@@ -79,6 +79,22 @@ static colibri_status store_erase(void *ctx, uint64_t offset, uint64_t size)
     return COLIBRI_OK;
 }
 
+int colibri_linux_parse_key(const char *text, uint8_t key[32])
+{
+    static const char digits[] = "0123456789abcdef";
+    if (text == NULL || strlen(text) != 64) {
+        return -1;
+    }
+    for (int i = 0; i < 64; i++) {
+        const char *at = strchr(digits, text[i] | 0x20);
+        if (at == NULL) {
+            return -1;
+        }
+        key[i / 2] = (uint8_t)(key[i / 2] << 4 | (unsigned)(at - digits));
+    }
+    return 0;
+}
+
 void colibri_linux_store_layout(colibri_slots *slots, uint64_t store_size, uint32_t sector)
 {
     uint64_t slot = store_size > 2ull * sector ? (store_size - 2ull * sector) / 2 : 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "colibri.h"
+#include "colibri_linux.h"
 #include "colibri_run_options.h"
 
 const char colibri_run_usage_text[] =
@@ -210,19 +211,11 @@ static int parse_ids(const char *text, run_options *o)
 /* 64 hex digits: an Ed25519 public key. */
 static int parse_key(const char *text, uint8_t key[32])
 {
-    static const char digits[] = "0123456789abcdef";
-    if (strlen(text) != 64) {
-        colibri_run_usage_error("--trusted-key needs 64 hex digits (32 bytes), got %zu characters",
-                                strlen(text));
+    if (colibri_linux_parse_key(text, key) != 0) {
+        colibri_run_usage_error("--trusted-key needs 64 hex digits (32 bytes, colibri-sign hex "
+                                "KEY.pub), got '%s'",
+                                text);
         return -1;
-    }
-    for (int i = 0; i < 64; i++) {
-        const char *at = strchr(digits, text[i] | 0x20);
-        if (at == NULL || text[i] == '\0') {
-            colibri_run_usage_error("--trusted-key: '%c' is not a hex digit", text[i]);
-            return -1;
-        }
-        key[i / 2] = (uint8_t)(key[i / 2] << 4 | (unsigned)(at - digits));
     }
     return 0;
 }

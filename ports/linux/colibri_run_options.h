@@ -24,7 +24,7 @@ typedef struct run_options {
     uint32_t batch;          /* 0: COLIBRI_RUN_DEFAULT_BATCH */
     int have_ids, have_gen, have_context, have_fingerprint;
     int mlock, preload, no_prefetch, stats, verify;
-    int slots, no_confirm;   /* --slots: MODEL is an A/B slot store (docs/ota.md) */
+    int slots, no_confirm; /* --slots: MODEL is an A/B slot store (docs/ota.md) */
     int have_key;
     uint8_t trusted_key[32]; /* --trusted-key HEX */
 } run_options;

@@ -46,21 +46,6 @@ static int fail(const char *path, const char *what, colibri_status st)
     return 1;
 }
 
-static int parse_hex_key(const char *text, uint8_t key[32])
-{
-    if (strlen(text) != 64) {
-        return -1;
-    }
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        if (sscanf(text + 2 * i, "%2x", &v) != 1) {
-            return -1;
-        }
-        key[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
 static int cmd_init(const char *path, const char *size_text)
 {
     char *end = NULL;
@@ -202,7 +187,7 @@ int main(int argc, char **argv)
     const char *slot_size = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--trusted-key") == 0 && i + 1 < argc) {
-            if (parse_hex_key(argv[++i], key) != 0) {
+            if (colibri_linux_parse_key(argv[++i], key) != 0) {
                 fprintf(stderr, SLOT_PROG ": error: --trusted-key needs 64 hex digits\n");
                 return 2;
             }
