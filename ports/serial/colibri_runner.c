@@ -58,8 +58,7 @@ colibri_status colibri_runner_init(colibri_runner *runner, const colibri_serial_
     runner->logits_count = cfg->logits_count;
     copy_name(runner->board_name, cfg->board_name);
     copy_name(runner->tick_unit, cfg->tick_unit);
-    runner->slots = cfg->slots;
-    runner->running_slot = cfg->running_slot;
+
     runner->init_status = setup_model(runner, cfg);
     return runner->init_status;
 }

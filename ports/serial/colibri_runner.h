@@ -69,10 +69,6 @@ typedef struct colibri_runner_config {
     uint32_t logits_count;         /* floats at logits, >= vocab_size */
     const char *board_name;        /* (optional) shown in INFO; first 127 bytes */
     const char *tick_unit;         /* (optional) what a tick is, e.g. "cycles (DWT)" */
-    /* (optional) A/B weight slots (docs/ota.md): the SLOT_* requests update
-     * the slot that is not running_slot (0 A, 1 B, -1 none). */
-    const colibri_slots *slots;
-    int running_slot;
 } colibri_runner_config;
 
 /* Job handed to the interrupt hook (internal; public only for its size). */
@@ -112,7 +108,11 @@ typedef struct colibri_runner {
     uint32_t frames_ok; /* counters, shown by the `info` line command */
     uint32_t frames_bad;
     char line[COLIBRI_PROTO_MAX_LINE + 1];
-    const colibri_slots *slots; /* NULL: no SLOT_* requests */
+    /* A/B weight slots (colibri_runner_enable_slots); NULL: SLOT_* requests
+     * answer NO_SLOTS and no slot code is linked in. */
+    int (*slot_requests)(struct colibri_runner *r, uint8_t type, const uint8_t *in, uint16_t n,
+                         uint8_t *out, uint16_t *out_length);
+    const colibri_slots *slots;
     int running_slot;
     colibri_slot_update update;
     colibri_runner_buffer rx; /* the request being served */
@@ -138,6 +138,15 @@ colibri_status colibri_runner_init(colibri_runner *runner, const colibri_serial_
  * handled, 0 if none arrived.
  */
 int colibri_runner_poll(colibri_runner *runner, uint32_t timeout_ms);
+
+/*
+ * Serve the SLOT_* requests (docs/serial-protocol.md 4.7) on these A/B
+ * weight slots: an update goes into the slot that is not running_slot (0 A,
+ * 1 B, -1 none). Call after colibri_runner_init. Only a program that calls
+ * this links the slot and signature code.
+ */
+void colibri_runner_enable_slots(colibri_runner *runner, const colibri_slots *slots,
+                                 int running_slot);
 
 /*
  * The first run of a new image (docs/ota.md): one forward pass of token 0

@@ -236,8 +236,9 @@ static void serve_verify(colibri_runner *r, const request *q)
 static void serve_slot(colibri_runner *r, const request *q)
 {
     uint16_t length = 0;
-    int code =
-        colibri_runner_slot_request(r, q->type, q->payload, q->length, reply_payload(r), &length);
+    int code = r->slot_requests == NULL
+                   ? COLIBRI_PROTO_E_NO_SLOTS
+                   : r->slot_requests(r, q->type, q->payload, q->length, reply_payload(r), &length);
     if (code == COLIBRI_PROTO_E_NO_SLOTS) {
         reply_error(r, q, COLIBRI_PROTO_E_NO_SLOTS, "this device has no A/B weight slots");
     } else if (code != 0) {

@@ -72,11 +72,6 @@ void colibri_runner_send_error(colibri_runner *r, uint8_t seq, uint8_t type,
 /* Serve the good frame in r->rx. */
 void colibri_runner_serve_frame(colibri_runner *r);
 
-/* A SLOT_* request (colibri_runner_slots.c): 0 with the reply payload in
- * out[0 .. *out_length), or the colibri_proto_error to answer. */
-int colibri_runner_slot_request(colibri_runner *r, uint8_t type, const uint8_t *in, uint16_t n,
-                                uint8_t *out, uint16_t *out_length);
-
 /* Serve one text command (NUL-terminated, without its end of line). */
 void colibri_runner_serve_line(colibri_runner *r, const char *line);
 

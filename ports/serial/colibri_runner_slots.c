@@ -32,13 +32,10 @@ static uint16_t slot_status(colibri_runner *r, uint8_t *out)
     return SLOT_STATE_BYTES;
 }
 
-int colibri_runner_slot_request(colibri_runner *r, uint8_t type, const uint8_t *in, uint16_t n,
-                                uint8_t *out, uint16_t *out_length)
+static int slot_request(colibri_runner *r, uint8_t type, const uint8_t *in, uint16_t n,
+                        uint8_t *out, uint16_t *out_length)
 {
     colibri_status status;
-    if (r->slots == NULL) {
-        return COLIBRI_PROTO_E_NO_SLOTS;
-    }
     switch (type) {
     case COLIBRI_MSG_SLOT_STATUS:
         if (n != 0) {
@@ -76,4 +73,11 @@ int colibri_runner_slot_request(colibri_runner *r, uint8_t type, const uint8_t *
         return 0;
     default: return COLIBRI_PROTO_E_UNKNOWN_TYPE;
     }
+}
+
+void colibri_runner_enable_slots(colibri_runner *r, const colibri_slots *slots, int running_slot)
+{
+    r->slots = slots;
+    r->running_slot = running_slot;
+    r->slot_requests = slots != NULL ? slot_request : NULL;
 }

@@ -111,7 +111,8 @@ static colibri_status check(colibri_signature *sig, const uint8_t *img, size_t a
         return status;
     }
     uint64_t end = meta_end(img, image_size);
-    uint32_t meta_blocks = (uint32_t)((end + sig->hash_block_size - 1) / sig->hash_block_size);
+    uint32_t log2 = colibri_rd_u32(b + SIG_BLOCK_LOG2);
+    uint32_t meta_blocks = (uint32_t)((end + sig->hash_block_size - 1) >> log2);
     return colibri_signature_verify_blocks(sig, 0, meta_blocks, NULL);
 }
 

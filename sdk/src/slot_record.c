@@ -59,7 +59,8 @@ colibri_status colibri_slot_record_decode(colibri_slot_record *record, const uin
     for (int i = 0; i < 8; i++) {
         reserved |= in[REC_RESERVED + i];
     }
-    if (memcmp(in + REC_MAGIC, RECORD_MAGIC, 8) != 0 || colibri_rd_u16(in + REC_VERSION) != 1 ||
+    if (!colibri_bytes_equal(in + REC_MAGIC, (const uint8_t *)RECORD_MAGIC, 8) ||
+        colibri_rd_u16(in + REC_VERSION) != 1 ||
         colibri_rd_u16(in + REC_SIZE) != COLIBRI_SLOT_RECORD_BYTES || reserved != 0 ||
         in[REC_STATE] > COLIBRI_SLOT_BAD || in[REC_STATE + 1] > COLIBRI_SLOT_BAD ||
         colibri_rd_u32(in + REC_SEQ) == 0 ||
@@ -85,13 +86,13 @@ colibri_status colibri_slots_check(const colibri_slots *s)
 {
     if (s == NULL || s->base == NULL || s->erase == NULL || s->program == NULL ||
         s->sector_size < COLIBRI_SLOT_RECORD_BYTES || (s->sector_size & (s->sector_size - 1)) ||
-        s->slot_size == 0 || s->slot_size % s->sector_size != 0) {
+        s->slot_size == 0 || (s->slot_size & (s->sector_size - 1)) != 0) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
     uint64_t starts[4] = {s->record[0], s->record[1], s->slot[0], s->slot[1]};
     uint64_t sizes[4] = {s->sector_size, s->sector_size, s->slot_size, s->slot_size};
     for (int i = 0; i < 4; i++) {
-        if (starts[i] % s->sector_size != 0 || starts[i] > UINT64_MAX - sizes[i]) {
+        if ((starts[i] & (s->sector_size - 1)) != 0 || starts[i] > UINT64_MAX - sizes[i]) {
             return COLIBRI_E_BAD_ARGUMENT;
         }
         for (int j = 0; j < i; j++) {
@@ -135,7 +136,7 @@ colibri_status colibri_slot_record_write(const colibri_slots *s, colibri_slot_re
     uint64_t at = s->record[target];
     if (s->erase(s->ctx, at, s->sector_size) != COLIBRI_OK ||
         s->program(s->ctx, at, bytes, sizeof bytes) != COLIBRI_OK ||
-        memcmp(s->base + at, bytes, sizeof bytes) != 0) {
+        !colibri_bytes_equal(s->base + at, bytes, sizeof bytes)) {
         return COLIBRI_E_FLASH;
     }
     return COLIBRI_OK;

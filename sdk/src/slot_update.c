@@ -34,7 +34,7 @@ colibri_status colibri_slot_update_begin(colibri_slot_update *u, const colibri_s
     if (colibri_slot_record_write(s, &r) != COLIBRI_OK) {
         return COLIBRI_E_FLASH;
     }
-    uint64_t span = (size + s->sector_size - 1) / s->sector_size * s->sector_size;
+    uint64_t span = (size + s->sector_size - 1) & ~(uint64_t)(s->sector_size - 1);
     if (s->erase(s->ctx, s->slot[u->target], span) != COLIBRI_OK) {
         return COLIBRI_E_FLASH;
     }
@@ -54,7 +54,7 @@ colibri_status colibri_slot_update_write(colibri_slot_update *u, uint64_t offset
     const colibri_slots *s = u->slots;
     uint64_t at = s->slot[u->target] + offset;
     if (size > 0 && (s->program(s->ctx, at, data, size) != COLIBRI_OK ||
-                     memcmp(s->base + at, data, size) != 0)) {
+                     !colibri_bytes_equal(s->base + at, (const uint8_t *)data, size))) {
         u->active = 0;
         return COLIBRI_E_FLASH;
     }

@@ -80,7 +80,7 @@ def test_length_65535(client):
     assert_still_serving(client)
 
 
-@pytest.mark.parametrize("type_", [0x00, 0x07, 0x42, Msg.INFO, Msg.RESULT, Msg.ERROR])
+@pytest.mark.parametrize("type_", [0x00, 0x0B, 0x42, Msg.INFO, Msg.RESULT, Msg.ERROR])
 def test_unknown_type(client, type_):
     client.send_raw(encode_frame(type_, 9, b"abc"))
     assert expect_error(client, ErrorCode.UNKNOWN_TYPE, 9).request_type == type_

@@ -64,8 +64,8 @@ static void boot_runner(const colibri_slots *slots, colibri_runner_config *cfg,
         colibri_status status = colibri_slot_boot_select(slots, &boot);
         cfg->image = status == COLIBRI_OK ? boot.image : slots->base;
         cfg->image_size = status == COLIBRI_OK ? (size_t)boot.size : 0;
-        cfg->running_slot = status == COLIBRI_OK ? (int)boot.slot : -1;
         (void)colibri_runner_init(&runner, io, cfg); /* serves even without a model */
+        colibri_runner_enable_slots(&runner, slots, status == COLIBRI_OK ? (int)boot.slot : -1);
         if (status != COLIBRI_OK) {
             say("ota: no slot holds a bootable image; waiting for an update\r\n");
             return;
@@ -101,8 +101,6 @@ int main(void)
         .logits_count = COLIBRI_MODEL_VOCAB_SIZE,
         .board_name = COLIBRI_BOARD_NAME,
         .tick_unit = COLIBRI_BOARD_TICKS_UNIT,
-        .slots = slots,
-        .running_slot = -1,
     };
     if (slots == NULL) {
         say("ota: this board has no A/B weight slots (board file [slots]) or no flash driver\r\n");
