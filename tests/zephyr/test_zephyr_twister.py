@@ -26,6 +26,7 @@ from zephyr_helpers import (
     NATIVE_SIM,
     REPO,
     board_env,
+    die_with_pytest,
     memory_report,
     missing_for_board,
 )
@@ -47,7 +48,8 @@ def _twister(zephyr, model_dir, name: str, platforms: list[str]):
             "--clobber-output", "--disable-warnings-as-errors", "-j", "2", "--inline-logs"]
     env = board_env(platforms[0])
     env["COLIBRI_MODEL_DIR"] = str(model_dir)
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200,
+                          preexec_fn=die_with_pytest)
     log = done.stdout + done.stderr
     assert done.returncode == 0, f"twister failed:\n{log[-8000:]}"
     return json.loads((outdir / "twister.json").read_text()), log, outdir

@@ -9,6 +9,7 @@ whole process group, by id) when it is no longer needed.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -32,6 +33,16 @@ AN547 = "mps3/corstone300/an547"
 AN385 = "mps2/an385"
 H747 = "stm32h747i_disco/stm32h747xx/m7"
 H750 = "stm32h750b_dk"
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_pytest() -> None:
+    """preexec_fn of a long child (west twister): the kernel kills it when
+    this pytest process ends, however it ends (kill -9 included), so a
+    stopped run leaves no twister building on behind it."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
 
 # QEMU machine and CPU of the emulated boards (their board.cmake says the same).
 QEMU_MACHINES = {AN547: ("mps3-an547", "cortex-m55"), AN385: ("mps2-an385", "cortex-m3")}
