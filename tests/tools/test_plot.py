@@ -67,6 +67,7 @@ def test_roofline_bars_and_bounds():
     assert [r["bound"] for r in rows] == [80.0, 80.0, 145.0]
     ax = plot.roofline_figure(REPORT).axes[0]
     assert [b.get_height() for b in ax.patches] == [79.0, 70.0, 150.0]
+    assert [seg[0][1] for seg in ax.collections[0].get_segments()] == [80.0, 80.0, 145.0]
     assert [t.get_text() for t in ax.texts] == ["99%", "88%", "103%"]
 
 

@@ -187,14 +187,15 @@ def roofline_figure(report: dict, title: str = ""):
     fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(rows) + 2), 4.0))
     x = np.arange(len(rows))
     ax.bar(x, [r["decode"] for r in rows], color="steelblue", label="decode tok/s (measured)")
-    ax.scatter(x, [r["bound"] for r in rows], marker="_", s=2000, color="red", zorder=3,
-               label="bandwidth bound (read GB/s / bytes per token)")
+    ax.hlines([r["bound"] for r in rows], x - 0.4, x + 0.4, colors="red", linewidth=2.5,
+              zorder=3, label="bandwidth bound (read GB/s / bytes per token)")
     for i, r in enumerate(rows):
         ax.text(i, r["decode"], f"{100 * r['decode'] / r['bound']:.0f}%", ha="center",
                 va="bottom")
     ax.set_xticks(x, [r["label"] for r in rows])
     ax.set_ylabel("tokens per second")
-    ax.legend(loc="lower right")
+    ax.set_ylim(0, 1.35 * max(max(r["decode"], r["bound"]) for r in rows))
+    ax.legend(loc="upper left", fontsize=8)
     ax.set_title(title or f"decode vs the memory roofline "
                           f"({report['bytes_per_decoded_token'] / 1e6:.1f} MB per token)")
     fig.tight_layout()
