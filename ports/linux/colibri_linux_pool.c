@@ -1,35 +1,49 @@
 /*
  * colibri_linux_pool.c - the Linux port's parallel_for: a pool of worker
- * threads started once and kept. A batch of tasks is published under a
- * generation number; the workers and the calling thread take task numbers
- * from one atomic counter until none is left, and the caller returns when
- * every worker has finished the batch. Workers spin briefly between batches
- * (a decoded token issues about a hundred, microseconds apart), then sleep
- * on a condition variable. Which thread runs a task never changes a result:
- * the core gives each task its own output rows.
+ * threads started once and kept. A batch of tasks is published as one
+ * atomic word (batch number, task count, next task); the workers and the calling thread
+ * claim task numbers from it until none is left, and the caller returns when
+ * every task has finished. The caller never waits for a worker that took no
+ * task: on a machine with more runnable threads than CPUs a worker may not
+ * get a CPU for milliseconds, and waiting for it at each of the hundred
+ * batches of a decoded token made two threads 15x slower than one. Idle
+ * workers spin briefly between batches, then sleep on a condition variable.
+ * Which thread runs a task never changes a result: the core gives each task
+ * its own output rows.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "colibri_linux.h"
 
-/* Polls (each with a pause) of the generation before a worker (or the
- * caller) sleeps: a few milliseconds at most, longer than the serial work
- * between two products of a decoded token, so a busy pool never sleeps. */
+/* Polls (each with a pause) before an idle worker sleeps: a few
+ * milliseconds at most, longer than the serial work between two products of
+ * a decoded token, so a busy pool's workers never sleep. */
 #define SPIN_POLLS 50000u
+/* Polls before the caller, waiting for the last tasks, yields its CPU
+ * between polls (the thread running them may be waiting for one). */
+#define FINISH_POLLS 2000u
+
+/* The published word: batch number in the high half, then the batch's task
+ * count and the next task to claim, 16 bits each. The count is in the word so
+ * that a batch that is used up stays used up: a thread that still holds the
+ * word of a finished batch can never claim a task of it, whatever the pool's
+ * fields say by then. A parallel_for of more tasks runs as several batches. */
+#define BATCH_SHIFT 32u
+#define COUNT_SHIFT 16u
+#define MAX_BATCH_TASKS 0xFFFFu
 
 struct colibri_linux_pool {
     pthread_mutex_t lock;
-    pthread_cond_t wake; /* a new generation (or stop) for the workers */
-    pthread_cond_t done; /* the last worker finished the generation */
-    atomic_uint_fast64_t generation;
-    atomic_uint next_task;
-    atomic_uint busy; /* workers not yet done with the generation */
-    colibri_task_fn fn;
-    void *arg;
-    uint32_t n_tasks;
+    pthread_cond_t wake;       /* a new batch (or stop) for the workers */
+    atomic_uint_fast64_t work; /* batch << 32 | count << 16 | next task */
+    atomic_uint finished;      /* tasks of the current batch done */
+    colibri_task_fn fn;        /* the current batch's: written only while */
+    void *arg;                 /* no task can be claimed or is running */
+    uint32_t base;             /* task number of the batch's task 0 */
     int stop;
     uint32_t n_workers;
     pthread_t workers[COLIBRI_LINUX_MAX_THREADS];
@@ -46,33 +60,53 @@ static void spin_pause(void)
 #endif
 }
 
-static void run_tasks(colibri_linux_pool *p)
+static uint32_t word_batch(uint64_t word)
 {
-    for (;;) {
-        uint32_t task = atomic_fetch_add_explicit(&p->next_task, 1u, memory_order_relaxed);
-        if (task >= p->n_tasks) {
-            return;
+    return (uint32_t)(word >> BATCH_SHIFT);
+}
+
+static uint32_t word_count(uint64_t word)
+{
+    return (uint32_t)(word >> COUNT_SHIFT) & MAX_BATCH_TASKS;
+}
+
+static uint32_t word_next(uint64_t word)
+{
+    return (uint32_t)word & MAX_BATCH_TASKS;
+}
+
+/* Claim and run tasks of `batch` until none is left. A claim succeeds only
+ * while the word still names that batch with a task left, and fn, arg and
+ * base are read after it: they stay the batch's until its last task ends. */
+static void run_tasks(colibri_linux_pool *p, uint32_t batch)
+{
+    uint64_t word = atomic_load_explicit(&p->work, memory_order_acquire);
+    while (word_batch(word) == batch && word_next(word) < word_count(word)) {
+        if (atomic_compare_exchange_weak_explicit(&p->work, &word, word + 1u, memory_order_acquire,
+                                                  memory_order_acquire)) {
+            p->fn(p->arg, p->base + word_next(word));
+            atomic_fetch_add_explicit(&p->finished, 1u, memory_order_release);
+            word = atomic_load_explicit(&p->work, memory_order_acquire);
         }
-        p->fn(p->arg, task);
     }
 }
 
-/* The next generation after `seen`, or 0 when the pool stops. */
-static uint64_t await_generation(colibri_linux_pool *p, uint64_t seen)
+/* The batch after `seen`, or 0 when the pool stops. */
+static uint32_t await_batch(colibri_linux_pool *p, uint32_t seen)
 {
-    uint64_t now;
+    uint32_t now;
     for (uint32_t i = 0; i < SPIN_POLLS; i++) {
-        now = atomic_load_explicit(&p->generation, memory_order_acquire);
+        now = word_batch(atomic_load_explicit(&p->work, memory_order_acquire));
         if (now != seen) {
             return now;
         }
         spin_pause();
     }
     pthread_mutex_lock(&p->lock);
-    while (!p->stop && atomic_load_explicit(&p->generation, memory_order_acquire) == seen) {
+    while (!p->stop && word_batch(atomic_load_explicit(&p->work, memory_order_acquire)) == seen) {
         pthread_cond_wait(&p->wake, &p->lock);
     }
-    now = p->stop ? 0u : atomic_load_explicit(&p->generation, memory_order_acquire);
+    now = p->stop ? 0u : word_batch(atomic_load_explicit(&p->work, memory_order_acquire));
     pthread_mutex_unlock(&p->lock);
     return now;
 }
@@ -80,31 +114,44 @@ static uint64_t await_generation(colibri_linux_pool *p, uint64_t seen)
 static void *worker_main(void *arg)
 {
     colibri_linux_pool *p = arg;
-    uint64_t seen = 0;
-    while ((seen = await_generation(p, seen)) != 0u) {
-        run_tasks(p);
-        if (atomic_fetch_sub_explicit(&p->busy, 1u, memory_order_acq_rel) == 1u) {
-            pthread_mutex_lock(&p->lock);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->lock);
-        }
+    uint32_t seen = 0;
+    while ((seen = await_batch(p, seen)) != 0u) {
+        run_tasks(p, seen);
     }
     return NULL;
 }
 
-static void await_workers(colibri_linux_pool *p)
+/* Until all `count` tasks of the batch have finished (the caller ran out of
+ * tasks to claim, so the rest are running on workers). */
+static void await_tasks(colibri_linux_pool *p, uint32_t count)
 {
-    for (uint32_t i = 0; i < SPIN_POLLS; i++) {
-        if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0u) {
-            return;
+    for (uint32_t i = 0; atomic_load_explicit(&p->finished, memory_order_acquire) < count; i++) {
+        if (i < FINISH_POLLS) {
+            spin_pause();
+        } else {
+            sched_yield();
         }
-        spin_pause();
     }
+}
+
+/* Tasks base .. base + count - 1 (count <= MAX_BATCH_TASKS) as one batch. */
+static void run_batch(colibri_linux_pool *p, colibri_task_fn fn, void *arg, uint32_t base,
+                      uint32_t count)
+{
+    /* Every task of the previous batch has finished: nobody reads these. */
+    uint32_t batch = word_batch(atomic_load_explicit(&p->work, memory_order_relaxed)) + 1u;
+    batch = batch == 0u ? 1u : batch; /* 0 means "stop" to a worker */
+    p->fn = fn;
+    p->arg = arg;
+    p->base = base;
+    atomic_store_explicit(&p->finished, 0u, memory_order_relaxed);
     pthread_mutex_lock(&p->lock);
-    while (atomic_load_explicit(&p->busy, memory_order_acquire) != 0u) {
-        pthread_cond_wait(&p->done, &p->lock);
-    }
+    atomic_store_explicit(&p->work, (uint64_t)batch << BATCH_SHIFT | (uint64_t)count << COUNT_SHIFT,
+                          memory_order_release);
+    pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
+    run_tasks(p, batch);
+    await_tasks(p, count);
 }
 
 void colibri_linux_parallel_for(void *ctx, uint32_t n_tasks, colibri_task_fn fn, void *arg)
@@ -116,17 +163,10 @@ void colibri_linux_parallel_for(void *ctx, uint32_t n_tasks, colibri_task_fn fn,
         }
         return;
     }
-    p->fn = fn;
-    p->arg = arg;
-    p->n_tasks = n_tasks;
-    atomic_store_explicit(&p->next_task, 0u, memory_order_relaxed);
-    atomic_store_explicit(&p->busy, p->n_workers, memory_order_relaxed);
-    pthread_mutex_lock(&p->lock);
-    atomic_fetch_add_explicit(&p->generation, 1u, memory_order_release);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->lock);
-    run_tasks(p);
-    await_workers(p);
+    for (uint32_t base = 0, count; base < n_tasks; base += count) {
+        count = n_tasks - base < MAX_BATCH_TASKS ? n_tasks - base : MAX_BATCH_TASKS;
+        run_batch(p, fn, arg, base, count);
+    }
 }
 
 static void pool_join(colibri_linux_pool *p, uint32_t started)
@@ -142,7 +182,6 @@ static void pool_join(colibri_linux_pool *p, uint32_t started)
 
 static void pool_free(colibri_linux_pool *p)
 {
-    pthread_cond_destroy(&p->done);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -157,10 +196,8 @@ colibri_linux_pool *colibri_linux_pool_start(uint32_t n_threads)
     }
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done, NULL);
-    atomic_init(&p->generation, 0u); /* the first batch is generation 1 */
-    atomic_init(&p->next_task, 0u);
-    atomic_init(&p->busy, 0u);
+    atomic_init(&p->work, 0u); /* batch 0: none yet (the first is 1) */
+    atomic_init(&p->finished, 0u);
     for (; p->n_workers + 1u < n_threads; p->n_workers++) {
         if (pthread_create(&p->workers[p->n_workers], NULL, worker_main, p) != 0) {
             pool_join(p, p->n_workers);

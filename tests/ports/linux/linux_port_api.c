@@ -197,6 +197,30 @@ static void count_task(void *arg, uint32_t task)
     atomic_fetch_add(&runs[task], 1);
 }
 
+/* Many small batches back to back, each with its own counters: a thread
+ * that runs a task of one batch with another batch's function or argument
+ * (a late worker at a batch boundary) leaves a count off by one. */
+enum { SMALL_BATCHES = 20000, SMALL_TASKS = 3 };
+
+static void test_pool_batch_boundaries(void)
+{
+    static atomic_int runs[SMALL_BATCHES][SMALL_TASKS];
+    colibri_linux_port_ctx ctx = {NULL, colibri_linux_pool_start(3)};
+    colibri_port port;
+    int all = 1;
+    colibri_linux_port_init(&port, &ctx);
+    for (uint32_t b = 0; b < SMALL_BATCHES; b++) {
+        port.parallel_for(port.ctx, 2u + b % 2u, count_task, runs[b]);
+    }
+    for (uint32_t b = 0; b < SMALL_BATCHES; b++) {
+        for (uint32_t t = 0; t < SMALL_TASKS; t++) {
+            all = all && atomic_load(&runs[b][t]) == (t < 2u + b % 2u);
+        }
+    }
+    CHECK(all);
+    colibri_linux_pool_stop(ctx.pool);
+}
+
 static void test_pool(void)
 {
     static atomic_int runs[POOL_TASKS];
@@ -263,6 +287,7 @@ int main(int argc, char **argv)
     test_writer_lock_refuses(argv[1]);
     test_alloc_aligned();
     test_pool();
+    test_pool_batch_boundaries();
     printf("ok %d\n", g_checks);
     return 0;
 }

@@ -1,6 +1,6 @@
 """The port library on its own: build linux_port_api.c against
 ports/linux/colibri_linux*.c (and the core, whose kernel table the port hands
-out) with the Makefile's warning flags (plain and with ASan/UBSan) and run it
+out) with the Makefile's warning flags (plain, with ASan/UBSan and with TSan) and run it
 on the tiny image."""
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ WARN = ("-std=c11 -Wall -Wextra -Wpedantic -Werror -Wshadow -Wstrict-prototypes 
 FLAVOURS = {
     "plain": "-O2 -g",
     "asan": "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all",
+    # the pool's batch protocol (atomics, condition variable) under ThreadSanitizer
+    "tsan": "-O1 -g -fsanitize=thread",
 }
 
 
