@@ -101,3 +101,26 @@ def test_fault_lines_are_decoded():
               "  ESR_EL1 0x0000000096000010 ELR_EL1 0x0000000040001000 FAR_EL1 0x0")
     assert explain_exit(a72, 3, report).startswith("synchronous exception from EL1 thread")
     assert explain_exit(a72, 3, "isr_forward: logits differ") is None
+
+
+def test_elf_reader_survives_damaged_files(an547_elf):
+    """One parser for every ELF the tools read (colibri_tools/elf.py): flipped
+    bytes, truncations and absurd offsets give an ElfError or a result, never
+    struct.error, IndexError or a hang."""
+    import random
+
+    from colibri_tools.elf import ElfError, parse_elf
+
+    data = an547_elf.read_bytes()
+    rng = random.Random(12)
+    header_fields = list(range(16, 64))
+    for trial in range(400):
+        bad = bytearray(data[:rng.choice([len(data), 64, 200, len(data) // 2])])
+        for _ in range(rng.randrange(1, 6)):
+            at = rng.choice(header_fields) if trial % 2 else rng.randrange(len(bad))
+            if at < len(bad):
+                bad[at] = rng.randrange(256)
+        try:
+            parse_elf(bytes(bad), "fuzzed.elf")
+        except ElfError as exc:
+            assert "fuzzed.elf" in str(exc)

@@ -19,11 +19,10 @@ never reached the console.
 from __future__ import annotations
 
 import re
-import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 from .boards import Board, Region
+from .elf import ElfError, ElfInfo, read_elf
 from .errors import ColibriError
 from .hex_records import span
 
@@ -31,152 +30,16 @@ EM_NAMES = {3: "x86 (i386)", 40: "ARM (32-bit)", 62: "x86-64", 183: "AArch64", 2
 ARCH_MACHINE = {"aarch64": (183, 64), "armv7e-m": (40, 32), "armv8.1-m": (40, 32)}
 CM_EXIT_FAULT = 250        # ports/baremetal/cortex_m/cortex_m.h
 AARCH64_EXIT_FAULT = 3     # ports/baremetal/aarch64/exceptions.c
-PT_LOAD = 1
 
 
 class BoardMismatch(ColibriError):
     """A firmware or binary built for another board, CPU or machine."""
 
 
-@dataclass(frozen=True)
-class Segment:
-    vaddr: int
-    paddr: int
-    filesz: int
-    memsz: int
-
-
-@dataclass(frozen=True)
-class ElfInfo:
-    machine: int
-    bits: int
-    entry: int
-    segments: tuple[Segment, ...]
-    cpu_name: str | None        # ARM build attributes, Tag_CPU_name
-    cpu_arch: int | None        # ARM build attributes, Tag_CPU_arch
-    symbols: tuple[tuple[int, int, str], ...]   # (address, size, name) of functions
-
-
-def _sections(data: bytes, wide: bool) -> list[tuple[int, int, int, int, int]]:
-    """(name offset, type, offset, size, link) of every section header."""
-    if wide:
-        shoff, = struct.unpack_from("<Q", data, 40)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 58)
-        fmt, fields = "<IIQQQQII", (0, 1, 4, 5, 6)
-    else:
-        shoff, = struct.unpack_from("<I", data, 32)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 46)
-        fmt, fields = "<IIIIIIII", (0, 1, 4, 5, 6)
-    out = []
-    for i in range(shnum):
-        at = shoff + i * shentsize
-        if at + struct.calcsize(fmt) > len(data):
-            break
-        row = struct.unpack_from(fmt, data, at)
-        out.append(tuple(row[k] for k in fields))
-    return out
-
-
-def _uleb(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while pos < len(data):
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            break
-    return value, pos
-
-
 # Tag_CPU_arch values (ARM IHI 0045, "Addenda to the ABI for the Arm Architecture").
 CPU_ARCH = {"armv7e-m": 13, "armv8.1-m": 21}
 CPU_ARCH_NAMES = {10: "Armv7-A", 11: "Armv6-M", 12: "Armv6S-M", 13: "Armv7E-M", 14: "Armv8-A",
                   16: "Armv8-M baseline", 17: "Armv8-M mainline", 21: "Armv8.1-M mainline"}
-
-
-def _attributes(attrs: bytes) -> tuple[str | None, int | None]:
-    """(Tag_CPU_name, Tag_CPU_arch) of the "aeabi" file attributes of an
-    .ARM.attributes section."""
-    name = arch = None
-    if not attrs or attrs[0] != ord("A"):
-        return name, arch
-    vendor_end = attrs.find(b"\0", 5)
-    if attrs[5:vendor_end] != b"aeabi":
-        return name, arch
-    pos = vendor_end + 1
-    if pos < len(attrs) and attrs[pos] == 1:           # Tag_File
-        pos += 5
-        while pos < len(attrs):
-            tag, pos = _uleb(attrs, pos)
-            if tag in (4, 5, 67):                        # NTBS tags; 5 is Tag_CPU_name
-                end = attrs.find(b"\0", pos)
-                if tag == 5:
-                    name = attrs[pos:end].decode("ascii", "replace")
-                pos = end + 1
-            else:
-                value, pos = _uleb(attrs, pos)
-                if tag == 6:
-                    arch = value
-    return name, arch
-
-
-def _symbols(data: bytes, wide: bool, sections) -> tuple[tuple[int, int, str], ...]:
-    out = []
-    for _, kind, offset, size, link in sections:
-        if kind != 2 or link >= len(sections):           # SHT_SYMTAB
-            continue
-        strtab = sections[link]
-        entry = 24 if wide else 16
-        for at in range(offset, offset + size - entry + 1, entry):
-            if wide:
-                name, info, _, _, value, sym_size = struct.unpack_from("<IBBHQQ", data, at)
-            else:
-                name, value, sym_size, info = struct.unpack_from("<IIIB", data, at)
-            if info & 0xF == 2 and value:                 # STT_FUNC
-                start = strtab[2] + name
-                label = data[start:data.find(b"\0", start)].decode("ascii", "replace")
-                out.append((value & ~1, sym_size, label))
-    return tuple(sorted(out))
-
-
-def read_elf(path: str | Path) -> ElfInfo | None:
-    """Machine, class, entry, PT_LOAD segments, ARM CPU name and function
-    symbols of an ELF file; None if the file is not ELF."""
-    data = Path(path).read_bytes()
-    if data[:4] != b"\x7fELF" or len(data) < 52 or data[4] not in (1, 2) or data[5] != 1:
-        return None
-    wide = data[4] == 2
-    if wide and len(data) < 64:
-        raise BoardMismatch("ELF64 header cut short", path=path)
-    machine, = struct.unpack_from("<H", data, 18)
-    if wide:
-        entry, phoff = struct.unpack_from("<QQ", data, 24)
-        phentsize, phnum = struct.unpack_from("<HH", data, 54)
-        fmt = "<IIQQQQQQ"
-    else:
-        entry, phoff = struct.unpack_from("<II", data, 24)
-        phentsize, phnum = struct.unpack_from("<HH", data, 42)
-        fmt = "<IIIIIIII"
-    segments = []
-    for i in range(phnum):
-        at = phoff + i * phentsize
-        if at + struct.calcsize(fmt) > len(data):
-            raise BoardMismatch(f"program header {i} lies past the end of the file", path=path)
-        row = struct.unpack_from(fmt, data, at)
-        if wide:
-            kind, _, _, vaddr, paddr, filesz, memsz, _ = row
-        else:
-            kind, _, vaddr, paddr, filesz, memsz, _, _ = row
-        if kind == PT_LOAD and memsz:
-            segments.append(Segment(vaddr, paddr, filesz, memsz))
-    sections = _sections(data, wide)
-    cpu = arch = None
-    for _, kind, offset, size, _ in sections:
-        if kind == 0x70000003:                            # SHT_ARM_ATTRIBUTES
-            cpu, arch = _attributes(data[offset:offset + size])
-    return ElfInfo(machine, 64 if wide else 32, entry, tuple(segments), cpu, arch,
-                   _symbols(data, wide, sections))
 
 
 def _inside(lo: int, hi: int, regions: list[tuple[str, Region]]) -> bool:
@@ -254,7 +117,10 @@ def check_firmware(board: Board, path: str | Path, what: str | None = None) -> N
     built for another board; see the module docstring."""
     path = Path(path)
     what = what or path.name
-    info = read_elf(path)
+    try:
+        info = read_elf(path)
+    except ElfError as exc:
+        raise BoardMismatch(exc.message, path=path, offset=exc.offset) from None
     if info is None:
         if board.port == "linux":
             raise BoardMismatch(f"{what} is not an ELF executable: board {board.name} runs "
@@ -339,7 +205,10 @@ def explain_exit(board: Board, status: int, console: str = "", stderr: str = "",
                  firmware: str | Path | None = None) -> str | None:
     """A sentence saying what a firmware's fault exit means; None when the
     status is not a fault (0, or the application's own status)."""
-    info = read_elf(firmware) if firmware is not None and Path(firmware).is_file() else None
+    try:
+        info = read_elf(firmware) if firmware is not None and Path(firmware).is_file() else None
+    except ElfError:
+        info = None
     symbols = info.symbols if info else ()
     text = console + "\n" + stderr
     lockup = re.search(r"Lockup: can't escalate (\d+) to HardFault", stderr)

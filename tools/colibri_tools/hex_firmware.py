@@ -5,13 +5,13 @@ the model's piece at the board's weight address, and the layout checks."""
 from __future__ import annotations
 
 import itertools
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
 from .boards import Board, Region
+from .elf import ElfError, is_elf, parse_elf
 from .hex_records import HEX_LIMIT, SEGMENT, START_LINEAR, START_SEGMENT, WINDOW, HexImageError, span
 from .image_reader import read_image
 
@@ -89,51 +89,22 @@ def load_firmware(path: str | Path) -> Firmware:
         head = path.read_bytes()
     except OSError as exc:
         raise HexImageError(f"cannot read firmware: {exc.strerror}", path=path) from None
-    if head[:4] == b"\x7fELF":
+    if is_elf(head):
         return _elf_firmware(path, head)
     if head.lstrip()[:1] == b":":
         return _hex_firmware(path)
     raise HexImageError("firmware is neither an ELF file nor Intel HEX", path=path)
 
 
-ELF64_HEADER = 64  # bytes of an ELF64 file header
-ELF32_PHDR, ELF64_PHDR = 32, 56  # bytes of a program header entry
-
-
 def _elf_firmware(path: Path, data: bytes) -> Firmware:
-    if len(data) < 52 or data[4] not in (1, 2) or data[5] != 1:
-        raise HexImageError("only little-endian ELF32/ELF64 firmware is supported", path=path)
-    wide = data[4] == 2
-    if wide and len(data) < ELF64_HEADER:
-        raise HexImageError(f"ELF64 header cut short ({len(data)} of {ELF64_HEADER} bytes)",
-                            path=path)
-    if wide:
-        entry, phoff = struct.unpack_from("<QQ", data, 24)
-        phentsize, phnum = struct.unpack_from("<HH", data, 54)
-    else:
-        entry, phoff = struct.unpack_from("<II", data, 24)
-        phentsize, phnum = struct.unpack_from("<HH", data, 42)
-    need = ELF64_PHDR if wide else ELF32_PHDR
-    if phnum and phentsize < need:
-        raise HexImageError(f"program header entries of {phentsize} bytes (at least {need})",
-                            path=path)
-    pieces = []
-    for i in range(phnum):
-        at = phoff + i * phentsize
-        if at + phentsize > len(data):
-            raise HexImageError(f"program header {i} lies past the end of the file", path=path,
-                                offset=at)
-        if wide:
-            kind, _, offset, _, paddr, filesz = struct.unpack_from("<IIQQQQ", data, at)
-        else:
-            kind, offset, _, paddr, filesz = struct.unpack_from("<IIIII", data, at)
-        if kind != 1 or filesz == 0:          # PT_LOAD with bytes in the file
-            continue
-        if offset + filesz > len(data):
-            raise HexImageError(f"segment {i} lies past the end of the file", path=path,
-                                offset=offset)
-        pieces.append(Piece(paddr, filesz, f"{path.name} segment {i}",
-                            data=data[offset:offset + filesz]))
+    try:
+        info = parse_elf(data, path)
+    except ElfError as exc:
+        raise HexImageError(exc.message, path=path, offset=exc.offset) from None
+    pieces = [Piece(seg.paddr, seg.filesz, f"{path.name} segment {seg.index}",
+                    data=data[seg.offset:seg.offset + seg.filesz])
+              for seg in info.segments if seg.filesz]   # bytes in the file, at load addresses
+    entry = info.entry
     start = (START_LINEAR, entry.to_bytes(4, "big")) if 0 < entry < HEX_LIMIT else None
     return Firmware(path, tuple(pieces), start)
 
