@@ -169,6 +169,24 @@ typedef struct colibri_port {
  * bits as the reference. A NULL slot means the reference kernel.
  * ------------------------------------------------------------------------- */
 
+/* Quantized weights (docs/format.md, docs/kernels.md): each row of a matrix
+ * is ceil(cols / 32) blocks of 32 elements (zeros past cols), each block a
+ * binary16 scale d (little-endian) and then its values: Q8 32 int8 q
+ * (weight = d * q, 34 bytes), Q4 16 bytes, byte j holding element j in its
+ * low nibble and element j + 16 in its high one (weight = d * (nibble - 8),
+ * 18 bytes). */
+#define COLIBRI_QBLOCK 32u
+#define COLIBRI_Q8_BLOCK_BYTES 34u
+#define COLIBRI_Q4_BLOCK_BYTES 18u
+
+/* One block of 32 quantized activations: x[i] ~ d * q[i], q in [-127, 127]
+ * (the core's one activation quantizer makes them, docs/kernels.md). A row
+ * of cols activations is ceil(cols / 32) of these. */
+typedef struct colibri_qblock {
+    float d;
+    int8_t q[32];
+} colibri_qblock;
+
 typedef struct colibri_kernels {
     const char *name; /* "reference", ... */
     /* sum_i a[i] * b[i] in the canonical order (docs/kernels.md). */
@@ -193,6 +211,16 @@ typedef struct colibri_kernels {
      * read once for all of them; out aliases neither input. */
     void (*matmat_f32)(float *out, size_t out_stride, const float *w, const float *x, uint32_t rows,
                        uint32_t cols, uint32_t n);
+    /* out[t * out_stride + r] = the quantized dot of weight row r (Q8
+     * blocks, rows * ceil(cols / 32) * 34 bytes at w, any alignment) with
+     * activation row t (ceil(cols / 32) blocks at x + t * ceil(cols / 32)),
+     * r < rows, t < n: per block an exact integer sum, then
+     * acc = fma(isum, d_w * d_x, acc) block by block (docs/kernels.md). */
+    void (*matmat_q8)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                      uint32_t rows, uint32_t cols, uint32_t n);
+    /* The same with Q4 weight blocks (18 bytes each). */
+    void (*matmat_q4)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                      uint32_t rows, uint32_t cols, uint32_t n);
 } colibri_kernels;
 
 /* The portable C kernels: always built, the definition of every result. */

@@ -9,6 +9,7 @@
 #ifndef COLIBRI_COMPAT_H
 #define COLIBRI_COMPAT_H
 
+#include <float.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -23,6 +24,11 @@
 #endif
 
 _Static_assert(sizeof(float) == 4, "IEEE-754 binary32 float required");
+/* Every float operation rounds to binary32 (no wider intermediates): the
+ * activation quantizer's rounding (quant.c) and every result rely on it. */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
+#error "Colibri needs FLT_EVAL_METHOD == 0 (binary32 arithmetic, e.g. SSE, not x87)"
+#endif
 _Static_assert(sizeof(uint64_t) == 8, "64-bit integers required");
 /* Field arithmetic (field25519.c) shifts negative limbs right: arithmetic. */
 _Static_assert((-8 >> 1) == -4, "arithmetic right shift of negative integers required");

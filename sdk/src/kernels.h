@@ -22,6 +22,14 @@ void colibri_k_matvec(float *out, const float *w, const float *x, uint32_t rows,
 void colibri_k_matmat(float *out, size_t out_stride, const float *w, const float *x, uint32_t rows,
                       uint32_t cols, uint32_t n);
 
+/* Quantized weights times quantized activations (colibri.h, docs/kernels.md):
+ * out[t * out_stride + r] = the block-by-block dot of weight row r with
+ * activation row t. */
+void colibri_k_matmat_q8(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                         uint32_t rows, uint32_t cols, uint32_t n);
+void colibri_k_matmat_q4(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                         uint32_t rows, uint32_t cols, uint32_t n);
+
 /* sum_i a[i] * b[i], in the canonical order (16 lanes, then a pairwise tree). */
 float colibri_k_dot(const float *a, const float *b, uint32_t n);
 

@@ -47,6 +47,8 @@ static void kernels_resolve(colibri_kernels *out, const colibri_kernels *chosen)
     KERNEL_SLOT(out, chosen, add_scaled);
     KERNEL_SLOT(out, chosen, rope_apply);
     KERNEL_SLOT(out, chosen, matmat_f32);
+    KERNEL_SLOT(out, chosen, matmat_q8);
+    KERNEL_SLOT(out, chosen, matmat_q4);
 }
 
 void colibri_options_apply(colibri_model *m, const colibri_options *options)

@@ -14,6 +14,7 @@
 #include "colibri.h"
 #include "colibri_linux.h"
 #include "colibri_math.h"
+#include "quant.h"
 
 #ifndef COLIBRI_TEST_KERNEL_TABLES
 #define COLIBRI_TEST_KERNEL_TABLES &colibri_kernels_reference,
@@ -258,8 +259,237 @@ static void test_swiglu_range(const colibri_kernels *k)
     check(same(got, want, N), k, "swiglu(range)", N, 0, DATA_NORMAL);
 }
 
+/* ---- quantized products: the contract of QUANT_SPEC / docs/kernels.md,
+ * from dense integer matrices and the C library (ldexpf, rintf, fmaf) ---- */
+
+enum { QK = 32, Q_MAX_COLS = 1000, Q_MAX_NB = (Q_MAX_COLS + QK - 1) / QK, Q_ROWS = 9, Q_TOKENS = 5 };
+enum { Q8 = 0, Q4 = 1 };
+
+/* binary16 bits h by the formula of IEEE 754 (not the core's bit moves). */
+static float spec_half(uint16_t h)
+{
+    int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    float mag = e == 0x1F ? (m != 0 ? NAN : INFINITY)
+                : e == 0  ? ldexpf((float)m, -24)
+                          : ldexpf((float)(1024 + m), e - 25);
+    return (h & 0x8000u) ? -mag : mag;
+}
+
+/* Activation blocks by the spec: amax, two divisions, rintf (ties to even
+ * in the default rounding mode), NaN/infinity: d = NaN, q = 0. */
+static void spec_quantize(float *d, int8_t *q, const float *x, uint32_t cols)
+{
+    for (uint32_t b = 0; b * QK < cols; b++) {
+        float amax = 0.0f, v[QK];
+        int finite = 1;
+        for (uint32_t i = 0; i < QK; i++) {
+            v[i] = b * QK + i < cols ? x[b * QK + i] : 0.0f;
+            finite = finite && isfinite(v[i]);
+            amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+        }
+        d[b] = !finite ? NAN : amax == 0.0f ? 0.0f : amax / 127.0f;
+        float inv = finite && amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (uint32_t i = 0; i < QK; i++) {
+            float r = rintf(v[i] * inv);
+            r = r != r ? 0.0f : r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r;
+            q[b * QK + i] = (int8_t)r;
+        }
+    }
+}
+
+/* Weights as the test keeps them: integer values (Q4: already minus 8) and
+ * one binary16 scale per block; qpack() lays them out as the format does. */
+typedef struct qweights {
+    int kind;
+    uint32_t rows, cols, nb;
+    int16_t v[Q_ROWS][Q_MAX_NB * QK];
+    uint16_t h[Q_ROWS][Q_MAX_NB];
+} qweights;
+
+static size_t qblock_bytes(int kind)
+{
+    return kind == Q8 ? 34u : 18u;
+}
+
+static void qpack(uint8_t *out, const qweights *w)
+{
+    size_t bytes = qblock_bytes(w->kind);
+    for (uint32_t r = 0; r < w->rows; r++) {
+        for (uint32_t b = 0; b < w->nb; b++) {
+            uint8_t *blk = out + (r * w->nb + b) * bytes;
+            const int16_t *v = &w->v[r][b * QK];
+            blk[0] = (uint8_t)(w->h[r][b] & 0xFF), blk[1] = (uint8_t)(w->h[r][b] >> 8);
+            for (uint32_t j = 0; j < (w->kind == Q8 ? 32u : 16u); j++) {
+                blk[2 + j] = w->kind == Q8 ? (uint8_t)(int8_t)v[j]
+                                           : (uint8_t)((v[j] + 8) | ((v[j + 16] + 8) << 4));
+            }
+        }
+    }
+}
+
+/* acc = fmaf((float)isum, half(d_w) * d_x, acc), isum summed in 64 bits. */
+static float spec_qdot(const qweights *w, uint32_t r, const float *d, const int8_t *q)
+{
+    float acc = 0.0f;
+    for (uint32_t b = 0; b < w->nb; b++) {
+        int64_t isum = 0;
+        for (uint32_t i = 0; i < QK; i++) {
+            isum += (int64_t)w->v[r][b * QK + i] * q[b * QK + i];
+        }
+        acc = fmaf((float)isum, spec_half(w->h[r][b]) * d[b], acc);
+    }
+    return acc;
+}
+
+static uint16_t next_u16(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (uint16_t)(rng_state >> 16);
+}
+
+/* Scales: normal ones near 2^-8, and the extremes a converter or a hostile
+ * image may hold: 0, -0, the largest finite, subnormals, negative. */
+static uint16_t scale_of(int kind_of_scales, uint32_t r, uint32_t b)
+{
+    static const uint16_t extreme[] = {0x0000, 0x8000, 0x7BFF, 0xFBFF, 0x0001, 0x03FF,
+                                       0x0400, 0x3C00, 0xBC00, 0x1800};
+    if (kind_of_scales == 0) {
+        return (uint16_t)(0x1C00u + (next_u16() & 0x3FFu) + ((r + b) & 1u) * 0x8000u);
+    }
+    return extreme[(r * 7u + b * 3u + (next_u16() & 3u)) % (sizeof extreme / sizeof extreme[0])];
+}
+
+static void qweights_fill(qweights *w, int kind, uint32_t rows, uint32_t cols, int scales)
+{
+    w->kind = kind, w->rows = rows, w->cols = cols, w->nb = (cols + QK - 1) / QK;
+    for (uint32_t r = 0; r < rows; r++) {
+        for (uint32_t i = 0; i < w->nb * QK; i++) {
+            int16_t v = kind == Q8 ? (int16_t)((int)(next_u16() % 255u) - 127)
+                                   : (int16_t)((int)(next_u16() % 16u) - 8);
+            /* the extremes: -128 (a Q8 byte a converter never writes), -8, 7 */
+            if (i % 61u == 7u) {
+                v = kind == Q8 ? -128 : -8;
+            } else if (i % 53u == 5u) {
+                v = kind == Q8 ? 127 : 7;
+            }
+            w->v[r][i] = i < cols ? v : 0;
+        }
+        for (uint32_t b = 0; b < w->nb; b++) {
+            w->h[r][b] = scale_of(scales, r, b);
+        }
+        if (r == 1 && w->nb > 1) { /* a whole zero block */
+            for (uint32_t i = 0; i < QK; i++) {
+                w->v[r][QK + i] = 0;
+            }
+        }
+    }
+}
+
+/* Activation rows: ordinary, huge, tiny (subnormal and beyond 127/FLT_MAX),
+ * all-zero blocks, exact ties, and one NaN / infinity row. */
+static void activations_fill(float *x, uint32_t cols, uint32_t t, int kind)
+{
+    for (uint32_t i = 0; i < cols; i++) {
+        float v = next_float();
+        x[i] = kind == 1 ? v * 3e38f : kind == 2 ? v * 1e-30f : kind == 3 ? v * 1e-44f : v * 4.0f;
+        if ((i / QK) % 3u == 2u && t % 2u == 1u) {
+            x[i] = (i % 2u) ? -0.0f : 0.0f;
+        }
+    }
+    if (kind == 4) { /* amax 127 gives inv 1: halves are ties */
+        for (uint32_t i = 0; i < cols; i++) {
+            x[i] = (float)((int)(i % 255u) - 127) * 0.5f;
+        }
+        x[0] = 127.0f;
+    }
+    if (kind == 5 && t == 1) {
+        x[cols / 2u] = t % 2u ? NAN : INFINITY;
+    }
+    if (kind == 5 && t == 2) {
+        x[cols - 1u] = -INFINITY;
+    }
+}
+
+static _Alignas(64) uint8_t q_packed[Q_ROWS * Q_MAX_NB * 34u + 64u];
+static qweights q_w;
+static float q_x[Q_TOKENS][Q_MAX_COLS], q_d[Q_TOKENS][Q_MAX_NB];
+static int8_t q_q[Q_TOKENS][Q_MAX_NB * QK];
+static colibri_qblock q_blocks[Q_TOKENS * Q_MAX_NB + 1u];
+
+static const uint32_t q_cols[] = {1, 5, 31, 32, 33, 64, 95, 100, 256, 257, 1000};
+enum { Q_ACT_KINDS = 6, Q_OUT_STRIDE = Q_ROWS + 2 };
+
+static void check_quantizer(uint32_t cols, int kind)
+{
+    int ok = 1;
+    for (uint32_t t = 0; t < Q_TOKENS; t++) {
+        activations_fill(q_x[t], cols, t, kind);
+        spec_quantize(q_d[t], q_q[t], q_x[t], cols);
+        colibri_quantize_row(q_blocks + t * ((cols + QK - 1) / QK), q_x[t], cols);
+        for (uint32_t b = 0; b * QK < cols; b++) {
+            const colibri_qblock *blk = q_blocks + t * ((cols + QK - 1) / QK) + b;
+            ok = ok && same(&blk->d, &q_d[t][b], 1) &&
+                 memcmp(blk->q, &q_q[t][b * QK], QK) == 0;
+        }
+    }
+    check(ok, &colibri_kernels_reference, "quantize_row", cols, 0, kind);
+}
+
+/* rows 1..9 and n 1..5 for one cols, weights kind and activations kind;
+ * the output's gap columns must stay as they were. shift: weights at an
+ * odd address (blocks have no alignment). */
+static void test_quant_matmat(const colibri_kernels *k, int wkind, uint32_t cols, int akind,
+                              uint32_t shift)
+{
+    uint32_t nb = (cols + QK - 1) / QK;
+    qweights_fill(&q_w, wkind, Q_ROWS, cols, akind % 2);
+    qpack(q_packed + shift, &q_w);
+    check_quantizer(cols, akind);
+    int ok = 1;
+    for (uint32_t rows = 1; rows <= Q_ROWS; rows++) {
+        for (uint32_t n = 1; n <= Q_TOKENS; n++) {
+            for (uint32_t i = 0; i < Q_TOKENS * Q_OUT_STRIDE; i++) {
+                got[i] = want[i] = (float)i;
+            }
+            (wkind == Q8 ? k->matmat_q8 : k->matmat_q4)(got, Q_OUT_STRIDE, q_packed + shift,
+                                                        q_blocks, rows, cols, n);
+            for (uint32_t t = 0; t < n; t++) {
+                for (uint32_t r = 0; r < rows; r++) {
+                    want[t * Q_OUT_STRIDE + r] = spec_qdot(&q_w, r, q_d[t], q_q[t]);
+                }
+            }
+            ok = ok && same(got, want, Q_TOKENS * Q_OUT_STRIDE);
+        }
+    }
+    (void)nb;
+    check(ok, k, wkind == Q8 ? "matmat_q8" : "matmat_q4", cols, shift, akind);
+}
+
+/* Every binary16 value through the core's conversion. */
+static void test_half_to_float(void)
+{
+    int ok = 1;
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        float a = colibri_half_to_float((uint16_t)h), b = spec_half((uint16_t)h);
+        ok = ok && same(&a, &b, 1);
+    }
+    check(ok, &colibri_kernels_reference, "half_to_float", 65536, 0, DATA_NORMAL);
+}
+
+static void test_quantized(const colibri_kernels *k)
+{
+    for (size_t c = 0; c < sizeof q_cols / sizeof q_cols[0]; c++) {
+        for (int akind = 0; akind < Q_ACT_KINDS; akind++) {
+            for (int wkind = Q8; wkind <= Q4; wkind++) {
+                test_quant_matmat(k, wkind, q_cols[c], akind, (uint32_t)(c % 2u));
+            }
+        }
+    }
+}
+
 int main(void)
 {
+    test_half_to_float();
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         if (colibri_linux_kernels(tables[t]->name) != tables[t]) {
             printf("%s: skipped, this CPU cannot run it\n", tables[t]->name);
@@ -276,6 +506,8 @@ int main(void)
         resolved.add_scaled = resolved.add_scaled ? resolved.add_scaled : ref->add_scaled;
         resolved.rope_apply = resolved.rope_apply ? resolved.rope_apply : ref->rope_apply;
         resolved.matmat_f32 = resolved.matmat_f32 ? resolved.matmat_f32 : ref->matmat_f32;
+        resolved.matmat_q8 = resolved.matmat_q8 ? resolved.matmat_q8 : ref->matmat_q8;
+        resolved.matmat_q4 = resolved.matmat_q4 ? resolved.matmat_q4 : ref->matmat_q4;
         for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
             for (uint32_t shift = 0; shift < 2; shift++) {
                 for (int kind = 0; kind < DATA_KINDS; kind++) {
@@ -286,6 +518,7 @@ int main(void)
             }
         }
         test_swiglu_range(k);
+        test_quantized(k);
         printf("%s: checked\n", k->name);
     }
     printf("%d passed, %d failed\n", passed, failed);

@@ -2,6 +2,7 @@
 #include "colibri_compat.h"
 #include "colibri_math.h"
 #include "kernels.h"
+#include "quant.h"
 
 /* The canonical reduction (docs/kernels.md): COLIBRI_LANES partial sums,
  * term i into lane i % COLIBRI_LANES in index order (a product term with one
@@ -176,6 +177,68 @@ void colibri_k_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
     }
 }
 
+/* ---- quantized products (docs/kernels.md, "Quantized products") -------- */
+
+/* One block's exact integer sum of products, Q8 weights. */
+static int32_t isum_q8(const uint8_t *block, const int8_t *xq)
+{
+    int32_t sum = 0;
+    for (uint32_t i = 0; i < COLIBRI_QBLOCK; i++) {
+        sum += (int32_t)(int8_t)block[2u + i] * xq[i];
+    }
+    return sum;
+}
+
+/* The same for Q4: byte j holds element j (low nibble) and j + 16 (high). */
+static int32_t isum_q4(const uint8_t *block, const int8_t *xq)
+{
+    int32_t sum = 0;
+    for (uint32_t j = 0; j < COLIBRI_QBLOCK / 2u; j++) {
+        sum += ((int32_t)(block[2u + j] & 0x0Fu) - 8) * xq[j];
+        sum += ((int32_t)(block[2u + j] >> 4) - 8) * xq[j + 16u];
+    }
+    return sum;
+}
+
+/* acc = fma((float)isum, d_w * d_x, acc), block by block in order. */
+#define QUANT_DOT(name, isum, block_bytes)                                                         \
+    static float name(const uint8_t *w, const colibri_qblock *x, uint32_t nb)                      \
+    {                                                                                              \
+        float acc = 0.0f;                                                                          \
+        for (uint32_t b = 0; b < nb; b++, w += (block_bytes)) {                                    \
+            float s = colibri_qblock_scale(w) * x[b].d;                                            \
+            acc = colibri_fmaf((float)isum(w, x[b].q), s, acc);                                    \
+        }                                                                                          \
+        return acc;                                                                                \
+    }
+
+QUANT_DOT(dot_q8, isum_q8, COLIBRI_Q8_BLOCK_BYTES)
+QUANT_DOT(dot_q4, isum_q4, COLIBRI_Q4_BLOCK_BYTES)
+
+void colibri_k_matmat_q8(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                         uint32_t rows, uint32_t cols, uint32_t n)
+{
+    uint32_t nb = colibri_qblocks(cols);
+    for (uint32_t r = 0; r < rows; r++) {
+        const uint8_t *row = w + (size_t)r * nb * COLIBRI_Q8_BLOCK_BYTES;
+        for (uint32_t t = 0; t < n; t++) {
+            out[t * out_stride + r] = dot_q8(row, x + (size_t)t * nb, nb);
+        }
+    }
+}
+
+void colibri_k_matmat_q4(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                         uint32_t rows, uint32_t cols, uint32_t n)
+{
+    uint32_t nb = colibri_qblocks(cols);
+    for (uint32_t r = 0; r < rows; r++) {
+        const uint8_t *row = w + (size_t)r * nb * COLIBRI_Q4_BLOCK_BYTES;
+        for (uint32_t t = 0; t < n; t++) {
+            out[t * out_stride + r] = dot_q4(row, x + (size_t)t * nb, nb);
+        }
+    }
+}
+
 const colibri_kernels colibri_kernels_reference = {
     .name = "reference",
     .dot = colibri_k_dot,
@@ -187,4 +250,6 @@ const colibri_kernels colibri_kernels_reference = {
     .add_scaled = colibri_k_add_scaled,
     .rope_apply = colibri_k_rope_apply,
     .matmat_f32 = colibri_k_matmat,
+    .matmat_q8 = colibri_k_matmat_q8,
+    .matmat_q4 = colibri_k_matmat_q4,
 };
