@@ -34,6 +34,8 @@ from transformers import (
     MixtralForCausalLM,
     OlmoeConfig,
     OlmoeForCausalLM,
+    PhimoeConfig,
+    PhimoeForCausalLM,
     Qwen2MoeConfig,
     Qwen2MoeForCausalLM,
     Qwen3MoeConfig,
@@ -41,7 +43,7 @@ from transformers import (
 )
 
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
-            "granitemoeshared")
+            "granitemoeshared", "phimoe")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -53,6 +55,7 @@ _CLASSES = {
     "switch": (Qwen2MoeConfig, Qwen2MoeForCausalLM),
     "granitemoe": (GraniteMoeConfig, GraniteMoeForCausalLM),
     "granitemoeshared": (GraniteMoeSharedConfig, GraniteMoeSharedForCausalLM),
+    "phimoe": (PhimoeConfig, PhimoeForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -93,6 +96,14 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                              num_attention_heads=6, num_key_value_heads=2, num_local_experts=4,
                              num_experts_per_tok=2, max_position_embeddings=64,
                              rms_norm_eps=1e-6, tie_word_embeddings=False, **GRANITE_SCALES),
+    # Every bias on, LayerNorm eps and sparsemixer epsilon not the defaults (1e-5, 0.01):
+    # with 0.15 a second logit within 30 % of the top one joins its softmax.
+    "phimoe": dict(vocab_size=97, hidden_size=40, intermediate_size=20, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=2, num_local_experts=5,
+                   num_experts_per_tok=2, max_position_embeddings=64, rms_norm_eps=1e-4,
+                   router_jitter_noise=0.15, attention_bias=True, lm_head_bias=True,
+                   tie_word_embeddings=False,
+                   rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
 }
 
 TOKENIZER_TEXT = (
@@ -110,11 +121,11 @@ def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -
     shape = tuple(p.shape)
     if name.endswith("embed_tokens.weight"):
         return _normal(shape, 1.0, gen)
-    if "norm" in name.rsplit(".", 2)[-2]:
-        return 1.0 + _normal(shape, 0.2, gen)
     if name.endswith(".bias"):
         return _normal(shape, 0.1, gen)
-    if name.endswith(("mlp.gate.weight", "moe.router.weight")):
+    if "norm" in name.rsplit(".", 2)[-2]:
+        return 1.0 + _normal(shape, 0.2, gen)
+    if name.endswith(("mlp.gate.weight", "moe.router.weight", "mlp.router.weight")):
         return _normal(shape, ROUTER_GAIN / math.sqrt(hidden), gen)
     if name.endswith("lm_head.weight"):
         return _normal(shape, LM_HEAD_GAIN / math.sqrt(hidden), gen)

@@ -177,6 +177,7 @@ static const char *arch_name(uint32_t arch)
     case 5: return "switch";
     case 6: return "granitemoe";
     case 7: return "granitemoeshared";
+    case 8: return "phimoe";
     default: return "unknown";
     }
 }

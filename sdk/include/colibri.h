@@ -240,7 +240,7 @@ extern const colibri_kernels colibri_kernels_helium;
 /* Hyper-parameters, decoded from the image's model record (docs/format.md). */
 typedef struct colibri_hparams {
     uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
-                    * 7 granitemoeshared */
+                    * 7 granitemoeshared, 8 phimoe */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -254,10 +254,11 @@ typedef struct colibri_hparams {
     uint32_t shared_intermediate;
     float rms_eps;
     float rope_theta;
-    uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o */
+    uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o, 4 LM head */
     uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head */
     uint32_t tie_embeddings;
-    uint32_t router_score; /* 0 softmax then top-k; 2 top-k of the logits, softmax over the k */
+    uint32_t router_score; /* 0 softmax then top-k; 2 top-k of the logits, softmax over the k;
+                            * 3 sparsemixer (PhiMoE, top-2) */
     uint32_t top_k;
     uint32_t router_norm_topk;
     float routed_scaling;
@@ -273,6 +274,10 @@ typedef struct colibri_hparams {
     float residual_scale;
     float attention_scale;
     float logits_divisor;
+    /* format 1.2: 0 RMSNorm, 1 LayerNorm with bias (PhiMoE); sparsemixer's
+     * jitter epsilon (router_score 3, else 0). */
+    uint32_t norm_kind;
+    float router_jitter;
 } colibri_hparams;
 
 /*
@@ -287,11 +292,13 @@ typedef struct colibri_model {
     uint32_t n_tensors;
     uint32_t fingerprint; /* the image's meta CRC-32 */
     colibri_hparams hp;
-    const float *token_embed; /* [vocab_size, hidden_size] */
-    const float *output_norm; /* [hidden_size] */
-    const float *lm_head;     /* [vocab_size, hidden_size]; == token_embed if tied */
-    colibri_port port;        /* the caller's port, as far as its version goes */
-    colibri_kernels kernels;  /* the chosen table, NULL slots filled with the reference */
+    const float *token_embed;      /* [vocab_size, hidden_size] */
+    const float *output_norm;      /* [hidden_size] */
+    const float *lm_head;          /* [vocab_size, hidden_size]; == token_embed if tied */
+    const float *output_norm_bias; /* [hidden_size] (LayerNorm) or NULL */
+    const float *lm_head_bias;     /* [vocab_size] or NULL */
+    colibri_port port;             /* the caller's port, as far as its version goes */
+    colibri_kernels kernels;       /* the chosen table, NULL slots filled with the reference */
 } colibri_model;
 
 typedef struct colibri_options {

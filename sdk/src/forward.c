@@ -3,13 +3,19 @@
 #include "layers.h"
 #include "linear.h"
 
-static void rmsnorm_rows(const colibri_model *m, float *out, const float *x, const float *w,
-                         uint32_t n)
+/* The norm of n rows: RMSNorm, or LayerNorm with its bias (norm_kind 1). */
+static void norm_rows(const colibri_model *m, float *out, const float *x, const float *w,
+                      const float *bias, uint32_t n)
 {
     uint32_t hidden = m->hp.hidden_size;
     for (uint32_t t = 0; t < n; t++) {
-        m->kernels.rmsnorm(out + (size_t)t * hidden, x + (size_t)t * hidden, w, hidden,
-                           m->hp.rms_eps);
+        if (m->hp.norm_kind == NORM_LAYER) {
+            colibri_k_layernorm(out + (size_t)t * hidden, x + (size_t)t * hidden, w, bias, hidden,
+                                m->hp.rms_eps);
+        } else {
+            m->kernels.rmsnorm(out + (size_t)t * hidden, x + (size_t)t * hidden, w, hidden,
+                               m->hp.rms_eps);
+        }
     }
 }
 
@@ -43,10 +49,10 @@ static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *sta
 {
     layer_view layer;
     colibri_layer_view_load(m, l, &layer);
-    rmsnorm_rows(m, ws->xn, ws->x, layer.attn_norm, n);
+    norm_rows(m, ws->xn, ws->x, layer.attn_norm, layer.attn_norm_bias, n);
     colibri_attention_forward(m, &layer, l, state, ws, n);
     add_rows(m, ws->x, ws->ffn_out, n);
-    rmsnorm_rows(m, ws->xn, ws->x, layer.ffn_norm, n);
+    norm_rows(m, ws->xn, ws->x, layer.ffn_norm, layer.ffn_norm_bias, n);
     colibri_ffn_forward(m, &layer, ws, n);
     if (m->port.route != NULL && layer.ffn_kind != FFN_DENSE) {
         m->port.route(m->port.route_ctx, l, state->pos, n, m->hp.top_k, ws->topk_i, ws->topk_w);
@@ -75,8 +81,11 @@ static void chunk_forward(const colibri_model *m, colibri_state *state, const in
     if (logits != NULL && first_logits < n) {
         uint32_t rows = n - first_logits;
         const float *x = ws->x + (size_t)first_logits * hidden;
-        rmsnorm_rows(m, ws->xn, x, m->output_norm, rows);
+        norm_rows(m, ws->xn, x, m->output_norm, m->output_norm_bias, rows);
         colibri_linear(m, logits, hp->vocab_size, m->lm_head, ws->xn, hp->vocab_size, hidden, rows);
+        for (uint32_t t = 0; m->lm_head_bias != NULL && t < rows; t++) {
+            m->kernels.add(logits + (size_t)t * hp->vocab_size, m->lm_head_bias, hp->vocab_size);
+        }
         divide_values(logits, (size_t)rows * hp->vocab_size, hp->logits_divisor);
     }
 }

@@ -44,6 +44,8 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->residual_scale = colibri_rd_f32(img + REC_RESIDUAL_SCALE);
     hp->attention_scale = colibri_rd_f32(img + REC_ATTENTION_SCALE);
     hp->logits_divisor = colibri_rd_f32(img + REC_LOGITS_DIVISOR);
+    hp->norm_kind = colibri_rd_u32(img + REC_NORM_KIND);
+    hp->router_jitter = colibri_rd_f32(img + REC_ROUTER_JITTER);
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -65,12 +67,14 @@ static int positive_finite(float value)
 /* Embedding, residual and attention scales and the logits divisor: at most
  * 65536 (Granite's are 12, 0.22, 1/64 and 8). */
 #define MAX_SCALE 65536.0f
+/* Sparsemixer's jitter epsilon: 0 .. 1 (PhiMoE's is 0.01; from 1 on no
+ * expert is ever masked, so larger values mean nothing more). */
+#define MAX_ROUTER_JITTER 1.0f
 
 static colibri_status check_kinds(const uint8_t *img, const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_GRANITEMOE_SHARED) ||
-        hp->qk_norm > QK_NORM_PER_HEAD || colibri_rd_u32(img + REC_ACTIVATION) != 0 ||
-        colibri_rd_u32(img + REC_NORM_KIND) != 0) {
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_PHIMOE) || hp->qk_norm > QK_NORM_PER_HEAD ||
+        colibri_rd_u32(img + REC_ACTIVATION) != 0 || hp->norm_kind > NORM_LAYER) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
     return COLIBRI_OK;
@@ -100,11 +104,24 @@ static colibri_status check_ffn(const colibri_hparams *hp)
     return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
 }
 
-static colibri_status check_router(const colibri_hparams *hp)
+/* Sparsemixer (router_score 3) picks exactly two experts and has a jitter
+ * epsilon in 0 .. 1; every other router has jitter 0 (bits all zero). */
+static int router_jitter_ok(const uint8_t *img, const colibri_hparams *hp)
 {
-    if ((hp->router_score != ROUTER_SOFTMAX && hp->router_score != ROUTER_TOPK_SOFTMAX) ||
-        hp->n_group != 1 || hp->topk_group != 1 || !positive_finite(hp->routed_scaling) ||
-        hp->routed_scaling > MAX_ROUTED_SCALING) {
+    if (hp->router_score != ROUTER_SPARSEMIXER) {
+        return colibri_rd_u32(img + REC_ROUTER_JITTER) == 0u;
+    }
+    return (hp->top_k == 2u || hp->n_experts == 0u) && colibri_is_finite(hp->router_jitter) &&
+           hp->router_jitter >= 0.0f && hp->router_jitter <= MAX_ROUTER_JITTER;
+}
+
+static colibri_status check_router(const uint8_t *img, const colibri_hparams *hp)
+{
+    int score_known = hp->router_score == ROUTER_SOFTMAX ||
+                      hp->router_score == ROUTER_TOPK_SOFTMAX ||
+                      hp->router_score == ROUTER_SPARSEMIXER;
+    if (!score_known || !router_jitter_ok(img, hp) || hp->n_group != 1 || hp->topk_group != 1 ||
+        !positive_finite(hp->routed_scaling) || hp->routed_scaling > MAX_ROUTED_SCALING) {
         return COLIBRI_E_UNSUPPORTED_ROUTER;
     }
     return COLIBRI_OK;
@@ -143,7 +160,7 @@ colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
         status = check_ffn(hp);
     }
     if (status == COLIBRI_OK) {
-        status = check_router(hp);
+        status = check_router(image, hp);
     }
     if (status == COLIBRI_OK) {
         status = check_scales(image, hp);

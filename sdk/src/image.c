@@ -93,9 +93,12 @@ static void model_fill(colibri_model *m, const uint8_t *img, const colibri_optio
 /* Global tensors come first, in a fixed order (docs/format.md 3.1). */
 static void globals_resolve(colibri_model *m)
 {
+    uint32_t next = 2;
     m->token_embed = tensor_data(m, 0);
     m->output_norm = tensor_data(m, 1);
-    m->lm_head = m->hp.tie_embeddings ? m->token_embed : tensor_data(m, 2);
+    m->lm_head = m->hp.tie_embeddings ? m->token_embed : tensor_data(m, next++);
+    m->output_norm_bias = m->hp.norm_kind == NORM_LAYER ? tensor_data(m, next++) : NULL;
+    m->lm_head_bias = (m->hp.attn_bias & BIAS_LM_HEAD) != 0 ? tensor_data(m, next) : NULL;
 }
 
 static colibri_status init_steps(colibri_model *model, const uint8_t *img, size_t size,

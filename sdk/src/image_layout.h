@@ -61,14 +61,18 @@ enum {
     REC_EMBEDDING_SCALE = 164, /* format 1.1, with HDR_FLAG_SCALES */
     REC_RESIDUAL_SCALE = 168,
     REC_ATTENTION_SCALE = 172,
-    REC_LOGITS_DIVISOR = 176
+    REC_LOGITS_DIVISOR = 176,
+    REC_ROUTER_JITTER = 180 /* format 1.2, with router_score 3 */
 };
 
 /* Header flags a reader of this version knows (section 1). */
 enum { HDR_FLAG_SCALES = 1, HDR_KNOWN_FLAGS = HDR_FLAG_SCALES };
 
 /* router_score values (section 1.1). */
-enum { ROUTER_SOFTMAX = 0, ROUTER_TOPK_SOFTMAX = 2 };
+enum { ROUTER_SOFTMAX = 0, ROUTER_TOPK_SOFTMAX = 2, ROUTER_SPARSEMIXER = 3 };
+
+/* norm_kind values (section 1.1). */
+enum { NORM_RMS = 0, NORM_LAYER = 1 };
 
 /* Layer table entry fields (section 2). */
 enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8 };
@@ -93,6 +97,8 @@ enum {
     ROLE_TOKEN_EMBED = 1,
     ROLE_OUTPUT_NORM = 2,
     ROLE_LM_HEAD = 3,
+    ROLE_OUTPUT_NORM_BIAS = 4,
+    ROLE_LM_HEAD_BIAS = 5,
     ROLE_ATTN_NORM = 16,
     ROLE_ATTN_Q = 17,
     ROLE_ATTN_K = 18,
@@ -105,6 +111,8 @@ enum {
     ROLE_ATTN_Q_NORM = 25,
     ROLE_ATTN_K_NORM = 26,
     ROLE_FFN_NORM = 27,
+    ROLE_ATTN_NORM_BIAS = 28,
+    ROLE_FFN_NORM_BIAS = 29,
     ROLE_DENSE_GATE = 32,
     ROLE_DENSE_UP = 33,
     ROLE_DENSE_DOWN = 34,
@@ -119,7 +127,8 @@ enum {
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
-enum { BIAS_Q = 1u, BIAS_K = 2u, BIAS_V = 4u, BIAS_O = 8u, BIAS_ALL = 15u };
+enum { BIAS_Q = 1u, BIAS_K = 2u, BIAS_V = 4u, BIAS_O = 8u, BIAS_ATTN = 15u };
+enum { BIAS_LM_HEAD = 16u, BIAS_ALL = 31u }; /* format 1.2 */
 enum { QK_NORM_NONE = 0, QK_NORM_WHOLE = 1, QK_NORM_PER_HEAD = 2 };
 enum {
     ARCH_MIXTRAL = 1,
@@ -128,7 +137,8 @@ enum {
     ARCH_QWEN3_MOE = 4,
     ARCH_SWITCH = 5,
     ARCH_GRANITEMOE = 6,
-    ARCH_GRANITEMOE_SHARED = 7
+    ARCH_GRANITEMOE_SHARED = 7,
+    ARCH_PHIMOE = 8
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

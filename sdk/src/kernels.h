@@ -36,6 +36,12 @@ float colibri_k_dot(const float *a, const float *b, uint32_t n);
 /* out[i] = w[i] * (x[i] / sqrt(mean(x^2) + eps)); out may alias x. */
 void colibri_k_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps);
 
+/* LayerNorm with bias (not a table slot: the same code under every table):
+ * d = x - mean(x); out[i] = d[i] / sqrt(mean(d^2) + eps) * w[i] + b[i]; out
+ * may alias x. */
+void colibri_k_layernorm(float *out, const float *x, const float *w, const float *b, uint32_t n,
+                         float eps);
+
 /* x[i] = exp(x[i] - max) / sum, in place. n >= 1. */
 void colibri_k_softmax(float *x, uint32_t n);
 

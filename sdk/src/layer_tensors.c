@@ -16,6 +16,9 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_ATTN_Q_NORM, PART_ATTENTION, WHEN_QK_NORM, DIM_Q_NORM, DIM_NONE, SLOT(q_norm)},
     {ROLE_ATTN_K_NORM, PART_ATTENTION, WHEN_QK_NORM, DIM_K_NORM, DIM_NONE, SLOT(k_norm)},
     {ROLE_FFN_NORM, PART_ATTENTION, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm)},
+    {ROLE_ATTN_NORM_BIAS, PART_ATTENTION, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE,
+     SLOT(attn_norm_bias)},
+    {ROLE_FFN_NORM_BIAS, PART_ATTENTION, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
     {ROLE_DENSE_GATE, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_gate)},
     {ROLE_DENSE_UP, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_up)},
     {ROLE_DENSE_DOWN, PART_DENSE, WHEN_ALWAYS, DIM_HIDDEN, DIM_DENSE, SLOT(dense_down)},
@@ -43,6 +46,7 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_QK_NORM: return hp->qk_norm != QK_NORM_NONE;
     case WHEN_SHARED: return hp->shared_intermediate > 0;
     case WHEN_SHARED_GATE: return hp->shared_intermediate > 0 && hp->shared_gate != 0;
+    case WHEN_NORM_BIAS: return hp->norm_kind == NORM_LAYER;
     default: return 1;
     }
 }

@@ -22,7 +22,8 @@ enum {
     WHEN_BIAS_O,
     WHEN_QK_NORM,
     WHEN_SHARED,
-    WHEN_SHARED_GATE
+    WHEN_SHARED_GATE,
+    WHEN_NORM_BIAS /* norm_kind 1 (LayerNorm) */
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */

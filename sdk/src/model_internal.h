@@ -24,6 +24,8 @@ typedef struct layer_view {
     const float *q_norm;             /* [Q] or [head_dim] or NULL */
     const float *k_norm;             /* [K] or [head_dim] or NULL */
     const float *ffn_norm;           /* [H] */
+    const float *attn_norm_bias;     /* [H] (LayerNorm) or NULL */
+    const float *ffn_norm_bias;      /* [H] (LayerNorm) or NULL */
     const float *dense_gate;         /* [D, H] (dense layer) */
     const float *dense_up;           /* [D, H] */
     const float *dense_down;         /* [H, D] */

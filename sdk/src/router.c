@@ -1,6 +1,7 @@
 /* router.c - MoE routing (contract in router.h). */
 #include "router.h"
 #include "image_layout.h"
+#include "colibri_math.h"
 #include "kernels.h"
 
 /* True when score a at index ia ranks before score b at index ib. */
@@ -46,11 +47,41 @@ void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k)
     }
 }
 
+/* Sparsemixer's weight of expert `pick` at inference (PhiMoE): a softmax
+ * over the logits s_e left unmasked, taken at `pick`. With top = s[pick], the
+ * largest logit not skipped, s_e is masked when e == skip or when
+ * (top - s_e) / max(|s_e|, top) > 2 eps. The softmax's largest term is
+ * top's, exp(0) = 1, so the weight is 1 / sum of exp(s_e - top). */
+static float sparsemixer_weight(const float *s, uint32_t n, uint32_t pick, uint32_t skip, float eps)
+{
+    float top = s[pick], sum = 0.0f;
+    for (uint32_t e = 0; e < n; e++) {
+        float magnitude = s[e] < 0.0f ? -s[e] : s[e];
+        float factor = magnitude > top ? magnitude : top;
+        if (e != skip && !((top - s[e]) / factor > 2.0f * eps)) {
+            sum += colibri_expf(s[e] - top);
+        }
+    }
+    return 1.0f / sum;
+}
+
+/* PhiMoE's top-2: the largest logit, then the largest of the others, each
+ * weighted by its own masked softmax (the first one's mask skips nothing). */
+static void sparsemixer(const colibri_model *m, const float *scores, uint32_t *idx, float *weight)
+{
+    uint32_t n = m->hp.n_experts;
+    colibri_router_top_k(scores, n, 2u, idx, weight);
+    weight[0] = sparsemixer_weight(scores, n, idx[0], n, m->hp.router_jitter);
+    weight[1] = sparsemixer_weight(scores, n, idx[1], idx[0], m->hp.router_jitter);
+}
+
 void colibri_router_select(const colibri_model *m, float *scores, uint32_t *idx, float *weight)
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t k = hp->top_k;
-    if (hp->router_score == ROUTER_TOPK_SOFTMAX) {
+    if (hp->router_score == ROUTER_SPARSEMIXER) {
+        sparsemixer(m, scores, idx, weight);
+    } else if (hp->router_score == ROUTER_TOPK_SOFTMAX) {
         /* Granite: the k largest logits, then a softmax over those k. */
         colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
         m->kernels.softmax(weight, k);

@@ -21,7 +21,8 @@ void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k);
 /*
  * The routing of one token from its router logits (W x, n_experts floats,
  * overwritten): scores = softmax(logits) then top-k (router_score 0), or the
- * top-k logits then a softmax over those k (router_score 2, Granite);
+ * top-k logits then a softmax over those k (router_score 2, Granite), or
+ * PhiMoE's sparsemixer top-2 (router_score 3);
  * optional renormalisation, routed scaling, then ascending expert order.
  */
 void colibri_router_select(const colibri_model *m, float *scores, uint32_t *idx, float *weight);

@@ -24,7 +24,8 @@ typedef struct table_walk {
 
 static uint32_t global_tensor_count(const colibri_hparams *hp)
 {
-    return hp->tie_embeddings ? 2u : 3u;
+    return (hp->tie_embeddings ? 2u : 3u) + (hp->norm_kind == NORM_LAYER) +
+           ((hp->attn_bias & BIAS_LM_HEAD) != 0);
 }
 
 uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind)
@@ -176,6 +177,12 @@ static colibri_status expect_globals(table_walk *w)
     EXPECT(expect_vector(w, ROLE_OUTPUT_NORM, IMG_NONE, hp->hidden_size));
     if (!hp->tie_embeddings) {
         EXPECT(expect_matrix(w, ROLE_LM_HEAD, IMG_NONE, IMG_NONE, hp->vocab_size, hp->hidden_size));
+    }
+    if (hp->norm_kind == NORM_LAYER) {
+        EXPECT(expect_vector(w, ROLE_OUTPUT_NORM_BIAS, IMG_NONE, hp->hidden_size));
+    }
+    if ((hp->attn_bias & BIAS_LM_HEAD) != 0) {
+        EXPECT(expect_vector(w, ROLE_LM_HEAD_BIAS, IMG_NONE, hp->vocab_size));
     }
     return COLIBRI_OK;
 }

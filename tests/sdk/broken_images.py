@@ -75,6 +75,13 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
                 put(img, 164 + 4 * i, "f", value)
         return edit
 
+    def router(score: int, top_k: int, jitter: float):
+        def edit(img: bytearray) -> None:
+            put(img, 128, "I", score)
+            put(img, 132, "I", top_k)
+            put(img, 180, "f", jitter)
+        return edit
+
     def swap_first_two(img: bytearray) -> None:
         a, b = tensor(img, 0), tensor(img, 1)
         img[a:a + 2], img[b:b + 2] = img[b:b + 2], img[a:a + 2]
@@ -119,7 +126,23 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
                                       init(BAD_HYPERPARAMS)),
         "scale_negative": (edited(v, scales(1, (2.0, -1.0, 0.5, 1.0))), init(BAD_HYPERPARAMS)),
         "scale_too_large": (edited(v, scales(1, (2.0, 1.0, 0.5, 1e6))), init(BAD_HYPERPARAMS)),
-        "router_score_unknown": (edited(v, set_at(128, "I", 3)), init(UNSUPPORTED_ROUTER)),
+        "router_score_unknown": (edited(v, set_at(128, "I", 4)), init(UNSUPPORTED_ROUTER)),
+        # Format 1.2 (PhiMoE): norm_kind 1, router_score 3 with its jitter, attn_bias bit 4.
+        "unknown_norm_kind": (edited(v, set_at(160, "I", 2)), init(UNSUPPORTED_ARCH)),
+        "layer_norm_without_biases": (edited(v, set_at(160, "I", 1)), init(BAD_LAYER_TABLE)),
+        "lm_head_bias_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 16)),
+                                 init(BAD_LAYER_TABLE)),
+        "attn_bias_bit_5": (edited(v, set_at(116, "I", get(v, 116, "I") | 32)),
+                            init(BAD_HYPERPARAMS)),
+        "jitter_without_sparsemixer": (edited(v, set_at(180, "f", 0.01)),
+                                       init(UNSUPPORTED_ROUTER)),
+        "jitter_negative_zero": (edited(v, set_at(180, "I", 0x80000000)),
+                                 init(UNSUPPORTED_ROUTER)),
+        "sparsemixer_jitter_negative": (edited(v, router(3, 2, -0.01)), init(UNSUPPORTED_ROUTER)),
+        "sparsemixer_jitter_nan": (edited(v, router(3, 2, float("nan"))),
+                                   init(UNSUPPORTED_ROUTER)),
+        "sparsemixer_jitter_above_one": (edited(v, router(3, 2, 1.5)), init(UNSUPPORTED_ROUTER)),
+        "sparsemixer_top_3": (edited(v, router(3, 3, 0.01)), init(UNSUPPORTED_ROUTER)),
         "rope_theta_subnormal": (edited(v, set_at(112, "I", 0x00000001)), init(BAD_HYPERPARAMS)),
         "rope_theta_below_one": (edited(v, set_at(112, "f", 0.5)), init(BAD_HYPERPARAMS)),
         "zero_heads": (edited(v, set_at(76, "I", 0)), init(BAD_HYPERPARAMS)),

@@ -5,7 +5,7 @@
  * writer's list.
  *
  *   layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE EXPERT_INTER EXPERTS
- *               SHARED SHARED_GATE ATTN_BIAS QK_NORM
+ *               SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND
  *
  * One line per tensor: "ROLE EXPERT ROWS COLS" (COLS 0 for a vector).
  */
@@ -28,9 +28,9 @@ static void print_part(const colibri_hparams *hp, uint32_t part, long expert)
 int main(int argc, char **argv)
 {
     colibri_hparams hp = {0};
-    if (argc != 13) {
+    if (argc != 14) {
         fprintf(stderr, "usage: layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE "
-                        "EXPERT_INTER EXPERTS SHARED SHARED_GATE ATTN_BIAS QK_NORM\n");
+                        "EXPERT_INTER EXPERTS SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND\n");
         return 2;
     }
     uint32_t kind = (uint32_t)strtoul(argv[1], NULL, 0);
@@ -44,8 +44,9 @@ int main(int argc, char **argv)
                           &hp.shared_intermediate,
                           &hp.shared_gate,
                           &hp.attn_bias,
-                          &hp.qk_norm};
-    for (int i = 0; i < 11; i++) {
+                          &hp.qk_norm,
+                          &hp.norm_kind};
+    for (int i = 0; i < 12; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
     }
     print_part(&hp, PART_ATTENTION, -1);

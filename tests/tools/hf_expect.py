@@ -14,10 +14,10 @@ import torch
 
 GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
-        "granitemoeshared": 7}
+        "granitemoeshared": 7, "phimoe": 8}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
-           "granitemoeshared": 0}
+           "granitemoeshared": 0, "phimoe": 0}
 GRANITE = ("granitemoe", "granitemoeshared")
 
 
@@ -56,6 +56,19 @@ def _granite_fields(config: Any, family: str) -> dict[str, Any]:
                 ("logits_divisor", "logits_scaling"))}}
 
 
+def _phimoe_fields(model: Any, family: str) -> dict[str, Any]:
+    """PhiMoE: LayerNorm (norm_kind 1), sparsemixer (router_score 3) with its
+    epsilon, and the LM head's bias as attn_bias bit 4."""
+    if family != "phimoe":
+        return {}
+    attn = model.model.layers[0].self_attn
+    biases = [attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias, attn.o_proj.bias,
+              model.lm_head.bias]
+    return {"norm_kind": 1, "router_score": 3, "router_norm_topk": 0,
+            "router_jitter": float(np.float32(model.config.router_jitter_noise)),
+            "attn_bias": sum(1 << i for i, b in enumerate(biases) if b is not None)}
+
+
 def expected_record(model: Any, family: str) -> dict[str, Any]:
     """Model record fields (docs/format.md 1.1) read off the HF modules and config."""
     config = model.config
@@ -84,9 +97,9 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "routed_scaling": 1.0, "shared_gate": int(shared > 0 and family not in GRANITE),
         "n_group": 1, "topk_group": 1, "activation": 0, "norm_kind": 0,
         "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
-        "logits_divisor": 0.0,
+        "logits_divisor": 0.0, "router_jitter": 0.0,
         "ffn_kinds": [1 if _is_moe(layer) else 0 for layer in layers],
-    } | _granite_fields(config, family)
+    } | _granite_fields(config, family) | _phimoe_fields(model, family)
 
 
 def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
@@ -95,7 +108,8 @@ def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
              20: "self_attn.o_proj.weight", 21: "self_attn.q_proj.bias",
              22: "self_attn.k_proj.bias", 23: "self_attn.v_proj.bias",
              24: "self_attn.o_proj.bias", 25: "self_attn.q_norm.weight",
-             26: "self_attn.k_norm.weight", 27: "post_attention_layernorm.weight"}
+             26: "self_attn.k_norm.weight", 27: "post_attention_layernorm.weight",
+             28: "input_layernorm.bias", 29: "post_attention_layernorm.bias"}
     return {(role, layer, GLOBAL): sd[p + n] for role, n in names.items() if p + n in sd}
 
 
@@ -105,7 +119,8 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
     if p + "mlp.experts.gate_up_proj" not in sd:
         return {(role, layer, GLOBAL): sd[f"{p}mlp.{n}_proj.weight"]
                 for role, n in ((32, "gate"), (33, "up"), (34, "down"))}
-    out = {(40, layer, GLOBAL): sd[p + "mlp.gate.weight"]}
+    router = p + ("mlp.router.weight" if family == "phimoe" else "mlp.gate.weight")
+    out = {(40, layer, GLOBAL): sd[router]}
     if family == "qwen2_moe":
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_expert.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
@@ -143,6 +158,9 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
            (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}
     if not model.config.tie_word_embeddings:
         out[(3, GLOBAL, GLOBAL)] = sd["lm_head.weight"]
+    for role, name in ((4, "model.norm.bias"), (5, "lm_head.bias")):
+        if name in sd:
+            out[(role, GLOBAL, GLOBAL)] = sd[name]
     for layer in range(model.config.num_hidden_layers):
         p = f"model.layers.{layer}."
         out |= _attention_tensors(sd, p, layer) | _ffn_tensors(sd, p, layer, family)

@@ -4,7 +4,8 @@ It reads only the image (record + tensors) and follows the semantics that
 docs/format.md gives each field, so comparing its logits with the Hugging Face
 model's checks that the converter mapped every tensor and flag correctly
 (gate vs up, q/k norm kind, routing normalisation, shared expert gate, biases,
-the format 1.1 scales and top-k-then-softmax routing).
+the format 1.1 scales and top-k-then-softmax routing, the format 1.2 LayerNorm,
+sparsemixer routing and LM-head bias).
 RoPE pairs dimension i with i + head_dim/2, as transformers does.
 """
 
@@ -16,6 +17,35 @@ from colibri_tools.image_format import NO_EXPERT, NO_LAYER, FfnKind, ModelImage,
 
 def _rms(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    d = x - x.mean(axis=-1, keepdims=True)
+    return d / np.sqrt(np.mean(d * d, axis=-1, keepdims=True) + eps) * weight + bias
+
+
+def _norm(w: _Weights, x: np.ndarray, role: Role, bias: Role, layer: int = NO_LAYER) -> np.ndarray:
+    """norm_kind 0: RMSNorm; 1 (format 1.2): LayerNorm with the bias tensor."""
+    r = w.image.record
+    if r.norm_kind == 1:
+        return _layer_norm(x, w.get(role, layer), w.get(bias, layer), r.rms_eps)
+    return _rms(x, w.get(role, layer), r.rms_eps)
+
+
+def _sparsemixer(logits: np.ndarray, eps: float) -> tuple[list[int], list[float]]:
+    """PhiMoE's top-2 at inference: the top logit, then the top of the rest; each
+    weighted by a softmax over the logits s with (top - s) / max(|s|, top) <= 2 eps."""
+    chosen, weights, skip = [], [], None
+    for _ in range(2):
+        rest = [e for e in range(len(logits)) if e != skip]
+        pick = max(rest, key=lambda e: (logits[e], -e))
+        top = logits[pick]
+        kept = [e for e in rest
+                if (top - logits[e]) / max(abs(logits[e]), top) <= 2 * eps]
+        weights.append(1.0 / np.exp(logits[kept] - top).sum())
+        chosen.append(pick)
+        skip = pick
+    return chosen, weights
 
 
 def _silu(x: np.ndarray) -> np.ndarray:
@@ -93,6 +123,9 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
         weights = probs[t, chosen]
         if r.router_score == 2:  # format 1.1: top-k of the logits, softmax over the k
             weights = _softmax(logits[t, chosen])
+        if r.router_score == 3:  # format 1.2: sparsemixer
+            chosen, weights = _sparsemixer(logits[t], r.router_jitter)
+            weights = np.asarray(weights)
         if r.router_norm_topk:
             weights = weights / weights.sum()
         for e, weight in zip(chosen, weights * r.routed_scaling):
@@ -115,12 +148,16 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
                                 if r.has_scales else (1.0, 1.0, 1.0))
     x = w.get(Role.TOKEN_EMBED)[np.asarray(ids)] * embed
     for layer, entry in enumerate(image.layers):
-        x = x + residual * _attention(w, _rms(x, w.get(Role.ATTN_NORM, layer), r.rms_eps), layer)
-        h = _rms(x, w.get(Role.FFN_NORM, layer), r.rms_eps)
+        x = x + residual * _attention(w, _norm(w, x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer),
+                                      layer)
+        h = _norm(w, x, Role.FFN_NORM, Role.FFN_NORM_BIAS, layer)
         if entry.ffn_kind == FfnKind.MOE:
             x = x + residual * _moe(w, h, layer)
         else:
             x = x + residual * _swiglu(h, *(w.get(role, layer) for role in
                                             (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)))
     head = w.get(Role.TOKEN_EMBED if r.tie_embeddings else Role.LM_HEAD)
-    return _rms(x, w.get(Role.OUTPUT_NORM), r.rms_eps) @ head.T / divisor
+    logits = _norm(w, x, Role.OUTPUT_NORM, Role.OUTPUT_NORM_BIAS) @ head.T
+    if r.attn_bias & 0x10:  # format 1.2: the LM head's bias
+        logits = logits + w.get(Role.LM_HEAD_BIAS)
+    return logits / divisor

@@ -11,6 +11,7 @@ import math
 import random
 import re
 import struct
+import sys
 import zlib
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from colibri_tools.image_spec import (
     TENSOR_FIELDS,
     Role,
 )
+from colibri_tools.status import Status
 from hf_expect import GLOBAL, expected_record
 from hf_models import FAMILIES
 
@@ -45,7 +47,7 @@ RECORD_AT = {
     "routed_scaling": (140, "f"), "shared_gate": (144, "I"), "n_group": (148, "I"),
     "topk_group": (152, "I"), "activation": (156, "I"), "norm_kind": (160, "I"),
     "embedding_scale": (164, "f"), "residual_scale": (168, "f"), "attention_scale": (172, "f"),
-    "logits_divisor": (176, "f"),
+    "logits_divisor": (176, "f"), "router_jitter": (180, "f"),
 }
 
 
@@ -96,6 +98,10 @@ def _doc_order(rec: dict) -> list[tuple]:
     out = [(1, GLOBAL, GLOBAL, (v, h)), (2, GLOBAL, GLOBAL, (h,))]
     if not rec["tie_embeddings"]:
         out.append((3, GLOBAL, GLOBAL, (v, h)))
+    if rec["norm_kind"] == 1:
+        out.append((4, GLOBAL, GLOBAL, (h,)))
+    if rec["attn_bias"] & 16:
+        out.append((5, GLOBAL, GLOBAL, (v,)))
     for layer, kind in enumerate(rec["ffn_kinds"]):
         rows = [(16, (h,)), (17, (q, h)), (18, (k, h)), (19, (k, h)), (20, (h, q))]
         rows += [(21 + bit, shape) for bit, shape in enumerate([(q,), (k,), (k,), (h,)])
@@ -105,6 +111,8 @@ def _doc_order(rec: dict) -> list[tuple]:
         if rec["qk_norm"] == 2:
             rows += [(25, (hd,)), (26, (hd,))]
         rows.append((27, (h,)))
+        if rec["norm_kind"] == 1:
+            rows += [(28, (h,)), (29, (h,))]
         if kind == 0:
             rows += [(32, (d, h)), (33, (d, h)), (34, (h, d))]
         else:
@@ -138,12 +146,14 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     assert data[0:8] == b"COLIBRI\x1a"
     scales = rec["embedding_scale"] != 0.0  # the 1.1 SCALES flag (docs/format.md section 1)
     minor = 1 if scales or rec["router_score"] == 2 or rec["arch"] >= 6 else 0
+    if rec["arch"] >= 8 or rec["norm_kind"] == 1 or rec["router_score"] == 3 or rec["attn_bias"] & 16:
+        minor = 2  # section 7: LayerNorm, sparsemixer, LM-head bias, PhiMoE
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
     assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
         int(scales), alignment, rec["arch"])
     assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
-    assert _u("I", data, 60) == 0 and data[180:256] == bytes(76)
+    assert _u("I", data, 60) == 0 and data[184:256] == bytes(72)
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
     table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)
@@ -347,3 +357,25 @@ def test_random_table_corruption_never_crashes(good_image):
         except ImageFormatError:
             rejected += 1
     assert rejected > 300
+
+
+def test_python_reader_agrees_with_the_broken_image_folder(good_image, tmp_path):
+    """Every image of tests/sdk/broken_images.py that colibri_init must refuse
+    (test_core runs them through the C reader) gives the same status here."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sdk"))
+    from broken_images import write_broken_images
+
+    manifest = write_broken_images(good_image, tmp_path)
+    wrong = {}
+    for name, expect in manifest.items():
+        want = Status(expect["init"]).c_name
+        if want == Status.OK.c_name:
+            continue
+        try:
+            read_image(tmp_path / f"{name}.bin")
+            got = Status.OK.c_name
+        except ImageFormatError as exc:
+            got = exc.status
+        if got != want:
+            wrong[name] = (want, got)
+    assert not wrong

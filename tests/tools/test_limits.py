@@ -52,4 +52,5 @@ def test_float_bounds_of_the_record_are_equal():
                 re.findall(r"#define ((?:MIN|MAX)_\w+) ([0-9.]+)f\b", source)}
     assert c_floats == {"MIN_ROPE_THETA": image_layout.MIN_ROPE_THETA,
                         "MAX_ROUTED_SCALING": image_layout.MAX_ROUTED_SCALING,
-                        "MAX_SCALE": image_layout.MAX_SCALE}
+                        "MAX_SCALE": image_layout.MAX_SCALE,
+                        "MAX_ROUTER_JITTER": image_layout.MAX_ROUTER_JITTER}

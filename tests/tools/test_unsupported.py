@@ -36,6 +36,12 @@ UNSUPPORTED = [
     ("mixtral", {"head_dim": 9}, "head_dim"),
     ("qwen3_moe", {"num_experts_per_tok": 5}, "num_experts_per_tok"),
     ("qwen2_moe", {"num_key_value_heads": 4}, "num_key_value_heads"),
+    ("phimoe", {"num_experts_per_tok": 3}, "num_experts_per_tok"),
+    ("phimoe", {"router_jitter_noise": 2.0}, "router_jitter_noise"),
+    ("phimoe", {"sliding_window": 16}, "sliding_window"),
+    ("phimoe", {"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4,
+                                    "short_mscale": 1.2, "long_mscale": 1.2}},
+     "rope_parameters.rope_type"),
 ]
 
 

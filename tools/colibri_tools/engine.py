@@ -75,13 +75,14 @@ class EngineError(ColibriError):
 
 _u32, _f32, _ptr = ctypes.c_uint32, ctypes.c_float, ctypes.c_void_p
 _HPARAMS_FLOATS = {"rms_eps", "rope_theta", "routed_scaling", "embedding_scale", "residual_scale",
-                   "attention_scale", "logits_divisor"}
+                   "attention_scale", "logits_divisor", "router_jitter"}
 HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n_kv_heads",
                   "head_dim", "max_context", "dense_intermediate", "expert_intermediate",
                   "n_experts", "shared_intermediate", "rms_eps", "rope_theta", "attn_bias",
                   "qk_norm", "tie_embeddings", "router_score", "top_k", "router_norm_topk",
                   "routed_scaling", "shared_gate", "n_group", "topk_group", "alignment",
-                  "embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
+                  "embedding_scale", "residual_scale", "attention_scale", "logits_divisor",
+                  "norm_kind", "router_jitter")
 KERNEL_SLOTS = ("dot", "matvec_f32", "rmsnorm", "softmax", "swiglu", "add", "add_scaled",
                 "rope_apply", "matmat_f32")
 
@@ -107,6 +108,7 @@ class Model(ctypes.Structure):
     _fields_ = [("image", _ptr), ("image_size", ctypes.c_uint64), ("layer_table", _ptr),
                 ("tensor_table", _ptr), ("n_tensors", _u32), ("fingerprint", _u32),
                 ("hp", HParams), ("token_embed", _ptr), ("output_norm", _ptr), ("lm_head", _ptr),
+                ("output_norm_bias", _ptr), ("lm_head_bias", _ptr),
                 ("port", Port), ("kernels", Kernels)]
 
 

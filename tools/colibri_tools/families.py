@@ -12,6 +12,11 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
   projections (qk_norm 1), which needs head_dim == hidden / heads; no clip_qkv.
 - qwen3_moe: q, k, v, o bias when attention_bias; per-head q/k RMSNorm (qk_norm 2);
   dense layers as qwen2_moe.
+- granitemoe(shared): top-k of the router logits, softmax over the k; four multipliers.
+- phimoe: LayerNorm with bias (eps rms_norm_eps) everywhere; q, k, v, o bias when
+  attention_bias, LM-head bias when lm_head_bias; sparsemixer routing (always two
+  experts, each weighted by a softmax over the logits within 2 router_jitter_noise of it,
+  relatively); head_dim = hidden / heads.
 """
 
 from __future__ import annotations
@@ -20,8 +25,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .hf_config import HFConfig, float32_number
-from .image_layout import MIN_ROPE_THETA, model_problems
-from .image_spec import DEFAULT_ALIGNMENT, ROUTER_TOPK_SOFTMAX, Arch, FfnKind, ModelRecord
+from .image_layout import MAX_ROUTER_JITTER, MIN_ROPE_THETA, model_problems
+from .image_spec import (
+    BIAS_LM_HEAD,
+    DEFAULT_ALIGNMENT,
+    NORM_LAYER,
+    ROUTER_SPARSEMIXER,
+    ROUTER_TOPK_SOFTMAX,
+    Arch,
+    FfnKind,
+    ModelRecord,
+)
 
 MAX_CONTEXT_CAP = 1 << 24
 ALL_BIASES = 0b1111
@@ -213,8 +227,37 @@ def _granitemoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return (Arch.GRANITEMOE_SHARED if shared else Arch.GRANITEMOE), fields, kinds
 
 
+def _reject_short_window(c: HFConfig, max_context: int) -> None:
+    """A sliding window as long as the context changes nothing; a shorter one is refused."""
+    c.reject_if("sliding_window", lambda v: v is not None and (not isinstance(v, int) or
+                                                                v < max_context),
+                f"a sliding window shorter than max_position_embeddings ({max_context}) is "
+                f"not supported for this family")
+
+
+def _phimoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """PhiMoE: Mixtral-like attention and experts with LayerNorm (and biases)
+    and the sparsemixer router."""
+    fields = _attention(c, None)
+    _reject_short_window(c, c.integer("max_position_embeddings", minimum=1))
+    c.reject_if("num_experts_per_tok", lambda v: v != 2,
+                "PhiMoE's sparsemixer routes every token to exactly 2 experts")
+    jitter = c.number("router_jitter_noise", 0.01)
+    if not 0.0 <= jitter <= MAX_ROUTER_JITTER:
+        raise c.unsupported("router_jitter_noise", jitter, "must be 0 .. 1")
+    kinds = [FfnKind.MOE] * fields["n_layers"]
+    _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
+    fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
+    biases = (ALL_BIASES if c.flag("attention_bias", False) else 0) | \
+        (BIAS_LM_HEAD if c.flag("lm_head_bias", False) else 0)
+    fields |= {"router_score": ROUTER_SPARSEMIXER, "router_jitter": jitter,
+               "norm_kind": NORM_LAYER, "attn_bias": biases,
+               "rope_theta": rope_theta(c, 1e6), "rms_eps": c.number("rms_norm_eps", 1e-5)}
+    return Arch.PHIMOE, fields, kinds
+
+
 FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
-            "granitemoe": _granitemoe, "granitemoeshared": _granitemoe}
+            "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe}
 
 _RECORD_DEFAULTS = {"dense_intermediate": 0, "shared_intermediate": 0}
 
@@ -223,10 +266,11 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
     for p in model_problems(arch, DEFAULT_ALIGNMENT, record, kinds):
         source = _SOURCE_FIELDS.get(p.field, p.field)
         if p.field == "expert_intermediate":
-            plain = arch in (Arch.MIXTRAL, Arch.OLMOE)
+            plain = arch in (Arch.MIXTRAL, Arch.OLMOE, Arch.PHIMOE, Arch.GRANITEMOE,
+                             Arch.GRANITEMOE_SHARED)
             source = "intermediate_size" if plain else "moe_intermediate_size"
         if p.field == "n_experts":
-            source = "num_local_experts" if arch == Arch.MIXTRAL else "num_experts"
+            source = c.first_integer(("num_local_experts", "num_experts"))[0]
         raise c.unsupported(source, c.raw(source) if c.raw(source) is not None else p.value,
                             f"{p.field} {p.reason}")
 

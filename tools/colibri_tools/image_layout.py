@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .image_spec import (
+    BIAS_LM_HEAD,
     DATA_ALIGN,
     LIMITS,
     MAX_ALIGNMENT,
@@ -16,7 +17,9 @@ from .image_spec import (
     MIN_ALIGNMENT,
     NO_EXPERT,
     NO_LAYER,
+    NORM_LAYER,
     ROUTER_SOFTMAX,
+    ROUTER_SPARSEMIXER,
     ROUTER_TOPK_SOFTMAX,
     SCALE_FIELDS,
     Arch,
@@ -68,6 +71,18 @@ def _positive_finite(value: float) -> bool:
 MIN_ROPE_THETA = 1.0  # = MIN_ROPE_THETA in sdk/src/hparams.c
 MAX_ROUTED_SCALING = 1024.0  # = MAX_ROUTED_SCALING there
 MAX_SCALE = 65536.0  # = MAX_SCALE there: embedding/residual/attention scales, logits divisor
+MAX_ROUTER_JITTER = 1.0  # = MAX_ROUTER_JITTER there: sparsemixer's epsilon
+
+
+def format_minor(arch: int, r: ModelRecord) -> int:
+    """The minor format version an image needs: the newest feature it uses
+    (docs/format.md section 7)."""
+    if (arch >= Arch.PHIMOE or r.norm_kind == NORM_LAYER or r.router_score == ROUTER_SPARSEMIXER
+            or r.attn_bias & BIAS_LM_HEAD):
+        return 2
+    if r.has_scales or r.router_score == ROUTER_TOPK_SOFTMAX or arch >= Arch.GRANITEMOE:
+        return 1
+    return 0
 
 
 def _check(rows: list[tuple[str, object, bool, str]], status: str) -> list[Problem]:
@@ -79,7 +94,8 @@ def _arch_problems(arch: int, r: ModelRecord) -> list[Problem]:
         ("arch", arch, arch in Arch._value2member_map_, "unknown family"),
         ("qk_norm", r.qk_norm, r.qk_norm in (0, 1, 2), "must be 0, 1 or 2"),
         ("activation", r.activation, r.activation == 0, "only 0 (SiLU) is supported"),
-        ("norm_kind", r.norm_kind, r.norm_kind == 0, "only 0 (RMSNorm) is supported"),
+        ("norm_kind", r.norm_kind, r.norm_kind in (0, 1),
+         "only 0 (RMSNorm) and 1 (LayerNorm with bias) are supported"),
     ], UNSUPPORTED_ARCH)
 
 
@@ -98,7 +114,7 @@ def _attention_problems(r: ModelRecord) -> list[Problem]:
         ("rms_eps", r.rms_eps, _positive_finite(r.rms_eps), "must be finite and > 0"),
         ("rope_theta", r.rope_theta, math.isfinite(r.rope_theta) and r.rope_theta >= MIN_ROPE_THETA,
          "must be finite and >= 1"),
-        ("attn_bias", r.attn_bias, r.attn_bias & ~0xF == 0, "only bits 0..3 may be set"),
+        ("attn_bias", r.attn_bias, r.attn_bias & ~0x1F == 0, "only bits 0..4 may be set"),
         ("tie_embeddings", r.tie_embeddings, r.tie_embeddings in (0, 1), "must be 0 or 1"),
     ]
     if r.has_scales:
@@ -126,10 +142,21 @@ def _ffn_problems(r: ModelRecord) -> list[Problem]:
     ], BAD_HYPERPARAMS)
 
 
+def _router_jitter_ok(r: ModelRecord) -> bool:
+    if r.router_score != ROUTER_SPARSEMIXER:
+        return r.router_jitter == 0.0 and math.copysign(1.0, r.router_jitter) > 0
+    return ((r.top_k == 2 or r.n_experts == 0) and math.isfinite(r.router_jitter)
+            and 0.0 <= r.router_jitter <= MAX_ROUTER_JITTER)
+
+
 def _router_problems(r: ModelRecord) -> list[Problem]:
     return _check([
-        ("router_score", r.router_score, r.router_score in (ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX),
-         "only 0 (softmax, top-k) and 2 (top-k, softmax over the k) are supported"),
+        ("router_score", r.router_score,
+         r.router_score in (ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER),
+         "only 0 (softmax, top-k), 2 (top-k, softmax over the k) and 3 (sparsemixer) "
+         "are supported"),
+        ("router_jitter", r.router_jitter, _router_jitter_ok(r),
+         "must be 0 .. 1 with router_score 3 (which needs top_k 2), else 0"),
         ("n_group", r.n_group, r.n_group == 1, "only 1 is supported"),
         ("topk_group", r.topk_group, r.topk_group == 1, "only 1 is supported"),
         ("routed_scaling", r.routed_scaling,
@@ -185,6 +212,10 @@ def global_tensors(r: ModelRecord) -> list[TensorEntry]:
            TensorEntry(Role.OUTPUT_NORM, NO_LAYER, NO_EXPERT, (r.hidden_size,))]
     if not r.tie_embeddings:
         out.append(TensorEntry(Role.LM_HEAD, NO_LAYER, NO_EXPERT, (r.vocab_size, r.hidden_size)))
+    if r.norm_kind == NORM_LAYER:
+        out.append(TensorEntry(Role.OUTPUT_NORM_BIAS, NO_LAYER, NO_EXPERT, (r.hidden_size,)))
+    if r.attn_bias & BIAS_LM_HEAD:
+        out.append(TensorEntry(Role.LM_HEAD_BIAS, NO_LAYER, NO_EXPERT, (r.vocab_size,)))
     return out
 
 
@@ -200,6 +231,8 @@ def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]
         (Role.ATTN_O_BIAS, (h,), bool(r.attn_bias & 8)),
         (Role.ATTN_Q_NORM, qn, r.qk_norm != 0), (Role.ATTN_K_NORM, kn, r.qk_norm != 0),
         (Role.FFN_NORM, (h,), True),
+        (Role.ATTN_NORM_BIAS, (h,), r.norm_kind == NORM_LAYER),
+        (Role.FFN_NORM_BIAS, (h,), r.norm_kind == NORM_LAYER),
     ]
 
 

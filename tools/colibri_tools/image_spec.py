@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 1  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 2  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
@@ -44,6 +44,7 @@ class Arch(IntEnum):
     SWITCH = 5
     GRANITEMOE = 6
     GRANITEMOE_SHARED = 7
+    PHIMOE = 8
 
 
 class FfnKind(IntEnum):
@@ -55,6 +56,8 @@ class Role(IntEnum):
     TOKEN_EMBED = 1
     OUTPUT_NORM = 2
     LM_HEAD = 3
+    OUTPUT_NORM_BIAS = 4
+    LM_HEAD_BIAS = 5
     ATTN_NORM = 16
     ATTN_Q = 17
     ATTN_K = 18
@@ -67,6 +70,8 @@ class Role(IntEnum):
     ATTN_Q_NORM = 25
     ATTN_K_NORM = 26
     FFN_NORM = 27
+    ATTN_NORM_BIAS = 28
+    FFN_NORM_BIAS = 29
     DENSE_GATE = 32
     DENSE_UP = 33
     DENSE_DOWN = 34
@@ -129,12 +134,15 @@ MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("residual_scale", 168, "f"),
     ("attention_scale", 172, "f"),
     ("logits_divisor", 176, "f"),
+    ("router_jitter", 180, "f"),  # format 1.2: sparsemixer's epsilon (router_score 3), else 0
 )
-MODEL_RECORD_END = 180  # bytes 180 .. 255 are reserved (zero)
+MODEL_RECORD_END = 184  # bytes 184 .. 255 are reserved (zero)
 SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
 FLAG_SCALES = 1  # header flags bit 0: the record's four scales are set (format 1.1)
 KNOWN_FLAGS = FLAG_SCALES
-ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX = 0, 2  # router_score values
+ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER = 0, 2, 3  # router_score values
+NORM_RMS, NORM_LAYER = 0, 1  # norm_kind values (1: LayerNorm with bias, format 1.2)
+BIAS_ATTN, BIAS_LM_HEAD = 0xF, 0x10  # attn_bias bits: q, k, v, o; LM head (format 1.2)
 
 LAYER_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("ffn_kind", 0, "I"),
@@ -189,6 +197,7 @@ class ModelRecord:
     residual_scale: float = 0.0
     attention_scale: float = 0.0
     logits_divisor: float = 0.0
+    router_jitter: float = 0.0  # format 1.2: sparsemixer's epsilon (router_score 3)
 
     @property
     def has_scales(self) -> bool:

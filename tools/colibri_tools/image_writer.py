@@ -16,7 +16,7 @@ from typing import BinaryIO
 import numpy as np
 
 from .errors import ImageFormatError
-from .image_layout import align_up, canonical_tensors, model_problems, place_tensors
+from .image_layout import align_up, canonical_tensors, format_minor, model_problems, place_tensors
 from .image_spec import (
     DATA_ALIGN,
     DEFAULT_ALIGNMENT,
@@ -24,11 +24,8 @@ from .image_spec import (
     HEADER_SIZE,
     LAYER_ENTRY_SIZE,
     MAGIC,
-    ROUTER_TOPK_SOFTMAX,
     TENSOR_ENTRY_SIZE,
     VERSION_MAJOR,
-    VERSION_MINOR,
-    Arch,
     LayerEntry,
     ModelRecord,
     TensorEntry,
@@ -118,9 +115,8 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
     tensor_offset = layer_offset + LAYER_ENTRY_SIZE * len(layers)
     end = tables_end(len(layers), len(tensors))
     buf = bytearray(end)
-    v11 = record.has_scales or record.router_score == ROUTER_TOPK_SOFTMAX or arch >= Arch.GRANITEMOE
     header = {"magic": MAGIC, "version_major": VERSION_MAJOR,
-              "version_minor": 1 if v11 else VERSION_MINOR,
+              "version_minor": format_minor(arch, record),
               "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0,
               "flags": FLAG_SCALES if record.has_scales else 0,
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,

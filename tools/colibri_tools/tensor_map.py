@@ -31,7 +31,8 @@ from .image_spec import Role, TensorEntry
 from .image_writer import SourceTensor
 
 _GLOBAL_NAMES = {Role.TOKEN_EMBED: "model.embed_tokens.weight",
-                 Role.OUTPUT_NORM: "model.norm.weight", Role.LM_HEAD: "lm_head.weight"}
+                 Role.OUTPUT_NORM: "model.norm.weight", Role.LM_HEAD: "lm_head.weight",
+                 Role.OUTPUT_NORM_BIAS: "model.norm.bias", Role.LM_HEAD_BIAS: "lm_head.bias"}
 
 _LAYER_NAMES = {
     Role.ATTN_NORM: "input_layernorm.weight", Role.ATTN_Q: "self_attn.q_proj.weight",
@@ -41,7 +42,8 @@ _LAYER_NAMES = {
     Role.ATTN_O_BIAS: "self_attn.o_proj.bias", Role.ATTN_Q_NORM: "self_attn.q_norm.weight",
     Role.ATTN_K_NORM: "self_attn.k_norm.weight", Role.FFN_NORM: "post_attention_layernorm.weight",
     Role.DENSE_GATE: "mlp.gate_proj.weight", Role.DENSE_UP: "mlp.up_proj.weight",
-    Role.DENSE_DOWN: "mlp.down_proj.weight",
+    Role.DENSE_DOWN: "mlp.down_proj.weight", Role.ATTN_NORM_BIAS: "input_layernorm.bias",
+    Role.FFN_NORM_BIAS: "post_attention_layernorm.bias",
 }
 
 _BLOCK_NAMES = {Role.ROUTER: "gate.weight", Role.SHARED_GATE: "shared_expert.gate_proj.weight",

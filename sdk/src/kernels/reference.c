@@ -114,6 +114,19 @@ void colibri_k_rmsnorm(float *out, const float *x, const float *w, uint32_t n, f
     }
 }
 
+void colibri_k_layernorm(float *out, const float *x, const float *w, const float *b, uint32_t n,
+                         float eps)
+{
+    float mean = sum_canonical(x, n) / (float)n, inv;
+    for (uint32_t i = 0; i < n; i++) {
+        out[i] = x[i] - mean;
+    }
+    inv = 1.0f / colibri_sqrtf(colibri_k_dot(out, out, n) / (float)n + eps);
+    for (uint32_t i = 0; i < n; i++) {
+        out[i] = out[i] * inv * w[i] + b[i];
+    }
+}
+
 void colibri_k_softmax(float *x, uint32_t n)
 {
     float max = x[0], sum;
