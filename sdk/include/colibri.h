@@ -49,7 +49,7 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 0
+#define COLIBRI_FORMAT_MINOR 3
 
 /* Largest top_k an image may ask for, and largest max_context. The other
  * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
@@ -95,7 +95,10 @@ typedef enum colibri_status {
     COLIBRI_E_FLASH = 27,               /* flash erase/program failed or read back wrong */
     COLIBRI_E_SLOT_TOO_SMALL = 28,      /* image and signature larger than the slot */
     COLIBRI_E_UPDATE_ORDER = 29,        /* update step out of order (offset, size, state) */
-    COLIBRI_E_ROLLBACK = 30             /* signed version older than the running slot's */
+    COLIBRI_E_ROLLBACK = 30,            /* signed version older than the running slot's */
+    COLIBRI_E_QUANT_SIZE = 31,          /* quantized tensor's size != rows x blocks x block bytes */
+    COLIBRI_E_QUANT_BLOCKS = 32,        /* quantized tensor's block size or blocks per row wrong */
+    COLIBRI_E_QUANT_SCALE = 33          /* quantized tensor has a scale that is not finite */
 } colibri_status;
 
 /* A one-line English description of a status; never NULL. */
@@ -278,6 +281,9 @@ typedef struct colibri_hparams {
      * jitter epsilon (router_score 3, else 0). */
     uint32_t norm_kind;
     float router_jitter;
+    /* format 1.3: 1 when some weight matrix is stored Q8 or Q4 (docs/format.md
+     * 3.3); the scratch then holds the quantized activations (docs/core.md). */
+    uint32_t quantized;
 } colibri_hparams;
 
 /*
@@ -320,14 +326,15 @@ colibri_status colibri_init(colibri_model *model, const void *image, size_t imag
                             const colibri_options *options);
 
 /*
- * Read every tensor of an initialised model and check its data CRC-32.
- * Returns COLIBRI_E_CHECKSUM on the first mismatch; if bad_tensor is not
- * NULL it receives that tensor's table index. Time is proportional to the
- * image size.
+ * Read every tensor of an initialised model and check its data CRC-32, and
+ * that every scale of a quantized (Q8/Q4) tensor is finite. Returns
+ * COLIBRI_E_CHECKSUM or COLIBRI_E_QUANT_SCALE for the first bad tensor; if
+ * bad_tensor is not NULL it receives that tensor's table index. Time is
+ * proportional to the image size.
  */
 colibri_status colibri_verify(const colibri_model *model, uint32_t *bad_tensor);
 
-/* Check the data CRCs of one expert's block (gate, up, down) only. */
+/* Check the data CRCs (and scales) of one expert's block (gate, up, down) only. */
 colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer, uint32_t expert);
 
 /* ---------------------------------------------------------------------------

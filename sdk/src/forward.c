@@ -101,6 +101,9 @@ static colibri_status check_call(const colibri_model *m, const colibri_state *st
         (logits == NULL && mode != COLIBRI_LOGITS_NONE)) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
+    if (m->hp.quantized) { /* format 1.2 reads; its products land with the Q8/Q4 kernels */
+        return COLIBRI_E_UNSUPPORTED_DTYPE;
+    }
     for (uint32_t i = 0; i < n_ids; i++) {
         if (ids[i] < 0 || (uint32_t)ids[i] >= m->hp.vocab_size) {
             return COLIBRI_E_TOKEN_OUT_OF_RANGE;

@@ -119,7 +119,7 @@ static colibri_status init_steps(colibri_model *model, const uint8_t *img, size_
         status = colibri_layer_table_check(model);
     }
     if (status == COLIBRI_OK) {
-        status = colibri_tensor_table_check(model);
+        status = colibri_tensor_table_check(model, &model->hp.quantized);
     }
     return status;
 }

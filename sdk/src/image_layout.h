@@ -88,9 +88,13 @@ enum {
     TEN_SHAPE = 12,
     TEN_CRC = 28,
     TEN_OFFSET = 32,
-    TEN_SIZE = 40
+    TEN_SIZE = 40,
+    TEN_BLOCK = 48,     /* format 1.3, quantized dtypes: weights per block */
+    TEN_ROW_BLOCKS = 52 /* and blocks per row */
 };
-enum { DTYPE_F32 = 0 };
+/* Tensor dtypes (section 3.3): float32, and the blockwise Q8 and Q4 (1.3),
+ * whose block sizes are COLIBRI_QBLOCK and COLIBRI_Q8/Q4_BLOCK_BYTES. */
+enum { DTYPE_F32 = 0, DTYPE_Q8 = 1, DTYPE_Q4 = 2 };
 
 /* Tensor roles (section 3.1). */
 enum {

@@ -68,7 +68,8 @@ void colibri_options_apply(colibri_model *m, const colibri_options *options);
 /* Validation steps of colibri_init, in the order docs/format.md gives. */
 colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp);
 colibri_status colibri_layer_table_check(const colibri_model *m);
-colibri_status colibri_tensor_table_check(const colibri_model *m);
+/* The tensor table; *quantized = 1 when a matrix is Q8 or Q4. */
+colibri_status colibri_tensor_table_check(const colibri_model *m, uint32_t *quantized);
 
 /* Tensors a layer of the given kind holds (docs/format.md 3.1). */
 uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind);

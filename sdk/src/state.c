@@ -15,7 +15,9 @@ static uint32_t max3(uint32_t a, uint32_t b, uint32_t c)
 }
 
 /* The scratch regions in layout order (docs/core.md), in floats. */
-enum { WORKSPACE_REGIONS = 18 };
+enum { WORKSPACE_REGIONS = 19 };
+/* One quantized activation block: a float scale and 32 int8 (36 bytes). */
+#define ACTIVATION_BLOCK_FLOATS 9u
 
 static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t batch,
                           uint64_t floats[WORKSPACE_REGIONS])
@@ -24,6 +26,10 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
     uint64_t k = (uint64_t)hp->n_kv_heads * hp->head_dim;
     uint64_t m = max3(hp->dense_intermediate, hp->expert_intermediate, hp->shared_intermediate);
     uint64_t e = hp->n_experts > 0 ? hp->n_experts : 1u, top = hp->top_k > 0 ? hp->top_k : 1u;
+    uint64_t widest = max3(hp->hidden_size, (uint32_t)q, (uint32_t)m);
+    uint64_t blocks = hp->quantized ? b * ((widest + COLIBRI_QBLOCK - 1u) / COLIBRI_QBLOCK) *
+                                          ACTIVATION_BLOCK_FLOATS
+                                    : 0u;
     const uint64_t in_order[WORKSPACE_REGIONS] = {b * h,
                                                   b * h,
                                                   b * h,
@@ -41,7 +47,8 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
                                                   b * top,
                                                   b * h,
                                                   b,
-                                                  b};
+                                                  b,
+                                                  blocks};
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         floats[i] = round_floats(in_order[i]);
     }
@@ -61,7 +68,7 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
                                 uint8_t *base, workspace *ws)
 {
     uint64_t floats[WORKSPACE_REGIONS];
-    float *topk_i = NULL, *sel = NULL;
+    float *topk_i = NULL, *sel = NULL, *xq = NULL;
     size_t used = 0;
     workspace unused;
     if (ws == NULL) {
@@ -70,7 +77,7 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
     float **slots[WORKSPACE_REGIONS] = {&ws->x,  &ws->xn,     &ws->ffn_sum, &ws->ffn_out, &ws->q,
                                         &ws->k,  &ws->v,      &ws->attn,    &ws->scores,  &ws->h1,
                                         &ws->h2, &ws->router, &ws->rope,    &ws->topk_w,  &topk_i,
-                                        &ws->xg, &sel,        &ws->sel_w};
+                                        &ws->xg, &sel,        &ws->sel_w,   &xq};
     region_floats(hp, context, batch, floats);
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         *slots[i] = base != NULL ? (float *)(void *)(base + used) : NULL;
@@ -80,6 +87,7 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
     ws->context = context;
     ws->topk_i = (uint32_t *)(void *)topk_i;
     ws->sel = (uint32_t *)(void *)sel;
+    ws->xq = xq;
     return used;
 }
 

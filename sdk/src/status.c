@@ -34,6 +34,9 @@ static const char *const messages[] = {
     [COLIBRI_E_SLOT_TOO_SMALL] = "image and signature block larger than the weight slot",
     [COLIBRI_E_UPDATE_ORDER] = "update step out of order (offset, size or state)",
     [COLIBRI_E_ROLLBACK] = "image version older than the running slot's (rollback refused)",
+    [COLIBRI_E_QUANT_SIZE] = "quantized tensor size differs from rows x blocks x block bytes",
+    [COLIBRI_E_QUANT_BLOCKS] = "quantized tensor block size or blocks per row wrong",
+    [COLIBRI_E_QUANT_SCALE] = "quantized tensor has a scale that is not finite",
 };
 
 const char *colibri_strerror(colibri_status status)

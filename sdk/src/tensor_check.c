@@ -18,8 +18,9 @@ typedef struct expected_tensor {
 /* Walk state of the check. */
 typedef struct table_walk {
     const colibri_model *m;
-    uint32_t index;    /* next entry to check */
-    uint64_t data_end; /* end of the previous tensor's data */
+    uint32_t index;     /* next entry to check */
+    uint64_t data_end;  /* end of the previous tensor's data */
+    uint32_t quantized; /* 1 once a Q8 or Q4 tensor was seen */
 } table_walk;
 
 static uint32_t global_tensor_count(const colibri_hparams *hp)
@@ -90,14 +91,47 @@ static int identity_matches(const uint8_t *e, const expected_tensor *want)
            colibri_rd_u16(e + TEN_EXPERT) == want->expert;
 }
 
-static int shape_matches(const uint8_t *e, const expected_tensor *want, uint64_t size)
+static int shape_matches(const uint8_t *e, const expected_tensor *want)
 {
-    uint64_t elements = (uint64_t)want->rows * (want->cols ? want->cols : 1u);
     return colibri_rd_u32(e + TEN_NDIM) == want->ndim &&
            colibri_rd_u32(e + TEN_SHAPE) == want->rows &&
            colibri_rd_u32(e + TEN_SHAPE + 4) == want->cols &&
-           colibri_rd_u32(e + TEN_SHAPE + 8) == 0 && colibri_rd_u32(e + TEN_SHAPE + 12) == 0 &&
-           size == elements * sizeof(float);
+           colibri_rd_u32(e + TEN_SHAPE + 8) == 0 && colibri_rd_u32(e + TEN_SHAPE + 12) == 0;
+}
+
+/* Roles whose matrix may be stored Q8 or Q4 (docs/format.md 3.3): the
+ * attention projections and the feed-forward matrices. Routers, norms,
+ * biases, the shared-expert gate and the embeddings stay float32. */
+static int role_quantizable(uint16_t role)
+{
+    return (role >= ROLE_ATTN_Q && role <= ROLE_ATTN_O) ||
+           (role >= ROLE_DENSE_GATE && role <= ROLE_DENSE_DOWN) ||
+           (role >= ROLE_SHARED_GATE && role <= ROLE_SHARED_DOWN) ||
+           (role >= ROLE_EXPERT_GATE && role <= ROLE_EXPERT_DOWN);
+}
+
+static int dtype_allowed(uint16_t role, uint32_t dtype)
+{
+    return dtype == DTYPE_F32 ||
+           ((dtype == DTYPE_Q8 || dtype == DTYPE_Q4) && role_quantizable(role));
+}
+
+/* The size a tensor's dtype and shape give (section 3.3): float32 elements,
+ * or rows of blocks (block fields checked first). */
+static colibri_status size_matches(const uint8_t *e, const expected_tensor *want, uint32_t dtype)
+{
+    uint64_t size = colibri_rd_u64(e + TEN_SIZE), rows = want->rows;
+    uint32_t row_blocks = (want->cols + COLIBRI_QBLOCK - 1u) / COLIBRI_QBLOCK;
+    uint64_t block_bytes = dtype == DTYPE_Q8 ? COLIBRI_Q8_BLOCK_BYTES : COLIBRI_Q4_BLOCK_BYTES;
+    if (dtype == DTYPE_F32) {
+        uint64_t elements = rows * (want->cols ? want->cols : 1u);
+        return size == elements * sizeof(float) ? COLIBRI_OK : COLIBRI_E_BAD_SHAPE;
+    }
+    if (colibri_rd_u32(e + TEN_BLOCK) != COLIBRI_QBLOCK ||
+        colibri_rd_u32(e + TEN_ROW_BLOCKS) != row_blocks) {
+        return COLIBRI_E_QUANT_BLOCKS;
+    }
+    return size == rows * row_blocks * block_bytes ? COLIBRI_OK : COLIBRI_E_QUANT_SIZE;
 }
 
 static colibri_status check_placement(table_walk *w, const uint8_t *e, uint16_t role)
@@ -127,6 +161,7 @@ static colibri_status expect(table_walk *w, const expected_tensor *want)
 {
     const uint8_t *e;
     colibri_status status;
+    uint32_t dtype;
     if (w->index >= w->m->n_tensors) {
         return COLIBRI_E_BAD_TENSOR_TABLE;
     }
@@ -134,16 +169,22 @@ static colibri_status expect(table_walk *w, const expected_tensor *want)
     if (!identity_matches(e, want)) {
         return COLIBRI_E_BAD_TENSOR_TABLE;
     }
-    if (colibri_rd_u16(e + TEN_DTYPE) != DTYPE_F32) {
+    dtype = colibri_rd_u16(e + TEN_DTYPE);
+    if (!dtype_allowed(want->role, dtype)) {
         return COLIBRI_E_UNSUPPORTED_DTYPE;
     }
     status = check_placement(w, e, want->role);
     if (status != COLIBRI_OK) {
         return status;
     }
-    if (!shape_matches(e, want, colibri_rd_u64(e + TEN_SIZE))) {
+    if (!shape_matches(e, want)) {
         return COLIBRI_E_BAD_SHAPE;
     }
+    status = size_matches(e, want, dtype);
+    if (status != COLIBRI_OK) {
+        return status;
+    }
+    w->quantized |= dtype != DTYPE_F32;
     w->index++;
     return COLIBRI_OK;
 }
@@ -219,9 +260,9 @@ static colibri_status expect_layer(table_walk *w, uint32_t l, uint32_t kind)
     return COLIBRI_OK;
 }
 
-colibri_status colibri_tensor_table_check(const colibri_model *m)
+colibri_status colibri_tensor_table_check(const colibri_model *m, uint32_t *quantized)
 {
-    table_walk w = {m, 0, 0};
+    table_walk w = {m, 0, 0, 0};
     w.data_end = colibri_rd_u64(m->image + HDR_TENSOR_TABLE) +
                  (uint64_t)m->n_tensors * IMG_TENSOR_ENTRY_SIZE;
     EXPECT(expect_globals(&w));
@@ -229,5 +270,6 @@ colibri_status colibri_tensor_table_check(const colibri_model *m)
         uint32_t kind = colibri_rd_u32(m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE);
         EXPECT(expect_layer(&w, l, kind));
     }
+    *quantized = w.quantized;
     return w.index == m->n_tensors ? COLIBRI_OK : COLIBRI_E_BAD_TENSOR_TABLE;
 }

@@ -27,6 +27,8 @@ typedef struct workspace {
     float *xg;        /* [B][H] inputs of the tokens one expert takes */
     uint32_t *sel;    /* [B] which tokens those are */
     float *sel_w;     /* [B] and their routing weights */
+    void *xq;         /* quantized images: [B][ceil(max(H, Q, M) / 32)] activation blocks of a
+                       * Q8/Q4 product (36 bytes each); else empty */
 } workspace;
 
 /* Bytes the layout for chunks of `batch` tokens needs, in 64 bits (never

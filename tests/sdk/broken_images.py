@@ -3,8 +3,10 @@ colibri_verify) must report. Built from one valid image by editing bytes at
 the offsets docs/format.md gives; written here on their own, independent of
 the converter's code, so a mistake in the writer cannot hide here.
 
-    python tests/sdk/broken_images.py VALID_MODEL_BIN OUT_DIR
-writes one file per defect plus manifest.json (name -> expected statuses).
+    python tests/sdk/broken_images.py VALID_MODEL_BIN OUT_DIR [VALID_Q8_MODEL_BIN]
+writes one file per defect plus manifest.json (name -> expected statuses);
+with an image whose feed-forward matrices are Q8 (format 1.3), also the
+quantized defects.
 """
 from __future__ import annotations
 
@@ -20,9 +22,11 @@ OK, BAD_MAGIC, UNSUPPORTED_VERSION, TRUNCATED, CHECKSUM = 0, 2, 3, 4, 5
 OUT_OF_RANGE, MISALIGNED, UNSUPPORTED_ARCH, UNSUPPORTED_ROUTER = 6, 7, 8, 9
 CONFIG_MISMATCH, BAD_HYPERPARAMS, UNSUPPORTED_DTYPE = 10, 14, 15
 BAD_TENSOR_TABLE, BAD_SHAPE, OVERLAP, BAD_LAYER_TABLE = 16, 17, 18, 19
+QUANT_SIZE, QUANT_BLOCKS, QUANT_SCALE = 31, 32, 33
 
 HEADER, LAYER_ENTRY, TENSOR_ENTRY = 256, 16, 64
-ROLE_EXPERT_GATE = 48
+ROLE_ATTN_NORM, ROLE_ROUTER, ROLE_EXPERT_GATE = 16, 40, 48
+DTYPE_Q8, DTYPE_Q4 = 1, 2
 
 
 def put(img: bytearray, offset: int, fmt: str, value) -> None:
@@ -45,11 +49,15 @@ def tensor(img: bytes, index: int) -> int:
     return get(img, 48, "Q") + index * TENSOR_ENTRY
 
 
-def first_expert_gate(img: bytes) -> int:
+def first_role(img: bytes, role: int) -> int:
     for i in range(get(img, 56, "I")):
-        if get(img, tensor(img, i), "H") == ROLE_EXPERT_GATE:
+        if get(img, tensor(img, i), "H") == role:
             return i
-    raise ValueError("image has no routed expert")
+    raise ValueError(f"image has no tensor of role {role}")
+
+
+def first_expert_gate(img: bytes) -> int:
+    return first_role(img, ROLE_EXPERT_GATE)
 
 
 def edited(valid: bytes, edit: Callable[[bytearray], None], crc: bool = True) -> bytes:
@@ -152,6 +160,8 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "alignment_not_power_of_two": (edited(v, set_at(32, "I", 3000)), init(BAD_HYPERPARAMS)),
         "n_layers_huge": (edited(v, set_at(72, "I", 0xFFFFFFFF)), init(BAD_HYPERPARAMS)),
         "dtype_unknown": (edited(v, set_at(t1 + 6, "H", 7)), init(UNSUPPORTED_DTYPE)),
+        "q8_dtype_without_blocks": (edited(v, set_at(tensor(v, gate) + 6, "H", DTYPE_Q8)),
+                                    init(QUANT_BLOCKS)),
         "tensors_swapped": (edited(v, swap_first_two), init(BAD_TENSOR_TABLE)),
         "expert_index_wrong": (edited(v, set_at(tensor(v, gate) + 4, "H", 1)),
                                init(BAD_TENSOR_TABLE)),
@@ -169,10 +179,56 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     }
 
 
-def write_broken_images(valid: bytes, out_dir: pathlib.Path) -> dict[str, dict]:
+def _quant_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
+    """Defects of a format 1.3 image whose expert matrices are Q8: 34-byte
+    blocks of 32 (a binary16 scale, then 32 int8), block fields at entry
+    offsets 48 (weights per block) and 52 (blocks per row)."""
+    gate = tensor(v, first_expert_gate(v))
+    router = tensor(v, first_role(v, ROLE_ROUTER))
+    norm = tensor(v, first_role(v, ROLE_ATTN_NORM))
+    data_at, size = get(v, gate + 32, "Q"), get(v, gate + 40, "Q")
+    assert get(v, gate + 6, "H") == DTYPE_Q8 and get(v, gate + 48, "I") == 32
+
+    def set_at(offset: int, fmt: str, value):
+        return lambda img: put(img, offset, fmt, value)
+
+    def scale(bits: int, block: int):
+        """Block `block`'s scale set to the binary16 `bits`, data CRC made right."""
+        def edit(img: bytearray) -> None:
+            put(img, data_at + 34 * block, "H", bits)
+            put(img, gate + 28, "I", zlib.crc32(bytes(img[data_at:data_at + size])))
+        return edit
+
+    def flip_q(img: bytearray) -> None:
+        img[data_at + 34 + 7] ^= 0x01
+
+    init = lambda status: {"init": status}  # noqa: E731
+    return {
+        "q8_block_size_16": (edited(v, set_at(gate + 48, "I", 16)), init(QUANT_BLOCKS)),
+        "q8_row_blocks_off_by_one": (edited(v, set_at(gate + 52, "I", get(v, gate + 52, "I") + 1)),
+                                     init(QUANT_BLOCKS)),
+        "q8_size_one_block_short": (edited(v, set_at(gate + 40, "Q", size - 34)),
+                                    init(QUANT_SIZE)),
+        "q8_size_one_row_long": (edited(v, set_at(gate + 40, "Q", size + get(v, gate + 52, "I")
+                                                  * 34)), init(QUANT_SIZE)),
+        "q8_read_as_q4": (edited(v, set_at(gate + 6, "H", DTYPE_Q4)), init(QUANT_SIZE)),
+        "q8_dtype_unknown": (edited(v, set_at(gate + 6, "H", 3)), init(UNSUPPORTED_DTYPE)),
+        "q8_router": (edited(v, set_at(router + 6, "H", DTYPE_Q8)), init(UNSUPPORTED_DTYPE)),
+        "q4_norm": (edited(v, set_at(norm + 6, "H", DTYPE_Q4)), init(UNSUPPORTED_DTYPE)),
+        "q8_scale_nan": (edited(v, scale(0x7E00, 1)), {"init": OK, "verify": QUANT_SCALE}),
+        "q8_scale_infinite": (edited(v, scale(0xFC00, 0)), {"init": OK, "verify": QUANT_SCALE}),
+        "q8_weight_corrupted": (edited(v, flip_q, crc=False), {"init": OK, "verify": CHECKSUM}),
+    }
+
+
+def write_broken_images(valid: bytes, out_dir: pathlib.Path,
+                        quantized: bytes | None = None) -> dict[str, dict]:
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {}
-    for name, (data, expect) in _defects(valid).items():
+    defects = _defects(valid)
+    if quantized is not None:
+        defects.update(_quant_defects(quantized))
+    for name, (data, expect) in defects.items():
         (out_dir / f"{name}.bin").write_bytes(data)
         manifest[name] = expect
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
@@ -180,4 +236,5 @@ def write_broken_images(valid: bytes, out_dir: pathlib.Path) -> dict[str, dict]:
 
 
 if __name__ == "__main__":
-    write_broken_images(pathlib.Path(sys.argv[1]).read_bytes(), pathlib.Path(sys.argv[2]))
+    write_broken_images(pathlib.Path(sys.argv[1]).read_bytes(), pathlib.Path(sys.argv[2]),
+                        pathlib.Path(sys.argv[3]).read_bytes() if len(sys.argv) > 3 else None)

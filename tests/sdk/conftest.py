@@ -29,3 +29,27 @@ def valid_image(tmp_path_factory) -> pathlib.Path:
     save_checkpoint(model, root / "hf")
     convert(root / "hf", root / "out", context=64, progress=False)
     return root / "out" / "model.bin"
+
+
+@pytest.fixture(scope="session")
+def valid_q8_image(tmp_path_factory) -> pathlib.Path:
+    """The same tiny Qwen2-MoE with its feed-forward matrices Q8 (format 1.3)."""
+    return _quantized_image(tmp_path_factory, "int8")
+
+
+@pytest.fixture(scope="session")
+def valid_q4_image(tmp_path_factory) -> pathlib.Path:
+    """The same tiny Qwen2-MoE with its feed-forward and attention matrices Q4."""
+    return _quantized_image(tmp_path_factory, "int4", attention=True)
+
+
+def _quantized_image(tmp_path_factory, quant: str, attention: bool = False) -> pathlib.Path:
+    from colibri_tools.convert import convert
+    from hf_models import build_model, save_checkpoint
+
+    root = tmp_path_factory.mktemp(f"valid_{quant}")
+    model, _ = build_model("qwen2_moe", seed=3)
+    save_checkpoint(model, root / "hf")
+    convert(root / "hf", root / "out", context=64, progress=False, quant=quant,
+            quant_attention=attention)
+    return root / "out" / "model.bin"

@@ -4,7 +4,7 @@
  * record alone), for tests/sdk/test_sizes.py.
  *
  *   sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT DENSE EXPERT_INTER
- *              EXPERTS SHARED TOP_K BATCH      prints "STATE SCRATCH"
+ *              EXPERTS SHARED TOP_K BATCH [QUANTIZED]   prints "STATE SCRATCH"
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +15,9 @@ int main(int argc, char **argv)
 {
     static const uint8_t image_stand_in = 0;
     colibri_model m = {0};
-    if (argc != 14) {
+    if (argc != 14 && argc != 15) {
         fprintf(stderr, "usage: sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT "
-                        "DENSE EXPERT_INTER EXPERTS SHARED TOP_K BATCH\n");
+                        "DENSE EXPERT_INTER EXPERTS SHARED TOP_K BATCH [QUANTIZED]\n");
         return 2;
     }
     uint32_t ctx = (uint32_t)strtoul(argv[1], NULL, 0);
@@ -35,6 +35,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 11; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
     }
+    m.hp.quantized = argc == 15 ? (uint32_t)strtoul(argv[14], NULL, 0) : 0u;
     m.image = &image_stand_in;
     uint32_t batch = (uint32_t)strtoul(argv[13], NULL, 0);
     size_t scratch = colibri_scratch_size_batch(&m, ctx, batch);

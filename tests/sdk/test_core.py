@@ -70,8 +70,17 @@ def test_valid_image_loads_verifies_and_runs(asan_bins, valid_image):
     assert probe(asan_bins, valid_image) == {"init": 0, "verify": 0, "forward": 0}
 
 
-def test_broken_images_each_report_their_status(asan_bins, valid_image, tmp_path):
-    manifest = write_broken_images(valid_image.read_bytes(), tmp_path / "broken")
+def test_quantized_images_load_and_verify(asan_bins, valid_q8_image, valid_q4_image):
+    """Format 1.3: Q8 feed-forward matrices; Q4 feed-forward and attention."""
+    for image in (valid_q8_image, valid_q4_image):
+        assert image.read_bytes()[10] == 3  # version_minor
+        got = probe(asan_bins, image)
+        assert (got["init"], got["verify"]) == (0, 0)
+
+
+def test_broken_images_each_report_their_status(asan_bins, valid_image, valid_q8_image, tmp_path):
+    manifest = write_broken_images(valid_image.read_bytes(), tmp_path / "broken",
+                                   valid_q8_image.read_bytes())
     wrong = {}
     for name, expect in manifest.items():
         got = probe(asan_bins, tmp_path / "broken" / f"{name}.bin")
@@ -88,14 +97,14 @@ def test_fingerprint_mismatch_is_refused(asan_bins, valid_image):
 
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="libFuzzer needs clang")
-def test_fuzz_loader_for_a_while(valid_image, tmp_path, record_property):
+def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, tmp_path, record_property):
     """Bounded libFuzzer run seeded with a valid image and the broken ones;
     any crash, sanitizer report, leak or timeout fails the test, and so does a
     run too short to matter (the executions are recorded). Longer campaigns:
     docs/core.md, "Fuzzing"."""
     subprocess.run(["make", "-s", "fuzz"], cwd=REPO, check=True)
     corpus = tmp_path / "corpus"
-    write_broken_images(valid_image.read_bytes(), corpus)
+    write_broken_images(valid_image.read_bytes(), corpus, valid_q8_image.read_bytes())
     (corpus / "manifest.json").unlink()
     seconds = os.environ.get("COLIBRI_FUZZ_SECONDS", "40")
     done = subprocess.run(
@@ -108,19 +117,21 @@ def test_fuzz_loader_for_a_while(valid_image, tmp_path, record_property):
     assert runs >= 500 * int(seconds), f"only {runs} executions in {seconds} s"
 
 
-def test_python_reader_agrees_with_the_core(valid_image, tmp_path):
-    """The tools' image reader reports the same status as colibri_init."""
+def test_python_reader_agrees_with_the_core(valid_image, valid_q8_image, tmp_path):
+    """The tools' image reader reports the same status as colibri_init (and,
+    for an image colibri_init accepts, as colibri_verify)."""
     from colibri_tools.errors import ImageFormatError
     from colibri_tools.image_format import read_image
     from colibri_tools.status import Status
 
-    manifest = write_broken_images(valid_image.read_bytes(), tmp_path)
+    manifest = write_broken_images(valid_image.read_bytes(), tmp_path, valid_q8_image.read_bytes())
     for name, expect in manifest.items():
         data = (tmp_path / f"{name}.bin").read_bytes()
         if expect["init"] == 0:
+            read_image(data)
             with pytest.raises(ImageFormatError) as caught:
                 read_image(data, verify_data=True)
-            assert caught.value.status == "COLIBRI_E_CHECKSUM", name
+            assert caught.value.status == Status(expect["verify"]).c_name, name
             continue
         with pytest.raises(ImageFormatError) as caught:
             read_image(data)

@@ -7,6 +7,7 @@ import pathlib
 import re
 import subprocess
 
+import pytest
 import torch
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -28,7 +29,9 @@ def _macro(header: str, name: str) -> int:
     return int(re.search(rf"#define {name}\s+\(?(0x[0-9A-Fa-f]+|\d+)", header).group(1), 0)
 
 
-def test_macros_equal_api_sizes(valid_image, asan_bins, tmp_path):
+@pytest.mark.parametrize("which", ["valid_image", "valid_q8_image", "valid_q4_image"])
+def test_macros_equal_api_sizes(which, request, asan_bins, tmp_path):
+    valid_image = request.getfixturevalue(which)
     header = (valid_image.parent / "model_config.h").read_text()
     program = tmp_path / "sizes.c"
     program.write_text(

@@ -28,17 +28,20 @@ def _records():
 
 
 def test_python_sizes_equal_the_core(asan_bins):
+    """Float32 images and images with a Q8/Q4 matrix (whose scratch adds the
+    activation blocks: docs/core.md)."""
     checked = 0
-    for r, pick, batch in itertools.product(_records(), (1, 3), (1, 7, 256)):
+    for r, pick, batch, quantized in itertools.product(_records(), (1, 3), (1, 7, 256), (0, 1)):
         ctx = max(1, r.max_context // pick)
         args = [ctx, r.hidden_size, r.n_layers, r.n_heads, r.n_kv_heads, r.head_dim,
                 r.max_context, r.dense_intermediate, r.expert_intermediate, r.n_experts,
-                r.shared_intermediate, r.top_k, batch]
+                r.shared_intermediate, r.top_k, batch, quantized]
         out = subprocess.run([str(asan_bins / "sizes_dump"), *map(str, args)], check=True,
                              capture_output=True, text=True, timeout=30).stdout.split()
-        assert [int(v) for v in out] == [state_size(r, ctx), scratch_size(r, ctx, batch)], r
+        want = [state_size(r, ctx), scratch_size(r, ctx, batch, bool(quantized))]
+        assert [int(v) for v in out] == want, r
         checked += 1
-    assert checked == 360
+    assert checked == 720
 
 
 def test_batch_bounds_agree(asan_bins):

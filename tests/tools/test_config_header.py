@@ -40,6 +40,8 @@ def doc_scratch_bytes(rec: dict, ctx: int, b: int = 1) -> int:
               b * m, b * m,
               b * max(rec["n_experts"], 1), b * hd, b * top_k, b * top_k,
               b * h, b, b]  # the last three: one expert's gathered inputs, their tokens, weights
+    if rec.get("quantized"):  # activation blocks of 36 bytes (9 floats) per 32 inputs
+        counts.append(b * -(-max(h, q, m) // 32) * 9)
     return 4 * sum(_round16(c) for c in counts)
 
 
@@ -74,7 +76,7 @@ def _c_program(rec: dict, ctx: int, data: bytes, batch: int = 1) -> str:
         "ALIGNMENT": 4096, "IMAGE_SIZE": len(data), "CONTEXT": ctx, "BATCH": batch,
         "STATE_BYTES": doc_state_bytes(rec, ctx),
         "SCRATCH_BYTES": doc_scratch_bytes(rec, ctx, batch),
-        "N_EXPERT_BLOCKS": n_moe * rec["n_experts"],
+        "N_EXPERT_BLOCKS": n_moe * rec["n_experts"], "QUANTIZED": int(rec.get("quantized", 0)),
     }
     lines = ["#include <stdint.h>", "#include <stdio.h>", '#include "colibri.h"',
              '#include "model_config.h"', '#include "model_config.h" /* guarded */']
@@ -99,21 +101,23 @@ def _c_program(rec: dict, ctx: int, data: bytes, batch: int = 1) -> str:
 
 
 CASES = [
-    ("mixtral", {}, None, 1),
-    ("qwen2_moe", {}, 40, 7),
-    ("switch", {}, 1, 256),
-    ("qwen2_moe", {"mlp_only_layers": [0, 1, 2]}, None, 1),  # no MoE layer: no expert block
+    ("mixtral", {}, None, 1, None),
+    ("qwen2_moe", {}, 40, 7, None),
+    ("switch", {}, 1, 256, None),
+    ("qwen2_moe", {"mlp_only_layers": [0, 1, 2]}, None, 1, None),  # no MoE layer: no expert block
+    ("qwen2_moe", {}, 40, 7, "int8"),  # quantized: scratch with activation blocks
+    ("mixtral", {}, None, 3, "int4"),
 ]
 
 
 @pytest.mark.skipif(GCC is None, reason="no C compiler")
-@pytest.mark.parametrize("family,overrides,context,batch", CASES)
-def test_header_compiles_and_states_the_model(family, overrides, context, batch, hf_model,
+@pytest.mark.parametrize("family,overrides,context,batch,quant", CASES)
+def test_header_compiles_and_states_the_model(family, overrides, context, batch, quant, hf_model,
                                               hf_checkpoint, tmp_path):
     model, _ = hf_model(family, **overrides)
     result = convert(hf_checkpoint(family, **overrides), tmp_path / "out", context=context,
-                     progress=False, batch=batch)
-    rec = expected_record(model, family)
+                     progress=False, batch=batch, quant=quant)
+    rec = {**expected_record(model, family), "quantized": quant is not None}
     ctx = context if context is not None else min(rec["max_context"], 2048)
     data = result.image_path.read_bytes()
     src = tmp_path / "check.c"

@@ -45,11 +45,32 @@ def test_sizes_from_config_equal_the_converted_image(family, hf_checkpoint, tmp_
     assert load_model(result.image_path.parent).bytes_per_token == want
 
 
+@pytest.mark.parametrize("family,quant", [("qwen2_moe", "int8"), ("mixtral", "int4"),
+                                          ("granitemoeshared", "int8")])
+def test_quantized_sizes_agree(family, quant, hf_checkpoint, tmp_path):
+    """The planner (load_model, colibri-board fit --quant) and colibri-convert
+    --quant give the same image size and scratch, the one quantized images need."""
+    hf = hf_checkpoint(family)
+    result = convert(hf, tmp_path / "out", progress=False, quant=quant, context=32)
+    image = read_image(result.image_path, verify_data=True)
+    assert image.header["version_minor"] == 3 and image.quantized
+    facts = load_model(hf / "config.json", quant=quant)
+    assert facts.image_bytes == image.image_size == result.image_path.stat().st_size
+    assert load_model(result.image_path.parent).weights == quant
+    done = _fit("rpi4", str(hf), "--quant", quant, "--context", "32", "--json")
+    assert done.returncode in (0, 1), done.stderr
+    data = json.loads(done.stdout)
+    assert data["image_bytes"] == image.image_size
+    assert data["ram"]["scratch"] == result.scratch_bytes == sizes.scratch_size(
+        image.record, 32, 1, quantized=True) > sizes.scratch_size(image.record, 32)
+
+
 def test_quantized_experts_follow_the_rule():
     """Q8: 32 int8 + a binary16 scale per block of 32 (34 bytes), Q4: 16 + 2
-    (the quantized format's table, issue 10), rows padded to whole blocks."""
-    assert sizes.QUANT_RULES["int8"].matrix_bytes(3, 70) == 3 * 3 * 34
-    assert sizes.QUANT_RULES["int4"].matrix_bytes(2, 64) == 2 * 2 * 18
+    (docs/format.md 3.3), rows padded to whole blocks."""
+    from colibri_tools.quant import matrix_bytes
+    assert matrix_bytes(1, 3, 70) == 3 * 3 * 34
+    assert matrix_bytes(2, 2, 64) == 2 * 2 * 18
     fp32, int8, int4 = (load_model(DEMO, quant=q) for q in (None, "int8", "int4"))
     # the demo model: 4 layers x 4 experts x (gate, up: 192 x 128; down: 128 x 192);
     # only the experts change size, each block of 4 KiB-aligned experts shrinks

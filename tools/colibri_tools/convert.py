@@ -21,7 +21,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -31,10 +31,10 @@ from .checkpoint import Checkpoint
 from .config_header import write_config_header
 from .errors import ColibriError, ImageFormatError, OptionError
 from .families import ModelSpec, as_switch, model_spec, switch_candidate
-from .image_layout import tensor_bytes
 from .image_reader import ModelImage, read_image
 from .image_spec import DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MIN_ALIGNMENT, FfnKind, ModelRecord
 from .image_writer import SourceTensor, WrittenImage, write_image
+from .quant import QUANT_NAMES, assign_dtypes, tensor_size
 from .sizes import MAX_BATCH, scratch_size, state_size
 from .status import Status
 from .tensor_map import TensorMap
@@ -66,6 +66,8 @@ class ConvertResult:
     state_bytes: int
     scratch_bytes: int
     dropped_shared_expert: bool
+    quant: str | None = None
+    quant_attention: bool = False
 
 
 def _check_alignment(alignment: int) -> None:
@@ -83,8 +85,10 @@ def _choose_context(record: ModelRecord, context: int | None) -> int:
     return context
 
 
-def _plan(ckpt: Checkpoint) -> tuple[ModelSpec, list[SourceTensor], bool]:
-    """The model spec and its tensors, switch detection included; nothing written yet."""
+def _plan(ckpt: Checkpoint, quant: str | None = None,
+          quant_attention: bool = False) -> tuple[ModelSpec, list[SourceTensor], bool]:
+    """The model spec and its tensors (with the dtypes --quant asks for),
+    switch detection included; nothing written yet."""
     spec = model_spec(ckpt.config, ckpt.config_path)
     tmap = TensorMap(ckpt, spec)
     dropped = switch_candidate(spec) and tmap.shared_expert_is_zero()
@@ -95,6 +99,8 @@ def _plan(ckpt: Checkpoint) -> tuple[ModelSpec, list[SourceTensor], bool]:
                  "(switch, top-1)")
     sources = tmap.sources()
     tmap.check_all_used()
+    entries = assign_dtypes([s.entry for s in sources], quant, quant_attention)
+    sources = [replace(s, entry=e) for s, e in zip(sources, entries)]
     return spec, sources, dropped
 
 
@@ -143,7 +149,7 @@ def _staged_outputs(out_dir: Path, names: Sequence[str]) -> Iterator[dict[str, P
 def _write_all(staged: dict[str, Path], spec: ModelSpec, sources: list[SourceTensor],
                alignment: int, sizing: tuple[int, int], ckpt: Checkpoint,
                progress: bool) -> ModelImage:
-    total = sum(tensor_bytes(s.entry.shape) for s in sources)
+    total = sum(tensor_size(s.entry) for s in sources)
     with tqdm(total=total, unit="B", unit_scale=True, desc=IMAGE_NAME,
               disable=None if progress else True) as bar:
         written = write_image(staged[IMAGE_NAME], arch=spec.arch, record=spec.record,
@@ -161,14 +167,15 @@ def _write_all(staged: dict[str, Path], spec: ModelSpec, sources: list[SourceTen
 
 
 def _check_fits(board, spec: ModelSpec, source: Path, alignment: int, context: int,
-                batch: int, app: str) -> None:
+                batch: int, app: str, quant: str | None) -> None:
     """Refuse, before anything is written, a model that does not fit the board
     (the planner's numbers: colibri-board fit)."""
     from .boards import Board, load
     from .fit import facts_from_spec, plan, refusal
 
     board = board if isinstance(board, Board) else load(board)
-    facts = facts_from_spec(spec, str(source), alignment=alignment, context=context, batch=batch)
+    facts = facts_from_spec(spec, str(source), alignment=alignment, context=context, batch=batch,
+                            quant=quant)
     report = plan(board, facts, app=app)
     if not report.fits:
         raise OptionError(f"--board {board.name}: {refusal(report)}")
@@ -183,22 +190,29 @@ def _check_output_dir(out_dir: Path) -> None:
 
 def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = None,
             alignment: int = DEFAULT_ALIGNMENT, progress: bool = True,
-            batch: int = 1, board=None, app: str = "serial_runner") -> ConvertResult:
+            batch: int = 1, board=None, app: str = "serial_runner", quant: str | None = None,
+            quant_attention: bool = False) -> ConvertResult:
     """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
     scratch sized for prompt chunks of `batch` tokens) and (when the
     checkpoint has tokenizer.json) model_tokenizer.json into out_dir. With
     `board` (a name or Board), refuse first a model that does not fit it
-    (weights and, for `app`'s buffers, RAM)."""
+    (weights and, for `app`'s buffers, RAM). `quant` ("int8", "int4") stores
+    the feed-forward matrices Q8 or Q4 (format 1.2), with `quant_attention`
+    the attention projections too (docs/format.md 3.3)."""
     _check_alignment(alignment)
+    if quant is not None and quant not in QUANT_NAMES:
+        raise OptionError(f"--quant {quant}: one of {', '.join(QUANT_NAMES)}")
+    if quant_attention and quant is None:
+        raise OptionError("--quant-attention needs --quant int8 or int4")
     if not 1 <= batch <= MAX_BATCH:
         raise OptionError(f"--batch {batch}: must be 1 .. {MAX_BATCH}")
     out_dir = Path(out_dir)
     _check_output_dir(out_dir)
     with Checkpoint(hf_dir) as ckpt:
-        spec, sources, dropped = _plan(ckpt)
+        spec, sources, dropped = _plan(ckpt, quant, quant_attention)
         context = _choose_context(spec.record, context)
         if board is not None:
-            _check_fits(board, spec, ckpt.path, alignment, context, batch, app)
+            _check_fits(board, spec, ckpt.path, alignment, context, batch, app, quant)
         names = [IMAGE_NAME, HEADER_NAME] + ([TOKENIZER_OUT_NAME] if ckpt.tokenizer_path else [])
         # generation settings and the chat template, copied as they are (colibri-generate)
         companions = [n for s, n in COMPANION_FILES.items() if (ckpt.path / s).is_file()]
@@ -215,7 +229,8 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         out_dir / TOKENIZER_OUT_NAME if TOKENIZER_OUT_NAME in names else None,
         spec.family, int(spec.arch), spec.record, spec.ffn_kinds, image.fingerprint,
         image.image_size, len(image.tensors), alignment, context, batch,
-        state_size(spec.record, context), scratch_size(spec.record, context, batch), dropped)
+        state_size(spec.record, context), scratch_size(spec.record, context, batch, image.quantized),
+        dropped, quant, quant_attention)
 
 
 def summary(result: ConvertResult) -> str:
@@ -230,7 +245,9 @@ def summary(result: ConvertResult) -> str:
         f"shared {r.shared_intermediate}, dense {r.dense_intermediate}"
         + (" (zero shared expert dropped)" if result.dropped_shared_expert else ""),
         f"image: {result.image_size} bytes, {result.n_tensors} tensors, alignment "
-        f"{result.alignment}, fingerprint 0x{result.fingerprint:08X}",
+        f"{result.alignment}, fingerprint 0x{result.fingerprint:08X}"
+        + (f", {result.quant} feed-forward" + (" and attention" if result.quant_attention else "")
+           + " matrices" if result.quant else ""),
         f"context {result.context}: state {result.state_bytes} bytes, "
         f"scratch {result.scratch_bytes} bytes (prompt chunks of {result.batch})",
         "wrote " + ", ".join(str(p) for p in (result.image_path, result.header_path,
@@ -257,6 +274,12 @@ def _parser() -> argparse.ArgumentParser:
                    "board (image in its weight region, buffers in its RAM: colibri-board fit)")
     p.add_argument("--app", default="serial_runner", help="with --board: the bare-metal sample "
                    "whose RAM is counted (serial_runner, hello_moe, isr_forward)")
+    p.add_argument("--quant", choices=sorted(QUANT_NAMES), help="store the feed-forward "
+                   "matrices (experts, shared expert, dense layers) as Q8 (int8) or Q4 (int4) "
+                   "blocks of 32 with a binary16 scale (docs/format.md 3.3); routers, norms "
+                   "and embeddings stay float32")
+    p.add_argument("--quant-attention", action="store_true", help="with --quant: the attention "
+                   "projections (q, k, v, o) too")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     add_version_option(p)
     return p
@@ -283,17 +306,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("colibri-convert: %(message)s"))
     log.addHandler(handler)
+    level = log.level
     log.setLevel(logging.WARNING if args.quiet else logging.INFO)
     try:
         with _signals_end_the_run():
             result = convert(args.hf_dir, args.out_dir, context=args.context,
                              alignment=args.alignment, progress=not args.quiet, batch=args.batch,
-                             board=args.board, app=args.app)
+                             board=args.board, app=args.app, quant=args.quant,
+                             quant_attention=args.quant_attention)
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1
     finally:
         log.removeHandler(handler)
+        log.setLevel(level)  # a caller's logging (an in-process run, a test) as it was
     if not args.quiet:
         print(summary(result))
     return 0

@@ -82,9 +82,9 @@ HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n
                   "qk_norm", "tie_embeddings", "router_score", "top_k", "router_norm_topk",
                   "routed_scaling", "shared_gate", "n_group", "topk_group", "alignment",
                   "embedding_scale", "residual_scale", "attention_scale", "logits_divisor",
-                  "norm_kind", "router_jitter")
+                  "norm_kind", "router_jitter", "quantized")
 KERNEL_SLOTS = ("dot", "matvec_f32", "rmsnorm", "softmax", "swiglu", "add", "add_scaled",
-                "rope_apply", "matmat_f32")
+                "rope_apply", "matmat_f32", "matmat_q8", "matmat_q4")
 
 ROUTE_FN = ctypes.CFUNCTYPE(None, _ptr, _u32, _u32, _u32, _u32, ctypes.POINTER(_u32),
                             ctypes.POINTER(_f32))

@@ -35,6 +35,7 @@ from .checkpoint import CONFIG_NAME, read_json, resolve_model_dir
 from .errors import ColibriError, OptionError
 from .families import model_spec
 from .image_spec import DEFAULT_ALIGNMENT, Arch, ModelRecord
+from .quant import weights_name
 from .sizes import (
     MAX_BATCH,
     decode_bytes_per_token,
@@ -104,7 +105,7 @@ def _from_image(path: Path, header: Path | None) -> ModelFacts:
     family = Arch(image.arch).name.lower() if image.arch in Arch._value2member_map_ else "?"
     return ModelFacts(str(path), "image", family, r, image.image_size,
                       decode_bytes_per_token(r, image.tensors), image.alignment, context,
-                      macros.get("BATCH", 1), "fp32")
+                      macros.get("BATCH", 1), weights_name(image.tensors))
 
 
 def facts_from_spec(spec, source: str, *, alignment: int = DEFAULT_ALIGNMENT,
@@ -183,7 +184,8 @@ def firmware_static(board: Board, app: str) -> int | None:
 def budget(board: Board, model: ModelFacts, context: int, batch: int, app: str) -> Budget:
     r = model.record
     linux = board.port == "linux"
-    return Budget(state_size(r, context), scratch_size(r, context, batch), logits_size(r),
+    quantized = model.weights != "fp32"
+    return Budget(state_size(r, context), scratch_size(r, context, batch, quantized), logits_size(r),
                   1 if linux else MODEL_INSTANCES.get(app, 1),
                   stack_bytes(board), 0 if linux else (firmware_static(board, app) or 0),
                   model.image_bytes if linux else 0)

@@ -29,6 +29,7 @@ from .image_spec import (
     Role,
     TensorEntry,
 )
+from .quant import tensor_size
 from .status import Status
 
 BAD_HYPERPARAMS = Status.E_BAD_HYPERPARAMS.c_name
@@ -286,12 +287,12 @@ def tensor_bytes(shape: tuple[int, ...]) -> int:
 def place_tensors(entries: list[TensorEntry], data_start: int, alignment: int,
                   size_of=None) -> tuple[list[TensorEntry], int]:
     """Give every entry its offset and size (section 3.2); return them and the image size.
-    `size_of(entry)` gives a tensor's bytes (default: float32, tensor_bytes)."""
+    `size_of(entry)` gives a tensor's bytes (default: by its dtype, quant.tensor_size)."""
     cursor, out = data_start, []
     for entry in entries:
         step = alignment if entry.role == Role.EXPERT_GATE else DATA_ALIGN
         offset = align_up(cursor, step)
-        size = size_of(entry) if size_of is not None else tensor_bytes(entry.shape)
+        size = size_of(entry) if size_of is not None else tensor_size(entry)
         out.append(replace(entry, offset=offset, size=size))
         cursor = offset + size
     return out, align_up(cursor, DATA_ALIGN)

@@ -39,6 +39,8 @@ from .image_spec import (
     MODEL_RECORD_FIELDS,
     NO_EXPERT,
     NO_LAYER,
+    QBLOCK,
+    QUANT_DTYPES,
     TENSOR_ENTRY_SIZE,
     VERSION_MAJOR,
     FfnKind,
@@ -51,6 +53,7 @@ from .image_spec import (
     unpack_layer,
     unpack_tensor,
 )
+from .quant import dequantize, first_bad_scale, matrix_bytes, quantizable
 from .status import Status
 
 Source = str | Path | bytes | bytearray | memoryview
@@ -98,9 +101,17 @@ class ModelImage:
         return self.data[t.offset:t.offset + t.size].tobytes()
 
     def tensor_array(self, tensor: TensorEntry | int) -> np.ndarray:
-        """A float32 copy of the tensor, shaped as its table entry says."""
+        """A float32 copy of the tensor, shaped as its table entry says (a Q8/Q4
+        tensor dequantized: weight = scale * q, docs/format.md 3.3)."""
         t = self.tensors[tensor] if isinstance(tensor, int) else tensor
+        if t.dtype in QUANT_DTYPES:
+            return dequantize(t.dtype, self.tensor_bytes(t), t.shape)
         return np.frombuffer(self.tensor_bytes(t), dtype="<f4").reshape(t.shape).astype(np.float32)
+
+    @property
+    def quantized(self) -> bool:
+        """Whether some matrix is stored Q8 or Q4 (format 1.2)."""
+        return any(t.dtype in QUANT_DTYPES for t in self.tensors)
 
     def expert_blocks(self) -> list[ExpertBlock]:
         return expert_blocks(self.tensors)
@@ -113,6 +124,12 @@ class ModelImage:
                 raise ImageFormatError(f"tensor #{index} {t.describe()}: data CRC-32 0x{crc:08X} "
                                        f"!= 0x{t.data_crc32:08X} in the table",
                                        status=Status.E_CHECKSUM.c_name, path=self.source, offset=t.offset)
+            bad = first_bad_scale(t.dtype, self.data[t.offset:t.offset + t.size])
+            if bad is not None:
+                raise ImageFormatError(f"tensor #{index} {t.describe()}: the scale at byte {bad} "
+                                       "of its data is not finite",
+                                       status=Status.E_QUANT_SCALE.c_name, path=self.source,
+                                       offset=t.offset + bad)
 
 
 class _Checker:
@@ -211,13 +228,14 @@ class _Checker:
                             Status.E_BAD_LAYER_TABLE.c_name, HEADER_SIZE)
         self.raise_first(unused_widths(record, [layer.ffn_kind for layer in layers]))
 
-    def read_tensors(self, header: dict) -> list[tuple[TensorEntry, int, tuple]]:
+    def read_tensors(self, header: dict) -> list[tuple[TensorEntry, int, tuple, tuple]]:
         base = header["tensor_table_offset"]
         return [unpack_tensor(self.buf, base + TENSOR_ENTRY_SIZE * i)
                 for i in range(header["n_tensors"])]
 
     def check_tensors(self, header: dict, record: ModelRecord, layers: list[LayerEntry],
-                      actual: list[tuple[TensorEntry, int, tuple]], tables_end: int) -> None:
+                      actual: list[tuple[TensorEntry, int, tuple, tuple]],
+                      tables_end: int) -> None:
         expected, _ = canonical_tensors(record, [layer.ffn_kind for layer in layers])
         cursor = tables_end
         for i in range(max(len(expected), len(actual))):
@@ -229,12 +247,15 @@ class _Checker:
             cursor = actual[i][0].offset + actual[i][0].size
 
     def _check_entry(self, header: dict, index: int, offset: int,
-                     actual: tuple[TensorEntry, int, tuple], want: TensorEntry, cursor: int) -> None:
-        """Identity is checked by the caller; then dtype, placement (3.2), shape."""
-        t, ndim, raw_shape = actual
+                     actual: tuple[TensorEntry, int, tuple, tuple], want: TensorEntry,
+                     cursor: int) -> None:
+        """Identity is checked by the caller; then dtype, placement (3.2), shape, size (3.3)."""
+        t, ndim, raw_shape, blocks = actual
         name = f"tensor #{index} {want.describe()}"
-        if t.dtype != 0:
-            raise self.fail(f"{name}: dtype {t.dtype}", Status.E_UNSUPPORTED_DTYPE.c_name, offset + 6)
+        if t.dtype != 0 and not (t.dtype in QUANT_DTYPES and quantizable(t.role)):
+            raise self.fail(f"{name}: dtype {t.dtype} (this role: 0 = F32"
+                            f"{', 1 = Q8, 2 = Q4' if quantizable(t.role) else ''})",
+                            Status.E_UNSUPPORTED_DTYPE.c_name, offset + 6)
         if t.offset + t.size > header["image_size"]:
             raise self.fail(f"{name}: data [{t.offset}, {t.offset + t.size}) past image_size "
                             f"{header['image_size']}", Status.E_OUT_OF_RANGE.c_name, offset + 32)
@@ -251,10 +272,26 @@ class _Checker:
                             f"{packed} (3.2: gate, up, down back to back)",
                             Status.E_MISALIGNED.c_name, offset + 32)
         wanted_shape = tuple(want.shape) + (0,) * (4 - len(want.shape))
-        size = 4 * math.prod(want.shape)
-        if ndim != len(want.shape) or tuple(raw_shape) != wanted_shape or t.size != size:
-            raise self.fail(f"{name}: ndim {ndim}, shape {tuple(raw_shape)}, size {t.size}; expected "
-                            f"shape {want.shape}", Status.E_BAD_SHAPE.c_name, offset + 8)
+        if ndim != len(want.shape) or tuple(raw_shape) != wanted_shape:
+            raise self.fail(f"{name}: ndim {ndim}, shape {tuple(raw_shape)}; expected shape "
+                            f"{want.shape}", Status.E_BAD_SHAPE.c_name, offset + 8)
+        if t.dtype in QUANT_DTYPES:
+            self._check_blocks(name, offset, t, blocks)
+        elif t.size != 4 * math.prod(want.shape):
+            raise self.fail(f"{name}: size {t.size}; float32 of shape {want.shape} is "
+                            f"{4 * math.prod(want.shape)}", Status.E_BAD_SHAPE.c_name, offset + 40)
+
+    def _check_blocks(self, name: str, offset: int, t: TensorEntry, blocks: tuple[int, int]) -> None:
+        rows, cols = t.shape
+        want_blocks = (QBLOCK, -(-cols // QBLOCK))
+        if tuple(blocks) != want_blocks:
+            raise self.fail(f"{name}: block {blocks[0]}, row_blocks {blocks[1]}; expected "
+                            f"{want_blocks[0]}, {want_blocks[1]}", Status.E_QUANT_BLOCKS.c_name,
+                            offset + 48)
+        size = matrix_bytes(t.dtype, rows, cols)
+        if t.size != size:
+            raise self.fail(f"{name}: size {t.size}; {rows} rows of {want_blocks[1]} blocks make "
+                            f"{size}", Status.E_QUANT_SIZE.c_name, offset + 40)
 
 
 def _field_offset(name: str) -> int | None:

@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.0 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.3 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 2  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 3  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
@@ -25,6 +25,12 @@ MAX_ALIGNMENT = 1 << 20
 NO_LAYER = 0xFFFF               # layer of a global tensor
 NO_EXPERT = 0xFFFF              # expert of a non-expert tensor
 DTYPE_F32 = 0
+DTYPE_Q8 = 1                    # format 1.3 (section 3.3): blocks of 32 int8 and a binary16 scale
+DTYPE_Q4 = 2                    # format 1.3: blocks of 32 4-bit weights and a binary16 scale
+QUANT_DTYPES = (DTYPE_Q8, DTYPE_Q4)
+QBLOCK = 32                     # weights per block of a quantized row
+BLOCK_BYTES = {DTYPE_Q8: 34, DTYPE_Q4: 18}  # bytes per block, scale included
+MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -161,7 +167,9 @@ TENSOR_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("data_crc32", 28, "I"),
     ("offset", 32, "Q"),
     ("size", 40, "Q"),
-)  # bytes 48 .. 63 are reserved (zero)
+    ("block", 48, "I"),       # format 1.3, Q8/Q4: weights per block (32); else 0
+    ("row_blocks", 52, "I"),  # format 1.3, Q8/Q4: blocks per row, ceil(cols / 32); else 0
+)  # bytes 56 .. 63 are reserved (zero)
 
 
 @dataclass
@@ -281,22 +289,32 @@ def unpack_layer(buf: bytes | memoryview, offset: int) -> LayerEntry:
     return LayerEntry(values["ffn_kind"], values["first_tensor"], values["n_tensors"])
 
 
+def row_blocks(cols: int) -> int:
+    """Blocks of one quantized row of `cols` weights (the last one padded)."""
+    return -(-cols // QBLOCK)
+
+
 def pack_tensor(buf: bytearray, offset: int, entry: TensorEntry) -> None:
+    quantized = entry.dtype in QUANT_DTYPES
     values = {"role": entry.role, "layer": entry.layer, "expert": entry.expert,
               "dtype": entry.dtype, "ndim": entry.ndim,
               "shape": tuple(entry.shape) + (0,) * (4 - entry.ndim),
-              "data_crc32": entry.data_crc32, "offset": entry.offset, "size": entry.size}
+              "data_crc32": entry.data_crc32, "offset": entry.offset, "size": entry.size,
+              "block": QBLOCK if quantized else 0,
+              "row_blocks": row_blocks(entry.shape[-1]) if quantized else 0}
     _pack_fields(buf, offset, TENSOR_FIELDS, values)
 
 
-def unpack_tensor(buf: bytes | memoryview, offset: int) -> tuple[TensorEntry, int, tuple[int, ...]]:
-    """Decode one entry; also return its raw ndim and raw 4-entry shape for validation."""
+def unpack_tensor(buf: bytes | memoryview, offset: int) -> tuple[TensorEntry, int, tuple[int, ...],
+                                                                 tuple[int, int]]:
+    """Decode one entry; also return its raw ndim, raw 4-entry shape and raw
+    (block, row_blocks) for validation."""
     v = _unpack_fields(buf, offset, TENSOR_FIELDS)
     ndim = v["ndim"]
     shape = tuple(v["shape"][:ndim]) if 1 <= ndim <= 4 else tuple(v["shape"])
     entry = TensorEntry(v["role"], v["layer"], v["expert"], shape, v["dtype"],
                         v["data_crc32"], v["offset"], v["size"])
-    return entry, ndim, v["shape"]
+    return entry, ndim, v["shape"], (v["block"], v["row_blocks"])
 
 
 def tables_end(n_layers: int, n_tensors: int) -> int:

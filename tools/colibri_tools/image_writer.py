@@ -24,6 +24,8 @@ from .image_spec import (
     HEADER_SIZE,
     LAYER_ENTRY_SIZE,
     MAGIC,
+    MINOR_QUANT,
+    QUANT_DTYPES,
     TENSOR_ENTRY_SIZE,
     VERSION_MAJOR,
     LayerEntry,
@@ -35,6 +37,7 @@ from .image_spec import (
     pack_tensor,
     tables_end,
 )
+from .quant import quantizable, quantize
 from .status import Status
 
 _ZEROS = bytes(1 << 16)
@@ -42,7 +45,8 @@ _ZEROS = bytes(1 << 16)
 
 @dataclass(frozen=True)
 class SourceTensor:
-    """A tensor to write: its table identity and shape, and how to load its float32 data."""
+    """A tensor to write: its table identity, shape and dtype, and how to load its
+    float32 data (quantized on the way when the entry's dtype is Q8 or Q4)."""
 
     entry: TensorEntry
     load: Callable[[], np.ndarray]
@@ -72,6 +76,11 @@ def _check_inputs(path: Path, arch: int, alignment: int, record: ModelRecord,
                      min(len(got), len(want)))
         raise ImageFormatError(f"tensor #{index} given to the writer is not the one "
                                f"section 3.1 asks for", status=Status.E_BAD_TENSOR_TABLE.c_name, path=path)
+    for s in sources:
+        if s.entry.dtype != 0 and not (s.entry.dtype in QUANT_DTYPES and quantizable(s.entry.role)):
+            raise ImageFormatError(f"{s.entry.describe()}: dtype {s.entry.dtype} is not one this "
+                                   "role may have (docs/format.md 3.3)",
+                                   status=Status.E_UNSUPPORTED_DTYPE.c_name, path=path)
     return layers
 
 
@@ -83,10 +92,12 @@ def _pad_to(f: BinaryIO, position: int, target: int) -> int:
     return position
 
 
-def _as_f32_bytes(path: Path, entry: TensorEntry, array: np.ndarray) -> memoryview:
+def _as_bytes(path: Path, entry: TensorEntry, array: np.ndarray) -> memoryview:
     if tuple(array.shape) != tuple(entry.shape):
         raise ImageFormatError(f"{entry.describe()}: data of shape {tuple(array.shape)} for a "
                                f"{entry.shape} entry", status=Status.E_BAD_SHAPE.c_name, path=path)
+    if entry.dtype in QUANT_DTYPES:
+        return memoryview(quantize(entry.dtype, array, entry.describe()))
     data = np.ascontiguousarray(array, dtype="<f4").reshape(-1)
     return memoryview(data.view(np.uint8))
 
@@ -99,7 +110,7 @@ def _write_data(f: BinaryIO, path: Path, placed: list[TensorEntry],
     out = []
     for entry, source in zip(placed, sources):
         position = _pad_to(f, position, entry.offset)
-        data = _as_f32_bytes(path, entry, source.load())
+        data = _as_bytes(path, entry, source.load())
         f.write(data)
         position += len(data)
         out.append(replace(entry, data_crc32=zlib.crc32(data) & 0xFFFFFFFF))
@@ -115,8 +126,9 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
     tensor_offset = layer_offset + LAYER_ENTRY_SIZE * len(layers)
     end = tables_end(len(layers), len(tensors))
     buf = bytearray(end)
+    quantized = any(t.dtype in QUANT_DTYPES for t in tensors)
     header = {"magic": MAGIC, "version_major": VERSION_MAJOR,
-              "version_minor": format_minor(arch, record),
+              "version_minor": MINOR_QUANT if quantized else format_minor(arch, record),
               "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0,
               "flags": FLAG_SCALES if record.has_scales else 0,
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,

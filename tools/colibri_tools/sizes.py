@@ -10,13 +10,21 @@ placement of docs/format.md 3.2, which the writer uses too.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from .errors import OptionError
 from .image_layout import align_up, canonical_tensors, place_tensors
-from .image_spec import DATA_ALIGN, DEFAULT_ALIGNMENT, NO_EXPERT, ModelRecord, Role, TensorEntry, tables_end
+from .image_spec import (
+    DATA_ALIGN,
+    DEFAULT_ALIGNMENT,
+    NO_EXPERT,
+    ModelRecord,
+    Role,
+    TensorEntry,
+    row_blocks,
+    tables_end,
+)
+from .quant import assign_dtypes, tensor_size
 
 FLOAT_BYTES = 4
 SCRATCH_ROUND = 16  # each scratch float count is rounded up to a multiple of this
@@ -34,26 +42,36 @@ def state_size(record: ModelRecord, context: int) -> int:
     return 2 * record.n_layers * context * record.n_kv_heads * record.head_dim * FLOAT_BYTES
 
 
-def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1) -> list[int]:
+# One quantized activation block (docs/core.md): a float32 scale and 32 int8.
+ACTIVATION_BLOCK_FLOATS = 9
+
+
+def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1,
+                         quantized: bool = False) -> list[int]:
     """The float counts of section 8 for chunks of `batch` tokens, in the order
-    listed there (not yet rounded)."""
+    listed there (not yet rounded). `quantized`: the image has a Q8/Q4 matrix,
+    and the last region holds a chunk's activations in blocks of 32."""
     b, h = batch, record.hidden_size
     q = record.n_heads * record.head_dim
     k = record.n_kv_heads * record.head_dim
     m = max(record.dense_intermediate, record.expert_intermediate, record.shared_intermediate)
     top_k = max(record.top_k, 1)
+    blocks = b * row_blocks(max(h, q, m)) * ACTIVATION_BLOCK_FLOATS if quantized else 0
     return [b * h, b * h, b * h, b * h, b * q, b * k, b * k, b * q, record.n_heads * context,
             b * m, b * m,
-            b * max(record.n_experts, 1), b * record.head_dim, b * top_k, b * top_k, b * h, b, b]
+            b * max(record.n_experts, 1), b * record.head_dim, b * top_k, b * top_k, b * h, b, b,
+            blocks]
 
 
-def scratch_size(record: ModelRecord, context: int, batch: int = 1) -> int:
+def scratch_size(record: ModelRecord, context: int, batch: int = 1,
+                 quantized: bool = False) -> int:
     """Bytes of scratch memory colibri_forward needs with a state of `context`
-    positions, running chunks of up to `batch` tokens (1 .. MAX_BATCH)."""
+    positions, running chunks of up to `batch` tokens (1 .. MAX_BATCH), for an
+    image with (`quantized`) or without a Q8/Q4 matrix."""
     _check_context(record, context)
     if not 1 <= batch <= MAX_BATCH:
         raise OptionError(f"batch {batch} must be 1 .. {MAX_BATCH}")
-    counts = scratch_float_counts(record, context, batch)
+    counts = scratch_float_counts(record, context, batch, quantized)
     rounded = (-(-n // SCRATCH_ROUND) * SCRATCH_ROUND for n in counts)
     return FLOAT_BYTES * sum(rounded)
 
@@ -63,62 +81,24 @@ def logits_size(record: ModelRecord) -> int:
     return record.vocab_size * FLOAT_BYTES
 
 
-@dataclass(frozen=True)
-class QuantRule:
-    """How a quantized [rows, cols] matrix is stored (docs/format.md 3.3 of the
-    quantized format, issue 10): each row in blocks of `block` weights (the
-    last block padded), each block `bits` per weight plus one binary16 scale."""
-
-    bits: int
-    block: int = 32
-    scale_bytes: int = 2
-
-    def matrix_bytes(self, rows: int, cols: int) -> int:
-        blocks = -(-cols // self.block)
-        return rows * blocks * (self.block * self.bits // 8 + self.scale_bytes)
-
-
-# colibri-convert --quant (issue 10) quantizes the feed-forward matrices:
-# routed experts, shared expert and dense layers (Q8: 34 bytes per block of
-# 32, Q4: 18); routers, norms, attention and embeddings stay float32. Until
-# that format is on main, the planner sizes it by this rule, agreed with its
-# docs/format.md (docs/boards.md, "The planner").
-QUANT_RULES = {"int8": QuantRule(8), "int4": QuantRule(4)}
-QUANTIZED_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.SHARED_GATE,
-                   Role.SHARED_UP, Role.SHARED_DOWN, Role.DENSE_GATE, Role.DENSE_UP,
-                   Role.DENSE_DOWN)
-
-
-def _sizer(quant: str | None):
-    if quant is None:
-        return None
-    if quant not in QUANT_RULES:
-        raise OptionError(f"quantization {quant!r}: known are {', '.join(QUANT_RULES)}")
-    rule = QUANT_RULES[quant]
-
-    def size_of(entry: TensorEntry) -> int:
-        if entry.role in QUANTIZED_ROLES:
-            return rule.matrix_bytes(*entry.shape)
-        return FLOAT_BYTES * math.prod(entry.shape)
-
-    return size_of
-
-
 def placed_tensors(record: ModelRecord, ffn_kinds: Sequence[int],
-                   alignment: int = DEFAULT_ALIGNMENT,
-                   quant: str | None = None) -> tuple[list[TensorEntry], int]:
-    """Every tensor of the image with its offset and size, and the image size
-    (docs/format.md 3.1 and 3.2), without any weights; `quant` ("int8", "int4")
-    sizes the feed-forward matrices by QUANT_RULES."""
+                   alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
+                   quant_attention: bool = False) -> tuple[list[TensorEntry], int]:
+    """Every tensor of the image with its dtype, offset and size, and the image
+    size (docs/format.md 3.1 - 3.3), without any weights: what colibri-convert
+    writes with --quant `quant` ("int8", "int4"; None: float32) and
+    --quant-attention."""
     tensors, layers = canonical_tensors(record, list(ffn_kinds))
+    tensors = assign_dtypes(tensors, quant, quant_attention)
     start = align_up(tables_end(len(layers), len(tensors)), DATA_ALIGN)
-    return place_tensors(tensors, start, alignment, _sizer(quant))
+    return place_tensors(tensors, start, alignment, tensor_size)
 
 
 def image_size(record: ModelRecord, ffn_kinds: Sequence[int],
-               alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None) -> int:
+               alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
+               quant_attention: bool = False) -> int:
     """Bytes of the model image colibri-convert writes for this record."""
-    return placed_tensors(record, ffn_kinds, alignment, quant)[1]
+    return placed_tensors(record, ffn_kinds, alignment, quant, quant_attention)[1]
 
 
 def decode_bytes_per_token(record: ModelRecord, tensors: Sequence[TensorEntry]) -> int:

@@ -37,6 +37,9 @@ class Status(IntEnum):
     E_SLOT_TOO_SMALL = 28
     E_UPDATE_ORDER = 29
     E_ROLLBACK = 30
+    E_QUANT_SIZE = 31
+    E_QUANT_BLOCKS = 32
+    E_QUANT_SCALE = 33
 
     @property
     def c_name(self) -> str:

@@ -1,0 +1,103 @@
+"""The numpy quantizer against docs/format.md 3.3, byte for byte: blocks
+written out here with struct from the rule in the document, not with the
+code under test."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from colibri_tools.errors import OptionError
+from colibri_tools.quant import dequantize, first_bad_scale, matrix_bytes, quantize
+
+Q8, Q4 = 1, 2
+
+
+def _half(value: float) -> bytes:
+    return struct.pack("<e", value)
+
+
+def test_q8_block_layout_by_hand():
+    row = np.array([1.0, -2.0, 0.5, 127.0 / 64] + [0.0] * 28 + [0.25, 3.0], dtype=np.float32)
+    data = quantize(Q8, row[None, :])
+    assert len(data) == matrix_bytes(Q8, 1, 34) == 2 * 34
+    d0 = np.float16(2.0 / 127)  # amax of block 0 is 2
+    q0 = [int(np.round(np.float32(v) / np.float32(d0))) for v in row[:32]]
+    d1 = np.float16(3.0 / 127)
+    q1 = [int(np.round(np.float32(v) / np.float32(d1))) for v in row[32:]] + [0] * 30  # padding
+    want = (_half(float(d0)) + struct.pack("<32b", *q0) + _half(float(d1))
+            + struct.pack("<32b", *q1))
+    assert data == want
+    assert q0[1] == -127 and q1[1] == 127 and len(row) == 34
+
+
+def test_q4_block_layout_by_hand():
+    w = np.linspace(-1.0, 0.75, 32, dtype=np.float32)  # largest magnitude: -1.0
+    data = quantize(Q4, w[None, :])
+    d = np.float16(-1.0 / -8)
+    q = [min(15, max(0, int(np.round(np.float32(v) / np.float32(d))) + 8)) for v in w]
+    packed = bytes(q[j] | (q[j + 16] << 4) for j in range(16))
+    assert data == _half(float(d)) + packed
+    assert q[0] == 0  # the signed maximum maps to nibble 0 exactly
+    back = dequantize(Q4, data, (1, 32))
+    assert back[0, 0] == -1.0
+
+
+def test_dequantize_is_scale_times_level_and_bounded():
+    rng = np.random.default_rng(1)
+    w = rng.normal(0, 0.05, size=(7, 70)).astype(np.float32)
+    # Q8: half a step; Q4: a whole step at most (+8 steps clip to nibble 15 = +7)
+    for dtype, levels, steps in ((Q8, 127, 0.5), (Q4, 8, 1.0)):
+        data = quantize(dtype, w)
+        assert len(data) == matrix_bytes(dtype, 7, 70)
+        back = dequantize(dtype, data, w.shape)
+        assert back.shape == w.shape and back.dtype == np.float32
+        blocks = np.pad(np.abs(w), ((0, 0), (0, 26))).reshape(7, 3, 32).max(axis=2)
+        step = np.repeat(blocks / levels, 32, axis=1)[:, :70]
+        assert np.all(np.abs(back - w) <= step * steps * 1.01 + 1e-6)  # (+ fp16 rounding of d)
+
+
+def test_zero_blocks_and_bad_input():
+    data = quantize(Q8, np.zeros((2, 32), dtype=np.float32))
+    assert data == (_half(0.0) + bytes(32)) * 2
+    data4 = quantize(Q4, np.zeros((1, 32), dtype=np.float32))
+    assert data4 == _half(0.0) + bytes([0x88] * 16)
+    with pytest.raises(OptionError, match="not all finite"):
+        quantize(Q8, np.array([[np.nan] * 32], dtype=np.float32))
+    with pytest.raises(OptionError, match="binary16"):
+        quantize(Q8, np.array([[1e10] * 32], dtype=np.float32))
+    with pytest.raises(OptionError, match="only matrices"):
+        quantize(Q8, np.zeros(32, dtype=np.float32))
+
+
+def test_first_bad_scale_finds_inf_and_nan():
+    data = bytearray(quantize(Q8, np.ones((3, 32), dtype=np.float32)))
+    raw = np.frombuffer(bytes(data), dtype=np.uint8)
+    assert first_bad_scale(Q8, raw) is None
+    data[2 * 34:2 * 34 + 2] = _half(float("inf"))
+    assert first_bad_scale(Q8, np.frombuffer(bytes(data), dtype=np.uint8)) == 68
+    data[34:36] = b"\x00\x7e"  # NaN
+    assert first_bad_scale(Q8, np.frombuffer(bytes(data), dtype=np.uint8)) == 34
+    assert first_bad_scale(0, raw) is None
+
+
+def test_convert_quantizes_the_roles_asked_for(hf_checkpoint, tmp_path):
+    from colibri_tools.convert import main
+    from colibri_tools.image_format import Role, read_image
+
+    hf = hf_checkpoint("qwen2_moe")
+    ffn = {Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.SHARED_GATE, Role.SHARED_UP,
+           Role.SHARED_DOWN, Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN}
+    attention = {Role.ATTN_Q, Role.ATTN_K, Role.ATTN_V, Role.ATTN_O}
+    for args, quantized, dtype in ((["--quant", "int8"], ffn, Q8),
+                                   (["--quant", "int4", "--quant-attention"], ffn | attention, Q4)):
+        out = tmp_path / args[1]
+        assert main([str(hf), "-o", str(out), "--quiet", *args]) == 0
+        image = read_image(out / "model.bin", verify_data=True)
+        assert image.header["version_minor"] == 3
+        assert {t.role for t in image.tensors if t.dtype == dtype} == quantized
+        assert all(t.dtype in (0, dtype) for t in image.tensors)
+        assert "#define COLIBRI_MODEL_QUANTIZED" in (out / "model_config.h").read_text()
+    assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-attention"]) == 1
+    assert not (tmp_path / "x").exists()

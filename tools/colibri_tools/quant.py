@@ -1,0 +1,182 @@
+"""The quantized weight dtypes of format 1.3 (docs/format.md 3.3): which
+roles may be quantized, their sizes, and the numpy quantizer and
+dequantizer that write and read exactly the block layout.
+
+Q8: per block of 32 weights of a row, a binary16 scale d and 32 int8 q;
+weight = d * q. Q4: d and 16 bytes, byte j holding weight j in its low nibble
+and weight j + 16 in its high nibble; weight = d * (nibble - 8). A row's last
+block is padded with zero weights (Q8 q = 0, Q4 nibble 8).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from .errors import OptionError
+from .image_spec import (
+    BLOCK_BYTES,
+    DTYPE_F32,
+    DTYPE_Q4,
+    DTYPE_Q8,
+    QBLOCK,
+    QUANT_DTYPES,
+    Role,
+    TensorEntry,
+    row_blocks,
+)
+
+# colibri-convert --quant NAME -> dtype
+QUANT_NAMES = {"int8": DTYPE_Q8, "int4": DTYPE_Q4}
+DTYPE_NAMES = {DTYPE_F32: "F32", DTYPE_Q8: "Q8", DTYPE_Q4: "Q4"}
+# Quantized by default: the feed-forward matrices (routed experts, shared
+# expert, dense layers), which hold nearly all of an MoE's weights.
+FFN_ROLES = frozenset({Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.SHARED_GATE,
+                       Role.SHARED_UP, Role.SHARED_DOWN, Role.DENSE_GATE, Role.DENSE_UP,
+                       Role.DENSE_DOWN})
+# With colibri-convert --quant-attention also these.
+ATTENTION_ROLES = frozenset({Role.ATTN_Q, Role.ATTN_K, Role.ATTN_V, Role.ATTN_O})
+# Every role a reader accepts as Q8/Q4; routers, norms, biases, the shared
+# expert's gate and the embeddings stay float32 (sdk/src/tensor_check.c).
+QUANTIZABLE_ROLES = FFN_ROLES | ATTENTION_ROLES
+
+
+def quantizable(role: int) -> bool:
+    return role in QUANTIZABLE_ROLES
+
+
+def dtype_of(name: str | None) -> int:
+    """The dtype of a --quant name (None: float32)."""
+    if name is None:
+        return DTYPE_F32
+    if name not in QUANT_NAMES:
+        raise OptionError(f"quantization {name!r}: known are {', '.join(QUANT_NAMES)}")
+    return QUANT_NAMES[name]
+
+
+def matrix_bytes(dtype: int, rows: int, cols: int) -> int:
+    """Bytes of a [rows, cols] matrix stored as `dtype`."""
+    if dtype == DTYPE_F32:
+        return 4 * rows * cols
+    return rows * row_blocks(cols) * BLOCK_BYTES[dtype]
+
+
+def tensor_size(entry: TensorEntry) -> int:
+    """Bytes of a tensor table entry's data (float32, or Q8/Q4 blocks)."""
+    if entry.dtype in QUANT_DTYPES:
+        return matrix_bytes(entry.dtype, *entry.shape)
+    return 4 * math.prod(entry.shape)
+
+
+def assign_dtypes(entries: list[TensorEntry], quant: str | None,
+                  attention: bool = False) -> list[TensorEntry]:
+    """The entries with the dtype `quant` gives the feed-forward matrices (and
+    with `attention` the attention projections); the rest float32."""
+    dtype = dtype_of(quant)
+    roles = FFN_ROLES | (ATTENTION_ROLES if attention else frozenset())
+    if dtype == DTYPE_F32:
+        return list(entries)
+    return [replace(e, dtype=dtype) if e.role in roles else e for e in entries]
+
+
+def _blocks(w: np.ndarray) -> np.ndarray:
+    """[rows, cols] -> [rows, nb, 32] float32, the last block zero-padded."""
+    rows, cols = w.shape
+    nb = row_blocks(cols)
+    padded = np.zeros((rows, nb * QBLOCK), dtype=np.float32)
+    padded[:, :cols] = w
+    return padded.reshape(rows, nb, QBLOCK)
+
+
+def _half_scales(d: np.ndarray, what: str) -> np.ndarray:
+    with np.errstate(over="ignore"):  # an overflow is reported below
+        d16 = d.astype(np.float16)
+    if not np.all(np.isfinite(d16)):
+        raise OptionError(f"{what}: a block's scale does not fit binary16 (weights above "
+                          f"{65504 * 127:.3g})")
+    return d16
+
+
+def _q8(blocks: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    amax = np.max(np.abs(blocks), axis=2)
+    d16 = _half_scales(amax / np.float32(127), what)
+    d = d16.astype(np.float32)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d != 0, np.round(blocks / np.where(d != 0, d, 1)), 0)
+    return d16, np.clip(q, -127, 127).astype(np.int8)
+
+
+def _q4(blocks: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """d = (the weight of largest magnitude, signed) / -8, so that weight
+    maps to nibble 0 exactly (llama.cpp's Q4_0 rule)."""
+    at = np.argmax(np.abs(blocks), axis=2)[..., None]
+    signed_max = np.take_along_axis(blocks, at, axis=2)[..., 0]
+    d16 = _half_scales(signed_max / np.float32(-8) + np.float32(0), what)  # no -0 scale
+    d = d16.astype(np.float32)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d != 0, np.round(blocks / np.where(d != 0, d, 1)), 0) + 8
+    q = np.clip(q, 0, 15).astype(np.uint8)
+    return d16, q[..., :16] | (q[..., 16:] << 4)
+
+
+def quantize(dtype: int, w: np.ndarray, what: str = "tensor") -> bytes:
+    """The bytes of a [rows, cols] float matrix as Q8 or Q4 blocks (row after
+    row, each row's blocks in order)."""
+    w = np.asarray(w, dtype=np.float32)
+    if w.ndim != 2:
+        raise OptionError(f"{what}: only matrices are quantized, not shape {w.shape}")
+    if not np.all(np.isfinite(w)):
+        raise OptionError(f"{what}: weights are not all finite")
+    blocks = _blocks(w)
+    d16, payload = (_q8 if dtype == DTYPE_Q8 else _q4)(blocks, what)
+    rows, nb, _ = blocks.shape
+    out = np.empty((rows, nb, BLOCK_BYTES[dtype]), dtype=np.uint8)
+    out[..., :2] = d16.astype("<f2").view(np.uint8).reshape(rows, nb, 2)
+    out[..., 2:] = payload.view(np.uint8)
+    return out.tobytes()
+
+
+def _split(dtype: int, data: bytes | np.ndarray, rows: int, cols: int) -> tuple[np.ndarray,
+                                                                                  np.ndarray]:
+    raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    blocks = raw.reshape(rows, row_blocks(cols), BLOCK_BYTES[dtype])
+    d = np.ascontiguousarray(blocks[..., :2]).view("<f2")[..., 0].astype(np.float32)
+    return d, blocks[..., 2:]
+
+
+def quantized_values(dtype: int, data: bytes | np.ndarray,
+                     shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(scales [rows, nb] float32, q [rows, nb, 32] int: the signed levels)."""
+    rows, cols = shape
+    d, payload = _split(dtype, data, rows, cols)
+    if dtype == DTYPE_Q8:
+        return d, payload.view(np.int8).astype(np.int32)
+    low, high = payload & 0x0F, payload >> 4
+    return d, np.concatenate([low, high], axis=2).astype(np.int32) - 8
+
+
+def dequantize(dtype: int, data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The float32 weights of a Q8/Q4 tensor: d * q, one float32 product each."""
+    rows, cols = shape
+    d, q = quantized_values(dtype, data, shape)
+    w = (d[..., None] * q.astype(np.float32)).astype(np.float32)
+    return w.reshape(rows, -1)[:, :cols]
+
+
+def first_bad_scale(dtype: int, data: np.ndarray) -> int | None:
+    """Byte offset (in the tensor's data) of the first block whose binary16
+    scale is infinite or NaN; None when all are finite or the dtype has none."""
+    if dtype not in QUANT_DTYPES:
+        return None
+    raw = np.asarray(data, dtype=np.uint8).reshape(-1, BLOCK_BYTES[dtype])
+    halves = raw[:, 0].astype(np.uint16) | (raw[:, 1].astype(np.uint16) << 8)
+    bad = np.flatnonzero((halves & 0x7C00) == 0x7C00)
+    return int(bad[0]) * BLOCK_BYTES[dtype] if bad.size else None
+
+
+def weights_name(tensors: list[TensorEntry]) -> str:
+    """The --quant name of the dtype of an image's quantized matrices, or fp32."""
+    names = {dtype: name for name, dtype in QUANT_NAMES.items()}
+    return next((names[t.dtype] for t in tensors if t.dtype in names), "fp32")
