@@ -17,11 +17,16 @@ CORE_INC  := -Isdk/include -Isdk/src
 # colibri_kernels_<name>), most preferred first; the reference is always
 # built, and is the last choice. The host default follows what cc targets.
 HOST_MACHINE := $(shell $(CC) -dumpmachine)
-KERNELS   ?= $(if $(findstring x86_64,$(HOST_MACHINE)),avx512 avx2,$(if $(findstring aarch64,$(HOST_MACHINE)),neon))
-AARCH64_KERNELS ?= neon
+KERNELS   ?= $(if $(findstring x86_64,$(HOST_MACHINE)),avx512vnni avx512 avx2,$(if $(findstring aarch64,$(HOST_MACHINE)),neon))
+AARCH64_KERNELS ?= neondot neon
 CORE_SRC  := $(sort $(wildcard sdk/src/*.c))
 kernel_list = $(filter-out reference,$(1)) reference
-kernel_src = $(patsubst %,sdk/src/kernels/%.c,$(call kernel_list,$(1)))
+# A table may point at another table's functions (x86.h, neon.h): its file is
+# built with the files it needs.
+KERNEL_NEEDS_avx512 := avx2
+KERNEL_NEEDS_avx512vnni := avx512 avx2
+KERNEL_NEEDS_neondot := neon
+kernel_src = $(patsubst %,sdk/src/kernels/%.c,$(sort $(foreach k,$(call kernel_list,$(1)),$(k) $(KERNEL_NEEDS_$(k)))))
 # "&colibri_kernels_a,&colibri_kernels_b,...,&colibri_kernels_reference,"
 kernel_tables = $(foreach k,$(call kernel_list,$(1)),&colibri_kernels_$(k),)
 SDK_SRC   := $(CORE_SRC) $(call kernel_src,$(KERNELS))
@@ -129,13 +134,15 @@ $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
 
 # Every compiled kernel table against the contract (docs/kernels.md).
-$(BUILD)/asan/test_kernels: tests/sdk/test_kernels.c $(BUILD)/asan/ports/linux/colibri_linux_kernels.o \
+$(BUILD)/asan/test_kernels: tests/sdk/test_kernels.c tests/sdk/kernels_here_linux.c \
+        $(BUILD)/asan/ports/linux/colibri_linux_kernels.o \
         $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) -Iports/linux '-DCOLIBRI_TEST_KERNEL_TABLES=$(KERNEL_TABLES)' $^ -lm -o $@
 
 # The same contract test for the AArch64 tables (NEON), static, run under
 # qemu-aarch64 (tests/sdk/test_core.py).
-$(BUILD)/aarch64-test/test_kernels: tests/sdk/test_kernels.c ports/linux/colibri_linux_kernels.c \
+$(BUILD)/aarch64-test/test_kernels: tests/sdk/test_kernels.c tests/sdk/kernels_here_linux.c \
+        ports/linux/colibri_linux_kernels.c \
         $(CORE_SRC) $(call kernel_src,$(AARCH64_KERNELS))
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -static $(CORE_INC) -Iports/linux \

@@ -7,6 +7,12 @@
  */
 #include <stdio.h>
 #include <string.h>
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20) /* the kernel's bit for the dot-product extension */
+#endif
+#endif
 
 #include "colibri_linux.h"
 
@@ -20,17 +26,30 @@ static const colibri_kernels *const candidates[] = {COLIBRI_LINUX_KERNEL_TABLES}
 
 #define N_CANDIDATES (sizeof candidates / sizeof candidates[0])
 
-/* What a table needs of the CPU. NEON is part of every AArch64 Linux CPU
- * and the reference runs anywhere. */
+/* What a table needs of the CPU. NEON is part of every AArch64 Linux CPU,
+ * its dot-product extension is not (neondot: the Pi 5's Cortex-A76 has it,
+ * the Pi 4's Cortex-A72 does not), and the reference runs anywhere. */
 static int cpu_can_run(const colibri_kernels *table)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    /* F16C: the quantized kernels' binary16 scales; avx512 runs avx2's. */
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f");
+    if (strcmp(table->name, "avx512vnni") == 0) {
+        return avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+    }
     if (strcmp(table->name, "avx512") == 0) {
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+        return avx512;
     }
     if (strcmp(table->name, "avx2") == 0) {
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        return avx2;
+    }
+#endif
+#if defined(__aarch64__)
+    if (strcmp(table->name, "neondot") == 0) {
+        return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
     }
 #endif
     return table != NULL;

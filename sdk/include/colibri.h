@@ -233,7 +233,11 @@ extern const colibri_kernels colibri_kernels_reference;
  * first), AArch64 Advanced SIMD, Armv8.1-M Helium (Cortex-M55). */
 extern const colibri_kernels colibri_kernels_avx2;
 extern const colibri_kernels colibri_kernels_avx512;
+/* avx512 with its quantized products on AVX-512 VNNI (and BW). */
+extern const colibri_kernels colibri_kernels_avx512vnni;
 extern const colibri_kernels colibri_kernels_neon;
+/* neon with its quantized products on the dot-product extension (SDOT). */
+extern const colibri_kernels colibri_kernels_neondot;
 extern const colibri_kernels colibri_kernels_helium;
 
 /* ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import platform
 import pytest
 from golden_helpers import FAMILIES, run_engine
 
-X86_TABLES = {"avx512": "avx512f", "avx2": "avx2"}
+X86_TABLES = {"avx512vnni": "avx512_vnni", "avx512": "avx512f", "avx2": "avx2"}
 
 
 def _cpu_flags() -> set[str]:

@@ -16,8 +16,13 @@
 #include "colibri_compat.h"
 #include "colibri_math.h"
 #include "kernels.h"
+#include "quant.h"
+#include "x86.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
+/* The quantized kernels convert binary16 scales with F16C (the port checks
+ * it too; every AVX2 CPU has it). */
+#define AVX2Q __attribute__((target("avx2,fma,f16c")))
 
 /* Rows of a matvec that share each load of x. */
 #define ROW_BLOCK 4u
@@ -189,6 +194,177 @@ AVX2 static void rope_apply_avx2(float *x, const float *cos_sin, uint32_t head_d
 
 /* softmax and swiglu are the reference's (NULL): their cost is exp, which
  * this table does not reimplement. */
+/* ---- quantized products (docs/kernels.md, "Quantized products") ---------
+ * A tile is R weight rows by T tokens, R * T = 8 (row, token) pairs, pair
+ * p = t * R + r in lane p of one float accumulator: per block each lane gets
+ * acc = fma((float)isum, d_w * d_x, acc), the reference's steps. The 32
+ * products of a pair's block are summed exactly in integers: Q8 as
+ * pmaddubsw(|w|, sign(x, w)) (|w| <= 128, |x| <= 127: a pair of products
+ * never saturates 16 bits) then pmaddwd by ones; Q4 as pmaddubsw(nibble, x)
+ * - pmaddubsw(8, x) (both below 2 * 15 * 127). Rows past the matrix and
+ * tokens past n repeat the last one; their lanes are not stored. */
+
+/* Eight vectors of eight int32 partial sums -> one vector of the eight
+ * totals, vector p in lane p. */
+AVX2Q static __m256i isum8(const __m256i *p)
+{
+    __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* The eight lanes' scales d_w (binary16, gathered at byte offsets wofs from
+ * the block's first row) times d_x. */
+AVX2Q static __m256 tile_scales(const uint8_t *w, __m256i wofs, const colibri_qblock *x,
+                                __m256i xofs)
+{
+    __m256i h = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(const void *)w, wofs, 1),
+                                 _mm256_set1_epi32(0xFFFF));
+    h = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
+    __m256 dx = _mm256_i32gather_ps(&x->d, xofs, 1);
+    return _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), dx);
+}
+
+typedef struct qtile {
+    const uint8_t *w[8];        /* the tile's rows (R used) */
+    const colibri_qblock *x[8]; /* its tokens (T used) */
+    __m256i wofs, xofs;         /* lane p: byte offset of its row, of its token */
+} qtile;
+
+/* Rows r0.. and tokens t0.. of the product, the last ones repeated. */
+AVX2Q static qtile tile_at(const uint8_t *w, size_t row_bytes, const colibri_qblock *x, uint32_t nb,
+                           uint32_t rows_left, uint32_t tokens_left, uint32_t R, uint32_t T)
+{
+    qtile q;
+    int32_t wo[8], xo[8];
+#pragma GCC unroll 8
+    for (uint32_t r = 0; r < R; r++) {
+        q.w[r] = w + (size_t)(r < rows_left ? r : rows_left - 1u) * row_bytes;
+    }
+    for (uint32_t t = 0; t < T; t++) {
+        q.x[t] = x + (size_t)(t < tokens_left ? t : tokens_left - 1u) * nb;
+    }
+    for (uint32_t p = 0; p < 8u; p++) {
+        wo[p] = (int32_t)(q.w[p % R] - q.w[0]);
+        xo[p] = (int32_t)((const uint8_t *)q.x[p / R] - (const uint8_t *)q.x[0]);
+    }
+    q.wofs = _mm256_loadu_si256((const __m256i *)(const void *)wo);
+    q.xofs = _mm256_loadu_si256((const __m256i *)(const void *)xo);
+    return q;
+}
+
+AVX2Q static void tile_store(float *out, size_t stride, __m256 acc, uint32_t rows_left,
+                             uint32_t tokens_left, uint32_t R, uint32_t T)
+{
+    float v[8];
+    _mm256_storeu_ps(v, acc);
+    for (uint32_t t = 0; t < T && t < tokens_left; t++) {
+        for (uint32_t r = 0; r < R && r < rows_left; r++) {
+            out[t * stride + r] = v[t * R + r];
+        }
+    }
+}
+
+/* One Q8 block of a tile: the eight pairs' exact sums. */
+AVX2Q static inline __attribute__((always_inline)) __m256i q8_block(const qtile *q, uint32_t b,
+                                                                    uint32_t R, uint32_t T)
+{
+    __m256i raw[8], mag[8], xq[8], part[8];
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 8
+    for (uint32_t r = 0; r < R; r++) {
+        raw[r] = _mm256_loadu_si256((const __m256i *)(const void *)(q->w[r] + b * 34u + 2u));
+        mag[r] = _mm256_abs_epi8(raw[r]);
+    }
+#pragma GCC unroll 8
+    for (uint32_t t = 0; t < T; t++) {
+        xq[t] = _mm256_loadu_si256((const __m256i *)(const void *)q->x[t][b].q);
+#pragma GCC unroll 8
+        for (uint32_t r = 0; r < R; r++) {
+            __m256i prod = _mm256_maddubs_epi16(mag[r], _mm256_sign_epi8(xq[t], raw[r]));
+            part[t * R + r] = _mm256_madd_epi16(prod, ones);
+        }
+    }
+    return isum8(part);
+}
+
+/* One Q4 block of a tile. */
+AVX2Q static inline __attribute__((always_inline)) __m256i q4_block(const qtile *q, uint32_t b,
+                                                                    uint32_t R, uint32_t T)
+{
+    __m256i nib[8], part[8];
+    const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
+    const __m256i eight = _mm256_set1_epi8(8);
+#pragma GCC unroll 8
+    for (uint32_t r = 0; r < R; r++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(q->w[r] + b * 18u + 2u));
+        __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+        nib[r] = _mm256_and_si256(both, low);
+    }
+#pragma GCC unroll 8
+    for (uint32_t t = 0; t < T; t++) {
+        __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)q->x[t][b].q);
+        __m256i bias = _mm256_maddubs_epi16(eight, xq);
+#pragma GCC unroll 8
+        for (uint32_t r = 0; r < R; r++) {
+            __m256i prod = _mm256_sub_epi16(_mm256_maddubs_epi16(nib[r], xq), bias);
+            part[t * R + r] = _mm256_madd_epi16(prod, ones);
+        }
+    }
+    return isum8(part);
+}
+
+/* One tile through every block, written to out. */
+AVX2Q static inline __attribute__((always_inline)) void
+q_tile(float *out, size_t stride, const uint8_t *w, size_t row_bytes, const colibri_qblock *x,
+       uint32_t nb, uint32_t rows_left, uint32_t tokens_left, int q4, uint32_t R, uint32_t T)
+{
+    qtile q = tile_at(w, row_bytes, x, nb, rows_left, tokens_left, R, T);
+    uint32_t block_bytes = q4 ? 18u : 34u;
+    __m256 acc = _mm256_setzero_ps();
+    for (uint32_t b = 0; b < nb; b++) {
+        __m256i isum = q4 ? q4_block(&q, b, R, T) : q8_block(&q, b, R, T);
+        __m256 s = tile_scales(q.w[0] + b * block_bytes, q.wofs, q.x[0] + b, q.xofs);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), s, acc);
+    }
+    tile_store(out, stride, acc, rows_left, tokens_left, R, T);
+}
+
+/* Decode (n = 1): tiles of eight rows; prompts: four rows by two tokens,
+ * the rows outside, so a tile's rows stay in cache while the tokens pass. */
+AVX2Q static inline __attribute__((always_inline)) void
+q_matmat(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x, uint32_t rows,
+         uint32_t cols, uint32_t n, int q4)
+{
+    uint32_t nb = colibri_qblocks(cols);
+    size_t row_bytes = (size_t)nb * (q4 ? 18u : 34u);
+    if (n == 1u) {
+        for (uint32_t r = 0; r < rows; r += 8u) {
+            q_tile(out + r, stride, w + r * row_bytes, row_bytes, x, nb, rows - r, 1u, q4, 8u, 1u);
+        }
+        return;
+    }
+    for (uint32_t r = 0; r < rows; r += 4u) {
+        for (uint32_t t = 0; t < n; t += 2u) {
+            q_tile(out + t * stride + r, stride, w + r * row_bytes, row_bytes, x + (size_t)t * nb,
+                   nb, rows - r, n - t, q4, 4u, 2u);
+        }
+    }
+}
+
+AVX2Q void colibri_avx2_matmat_q8(float *out, size_t stride, const uint8_t *w,
+                                  const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n)
+{
+    q_matmat(out, stride, w, x, rows, cols, n, 0);
+}
+
+AVX2Q void colibri_avx2_matmat_q4(float *out, size_t stride, const uint8_t *w,
+                                  const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n)
+{
+    q_matmat(out, stride, w, x, rows, cols, n, 1);
+}
+
 const colibri_kernels colibri_kernels_avx2 = {
     .name = "avx2",
     .dot = dot_avx2,
@@ -198,4 +374,6 @@ const colibri_kernels colibri_kernels_avx2 = {
     .add_scaled = add_scaled_avx2,
     .rope_apply = rope_apply_avx2,
     .matmat_f32 = matmat_avx2,
+    .matmat_q8 = colibri_avx2_matmat_q8,
+    .matmat_q4 = colibri_avx2_matmat_q4,
 };

@@ -14,6 +14,7 @@
 #include "colibri_compat.h"
 #include "colibri_math.h"
 #include "kernels.h"
+#include "x86.h"
 
 #define AVX512 __attribute__((target("avx512f,fma")))
 
@@ -38,7 +39,7 @@ AVX512 static float lanes_reduce(__m512 lanes)
     return _mm_cvtss_f32(_mm_add_ss(l2, _mm_shuffle_ps(l2, l2, 1)));
 }
 
-AVX512 static float dot_avx512(const float *a, const float *b, uint32_t n)
+AVX512 float colibri_avx512_dot(const float *a, const float *b, uint32_t n)
 {
     __m512 acc = _mm512_setzero_ps();
     uint32_t i = 0;
@@ -80,15 +81,15 @@ AVX512 static void rows4_avx512(float *out, const float *w, const float *x, uint
     out[3] = lanes_reduce(a3);
 }
 
-AVX512 static void matvec_avx512(float *out, const float *w, const float *x, uint32_t rows,
-                                 uint32_t cols)
+AVX512 void colibri_avx512_matvec(float *out, const float *w, const float *x, uint32_t rows,
+                                  uint32_t cols)
 {
     uint32_t r = 0;
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
         rows4_avx512(out + r, w + (size_t)r * cols, x, cols);
     }
     for (; r < rows; r++) {
-        out[r] = dot_avx512(w + (size_t)r * cols, x, cols);
+        out[r] = colibri_avx512_dot(w + (size_t)r * cols, x, cols);
     }
 }
 
@@ -172,8 +173,8 @@ AVX512 static void block4x2_avx512(float *out, size_t stride, const float *w, co
 
 /* Blocks of four rows; within one, blocks of four tokens, then a pair, then
  * one (the rows stay in cache while the tokens pass). */
-AVX512 static void matmat_avx512(float *out, size_t stride, const float *w, const float *x,
-                                 uint32_t rows, uint32_t cols, uint32_t n)
+AVX512 void colibri_avx512_matmat(float *out, size_t stride, const float *w, const float *x,
+                                  uint32_t rows, uint32_t cols, uint32_t n)
 {
     uint32_t r = 0;
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
@@ -192,14 +193,16 @@ AVX512 static void matmat_avx512(float *out, size_t stride, const float *w, cons
     }
     for (; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
-            out[t * stride + r] = dot_avx512(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+            out[t * stride + r] =
+                colibri_avx512_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
         }
     }
 }
 
-AVX512 static void rmsnorm_avx512(float *out, const float *x, const float *w, uint32_t n, float eps)
+AVX512 void colibri_avx512_rmsnorm(float *out, const float *x, const float *w, uint32_t n,
+                                   float eps)
 {
-    __m512 inv = _mm512_set1_ps(1.0f / colibri_sqrtf(dot_avx512(x, x, n) / (float)n + eps));
+    __m512 inv = _mm512_set1_ps(1.0f / colibri_sqrtf(colibri_avx512_dot(x, x, n) / (float)n + eps));
     for (uint32_t i = 0; i < n; i += 16u) {
         __mmask16 m = n - i >= 16u ? (__mmask16)0xFFFFu : tail_mask(n - i);
         __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + i),
@@ -208,7 +211,7 @@ AVX512 static void rmsnorm_avx512(float *out, const float *x, const float *w, ui
     }
 }
 
-AVX512 static void add_avx512(float *y, const float *x, uint32_t n)
+AVX512 void colibri_avx512_add(float *y, const float *x, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i += 16u) {
         __mmask16 m = n - i >= 16u ? (__mmask16)0xFFFFu : tail_mask(n - i);
@@ -217,7 +220,7 @@ AVX512 static void add_avx512(float *y, const float *x, uint32_t n)
     }
 }
 
-AVX512 static void add_scaled_avx512(float *y, const float *x, float s, uint32_t n)
+AVX512 void colibri_avx512_add_scaled(float *y, const float *x, float s, uint32_t n)
 {
     __m512 sv = _mm512_set1_ps(s);
     for (uint32_t i = 0; i < n; i += 16u) {
@@ -228,7 +231,7 @@ AVX512 static void add_scaled_avx512(float *y, const float *x, float s, uint32_t
     }
 }
 
-AVX512 static void rope_apply_avx512(float *x, const float *cos_sin, uint32_t head_dim)
+AVX512 void colibri_avx512_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
 {
     uint32_t half = head_dim / 2u;
     const float *cs = cos_sin, *sn = cos_sin + half;
@@ -283,7 +286,7 @@ AVX512 static __m512 exp16_avx512(__m512 x)
 }
 
 /* a = a / (1 + exp(-a)) * b, sixteen at a time (masked at the end). */
-AVX512 static void swiglu_avx512(float *a, const float *b, uint32_t n)
+AVX512 void colibri_avx512_swiglu(float *a, const float *b, uint32_t n)
 {
     __m512 one = _mm512_set1_ps(1.0f);
     __m512i sign = _mm512_set1_epi32((int32_t)0x80000000u);
@@ -301,12 +304,15 @@ AVX512 static void swiglu_avx512(float *a, const float *b, uint32_t n)
 /* softmax is the reference's (NULL). */
 const colibri_kernels colibri_kernels_avx512 = {
     .name = "avx512",
-    .dot = dot_avx512,
-    .swiglu = swiglu_avx512,
-    .matvec_f32 = matvec_avx512,
-    .rmsnorm = rmsnorm_avx512,
-    .add = add_avx512,
-    .add_scaled = add_scaled_avx512,
-    .rope_apply = rope_apply_avx512,
-    .matmat_f32 = matmat_avx512,
+    .dot = colibri_avx512_dot,
+    .swiglu = colibri_avx512_swiglu,
+    .matvec_f32 = colibri_avx512_matvec,
+    .rmsnorm = colibri_avx512_rmsnorm,
+    .add = colibri_avx512_add,
+    .add_scaled = colibri_avx512_add_scaled,
+    .rope_apply = colibri_avx512_rope_apply,
+    .matmat_f32 = colibri_avx512_matmat,
+    /* the quantized products: avx2's (the VNNI ones: avx512vnni.c) */
+    .matmat_q8 = colibri_avx2_matmat_q8,
+    .matmat_q4 = colibri_avx2_matmat_q4,
 };

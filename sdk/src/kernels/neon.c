@@ -14,6 +14,8 @@
 #include "colibri_compat.h"
 #include "colibri_math.h"
 #include "kernels.h"
+#include "neon.h"
+#include "neon_quant.h"
 
 /* Rows of a matvec that share each load of x. */
 #define ROW_BLOCK 4u
@@ -60,7 +62,7 @@ static lanes16 lanes_add_tail(lanes16 l, const float *a, const float *b, uint32_
     return lanes_add(l, pa, pb);
 }
 
-static float dot_neon(const float *a, const float *b, uint32_t n)
+float colibri_neon_dot(const float *a, const float *b, uint32_t n)
 {
     lanes16 l = lanes_zero();
     uint32_t i = 0;
@@ -102,8 +104,8 @@ static void rows4_neon(float *out, size_t stride, const float *w, const float *x
 }
 
 /* Blocks of four rows, every token through each block while it is in cache. */
-static void matmat_neon(float *out, size_t stride, const float *w, const float *x, uint32_t rows,
-                        uint32_t cols, uint32_t n)
+void colibri_neon_matmat(float *out, size_t stride, const float *w, const float *x, uint32_t rows,
+                         uint32_t cols, uint32_t n)
 {
     uint32_t r = 0;
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
@@ -113,21 +115,22 @@ static void matmat_neon(float *out, size_t stride, const float *w, const float *
     }
     for (; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
-            out[t * stride + r] = dot_neon(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+            out[t * stride + r] =
+                colibri_neon_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
         }
     }
 }
 
-static void matvec_neon(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
+void colibri_neon_matvec(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
 {
-    matmat_neon(out, rows, w, x, rows, cols, 1);
+    colibri_neon_matmat(out, rows, w, x, rows, cols, 1);
 }
 
 /* Element-wise slots: four at a time, the rest one by one; every element
  * gets the same operations as in the reference. */
-static void rmsnorm_neon(float *out, const float *x, const float *w, uint32_t n, float eps)
+void colibri_neon_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
 {
-    float inv = 1.0f / colibri_sqrtf(dot_neon(x, x, n) / (float)n + eps);
+    float inv = 1.0f / colibri_sqrtf(colibri_neon_dot(x, x, n) / (float)n + eps);
     float32x4_t inv_v = vdupq_n_f32(inv);
     uint32_t i = 0;
     for (; i + 4u <= n; i += 4u) {
@@ -138,7 +141,7 @@ static void rmsnorm_neon(float *out, const float *x, const float *w, uint32_t n,
     }
 }
 
-static void add_neon(float *y, const float *x, uint32_t n)
+void colibri_neon_add(float *y, const float *x, uint32_t n)
 {
     uint32_t i = 0;
     for (; i + 4u <= n; i += 4u) {
@@ -149,7 +152,7 @@ static void add_neon(float *y, const float *x, uint32_t n)
     }
 }
 
-static void add_scaled_neon(float *y, const float *x, float s, uint32_t n)
+void colibri_neon_add_scaled(float *y, const float *x, float s, uint32_t n)
 {
     float32x4_t sv = vdupq_n_f32(s);
     uint32_t i = 0;
@@ -161,7 +164,7 @@ static void add_scaled_neon(float *y, const float *x, float s, uint32_t n)
     }
 }
 
-static void rope_apply_neon(float *x, const float *cos_sin, uint32_t head_dim)
+void colibri_neon_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
 {
     uint32_t half = head_dim / 2u, i = 0;
     for (; i + 4u <= half; i += 4u) {
@@ -177,15 +180,47 @@ static void rope_apply_neon(float *x, const float *cos_sin, uint32_t head_dim)
     }
 }
 
+/* Quantized products (neon_quant.h): one block's sums of four rows by one
+ * token with widening multiplies. vmull_s8 and vmlal_high_s8 put the
+ * products of elements i and i + 8 in one 16-bit lane (at most
+ * 2 * 128 * 127, no overflow), vpadalq_s16 adds lane pairs into 32 bits. */
+static int32x4_t row_isum(int8x16_t wlo, int8x16_t whi, int8x16_t xlo, int8x16_t xhi)
+{
+    int16x8_t lo = vmlal_high_s8(vmull_s8(vget_low_s8(wlo), vget_low_s8(xlo)), wlo, xlo);
+    int16x8_t hi = vmlal_high_s8(vmull_s8(vget_low_s8(whi), vget_low_s8(xhi)), whi, xhi);
+    return vpadalq_s16(vpaddlq_s16(lo), hi);
+}
+
+static int32x4_t isum_widening(const neon_qrows *w, int8x16_t xlo, int8x16_t xhi)
+{
+    return neon_isum4(
+        row_isum(w->lo[0], w->hi[0], xlo, xhi), row_isum(w->lo[1], w->hi[1], xlo, xhi),
+        row_isum(w->lo[2], w->hi[2], xlo, xhi), row_isum(w->lo[3], w->hi[3], xlo, xhi));
+}
+
+static void matmat_q8_neon(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                           uint32_t rows, uint32_t cols, uint32_t n)
+{
+    neon_q_matmat(out, stride, w, x, rows, cols, n, 0, isum_widening);
+}
+
+static void matmat_q4_neon(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                           uint32_t rows, uint32_t cols, uint32_t n)
+{
+    neon_q_matmat(out, stride, w, x, rows, cols, n, 1, isum_widening);
+}
+
 /* softmax and swiglu are the reference's (NULL): their cost is exp, which
  * this table does not reimplement. */
 const colibri_kernels colibri_kernels_neon = {
     .name = "neon",
-    .dot = dot_neon,
-    .matvec_f32 = matvec_neon,
-    .rmsnorm = rmsnorm_neon,
-    .add = add_neon,
-    .add_scaled = add_scaled_neon,
-    .rope_apply = rope_apply_neon,
-    .matmat_f32 = matmat_neon,
+    .dot = colibri_neon_dot,
+    .matvec_f32 = colibri_neon_matvec,
+    .rmsnorm = colibri_neon_rmsnorm,
+    .add = colibri_neon_add,
+    .add_scaled = colibri_neon_add_scaled,
+    .rope_apply = colibri_neon_rope_apply,
+    .matmat_f32 = colibri_neon_matmat,
+    .matmat_q8 = matmat_q8_neon,
+    .matmat_q4 = matmat_q4_neon,
 };

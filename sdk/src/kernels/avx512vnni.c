@@ -1,0 +1,228 @@
+/*
+ * avx512vnni.c - the avx512 table with quantized products on AVX-512 VNNI
+ * (vpdpbusd: four u8 x s8 products added into each int32 lane, one
+ * instruction). Its fp32 slots are avx512.c's. Only built for x86-64, with
+ * avx512.c and avx2.c (Makefile KERNEL_NEEDS_avx512vnni); a port runs it only
+ * on a CPU with AVX-512F, BW, VNNI, FMA and F16C
+ * (ports/linux/colibri_linux_kernels.c).
+ *
+ * A tile is R weight rows by T tokens, R * T = 16 (row, token) pairs, pair
+ * p = t * R + r in lane p of one float accumulator: per block each lane gets
+ * acc = fma((float)isum, d_w * d_x, acc), the reference's steps
+ * (docs/kernels.md). One zmm holds two blocks of a pair (two times 32
+ * bytes). The integer sums are exact: vpdpbusd takes an unsigned operand, so
+ * Q8 weights go in as w + 128 (w xor 0x80) and the accumulator starts at
+ * -128 * (sum of the x in its four bytes); Q4 nibbles go in as they are, the
+ * accumulator starting at -8 * that sum. Rows past the matrix and tokens past
+ * n repeat the last one; their lanes are not stored.
+ */
+#include <immintrin.h>
+
+#include "colibri_compat.h"
+#include "kernels.h"
+#include "quant.h"
+#include "x86.h"
+
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,fma,f16c")))
+#define INLINE inline __attribute__((always_inline))
+
+enum { PAIRS = 16 };
+
+typedef struct qtile {
+    const uint8_t *w[PAIRS];        /* the tile's rows (R used) */
+    const colibri_qblock *x[PAIRS]; /* its tokens (T used) */
+    __m512i wofs, xofs;             /* lane p: byte offset of its row, of its token */
+} qtile;
+
+VNNI static qtile tile_at(const uint8_t *w, size_t row_bytes, const colibri_qblock *x, uint32_t nb,
+                          uint32_t rows_left, uint32_t tokens_left, uint32_t R, uint32_t T)
+{
+    qtile q;
+    int32_t wo[PAIRS], xo[PAIRS];
+    for (uint32_t r = 0; r < R; r++) {
+        q.w[r] = w + (size_t)(r < rows_left ? r : rows_left - 1u) * row_bytes;
+    }
+    for (uint32_t t = 0; t < T; t++) {
+        q.x[t] = x + (size_t)(t < tokens_left ? t : tokens_left - 1u) * nb;
+    }
+    for (uint32_t p = 0; p < PAIRS; p++) {
+        wo[p] = (int32_t)(q.w[p % R] - q.w[0]);
+        xo[p] = (int32_t)((const uint8_t *)q.x[p / R] - (const uint8_t *)q.x[0]);
+    }
+    q.wofs = _mm512_loadu_si512(wo);
+    q.xofs = _mm512_loadu_si512(xo);
+    return q;
+}
+
+VNNI static void tile_store(float *out, size_t stride, __m512 acc, uint32_t rows_left,
+                            uint32_t tokens_left, uint32_t R, uint32_t T)
+{
+    float v[PAIRS];
+    _mm512_storeu_ps(v, acc);
+    for (uint32_t t = 0; t < T && t < tokens_left; t++) {
+        for (uint32_t r = 0; r < R && r < rows_left; r++) {
+            out[t * stride + r] = v[t * R + r];
+        }
+    }
+}
+
+/* The sixteen lanes' scales: d_w (binary16, gathered at byte offsets wofs
+ * from the block of the first row) times d_x. */
+VNNI static __m512 tile_scales(const uint8_t *w, __m512i wofs, const colibri_qblock *x,
+                               __m512i xofs)
+{
+    __m512i h = _mm512_i32gather_epi32(wofs, w, 1);
+    __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+    return _mm512_mul_ps(dw, _mm512_i32gather_ps(xofs, &x->d, 1));
+}
+
+/* Sixteen vectors of int32 partial sums, each with block b's eight in its
+ * low half and block b + 1's in its high half -> the sixteen totals of each
+ * block (lane p from vector p). */
+VNNI static void isum16(const __m512i *d, __m512i *first, __m512i *second)
+{
+    __m512i e[8], f[4];
+    for (uint32_t k = 0; k < 8u; k++) {
+        e[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(d[2 * k], d[2 * k + 1]),
+                                _mm512_unpackhi_epi32(d[2 * k], d[2 * k + 1]));
+    }
+    for (uint32_t k = 0; k < 4u; k++) {
+        f[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(e[2 * k], e[2 * k + 1]),
+                                _mm512_unpackhi_epi64(e[2 * k], e[2 * k + 1]));
+    }
+    /* f[k], 128-bit lanes: pairs 4k..4k+3 of block b (two halves), of b + 1 */
+    __m512i g0 = _mm512_add_epi32(_mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512i g1 = _mm512_add_epi32(_mm512_shuffle_i32x4(f[2], f[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_i32x4(f[2], f[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    *first = _mm512_shuffle_i32x4(g0, g1, _MM_SHUFFLE(2, 0, 2, 0));
+    *second = _mm512_shuffle_i32x4(g0, g1, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+/* 32 bytes at a and, if two, 32 at b: one zmm (the high half zero if not). */
+VNNI static INLINE __m512i load_pair(const void *a, const void *b, int two)
+{
+    __m512i lo = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)a));
+    return two ? _mm512_inserti64x4(lo, _mm256_loadu_si256((const __m256i *)b), 1) : lo;
+}
+
+/* Q4: 16 bytes of block b (and b + 1) -> their 32 (64) nibbles in element
+ * order: low nibbles (elements 0..15), then high ones (16..31). */
+VNNI static INLINE __m512i load_nibbles(const uint8_t *a, const uint8_t *b, int two)
+{
+    __m128i va = _mm_loadu_si128((const __m128i *)(const void *)a);
+    __m128i vb = two ? _mm_loadu_si128((const __m128i *)(const void *)b) : _mm_setzero_si128();
+    __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(va), va, 1);
+    v = _mm512_inserti32x4(_mm512_inserti32x4(v, vb, 2), vb, 3);
+    /* 128-bit lanes 1 and 3 (16-bit elements 8..15, 24..31) shifted down */
+    v = _mm512_mask_srli_epi16(v, (__mmask32)0xFF00FF00u, v, 4);
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+}
+
+/* Blocks b and b + 1 (only b if !two) of a tile: their exact sums. */
+VNNI static INLINE void pair_blocks(const qtile *q, uint32_t b, int two, int q4, uint32_t R,
+                                    uint32_t T, __m512i *first, __m512i *second)
+{
+    __m512i wv[PAIRS], init[PAIRS], d[PAIRS];
+    const __m512i bias = _mm512_set1_epi8(q4 ? 8 : (char)0x80), zero = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (uint32_t r = 0; r < R; r++) {
+        if (q4) {
+            const uint8_t *blk = q->w[r] + b * 18u + 2u;
+            wv[r] = load_nibbles(blk, blk + 18, two);
+        } else {
+            const uint8_t *blk = q->w[r] + b * 34u + 2u;
+            wv[r] = _mm512_xor_si512(load_pair(blk, blk + 34, two), bias);
+        }
+    }
+#pragma GCC unroll 16
+    for (uint32_t t = 0; t < T; t++) {
+        __m512i xq = load_pair(q->x[t][b].q, q->x[t][b + (two ? 1u : 0u)].q, two);
+        init[t] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, xq));
+#pragma GCC unroll 16
+        for (uint32_t r = 0; r < R; r++) {
+            d[t * R + r] = _mm512_dpbusd_epi32(init[t], wv[r], xq);
+        }
+    }
+    isum16(d, first, second);
+}
+
+VNNI static INLINE void q_tile(float *out, size_t stride, const uint8_t *w, size_t row_bytes,
+                               const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
+                               uint32_t tokens_left, int q4, uint32_t R, uint32_t T)
+{
+    qtile q = tile_at(w, row_bytes, x, nb, rows_left, tokens_left, R, T);
+    uint32_t block_bytes = q4 ? 18u : 34u, b = 0;
+    __m512 acc = _mm512_setzero_ps();
+    __m512i first, second;
+    for (; b + 2u <= nb; b += 2u) {
+        pair_blocks(&q, b, 1, q4, R, T, &first, &second);
+        __m512 s0 = tile_scales(q.w[0] + b * block_bytes, q.wofs, q.x[0] + b, q.xofs);
+        __m512 s1 = tile_scales(q.w[0] + (b + 1u) * block_bytes, q.wofs, q.x[0] + b + 1, q.xofs);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(first), s0, acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(second), s1, acc);
+    }
+    if (b < nb) {
+        pair_blocks(&q, b, 0, q4, R, T, &first, &second);
+        __m512 s0 = tile_scales(q.w[0] + b * block_bytes, q.wofs, q.x[0] + b, q.xofs);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(first), s0, acc);
+    }
+    tile_store(out, stride, acc, rows_left, tokens_left, R, T);
+}
+
+/* Decode (n = 1): tiles of sixteen rows; two or three tokens: eight rows by
+ * two; more: four rows by four tokens, the rows outside, so a tile's rows
+ * stay in cache while the tokens pass. */
+VNNI static INLINE void q_matmat(float *out, size_t stride, const uint8_t *w,
+                                 const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n,
+                                 int q4)
+{
+    uint32_t nb = colibri_qblocks(cols);
+    size_t row_bytes = (size_t)nb * (q4 ? 18u : 34u);
+    if (n == 1u) {
+        for (uint32_t r = 0; r < rows; r += 16u) {
+            q_tile(out + r, stride, w + r * row_bytes, row_bytes, x, nb, rows - r, 1u, q4, 16u, 1u);
+        }
+    } else if (n < 4u) {
+        for (uint32_t r = 0; r < rows; r += 8u) {
+            for (uint32_t t = 0; t < n; t += 2u) {
+                q_tile(out + t * stride + r, stride, w + r * row_bytes, row_bytes,
+                       x + (size_t)t * nb, nb, rows - r, n - t, q4, 8u, 2u);
+            }
+        }
+    } else {
+        for (uint32_t r = 0; r < rows; r += 4u) {
+            for (uint32_t t = 0; t < n; t += 4u) {
+                q_tile(out + t * stride + r, stride, w + r * row_bytes, row_bytes,
+                       x + (size_t)t * nb, nb, rows - r, n - t, q4, 4u, 4u);
+            }
+        }
+    }
+}
+
+VNNI static void matmat_q8_vnni(float *out, size_t stride, const uint8_t *w,
+                                const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n)
+{
+    q_matmat(out, stride, w, x, rows, cols, n, 0);
+}
+
+VNNI static void matmat_q4_vnni(float *out, size_t stride, const uint8_t *w,
+                                const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n)
+{
+    q_matmat(out, stride, w, x, rows, cols, n, 1);
+}
+
+/* softmax is the reference's (NULL), as in avx512. */
+const colibri_kernels colibri_kernels_avx512vnni = {
+    .name = "avx512vnni",
+    .dot = colibri_avx512_dot,
+    .swiglu = colibri_avx512_swiglu,
+    .matvec_f32 = colibri_avx512_matvec,
+    .rmsnorm = colibri_avx512_rmsnorm,
+    .add = colibri_avx512_add,
+    .add_scaled = colibri_avx512_add_scaled,
+    .rope_apply = colibri_avx512_rope_apply,
+    .matmat_f32 = colibri_avx512_matmat,
+    .matmat_q8 = matmat_q8_vnni,
+    .matmat_q4 = matmat_q4_vnni,
+};
