@@ -215,9 +215,6 @@ typedef struct colibri_linux_store {
  * for anything else. */
 int colibri_linux_parse_key(const char *text, uint8_t key[32]);
 
-/* The store layout for a store of store_size bytes (above). */
-void colibri_linux_store_layout(colibri_slots *slots, uint64_t store_size, uint32_t sector);
-
 /* Open, lock (exclusive, non-blocking) and map the store at path; sector a
  * power of two >= 4096; trusted_key (optional, 32 bytes) is copied into
  * slots.trusted_key. On failure err names the file and nothing stays open. */

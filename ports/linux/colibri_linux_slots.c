@@ -95,18 +95,6 @@ int colibri_linux_parse_key(const char *text, uint8_t key[32])
     return 0;
 }
 
-void colibri_linux_store_layout(colibri_slots *slots, uint64_t store_size, uint32_t sector)
-{
-    uint64_t slot = store_size > 2ull * sector ? (store_size - 2ull * sector) / 2 : 0;
-    slot -= slot % sector;
-    slots->sector_size = sector;
-    slots->record[0] = 0;
-    slots->record[1] = sector;
-    slots->slot[0] = 2ull * sector;
-    slots->slot[1] = 2ull * sector + slot;
-    slots->slot_size = slot;
-}
-
 colibri_linux_status colibri_linux_store_open(colibri_linux_store *s, const char *path,
                                               uint32_t sector, const uint8_t *trusted_key,
                                               char *err, size_t err_size)
@@ -126,7 +114,7 @@ colibri_linux_status colibri_linux_store_open(colibri_linux_store *s, const char
     }
     off_t end = lseek(s->fd, 0, SEEK_END);
     s->size = end > 0 ? (size_t)end : 0;
-    colibri_linux_store_layout(&s->slots, s->size, sector);
+    colibri_slots_layout(&s->slots, s->size, sector);
     if (sector < 4096 || (sector & (sector - 1)) || s->slots.slot_size == 0) {
         store_err(err, err_size,
                   "%s: %zu bytes cannot hold two records of a %u-byte sector and two slots "

@@ -149,6 +149,19 @@ void colibri_runner_enable_slots(colibri_runner *runner, const colibri_slots *sl
                                  int running_slot);
 
 /*
+ * Boot from A/B weight slots (docs/ota.md): choose a slot
+ * (colibri_slot_boot_select), bring the runner up on it (colibri_runner_init
+ * with cfg, whose image and image_size this sets) and serve SLOT_* requests.
+ * A new image on trial must pass colibri_runner_self_test to be confirmed;
+ * one that fails is rejected and boot chooses again, so the other slot
+ * comes back. With no bootable slot the runner serves without a model and
+ * waits for an update. One "ota: ..." line on io says what happened.
+ * Returns the slot running (0 A, 1 B) or -1.
+ */
+int colibri_runner_boot_slots(colibri_runner *runner, const colibri_serial_io *io,
+                              colibri_runner_config *cfg, const colibri_slots *slots);
+
+/*
  * The first run of a new image (docs/ota.md): one forward pass of token 0
  * must give finite logits; the state is reset afterwards. COLIBRI_OK, the
  * init status, the forward status, or COLIBRI_E_BAD_HYPERPARAMS for

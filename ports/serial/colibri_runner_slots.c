@@ -2,7 +2,8 @@
  * colibri_runner_slots.c - the SLOT_* requests (docs/serial-protocol.md,
  * section 4.7): report the A/B slot record, and write a new image into the
  * slot that is not running, verified before the record flips
- * (colibri_slot_update_*, docs/ota.md).
+ * (colibri_slot_update_*, docs/ota.md); and boot from the slots, with the
+ * first run of a new image confirming or rejecting it.
  */
 #include <string.h>
 
@@ -80,4 +81,48 @@ void colibri_runner_enable_slots(colibri_runner *r, const colibri_slots *slots, 
     r->slots = slots;
     r->running_slot = running_slot;
     r->slot_requests = slots != NULL ? slot_request : NULL;
+}
+
+static void say(colibri_runner *r, const char *text)
+{
+    r->io.write(r->io.ctx, (const uint8_t *)text, strlen(text));
+}
+
+static void say_slot(colibri_runner *r, uint32_t slot, const char *what)
+{
+    char line[16] = "ota: slot ";
+    size_t n = strlen(line);
+    line[n++] = (char)('A' + slot);
+    line[n] = '\0';
+    say(r, line);
+    say(r, what);
+}
+
+int colibri_runner_boot_slots(colibri_runner *r, const colibri_serial_io *io,
+                              colibri_runner_config *cfg, const colibri_slots *slots)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        colibri_slot_boot boot;
+        colibri_status status = colibri_slot_boot_select(slots, &boot);
+        cfg->image = status == COLIBRI_OK ? boot.image : slots->base;
+        cfg->image_size = status == COLIBRI_OK ? (size_t)boot.size : 0;
+        (void)colibri_runner_init(r, io, cfg); /* serves even without a model */
+        colibri_runner_enable_slots(r, slots, status == COLIBRI_OK ? (int)boot.slot : -1);
+        if (status != COLIBRI_OK) {
+            say(r, "ota: no slot holds a bootable image; waiting for an update\r\n");
+            return -1;
+        }
+        if (!boot.on_trial) {
+            say_slot(r, boot.slot, ": running\r\n");
+            return (int)boot.slot;
+        }
+        if (colibri_runner_self_test(r) == COLIBRI_OK &&
+            colibri_slot_confirm(slots, boot.slot) == COLIBRI_OK) {
+            say_slot(r, boot.slot, ": new image passed its first run, confirmed\r\n");
+            return (int)boot.slot;
+        }
+        say_slot(r, boot.slot, ": new image failed its first run, rejected\r\n");
+        (void)colibri_slot_reject(slots, boot.slot);
+    }
+    return r->running_slot;
 }

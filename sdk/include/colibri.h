@@ -542,6 +542,13 @@ typedef struct colibri_slots {
  * COLIBRI_E_BAD_ARGUMENT. */
 colibri_status colibri_slots_check(const colibri_slots *slots);
 
+/* The layout rule of docs/ota.md (section 1) for `length` bytes of flash
+ * from base: the two record copies in the first two sectors, then slot A
+ * and slot B, each (length - 2 sectors) / 2 rounded down to a sector (0 when
+ * nothing fits: colibri_slots_check refuses it). Sets sector_size, record,
+ * slot and slot_size; the caller sets the rest. */
+void colibri_slots_layout(colibri_slots *slots, uint64_t length, uint32_t sector);
+
 /* Read the newest valid record copy into *record (seq 0 and every slot
  * EMPTY when neither copy is valid: a new device). Returns the copy (0 or 1)
  * that was used, or -1 when none. */

@@ -104,6 +104,19 @@ colibri_status colibri_slots_check(const colibri_slots *s)
     return COLIBRI_OK;
 }
 
+void colibri_slots_layout(colibri_slots *s, uint64_t length, uint32_t sector)
+{
+    uint64_t records = 2ull * sector;
+    uint64_t slot = length > records ? (length - records) / 2 : 0;
+    slot -= sector != 0 ? slot % sector : slot;
+    s->sector_size = sector;
+    s->record[0] = 0;
+    s->record[1] = sector;
+    s->slot[0] = records;
+    s->slot[1] = records + slot;
+    s->slot_size = slot;
+}
+
 int colibri_slot_record_read(const colibri_slots *s, colibri_slot_record *record)
 {
     colibri_slot_record copy[2];

@@ -78,3 +78,38 @@ def small_image(path: pathlib.Path) -> bytes:
                          n_experts=2, shared_intermediate=0, rms_eps=1e-5, rope_theta=10000.0,
                          top_k=1, router_norm_topk=1)
     return write_tiny_image(path, record=record, alignment=64).read_bytes()
+
+
+def test_layout_rule_is_one_in_c_and_python(tmp_path):
+    """colibri_slots_layout (the Linux store, the Zephyr partition) and
+    SlotLayout (board files, board_config.h) place records and slots alike,
+    for sizes that divide evenly and sizes that do not."""
+    from colibri_tools.boards import SlotLayout
+
+    cases = [(0x04000000, 0x40000), (1 << 20, 4096), (3 * 4096 + 100, 4096), (8192, 4096),
+             (5 * (1 << 17) + 777, 1 << 17), (1 << 33, 4096), (0, 4096)]
+    program = tmp_path / "layout.c"
+    program.write_text(
+        '#include <stdio.h>\n#include <stdlib.h>\n#include "colibri.h"\n'
+        "int main(int argc, char **argv) {\n"
+        "  for (int i = 1; i + 1 < argc; i += 2) { colibri_slots s = {0};\n"
+        "    colibri_slots_layout(&s, strtoull(argv[i], 0, 0), (uint32_t)strtoul(argv[i + 1], 0, 0));\n"
+        '    printf("%llu %llu %llu %llu %llu\\n", (unsigned long long)s.record[0],\n'
+        "           (unsigned long long)s.record[1], (unsigned long long)s.slot[0],\n"
+        "           (unsigned long long)s.slot[1], (unsigned long long)s.slot_size); }\n"
+        "  return 0; }\n")
+    subprocess.run(["make", "-s", "host"], cwd=REPO, check=True)
+    exe = tmp_path / "layout"
+    subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-Isdk/include", str(program),
+                    "build/host/libcolibri.a", "-o", str(exe)], cwd=REPO, check=True)
+    args = [str(v) for case in cases for v in case]
+    lines = subprocess.run([str(exe), *args], capture_output=True, text=True, check=True,
+                           timeout=30).stdout.splitlines()
+    for (length, sector), line in zip(cases, lines, strict=True):
+        py = SlotLayout(origin=0, length=length, sector=sector)
+        want = [*py.records, *py.slots, py.slot_size] if py.slot_size > 0 else None
+        got = [int(v) for v in line.split()]
+        if want is None:
+            assert got[4] == 0, (length, sector, got)
+        else:
+            assert got == want, (length, sector, got, want)

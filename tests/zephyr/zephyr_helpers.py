@@ -129,10 +129,12 @@ def build_dir_for(app: str, board: str) -> Path:
 
 
 def west_build(env: ZephyrEnv, app: str, board: str, model_dir: Path, *,
-               extra: tuple[str, ...] = (), timeout: float = 900) -> Build:
+               extra: tuple[str, ...] = (), timeout: float = 900,
+               directory: Path | None = None) -> Build:
     """`west build` app (a path under the repository) for board, against the
-    converted model in model_dir. Incremental; raises on failure with the log."""
-    directory = build_dir_for(app, board)
+    converted model in model_dir, into directory (default: build_dir_for).
+    Incremental; raises on failure with the log."""
+    directory = directory or build_dir_for(app, board)
     cmd = [env.west, "build", "-b", board, "-d", str(directory), str(REPO / app), "--",
            f"-DCOLIBRI_MODEL_DIR={model_dir}", *extra]
     done = subprocess.run(cmd, cwd=REPO, env=board_env(board), capture_output=True, text=True,

@@ -86,7 +86,7 @@ class SlotLayout:
     """A/B weight slots (docs/ota.md): two record copies of one sector each
     at origin and origin + sector, slot A at origin + 2 sectors, slot B right
     after it, each (length - 2 sectors) / 2 rounded down to a sector. The
-    same rule is colibri_linux_store_layout() in C."""
+    same rule is colibri_slots_layout() in C (sdk/src/slot_record.c)."""
     origin: int
     length: int
     sector: int

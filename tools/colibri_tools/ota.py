@@ -22,7 +22,10 @@ from .protocol.client import SerialClient
 from .protocol.frames import MAX_PAYLOAD
 from .status import status_name
 
-CHUNK = MAX_PAYLOAD - 16          # data bytes per SLOT_WRITE (8 of the payload are the offset)
+# Data bytes per SLOT_WRITE (at most MAX_PAYLOAD - 8: the offset): a multiple of
+# 256, so every write but the last covers whole program units of a flash that
+# programs up to 256 bytes at a time (an ECC flash cannot program a unit twice).
+CHUNK = (MAX_PAYLOAD - 8) // 256 * 256      # 3840
 ERASE_TIMEOUT = 120.0             # SLOT_BEGIN erases the whole slot span
 VERIFY_TIMEOUT = 300.0            # SLOT_FINISH hashes and CRCs the whole image
 

@@ -66,6 +66,30 @@ static inline size_t colibri_zephyr_weights_size(void)
     return (size_t)COLIBRI_ZEPHYR_WEIGHTS_SIZE;
 }
 
+/* The A/B weight slots partition (CONFIG_COLIBRI_SLOTS): the node the chosen
+ * property "colibri,slots" points at, else the node labelled colibri_slots. */
+#if DT_HAS_CHOSEN(colibri_slots)
+#define COLIBRI_ZEPHYR_SLOTS_NODE DT_CHOSEN(colibri_slots)
+#elif DT_NODE_EXISTS(DT_NODELABEL(colibri_slots))
+#define COLIBRI_ZEPHYR_SLOTS_NODE DT_NODELABEL(colibri_slots)
+#endif
+
+/*
+ * A/B weight slots for over-the-air updates (docs/ota.md, CONFIG_COLIBRI_SLOTS):
+ * the colibri_slots of the slots partition, laid out by the rule of
+ * docs/ota.md section 1 (record copies in its first two erase sectors, then
+ * slot A and slot B), read in place, written through the flash driver.
+ * Images must be signed by trusted_key (32 bytes, kept by the caller), or
+ * NULL: unsigned images are accepted too (development only). Returns NULL,
+ * with a log message, when the flash is not ready or the partition cannot
+ * hold two records and two slots. Call once, before using the slots.
+ */
+const colibri_slots *colibri_zephyr_slots(const uint8_t *trusted_key);
+
+/* The key of the build's COLIBRI_TRUSTED_KEY (32 bytes), or NULL when it
+ * names none (CONFIG_COLIBRI_SLOTS). */
+const uint8_t *colibri_zephyr_trusted_key(void);
+
 /* Cycles of the Zephyr system timer (k_cycle_get_64, or k_cycle_get_32
  * extended to 64 bits), monotonic. */
 uint64_t colibri_zephyr_ticks(void);

@@ -44,46 +44,6 @@ static void say(const char *text)
     board_uart_write((const uint8_t *)text, strlen(text));
 }
 
-static void say_slot(const char *what, uint32_t slot)
-{
-    char line[64] = "ota: slot ";
-    size_t n = strlen(line);
-    line[n++] = (char)('A' + slot);
-    line[n] = '\0';
-    say(line);
-    say(what);
-}
-
-/* Boot a slot and bring the runner up on it. A new image that fails its
- * first run is rejected and boot runs again, on the other slot. */
-static void boot_runner(const colibri_slots *slots, colibri_runner_config *cfg,
-                        const colibri_serial_io *io)
-{
-    for (int attempt = 0; attempt < 3; attempt++) {
-        colibri_slot_boot boot;
-        colibri_status status = colibri_slot_boot_select(slots, &boot);
-        cfg->image = status == COLIBRI_OK ? boot.image : slots->base;
-        cfg->image_size = status == COLIBRI_OK ? (size_t)boot.size : 0;
-        (void)colibri_runner_init(&runner, io, cfg); /* serves even without a model */
-        colibri_runner_enable_slots(&runner, slots, status == COLIBRI_OK ? (int)boot.slot : -1);
-        if (status != COLIBRI_OK) {
-            say("ota: no slot holds a bootable image; waiting for an update\r\n");
-            return;
-        }
-        if (!boot.on_trial) {
-            say_slot(": running\r\n", boot.slot);
-            return;
-        }
-        if (colibri_runner_self_test(&runner) == COLIBRI_OK &&
-            colibri_slot_confirm(slots, boot.slot) == COLIBRI_OK) {
-            say_slot(": new image passed its first run, confirmed\r\n", boot.slot);
-            return;
-        }
-        say_slot(": new image failed its first run, rejected\r\n", boot.slot);
-        (void)colibri_slot_reject(slots, boot.slot);
-    }
-}
-
 int main(void)
 {
     board_init();
@@ -106,6 +66,6 @@ int main(void)
         say("ota: this board has no A/B weight slots (board file [slots]) or no flash driver\r\n");
         board_exit(1);
     }
-    boot_runner(slots, &cfg, &io);
+    (void)colibri_runner_boot_slots(&runner, &io, &cfg, slots);
     colibri_runner_serve(&runner);
 }

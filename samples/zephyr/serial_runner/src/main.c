@@ -7,6 +7,12 @@
  *
  *   west build -b mps3/corstone300/an547 samples/zephyr/serial_runner -- \
  *       -DCOLIBRI_MODEL_DIR=<dir with model_config.h and model.bin>
+ *
+ * With CONFIG_COLIBRI_SLOTS (boards/<board>_slots.conf, -DFILE_SUFFIX=slots)
+ * the model comes from A/B weight slots in a flash partition instead
+ * (docs/ota.md): boot picks the newest slot that verifies, a new image must
+ * pass its first run to be confirmed, and SLOT_* requests
+ * (colibri-flash --slot auto) write updates into the other slot.
  */
 #include <zephyr/kernel.h>
 
@@ -45,6 +51,14 @@ int main(void)
         .board_name = CONFIG_BOARD_TARGET " (Zephyr)",
         .tick_unit = colibri_zephyr_tick_unit(),
     };
+    if (IS_ENABLED(CONFIG_COLIBRI_SLOTS)) {
+        const colibri_slots *slots = colibri_zephyr_slots(colibri_zephyr_trusted_key());
+        if (slots != NULL) {
+            cfg.expected_fingerprint = 0; /* an update brings a new fingerprint */
+            (void)colibri_runner_boot_slots(&runner, &io, &cfg, slots);
+            colibri_runner_serve(&runner);
+        }
+    }
     (void)colibri_runner_init(&runner, &io, &cfg); /* serves even if the image is bad */
     colibri_runner_serve(&runner);
 }

@@ -1,0 +1,33 @@
+# The Ed25519 key A/B slot images must be signed with (docs/ota.md): the CMake
+# variable (or environment variable) COLIBRI_TRUSTED_KEY names a PEM public key
+# (colibri-sign keygen writes one); unset or "none": unsigned images are
+# accepted too. colibri_trusted_key.h is written by the same tool as for bare
+# metal (python -m colibri_tools.signing header), and again when the key
+# file changes.
+
+set(COLIBRI_TRUSTED_KEY "$ENV{COLIBRI_TRUSTED_KEY}" CACHE STRING
+    "PEM public key A/B slot images must be signed with, or none")
+
+function(colibri_trusted_key_header dir)
+  set(key "${COLIBRI_TRUSTED_KEY}")
+  if(key STREQUAL "")
+    set(key none)
+  endif()
+  if(NOT key STREQUAL "none")
+    get_filename_component(key "${key}" ABSOLUTE BASE_DIR ${APPLICATION_SOURCE_DIR})
+    if(NOT EXISTS "${key}")
+      message(FATAL_ERROR "Colibri: COLIBRI_TRUSTED_KEY=${COLIBRI_TRUSTED_KEY}: no such file")
+    endif()
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${key})
+  endif()
+  file(MAKE_DIRECTORY ${dir})
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${COLIBRI_ROOT}/tools
+            ${PYTHON_EXECUTABLE} -m colibri_tools.signing header ${key}
+            -o ${dir}/colibri_trusted_key.h
+    RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "Colibri: cannot write colibri_trusted_key.h from ${key}:\n${out}")
+  endif()
+  message(STATUS "Colibri: slot images must be signed by: ${key}")
+endfunction()
