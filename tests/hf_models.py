@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import (
+    Ernie4_5_MoeConfig,
+    Ernie4_5_MoeForCausalLM,
     GraniteMoeConfig,
     GraniteMoeForCausalLM,
     GraniteMoeSharedConfig,
@@ -43,7 +45,7 @@ from transformers import (
 )
 
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
-            "granitemoeshared", "phimoe")
+            "granitemoeshared", "phimoe", "ernie4_5_moe")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -56,6 +58,7 @@ _CLASSES = {
     "granitemoe": (GraniteMoeConfig, GraniteMoeForCausalLM),
     "granitemoeshared": (GraniteMoeSharedConfig, GraniteMoeSharedForCausalLM),
     "phimoe": (PhimoeConfig, PhimoeForCausalLM),
+    "ernie4_5_moe": (Ernie4_5_MoeConfig, Ernie4_5_MoeForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -104,6 +107,17 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                    router_jitter_noise=0.15, attention_bias=True, lm_head_bias=True,
                    tie_word_embeddings=False,
                    rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # MoE layers: (layer + 1) % 2 == 0, from 2 to 5: layers 3 and 5 of 8 (each bound
+    # binds); 2 shared experts; a floor of 0.8 on the top-3 weights' sum, which the
+    # sum of 3 softmax values of 6 is often below; tied embeddings.
+    "ernie4_5_moe": dict(vocab_size=101, hidden_size=40, intermediate_size=28,
+                         moe_intermediate_size=12, num_hidden_layers=8,
+                         num_attention_heads=4, num_key_value_heads=2, moe_num_experts=6,
+                         moe_k=3, moe_num_shared_experts=2, moe_layer_start_index=2,
+                         moe_layer_end_index=5, moe_layer_interval=2, moe_norm_min=0.8,
+                         max_position_embeddings=64, rms_norm_eps=1e-5,
+                         tie_word_embeddings=True,
+                         rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
 }
 
 TOKENIZER_TEXT = (
@@ -121,7 +135,7 @@ def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -
     shape = tuple(p.shape)
     if name.endswith("embed_tokens.weight"):
         return _normal(shape, 1.0, gen)
-    if name.endswith(".bias"):
+    if name.endswith((".bias", "e_score_correction_bias")):
         return _normal(shape, 0.1, gen)
     if "norm" in name.rsplit(".", 2)[-2]:
         return 1.0 + _normal(shape, 0.2, gen)

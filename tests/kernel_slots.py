@@ -14,10 +14,11 @@ KERNELS = Path(__file__).resolve().parents[1] / "sdk" / "src" / "kernels"
 # Core functions that call kernel slots (after inlining, any of them may be
 # the caller the call graph shows).
 KERNEL_CALLERS = frozenset({
-    "colibri_forward", "chunk_forward", "decoder_layer", "rmsnorm_rows", "add_rows",
+    "colibri_forward", "chunk_forward", "decoder_layer", "norm_rows", "add_rows",
     "colibri_attention_forward", "project", "qk_normalise", "rope_heads", "attend_head",
     "keys_of_token", "colibri_ffn_forward", "swiglu_mlp", "routed_experts", "shared_expert",
-    "colibri_router_select", "colibri_linear", "colibri_parallel_tasks", "head_task",
+    "colibri_router_select", "softmax_biased", "colibri_linear", "colibri_parallel_tasks",
+    "head_task",
 })
 
 

@@ -178,6 +178,7 @@ static const char *arch_name(uint32_t arch)
     case 6: return "granitemoe";
     case 7: return "granitemoeshared";
     case 8: return "phimoe";
+    case 9: return "ernie4_5_moe";
     default: return "unknown";
     }
 }

@@ -247,7 +247,7 @@ extern const colibri_kernels colibri_kernels_helium;
 /* Hyper-parameters, decoded from the image's model record (docs/format.md). */
 typedef struct colibri_hparams {
     uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
-                    * 7 granitemoeshared, 8 phimoe */
+                    * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -265,7 +265,8 @@ typedef struct colibri_hparams {
     uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head */
     uint32_t tie_embeddings;
     uint32_t router_score; /* 0 softmax then top-k; 2 top-k of the logits, softmax over the k;
-                            * 3 sparsemixer (PhiMoE, top-2) */
+                            * 3 sparsemixer (PhiMoE, top-2); 4 softmax, top-k of
+                            * softmax + ROUTER_BIAS (ERNIE-4.5) */
     uint32_t top_k;
     uint32_t router_norm_topk;
     float routed_scaling;
@@ -288,6 +289,9 @@ typedef struct colibri_hparams {
     /* format 1.3: 1 when some weight matrix is stored Q8 or Q4 (docs/format.md
      * 3.3); the scratch then holds the quantized activations (docs/core.md). */
     uint32_t quantized;
+    /* format 1.4: with router_norm_topk the k weights are divided by
+     * max(their sum, router_norm_min) (ERNIE-4.5's moe_norm_min; else 0). */
+    float router_norm_min;
 } colibri_hparams;
 
 /*

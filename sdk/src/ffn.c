@@ -81,7 +81,7 @@ static void routed_experts(const colibri_model *m, const layer_view *layer, uint
     uint32_t hidden = hp->hidden_size, e;
     colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts, hidden, n);
     for (uint32_t t = 0; t < n; t++) {
-        colibri_router_select(m, ws->router + (size_t)t * hp->n_experts,
+        colibri_router_select(m, ws->router + (size_t)t * hp->n_experts, layer->router_bias,
                               ws->topk_i + (size_t)t * hp->top_k,
                               ws->topk_w + (size_t)t * hp->top_k);
     }

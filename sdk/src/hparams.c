@@ -46,6 +46,7 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->logits_divisor = colibri_rd_f32(img + REC_LOGITS_DIVISOR);
     hp->norm_kind = colibri_rd_u32(img + REC_NORM_KIND);
     hp->router_jitter = colibri_rd_f32(img + REC_ROUTER_JITTER);
+    hp->router_norm_min = colibri_rd_f32(img + REC_ROUTER_NORM_MIN);
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -70,10 +71,12 @@ static int positive_finite(float value)
 /* Sparsemixer's jitter epsilon: 0 .. 1 (PhiMoE's is 0.01; from 1 on no
  * expert is ever masked, so larger values mean nothing more). */
 #define MAX_ROUTER_JITTER 1.0f
+/* The floor of the routing weights' sum: 0 .. 1 (ERNIE-4.5's is 1e-12). */
+#define MAX_ROUTER_NORM_MIN 1.0f
 
 static colibri_status check_kinds(const uint8_t *img, const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_PHIMOE) || hp->qk_norm > QK_NORM_PER_HEAD ||
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_ERNIE4_5_MOE) || hp->qk_norm > QK_NORM_PER_HEAD ||
         colibri_rd_u32(img + REC_ACTIVATION) != 0 || hp->norm_kind > NORM_LAYER) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
@@ -115,13 +118,24 @@ static int router_jitter_ok(const uint8_t *img, const colibri_hparams *hp)
            hp->router_jitter >= 0.0f && hp->router_jitter <= MAX_ROUTER_JITTER;
 }
 
+/* router_norm_min: 0 .. 1 with router_score 4, else its bits all zero. */
+static int router_norm_min_ok(const uint8_t *img, const colibri_hparams *hp)
+{
+    if (hp->router_score != ROUTER_SOFTMAX_BIASED) {
+        return colibri_rd_u32(img + REC_ROUTER_NORM_MIN) == 0u;
+    }
+    return colibri_is_finite(hp->router_norm_min) && hp->router_norm_min >= 0.0f &&
+           hp->router_norm_min <= MAX_ROUTER_NORM_MIN;
+}
+
 static colibri_status check_router(const uint8_t *img, const colibri_hparams *hp)
 {
-    int score_known = hp->router_score == ROUTER_SOFTMAX ||
-                      hp->router_score == ROUTER_TOPK_SOFTMAX ||
-                      hp->router_score == ROUTER_SPARSEMIXER;
-    if (!score_known || !router_jitter_ok(img, hp) || hp->n_group != 1 || hp->topk_group != 1 ||
-        !positive_finite(hp->routed_scaling) || hp->routed_scaling > MAX_ROUTED_SCALING) {
+    int score_known =
+        hp->router_score == ROUTER_SOFTMAX || hp->router_score == ROUTER_TOPK_SOFTMAX ||
+        hp->router_score == ROUTER_SPARSEMIXER || hp->router_score == ROUTER_SOFTMAX_BIASED;
+    if (!score_known || !router_jitter_ok(img, hp) || !router_norm_min_ok(img, hp) ||
+        hp->n_group != 1 || hp->topk_group != 1 || !positive_finite(hp->routed_scaling) ||
+        hp->routed_scaling > MAX_ROUTED_SCALING) {
         return COLIBRI_E_UNSUPPORTED_ROUTER;
     }
     return COLIBRI_OK;

@@ -62,14 +62,20 @@ enum {
     REC_RESIDUAL_SCALE = 168,
     REC_ATTENTION_SCALE = 172,
     REC_LOGITS_DIVISOR = 176,
-    REC_ROUTER_JITTER = 180 /* format 1.2, with router_score 3 */
+    REC_ROUTER_JITTER = 180,  /* format 1.2, with router_score 3 */
+    REC_ROUTER_NORM_MIN = 184 /* format 1.4, with router_score 4 */
 };
 
 /* Header flags a reader of this version knows (section 1). */
 enum { HDR_FLAG_SCALES = 1, HDR_KNOWN_FLAGS = HDR_FLAG_SCALES };
 
 /* router_score values (section 1.1). */
-enum { ROUTER_SOFTMAX = 0, ROUTER_TOPK_SOFTMAX = 2, ROUTER_SPARSEMIXER = 3 };
+enum {
+    ROUTER_SOFTMAX = 0,
+    ROUTER_TOPK_SOFTMAX = 2,
+    ROUTER_SPARSEMIXER = 3,
+    ROUTER_SOFTMAX_BIASED = 4
+};
 
 /* norm_kind values (section 1.1). */
 enum { NORM_RMS = 0, NORM_LAYER = 1 };
@@ -125,6 +131,7 @@ enum {
     ROLE_SHARED_UP = 42,
     ROLE_SHARED_DOWN = 43,
     ROLE_SHARED_EXPERT_GATE = 44,
+    ROLE_ROUTER_BIAS = 45,
     ROLE_EXPERT_GATE = 48,
     ROLE_EXPERT_UP = 49,
     ROLE_EXPERT_DOWN = 50
@@ -142,7 +149,8 @@ enum {
     ARCH_SWITCH = 5,
     ARCH_GRANITEMOE = 6,
     ARCH_GRANITEMOE_SHARED = 7,
-    ARCH_PHIMOE = 8
+    ARCH_PHIMOE = 8,
+    ARCH_ERNIE4_5_MOE = 9
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

@@ -28,6 +28,7 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_SHARED_DOWN, PART_MOE, WHEN_SHARED, DIM_HIDDEN, DIM_SHARED, SLOT(shared_down)},
     {ROLE_SHARED_EXPERT_GATE, PART_MOE, WHEN_SHARED_GATE, DIM_ONE, DIM_HIDDEN,
      SLOT(shared_expert_gate)},
+    {ROLE_ROUTER_BIAS, PART_MOE, WHEN_ROUTER_BIAS, DIM_EXPERTS, DIM_NONE, SLOT(router_bias)},
     {ROLE_EXPERT_GATE, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
     {ROLE_EXPERT_UP, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
     {ROLE_EXPERT_DOWN, PART_EXPERT, WHEN_ALWAYS, DIM_HIDDEN, DIM_EXPERT, SLOT_NONE},
@@ -47,6 +48,7 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_SHARED: return hp->shared_intermediate > 0;
     case WHEN_SHARED_GATE: return hp->shared_intermediate > 0 && hp->shared_gate != 0;
     case WHEN_NORM_BIAS: return hp->norm_kind == NORM_LAYER;
+    case WHEN_ROUTER_BIAS: return hp->router_score == ROUTER_SOFTMAX_BIASED;
     default: return 1;
     }
 }

@@ -23,7 +23,8 @@ enum {
     WHEN_QK_NORM,
     WHEN_SHARED,
     WHEN_SHARED_GATE,
-    WHEN_NORM_BIAS /* norm_kind 1 (LayerNorm) */
+    WHEN_NORM_BIAS,  /* norm_kind 1 (LayerNorm) */
+    WHEN_ROUTER_BIAS /* router_score 4 */
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */

@@ -14,20 +14,34 @@ static int ranks_before(float a, uint32_t ia, float b, uint32_t ib)
     return a > b || (a == b && ia < ib);
 }
 
-void colibri_router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, float *weight)
+/* Expert e's ranking key: its score, plus the bias when there is one. */
+static float key_of(const float *scores, const float *bias, uint32_t e)
+{
+    return bias != NULL ? scores[e] + bias[e] : scores[e];
+}
+
+/* The k best keys in rank order; their scores (without the bias) to weight. */
+static void top_k_keyed(const float *scores, const float *bias, uint32_t n, uint32_t k,
+                        uint32_t *idx, float *weight)
 {
     uint32_t prev = 0;
     for (uint32_t j = 0; j < k; j++) {
         uint32_t best = n; /* none yet */
         for (uint32_t e = 0; e < n; e++) {
-            int after_prev = j == 0 || ranks_before(scores[prev], prev, scores[e], e);
-            int better = best == n || ranks_before(scores[e], e, scores[best], best);
+            float key = key_of(scores, bias, e);
+            int after_prev = j == 0 || ranks_before(key_of(scores, bias, prev), prev, key, e);
+            int better = best == n || ranks_before(key, e, key_of(scores, bias, best), best);
             best = (after_prev && better) ? e : best;
         }
         idx[j] = best;
         weight[j] = scores[best];
         prev = best;
     }
+}
+
+void colibri_router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, float *weight)
+{
+    top_k_keyed(scores, NULL, n, k, idx, weight);
 }
 
 void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k)
@@ -75,12 +89,24 @@ static void sparsemixer(const colibri_model *m, const float *scores, uint32_t *i
     weight[1] = sparsemixer_weight(scores, n, idx[1], idx[0], m->hp.router_jitter);
 }
 
-void colibri_router_select(const colibri_model *m, float *scores, uint32_t *idx, float *weight)
+/* ERNIE-4.5: the k best of softmax + bias (the bias steers the choice
+ * only), weighted by their softmax values. `scores` becomes the softmax. */
+static void softmax_biased(const colibri_model *m, float *scores, const float *bias, uint32_t *idx,
+                           float *weight)
+{
+    m->kernels.softmax(scores, m->hp.n_experts);
+    top_k_keyed(scores, bias, m->hp.n_experts, m->hp.top_k, idx, weight);
+}
+
+void colibri_router_select(const colibri_model *m, float *scores, const float *bias, uint32_t *idx,
+                           float *weight)
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t k = hp->top_k;
     if (hp->router_score == ROUTER_SPARSEMIXER) {
         sparsemixer(m, scores, idx, weight);
+    } else if (hp->router_score == ROUTER_SOFTMAX_BIASED) {
+        softmax_biased(m, scores, bias, idx, weight);
     } else if (hp->router_score == ROUTER_TOPK_SOFTMAX) {
         /* Granite: the k largest logits, then a softmax over those k. */
         colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
@@ -94,6 +120,7 @@ void colibri_router_select(const colibri_model *m, float *scores, uint32_t *idx,
         for (uint32_t j = 0; j < k; j++) {
             sum += weight[j];
         }
+        sum = sum > hp->router_norm_min ? sum : hp->router_norm_min;
         for (uint32_t j = 0; j < k; j++) {
             weight[j] = weight[j] / sum;
         }

@@ -90,6 +90,12 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
             put(img, 180, "f", jitter)
         return edit
 
+    def norm_min(score: int, value: float):
+        def edit(img: bytearray) -> None:
+            put(img, 128, "I", score)
+            put(img, 184, "f", value)
+        return edit
+
     def swap_first_two(img: bytearray) -> None:
         a, b = tensor(img, 0), tensor(img, 1)
         img[a:a + 2], img[b:b + 2] = img[b:b + 2], img[a:a + 2]
@@ -134,7 +140,7 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
                                       init(BAD_HYPERPARAMS)),
         "scale_negative": (edited(v, scales(1, (2.0, -1.0, 0.5, 1.0))), init(BAD_HYPERPARAMS)),
         "scale_too_large": (edited(v, scales(1, (2.0, 1.0, 0.5, 1e6))), init(BAD_HYPERPARAMS)),
-        "router_score_unknown": (edited(v, set_at(128, "I", 4)), init(UNSUPPORTED_ROUTER)),
+        "router_score_unknown": (edited(v, set_at(128, "I", 99)), init(UNSUPPORTED_ROUTER)),
         # Format 1.2 (PhiMoE): norm_kind 1, router_score 3 with its jitter, attn_bias bit 4.
         "unknown_norm_kind": (edited(v, set_at(160, "I", 2)), init(UNSUPPORTED_ARCH)),
         "layer_norm_without_biases": (edited(v, set_at(160, "I", 1)), init(BAD_LAYER_TABLE)),
@@ -151,6 +157,13 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
                                    init(UNSUPPORTED_ROUTER)),
         "sparsemixer_jitter_above_one": (edited(v, router(3, 2, 1.5)), init(UNSUPPORTED_ROUTER)),
         "sparsemixer_top_3": (edited(v, router(3, 3, 0.01)), init(UNSUPPORTED_ROUTER)),
+        # Format 1.4 (ERNIE-4.5): router_score 4 with router_norm_min and ROUTER_BIAS.
+        "router_bias_missing": (edited(v, norm_min(4, 1e-12)), init(BAD_LAYER_TABLE)),
+        "norm_min_without_biased_router": (edited(v, norm_min(0, 1e-12)),
+                                           init(UNSUPPORTED_ROUTER)),
+        "norm_min_negative": (edited(v, norm_min(4, -0.5)), init(UNSUPPORTED_ROUTER)),
+        "norm_min_infinite": (edited(v, norm_min(4, float("inf"))), init(UNSUPPORTED_ROUTER)),
+        "norm_min_above_one": (edited(v, norm_min(4, 2.0)), init(UNSUPPORTED_ROUTER)),
         "rope_theta_subnormal": (edited(v, set_at(112, "I", 0x00000001)), init(BAD_HYPERPARAMS)),
         "rope_theta_below_one": (edited(v, set_at(112, "f", 0.5)), init(BAD_HYPERPARAMS)),
         "zero_heads": (edited(v, set_at(76, "I", 0)), init(BAD_HYPERPARAMS)),

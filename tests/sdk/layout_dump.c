@@ -5,7 +5,7 @@
  * writer's list.
  *
  *   layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE EXPERT_INTER EXPERTS
- *               SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND
+ *               SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND ROUTER_SCORE
  *
  * One line per tensor: "ROLE EXPERT ROWS COLS" (COLS 0 for a vector).
  */
@@ -28,9 +28,10 @@ static void print_part(const colibri_hparams *hp, uint32_t part, long expert)
 int main(int argc, char **argv)
 {
     colibri_hparams hp = {0};
-    if (argc != 14) {
+    if (argc != 15) {
         fprintf(stderr, "usage: layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE "
-                        "EXPERT_INTER EXPERTS SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND\n");
+                        "EXPERT_INTER EXPERTS SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND "
+                        "ROUTER_SCORE\n");
         return 2;
     }
     uint32_t kind = (uint32_t)strtoul(argv[1], NULL, 0);
@@ -45,8 +46,9 @@ int main(int argc, char **argv)
                           &hp.shared_gate,
                           &hp.attn_bias,
                           &hp.qk_norm,
-                          &hp.norm_kind};
-    for (int i = 0; i < 12; i++) {
+                          &hp.norm_kind,
+                          &hp.router_score};
+    for (int i = 0; i < 13; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
     }
     print_part(&hp, PART_ATTENTION, -1);

@@ -19,21 +19,23 @@ VARIANTS = list(itertools.product(
     (0, 5, 15),      # attn_bias bits
     (0, 1, 2),       # qk_norm: none, whole projection, per head
     (0, 1),          # norm_kind: RMSNorm, LayerNorm (with bias tensors)
+    (0, 4),          # router_score: softmax; softmax chosen with ROUTER_BIAS
 ))
 
 
-def _record(shared: int, gate: int, bias: int, qk: int, norm: int) -> ModelRecord:
+def _record(shared: int, gate: int, bias: int, qk: int, norm: int, score: int) -> ModelRecord:
     return ModelRecord(vocab_size=97, hidden_size=36, n_layers=2, n_heads=4, n_kv_heads=2,
                        head_dim=10, max_context=64, dense_intermediate=28,
                        expert_intermediate=20, n_experts=3, shared_intermediate=shared,
                        rms_eps=1e-5, rope_theta=1e4, attn_bias=bias, qk_norm=qk,
-                       shared_gate=gate if shared else 0, top_k=2, norm_kind=norm)
+                       shared_gate=gate if shared else 0, top_k=2, norm_kind=norm,
+                       router_score=score)
 
 
 def _c_layout(dump, kind: int, r: ModelRecord) -> tuple[list[tuple[int, int, tuple]], int]:
     args = [kind, r.hidden_size, r.n_heads, r.n_kv_heads, r.head_dim, r.dense_intermediate,
             r.expert_intermediate, r.n_experts, r.shared_intermediate, r.shared_gate,
-            r.attn_bias, r.qk_norm, r.norm_kind]
+            r.attn_bias, r.qk_norm, r.norm_kind, r.router_score]
     out = subprocess.run([str(dump), *map(str, args)], capture_output=True, text=True,
                          check=True, timeout=30).stdout.splitlines()
     rows = []
@@ -43,9 +45,10 @@ def _c_layout(dump, kind: int, r: ModelRecord) -> tuple[list[tuple[int, int, tup
     return rows, int(out[-1].split()[1])
 
 
-@pytest.mark.parametrize("kind,shared,gate,bias,qk,norm", VARIANTS)
-def test_c_and_python_describe_the_same_layer(asan_bins, kind, shared, gate, bias, qk, norm):
-    r = _record(shared, gate, bias, qk, norm)
+@pytest.mark.parametrize("kind,shared,gate,bias,qk,norm,score", VARIANTS)
+def test_c_and_python_describe_the_same_layer(asan_bins, kind, shared, gate, bias, qk, norm,
+                                              score):
+    r = _record(shared, gate, bias, qk, norm, score)
     python = [(int(t.role), -1 if t.expert == 0xFFFF else t.expert, tuple(t.shape))
               for t in layer_tensors(r, 0, kind)]
     c_rows, c_count = _c_layout(asan_bins / "layout_dump", kind, r)

@@ -14,10 +14,10 @@ import torch
 
 GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
-        "granitemoeshared": 7, "phimoe": 8}
+        "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
-           "granitemoeshared": 0, "phimoe": 0}
+           "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0}
 GRANITE = ("granitemoe", "granitemoeshared")
 
 
@@ -69,6 +69,16 @@ def _phimoe_fields(model: Any, family: str) -> dict[str, Any]:
             "attn_bias": sum(1 << i for i, b in enumerate(biases) if b is not None)}
 
 
+def _ernie_fields(model: Any, family: str) -> dict[str, Any]:
+    """ERNIE-4.5: ungated shared experts, router_score 4 with moe_norm_min."""
+    if family != "ernie4_5_moe":
+        return {}
+    moe = next(layer.mlp for layer in model.model.layers if _is_moe(layer))
+    return {"shared_intermediate": moe.shared_experts.gate_proj.out_features,
+            "shared_gate": 0, "router_score": 4, "router_norm_topk": 1,
+            "router_norm_min": float(np.float32(moe.gate.norm_min))}
+
+
 def expected_record(model: Any, family: str) -> dict[str, Any]:
     """Model record fields (docs/format.md 1.1) read off the HF modules and config."""
     config = model.config
@@ -97,9 +107,10 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "routed_scaling": 1.0, "shared_gate": int(shared > 0 and family not in GRANITE),
         "n_group": 1, "topk_group": 1, "activation": 0, "norm_kind": 0,
         "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
-        "logits_divisor": 0.0, "router_jitter": 0.0,
+        "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0,
         "ffn_kinds": [1 if _is_moe(layer) else 0 for layer in layers],
-    } | _granite_fields(config, family) | _phimoe_fields(model, family)
+    } | _granite_fields(config, family) | _phimoe_fields(model, family) | _ernie_fields(model,
+                                                                                      family)
 
 
 def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
@@ -121,6 +132,10 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
                 for role, n in ((32, "gate"), (33, "up"), (34, "down"))}
     router = p + ("mlp.router.weight" if family == "phimoe" else "mlp.gate.weight")
     out = {(40, layer, GLOBAL): sd[router]}
+    if family == "ernie4_5_moe":
+        out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_experts.{n}_proj.weight"]
+                for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
+        out[(45, layer, GLOBAL)] = sd[p + "mlp.gate.moe_statics.e_score_correction_bias"][0]
     if family == "qwen2_moe":
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_expert.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
@@ -164,6 +179,12 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
     for layer in range(model.config.num_hidden_layers):
         p = f"model.layers.{layer}."
         out |= _attention_tensors(sd, p, layer) | _ffn_tensors(sd, p, layer, family)
+        if family == "ernie4_5_moe":  # RoPE pairs (2i, 2i+1) -> (i, i + hd/2): rows permuted
+            hd = model.model.layers[layer].self_attn.head_dim
+            for role in (17, 18):
+                rows = out[(role, layer, GLOBAL)]
+                heads = rows.reshape(-1, hd // 2, 2, rows.shape[1])
+                out[(role, layer, GLOBAL)] = heads.transpose(0, 2, 1, 3).reshape(rows.shape)
     return out
 
 

@@ -5,7 +5,8 @@ docs/format.md gives each field, so comparing its logits with the Hugging Face
 model's checks that the converter mapped every tensor and flag correctly
 (gate vs up, q/k norm kind, routing normalisation, shared expert gate, biases,
 the format 1.1 scales and top-k-then-softmax routing, the format 1.2 LayerNorm,
-sparsemixer routing and LM-head bias).
+sparsemixer routing and LM-head bias, the format 1.4 biased selection and the
+floor of the weights' sum).
 RoPE pairs dimension i with i + head_dim/2, as transformers does.
 """
 
@@ -126,8 +127,12 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
         if r.router_score == 3:  # format 1.2: sparsemixer
             chosen, weights = _sparsemixer(logits[t], r.router_jitter)
             weights = np.asarray(weights)
+        if r.router_score == 4:  # format 1.4: chosen on softmax + ROUTER_BIAS
+            keys = probs[t] + w.get(Role.ROUTER_BIAS, layer)
+            chosen = np.argsort(-keys, kind="stable")[:r.top_k]
+            weights = probs[t, chosen]
         if r.router_norm_topk:
-            weights = weights / weights.sum()
+            weights = weights / max(weights.sum(), r.router_norm_min)
         for e, weight in zip(chosen, weights * r.routed_scaling):
             experts = [w.get(role, layer, int(e)) for role in
                        (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)]

@@ -48,6 +48,7 @@ RECORD_AT = {
     "topk_group": (152, "I"), "activation": (156, "I"), "norm_kind": (160, "I"),
     "embedding_scale": (164, "f"), "residual_scale": (168, "f"), "attention_scale": (172, "f"),
     "logits_divisor": (176, "f"), "router_jitter": (180, "f"),
+    "router_norm_min": (184, "f"),
 }
 
 
@@ -121,6 +122,8 @@ def _doc_order(rec: dict) -> list[tuple]:
                 rows += [(41, (s, h)), (42, (s, h)), (43, (h, s))]
                 if rec["shared_gate"]:
                     rows.append((44, (1, h)))
+            if rec["router_score"] == 4:
+                rows.append((45, (e,)))
         out += [(role, layer, GLOBAL, shape) for role, shape in rows]
         if kind == 1:
             for x in range(e):
@@ -148,12 +151,14 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     minor = 1 if scales or rec["router_score"] == 2 or rec["arch"] >= 6 else 0
     if rec["arch"] >= 8 or rec["norm_kind"] == 1 or rec["router_score"] == 3 or rec["attn_bias"] & 16:
         minor = 2  # section 7: LayerNorm, sparsemixer, LM-head bias, PhiMoE
+    if rec["arch"] >= 9 or rec["router_score"] == 4:
+        minor = 4  # section 7: the biased softmax router, ERNIE-4.5
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
     assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
         int(scales), alignment, rec["arch"])
     assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
-    assert _u("I", data, 60) == 0 and data[184:256] == bytes(72)
+    assert _u("I", data, 60) == 0 and data[188:256] == bytes(68)
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
     table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)
@@ -257,7 +262,7 @@ def _mutations(data: bytes) -> dict:
         "kv heads": (lambda b: _put(b, "I", 80, 4), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "top_k > n_experts": (lambda b: _put(b, "I", 132, 5), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "rms_eps 0": (lambda b: _put(b, "f", 108, 0.0), True, "COLIBRI_E_BAD_HYPERPARAMS"),
-        "arch 9": (lambda b: _put(b, "I", 36, 9), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
+        "arch 99": (lambda b: _put(b, "I", 36, 99), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "activation": (lambda b: _put(b, "I", 156, 1), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "qk_norm 3": (lambda b: _put(b, "I", 120, 3), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "sigmoid router": (lambda b: _put(b, "I", 128, 1), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),

@@ -42,6 +42,11 @@ UNSUPPORTED = [
     ("phimoe", {"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4,
                                     "short_mscale": 1.2, "long_mscale": 1.2}},
      "rope_parameters.rope_type"),
+    ("ernie4_5_moe", {"use_bias": True}, "use_bias"),
+    ("ernie4_5_moe", {"moe_norm_min": 3.0}, "moe_norm_min"),
+    ("ernie4_5_moe", {"moe_layer_end_index": -2}, "moe_layer_end_index"),
+    ("ernie4_5_moe", {"moe_k": 9}, "moe_k"),
+    ("ernie4_5_moe", {"hidden_act": "gelu"}, "hidden_act"),
 ]
 
 

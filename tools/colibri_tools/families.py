@@ -17,6 +17,14 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
   attention_bias, LM-head bias when lm_head_bias; sparsemixer routing (always two
   experts, each weighted by a softmax over the logits within 2 router_jitter_noise of it,
   relatively); head_dim = hidden / heads.
+- ernie4_5_moe: MoE layers where (layer + 1) % moe_layer_interval == 0 and
+  moe_layer_start_index <= layer <= moe_layer_end_index (-1: the last), dense ones of
+  intermediate_size elsewhere; moe_num_shared_experts shared experts as one ungated MLP of
+  moe_num_shared_experts * moe_intermediate_size; router: softmax, top moe_k of softmax +
+  e_score_correction_bias, weights the softmax values divided by max(sum, moe_norm_min)
+  (router_score 4); RoPE on interleaved pairs (2i, 2i + 1), which the image stores as the
+  usual halves by permuting the q and k rows of each head (see tensor_map); tied
+  embeddings by default.
 """
 
 from __future__ import annotations
@@ -25,11 +33,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .hf_config import HFConfig, float32_number
-from .image_layout import MAX_ROUTER_JITTER, MIN_ROPE_THETA, model_problems
+from .image_layout import MAX_ROUTER_JITTER, MAX_ROUTER_NORM_MIN, MIN_ROPE_THETA, model_problems
 from .image_spec import (
     BIAS_LM_HEAD,
     DEFAULT_ALIGNMENT,
     NORM_LAYER,
+    ROUTER_SOFTMAX_BIASED,
     ROUTER_SPARSEMIXER,
     ROUTER_TOPK_SOFTMAX,
     Arch,
@@ -64,6 +73,11 @@ class ModelSpec:
     @property
     def moe_layers(self) -> list[int]:
         return [i for i, k in enumerate(self.ffn_kinds) if k == FfnKind.MOE]
+
+    @property
+    def interleaved_rope(self) -> bool:
+        """RoPE on pairs (2i, 2i + 1) in the checkpoint: q and k rows get permuted."""
+        return self.family in INTERLEAVED_ROPE_FAMILIES
 
 
 def _check_common(c: HFConfig) -> None:
@@ -256,10 +270,53 @@ def _phimoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.PHIMOE, fields, kinds
 
 
+def _ernie_ffn_kinds(c: HFConfig, n_layers: int) -> list[int]:
+    start = c.integer("moe_layer_start_index", 1)
+    end = c.get("moe_layer_end_index", -1)
+    if end == -1:
+        end = n_layers - 1
+    elif not isinstance(end, int) or isinstance(end, bool) or end < 0:
+        raise c.unsupported("moe_layer_end_index", end, "must be -1 or a layer index")
+    interval = c.integer("moe_layer_interval", 1, minimum=1)
+    return [FfnKind.MOE if (i + 1) % interval == 0 and start <= i <= end else FfnKind.DENSE
+            for i in range(n_layers)]
+
+
+def _ernie4_5_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """ERNIE-4.5 MoE: dense and MoE layers by start/end/interval, shared experts,
+    softmax router with a selection bias and a floor on the weights' sum."""
+    c.reject_if("use_bias", bool, "biases on projections and MLPs are not supported")
+    fields = _attention(c, "head_dim")
+    fields["tie_embeddings"] = int(c.flag("tie_word_embeddings", True))
+    _, n_experts = c.first_integer(("moe_num_experts", "num_experts"), minimum=1)
+    kinds = _ernie_ffn_kinds(c, fields["n_layers"])
+    norm_min = c.number("moe_norm_min", 1e-12)
+    if not 0.0 <= norm_min <= MAX_ROUTER_NORM_MIN:
+        raise c.unsupported("moe_norm_min", norm_min, "must be 0 .. 1")
+    moe = FfnKind.MOE in kinds
+    width = c.integer("moe_intermediate_size", minimum=1) if moe else 0
+    shared = c.integer("moe_num_shared_experts", 0) * width
+    fields |= {"n_experts": n_experts if moe else 0, "expert_intermediate": width,
+               "top_k": c.first_integer(("moe_k", "num_experts_per_tok"), minimum=1)[1]
+               if moe else 0, "router_norm_topk": int(moe),
+               "router_score": ROUTER_SOFTMAX_BIASED if moe else 0,
+               "router_norm_min": norm_min if moe else 0.0,
+               "dense_intermediate": _dense_width(c, kinds), "shared_intermediate": shared,
+               "rope_theta": rope_theta(c, 500000.0), "rms_eps": c.number("rms_norm_eps", 1e-5)}
+    return Arch.ERNIE4_5_MOE, fields, kinds
+
+
 FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
-            "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe}
+            "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe,
+            "ernie4_5_moe": _ernie4_5_moe}
+INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe"}
 
 _RECORD_DEFAULTS = {"dense_intermediate": 0, "shared_intermediate": 0}
+
+
+def _present(c: HFConfig, keys: tuple[str, ...]) -> str:
+    """The first of `keys` the config has (the first if none)."""
+    return next((k for k in keys if c.raw(k) is not None), keys[0])
 
 
 def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]) -> None:
@@ -270,7 +327,9 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
                              Arch.GRANITEMOE_SHARED)
             source = "intermediate_size" if plain else "moe_intermediate_size"
         if p.field == "n_experts":
-            source = c.first_integer(("num_local_experts", "num_experts"))[0]
+            source = _present(c, ("num_local_experts", "num_experts", "moe_num_experts"))
+        if p.field == "top_k":
+            source = _present(c, ("num_experts_per_tok", "moe_k"))
         raise c.unsupported(source, c.raw(source) if c.raw(source) is not None else p.value,
                             f"{p.field} {p.reason}")
 

@@ -15,10 +15,12 @@ from .image_spec import (
     MAX_ALIGNMENT,
     MAX_TOP_K,
     MIN_ALIGNMENT,
+    MINOR_QUANT,
     NO_EXPERT,
     NO_LAYER,
     NORM_LAYER,
     ROUTER_SOFTMAX,
+    ROUTER_SOFTMAX_BIASED,
     ROUTER_SPARSEMIXER,
     ROUTER_TOPK_SOFTMAX,
     SCALE_FIELDS,
@@ -73,11 +75,16 @@ MIN_ROPE_THETA = 1.0  # = MIN_ROPE_THETA in sdk/src/hparams.c
 MAX_ROUTED_SCALING = 1024.0  # = MAX_ROUTED_SCALING there
 MAX_SCALE = 65536.0  # = MAX_SCALE there: embedding/residual/attention scales, logits divisor
 MAX_ROUTER_JITTER = 1.0  # = MAX_ROUTER_JITTER there: sparsemixer's epsilon
+MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing weights' sum
 
 
-def format_minor(arch: int, r: ModelRecord) -> int:
+def format_minor(arch: int, r: ModelRecord, quantized: bool = False) -> int:
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7)."""
+    if arch >= Arch.ERNIE4_5_MOE or r.router_score == ROUTER_SOFTMAX_BIASED:
+        return 4
+    if quantized:
+        return MINOR_QUANT
     if (arch >= Arch.PHIMOE or r.norm_kind == NORM_LAYER or r.router_score == ROUTER_SPARSEMIXER
             or r.attn_bias & BIAS_LM_HEAD):
         return 2
@@ -150,12 +157,21 @@ def _router_jitter_ok(r: ModelRecord) -> bool:
             and 0.0 <= r.router_jitter <= MAX_ROUTER_JITTER)
 
 
+def _router_norm_min_ok(r: ModelRecord) -> bool:
+    if r.router_score != ROUTER_SOFTMAX_BIASED:
+        return r.router_norm_min == 0.0 and math.copysign(1.0, r.router_norm_min) > 0
+    return math.isfinite(r.router_norm_min) and 0.0 <= r.router_norm_min <= MAX_ROUTER_NORM_MIN
+
+
 def _router_problems(r: ModelRecord) -> list[Problem]:
     return _check([
         ("router_score", r.router_score,
-         r.router_score in (ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER),
-         "only 0 (softmax, top-k), 2 (top-k, softmax over the k) and 3 (sparsemixer) "
-         "are supported"),
+         r.router_score in (ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER,
+                            ROUTER_SOFTMAX_BIASED),
+         "only 0 (softmax, top-k), 2 (top-k, softmax over the k), 3 (sparsemixer) and 4 "
+         "(top-k of softmax + bias) are supported"),
+        ("router_norm_min", r.router_norm_min, _router_norm_min_ok(r),
+         "must be 0 .. 1 with router_score 4, else 0"),
         ("router_jitter", r.router_jitter, _router_jitter_ok(r),
          "must be 0 .. 1 with router_score 3 (which needs top_k 2), else 0"),
         ("n_group", r.n_group, r.n_group == 1, "only 1 is supported"),
@@ -245,7 +261,8 @@ def _ffn_shapes(r: ModelRecord, kind: int) -> list[tuple[Role, tuple[int, ...], 
     shared = s > 0
     return [(Role.ROUTER, (r.n_experts, h), True), (Role.SHARED_GATE, (s, h), shared),
             (Role.SHARED_UP, (s, h), shared), (Role.SHARED_DOWN, (h, s), shared),
-            (Role.SHARED_EXPERT_GATE, (1, h), shared and r.shared_gate == 1)]
+            (Role.SHARED_EXPERT_GATE, (1, h), shared and r.shared_gate == 1),
+            (Role.ROUTER_BIAS, (r.n_experts,), r.router_score == ROUTER_SOFTMAX_BIASED)]
 
 
 def layer_tensors(r: ModelRecord, layer: int, kind: int) -> list[TensorEntry]:

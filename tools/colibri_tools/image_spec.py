@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.3 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.4 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 3  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 4  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
@@ -51,6 +51,7 @@ class Arch(IntEnum):
     GRANITEMOE = 6
     GRANITEMOE_SHARED = 7
     PHIMOE = 8
+    ERNIE4_5_MOE = 9
 
 
 class FfnKind(IntEnum):
@@ -86,6 +87,7 @@ class Role(IntEnum):
     SHARED_UP = 42
     SHARED_DOWN = 43
     SHARED_EXPERT_GATE = 44
+    ROUTER_BIAS = 45
     EXPERT_GATE = 48
     EXPERT_UP = 49
     EXPERT_DOWN = 50
@@ -141,12 +143,14 @@ MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("attention_scale", 172, "f"),
     ("logits_divisor", 176, "f"),
     ("router_jitter", 180, "f"),  # format 1.2: sparsemixer's epsilon (router_score 3), else 0
+    ("router_norm_min", 184, "f"),  # format 1.4: floor of the weights' sum (router_score 4)
 )
-MODEL_RECORD_END = 184  # bytes 184 .. 255 are reserved (zero)
+MODEL_RECORD_END = 188  # bytes 188 .. 255 are reserved (zero)
 SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
 FLAG_SCALES = 1  # header flags bit 0: the record's four scales are set (format 1.1)
 KNOWN_FLAGS = FLAG_SCALES
 ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER = 0, 2, 3  # router_score values
+ROUTER_SOFTMAX_BIASED = 4  # format 1.4: top-k of softmax + ROUTER_BIAS (ERNIE-4.5)
 NORM_RMS, NORM_LAYER = 0, 1  # norm_kind values (1: LayerNorm with bias, format 1.2)
 BIAS_ATTN, BIAS_LM_HEAD = 0xF, 0x10  # attn_bias bits: q, k, v, o; LM head (format 1.2)
 
@@ -206,6 +210,7 @@ class ModelRecord:
     attention_scale: float = 0.0
     logits_divisor: float = 0.0
     router_jitter: float = 0.0  # format 1.2: sparsemixer's epsilon (router_score 3)
+    router_norm_min: float = 0.0  # format 1.4: floor of the weights' sum (router_score 4)
 
     @property
     def has_scales(self) -> bool:

@@ -24,7 +24,6 @@ from .image_spec import (
     HEADER_SIZE,
     LAYER_ENTRY_SIZE,
     MAGIC,
-    MINOR_QUANT,
     QUANT_DTYPES,
     TENSOR_ENTRY_SIZE,
     VERSION_MAJOR,
@@ -128,7 +127,7 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
     buf = bytearray(end)
     quantized = any(t.dtype in QUANT_DTYPES for t in tensors)
     header = {"magic": MAGIC, "version_major": VERSION_MAJOR,
-              "version_minor": MINOR_QUANT if quantized else format_minor(arch, record),
+              "version_minor": format_minor(arch, record, quantized),
               "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0,
               "flags": FLAG_SCALES if record.has_scales else 0,
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,

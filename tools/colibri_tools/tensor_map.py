@@ -50,6 +50,13 @@ _BLOCK_NAMES = {Role.ROUTER: "gate.weight", Role.SHARED_GATE: "shared_expert.gat
                 Role.SHARED_UP: "shared_expert.up_proj.weight",
                 Role.SHARED_DOWN: "shared_expert.down_proj.weight",
                 Role.SHARED_EXPERT_GATE: "shared_expert_gate.weight"}
+# ERNIE-4.5: `shared_experts` (plural), and the selection bias under the router
+# (transformers' memory) or beside it (its checkpoints).
+_ERNIE_BLOCK_NAMES = {Role.SHARED_GATE: "shared_experts.gate_proj.weight",
+                      Role.SHARED_UP: "shared_experts.up_proj.weight",
+                      Role.SHARED_DOWN: "shared_experts.down_proj.weight"}
+_ROUTER_BIAS_NAMES = ("gate.moe_statics.e_score_correction_bias",
+                      "moe_statics.e_score_correction_bias")
 
 _MOE_BLOCKS = ("mlp", "block_sparse_moe")
 # Router names: most families' `{block}.gate.weight`; Granite's `router.layer.weight`
@@ -57,6 +64,8 @@ _MOE_BLOCKS = ("mlp", "block_sparse_moe")
 _ROUTER_NAMES = ("gate.weight", "router.layer.weight", "router.weight")
 _PER_EXPERT_NAMES = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# Tensors whose rows are the rotated q and k dimensions.
+_ROPE_ROLES = (Role.ATTN_Q, Role.ATTN_K, Role.ATTN_Q_BIAS, Role.ATTN_K_BIAS)
 
 Loader = Callable[[], np.ndarray]
 
@@ -91,7 +100,13 @@ class TensorMap:
             return f"model.layers.{layer}.{_LAYER_NAMES[role]}"
         if role == Role.ROUTER:
             return self._router(layer)[1]
-        return f"{self._moe_block(layer)}.{_BLOCK_NAMES[role]}"
+        block = self._moe_block(layer)
+        if role == Role.ROUTER_BIAS:
+            return next((f"{block}.{n}" for n in _ROUTER_BIAS_NAMES
+                         if self.ckpt.has(f"{block}.{n}")), f"{block}.{_ROUTER_BIAS_NAMES[0]}")
+        if role in _ERNIE_BLOCK_NAMES and self.ckpt.has(f"{block}.{_ERNIE_BLOCK_NAMES[role]}"):
+            return f"{block}.{_ERNIE_BLOCK_NAMES[role]}"
+        return f"{block}.{_BLOCK_NAMES[role]}"
 
     # -- loaders -----------------------------------------------------------
     def _load(self, name: str, index: int | None = None, rows: slice | None = None) -> np.ndarray:
@@ -129,12 +144,37 @@ class TensorMap:
         rows = slice(0, width) if entry.role == Role.SHARED_GATE else slice(width, 2 * width)
         return lambda: self._load(fused, rows=rows)
 
+    def _router_bias(self, entry: TensorEntry) -> Loader:
+        """The selection bias: [E], or [1, E] as ERNIE-4.5 keeps it."""
+        name = self.name_of(entry.role, entry.layer)
+        shape = tuple(self.ckpt.shape(name)) if self.ckpt.has(name) else entry.shape
+        self._expect(name, (1, *entry.shape) if len(shape) == 2 else entry.shape)
+        return lambda: self._load(name).reshape(entry.shape)
+
+    def _interleaved_rows(self, name: str) -> Loader:
+        """q or k rows of each head reordered from RoPE pairs (2i, 2i + 1) to the
+        image's pairs (i, i + head_dim/2): even rows first, then odd rows. The
+        rotation and every q.k dot product are the same, summed in another order."""
+        hd = self.spec.record.head_dim
+        order = np.concatenate([np.arange(0, hd, 2), np.arange(1, hd, 2)])
+
+        def load() -> np.ndarray:
+            array = self._load(name)
+            heads = array.shape[0] // hd
+            rows = (np.arange(heads)[:, None] * hd + order[None, :]).reshape(-1)
+            return array[rows]
+        return load
+
     def _plain(self, entry: TensorEntry) -> Loader:
         granite = self._granite_shared(entry)
         if granite is not None:
             return granite
+        if entry.role == Role.ROUTER_BIAS:
+            return self._router_bias(entry)
         name = self.name_of(entry.role, entry.layer)
         self._expect(name, entry.shape)
+        if self.spec.interleaved_rope and entry.role in _ROPE_ROLES:
+            return self._interleaved_rows(name)
         return lambda: self._load(name)
 
     def _expert_loaders(self, layer: int) -> list[tuple[Loader, Loader, Loader]]:
