@@ -108,6 +108,12 @@ $(BUILD)/host/colibri-membw: tools/bench/colibri_membw.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -Wall -Wextra -Werror -O3 -march=native -pthread $< -o $@
 
+# Speed of the quantized products of every table this CPU runs
+# (docs/kernels.md): the core as the library is built, one thread.
+$(BUILD)/host/colibri-qbench: $(BUILD)/host/tools/bench/colibri_qbench.o \
+        $(BUILD)/host/libcolibri_linux.a $(BUILD)/host/libcolibri.a
+	$(CC) -pthread -o $@ $^
+
 # ---- sanitizers ------------------------------------------------------------
 ASAN_CFLAGS := $(WARN) $(FP_STRICT) -O1 -g -fno-omit-frame-pointer \
                -fsanitize=address,undefined -fno-sanitize-recover=all $(CORE_INC)

@@ -6,8 +6,15 @@
 #include "colibri_linux.h"
 
 int table_runs_here(const colibri_kernels *table);
+int fp32_subnormals_kept(void);
 
 int table_runs_here(const colibri_kernels *table)
 {
     return colibri_linux_kernels(table->name) == table;
+}
+
+/* x86-64 SSE/AVX and AArch64 Advanced SIMD keep them (no FTZ/DAZ, FPCR.FZ 0). */
+int fp32_subnormals_kept(void)
+{
+    return 1;
 }

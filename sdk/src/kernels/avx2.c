@@ -206,7 +206,7 @@ AVX2 static void rope_apply_avx2(float *x, const float *cos_sin, uint32_t head_d
 
 /* Eight vectors of eight int32 partial sums -> one vector of the eight
  * totals, vector p in lane p. */
-AVX2Q static __m256i isum8(const __m256i *p)
+AVX2Q static inline __attribute__((always_inline)) __m256i isum8(const __m256i *p)
 {
     __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
     __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
@@ -216,8 +216,8 @@ AVX2Q static __m256i isum8(const __m256i *p)
 
 /* The eight lanes' scales d_w (binary16, gathered at byte offsets wofs from
  * the block's first row) times d_x. */
-AVX2Q static __m256 tile_scales(const uint8_t *w, __m256i wofs, const colibri_qblock *x,
-                                __m256i xofs)
+AVX2Q static inline __attribute__((always_inline)) __m256
+tile_scales(const uint8_t *w, __m256i wofs, const colibri_qblock *x, __m256i xofs)
 {
     __m256i h = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(const void *)w, wofs, 1),
                                  _mm256_set1_epi32(0xFFFF));

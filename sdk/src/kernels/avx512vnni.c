@@ -68,8 +68,8 @@ VNNI static void tile_store(float *out, size_t stride, __m512 acc, uint32_t rows
 
 /* The sixteen lanes' scales: d_w (binary16, gathered at byte offsets wofs
  * from the block of the first row) times d_x. */
-VNNI static __m512 tile_scales(const uint8_t *w, __m512i wofs, const colibri_qblock *x,
-                               __m512i xofs)
+VNNI static INLINE __m512 tile_scales(const uint8_t *w, __m512i wofs, const colibri_qblock *x,
+                                      __m512i xofs)
 {
     __m512i h = _mm512_i32gather_epi32(wofs, w, 1);
     __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
@@ -79,7 +79,7 @@ VNNI static __m512 tile_scales(const uint8_t *w, __m512i wofs, const colibri_qbl
 /* Sixteen vectors of int32 partial sums, each with block b's eight in its
  * low half and block b + 1's in its high half -> the sixteen totals of each
  * block (lane p from vector p). */
-VNNI static void isum16(const __m512i *d, __m512i *first, __m512i *second)
+VNNI static INLINE void isum16(const __m512i *d, __m512i *first, __m512i *second)
 {
     __m512i e[8], f[4];
     for (uint32_t k = 0; k < 8u; k++) {

@@ -17,6 +17,7 @@
 #include "colibri_compat.h"
 #include "colibri_math.h"
 #include "kernels.h"
+#include "quant.h"
 
 typedef struct lanes16 {
     float32x4_t l0, l1, l2, l3; /* lanes 0..3, 4..7, 8..11, 12..15 */
@@ -153,6 +154,97 @@ static void rope_apply_helium(float *x, const float *cos_sin, uint32_t head_dim)
     }
 }
 
+/* ---- quantized products (docs/kernels.md, "Quantized products") ---------
+ * A tile is two weight rows by one token (decode) or two (prompts): each
+ * block of a row is loaded once for both tokens. A block's 32 products of a
+ * pair are summed exactly by two VMLADAVA (sixteen int8 products added into
+ * a 32-bit scalar); then acc = fma((float)isum, d_w * d_x, acc) on the FPU,
+ * the reference's steps. Four weight and two token vectors use six of the
+ * eight Q registers. */
+
+typedef struct qrow {
+    int8x16_t lo, hi; /* elements 0..15, 16..31 */
+} qrow;
+
+static qrow load_q8(const uint8_t *block)
+{
+    qrow v = {vldrbq_s8((const int8_t *)(block + 2)), vldrbq_s8((const int8_t *)(block + 18))};
+    return v;
+}
+
+/* byte j: element j in the low nibble, j + 16 in the high one; minus 8 */
+static qrow load_q4(const uint8_t *block)
+{
+    uint8x16_t raw = vldrbq_u8(block + 2);
+    qrow v = {vsubq_n_s8(vreinterpretq_s8_u8(vandq_u8(raw, vdupq_n_u8(0x0F))), 8),
+              vsubq_n_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), 8)};
+    return v;
+}
+
+static float pair_step(float acc, qrow w, float dw, const colibri_qblock *x)
+{
+    int32_t isum = vmladavaq_s8(vmladavq_s8(w.lo, vldrbq_s8(x->q)), w.hi, vldrbq_s8(x->q + 16));
+    return colibri_fmaf((float)isum, dw * x->d, acc);
+}
+
+/* Rows w0, w1 by tokens x0, x1 (T of them) through every block. */
+static void q_tile_helium(float *out, size_t stride, const uint8_t *w0, const uint8_t *w1,
+                          const colibri_qblock *x0, const colibri_qblock *x1, uint32_t nb, int q4,
+                          uint32_t rows, uint32_t T)
+{
+    float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f; /* a<token><row> */
+    size_t step = q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES;
+    for (uint32_t b = 0; b < nb; b++, w0 += step, w1 += step) {
+        qrow r0 = q4 ? load_q4(w0) : load_q8(w0), r1 = q4 ? load_q4(w1) : load_q8(w1);
+        float d0 = colibri_qblock_scale(w0), d1 = colibri_qblock_scale(w1);
+        a00 = pair_step(a00, r0, d0, x0 + b);
+        a01 = pair_step(a01, r1, d1, x0 + b);
+        if (T == 2u) {
+            a10 = pair_step(a10, r0, d0, x1 + b);
+            a11 = pair_step(a11, r1, d1, x1 + b);
+        }
+    }
+    out[0] = a00;
+    if (rows == 2u) {
+        out[1] = a01;
+    }
+    if (T == 2u) {
+        out[stride] = a10;
+        if (rows == 2u) {
+            out[stride + 1] = a11;
+        }
+    }
+}
+
+static void q_matmat_helium(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                            uint32_t rows, uint32_t cols, uint32_t n, int q4)
+{
+    uint32_t nb = colibri_qblocks(cols);
+    size_t row_bytes = (size_t)nb * (q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES);
+    for (uint32_t r = 0; r < rows; r += 2u) {
+        uint32_t rows_here = rows - r >= 2u ? 2u : 1u;
+        const uint8_t *w0 = w + r * row_bytes, *w1 = w0 + (rows_here - 1u) * row_bytes;
+        for (uint32_t t = 0; t < n; t += 2u) {
+            uint32_t T = n - t >= 2u ? 2u : 1u;
+            const colibri_qblock *x0 = x + (size_t)t * nb;
+            q_tile_helium(out + t * stride + r, stride, w0, w1, x0, x0 + (T - 1u) * nb, nb, q4,
+                          rows_here, T);
+        }
+    }
+}
+
+static void matmat_q8_helium(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                             uint32_t rows, uint32_t cols, uint32_t n)
+{
+    q_matmat_helium(out, stride, w, x, rows, cols, n, 0);
+}
+
+static void matmat_q4_helium(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                             uint32_t rows, uint32_t cols, uint32_t n)
+{
+    q_matmat_helium(out, stride, w, x, rows, cols, n, 1);
+}
+
 /* softmax and swiglu are the reference's (NULL): their cost is exp, which
  * this table does not reimplement. */
 const colibri_kernels colibri_kernels_helium = {
@@ -164,4 +256,6 @@ const colibri_kernels colibri_kernels_helium = {
     .add_scaled = add_scaled_helium,
     .rope_apply = rope_apply_helium,
     .matmat_f32 = matmat_helium,
+    .matmat_q8 = matmat_q8_helium,
+    .matmat_q4 = matmat_q4_helium,
 };

@@ -1,0 +1,153 @@
+/*
+ * colibri_qbench.c - speed of the quantized products (matmat_q8, matmat_q4)
+ * of every kernel table this CPU runs, on one thread, against the reference:
+ *
+ *   colibri-qbench [--rows R] [--cols C] [--tokens N] [--reps K]
+ *
+ * Random weights (rows x cols, default 1024 x 4096) and activations (N
+ * tokens, default 1: a decode matvec; N > 1: a prompt chunk). Each
+ * (table, dtype) runs K times (default 20, at least 0.2 s) and the fastest
+ * run counts (the machine is shared). One line each:
+ *   table=T dtype=q8 tokens=N ns_per_block=X weights_gb_per_s=Y speedup=Z digest=D
+ * ns_per_block: per block of 32 weights and token; weights_gb_per_s: weight
+ * bytes per second (decode's figure: what memory must deliver); speedup: the
+ * reference's time over this table's; digest: FNV-1a of the output bits,
+ * the same on every line of a dtype (the tables agree bit for bit).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "colibri_linux.h"
+#include "quant.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t rng = 2463534242u;
+
+static uint32_t next_u32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return rng;
+}
+
+/* Random blocks: scales of about 2^-7 (binary16), values over the range. */
+static void fill_weights(uint8_t *w, size_t blocks, size_t block_bytes)
+{
+    for (size_t b = 0; b < blocks; b++) {
+        uint8_t *blk = w + b * block_bytes;
+        uint16_t h = (uint16_t)(0x2000u + (next_u32() & 0x3FFu));
+        blk[0] = (uint8_t)h, blk[1] = (uint8_t)(h >> 8);
+        for (size_t i = 2; i < block_bytes; i++) {
+            blk[i] = (uint8_t)next_u32();
+        }
+    }
+}
+
+static uint64_t digest(const float *v, size_t n)
+{
+    uint64_t h = 1469598103934665603u;
+    const uint8_t *p = (const uint8_t *)v;
+    for (size_t i = 0; i < n * sizeof(float); i++) {
+        h = (h ^ p[i]) * 1099511628211u;
+    }
+    return h;
+}
+
+typedef void (*qmatmat_fn)(float *, size_t, const uint8_t *, const colibri_qblock *, uint32_t,
+                           uint32_t, uint32_t);
+
+/* Fastest of reps runs (and of as many more as 0.2 s takes), in ns. */
+static uint64_t best_time(qmatmat_fn f, float *out, const uint8_t *w, const colibri_qblock *x,
+                          uint32_t rows, uint32_t cols, uint32_t n, int reps)
+{
+    uint64_t best = UINT64_MAX, start = now_ns();
+    for (int k = 0; k < reps || now_ns() - start < 200000000u; k++) {
+        uint64_t t0 = now_ns();
+        f(out, rows, w, x, rows, cols, n);
+        uint64_t t = now_ns() - t0;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+static int arg_u32(int argc, char **argv, const char *name, uint32_t fallback)
+{
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], name) == 0) {
+            return atoi(argv[i + 1]);
+        }
+    }
+    return (int)fallback;
+}
+
+int main(int argc, char **argv)
+{
+    int rows = arg_u32(argc, argv, "--rows", 1024), cols = arg_u32(argc, argv, "--cols", 4096);
+    int n = arg_u32(argc, argv, "--tokens", 1), reps = arg_u32(argc, argv, "--reps", 20);
+    if (rows < 1 || cols < 1 || n < 1 || n > 4096 || reps < 1) {
+        fprintf(stderr,
+                "colibri-qbench: --rows, --cols, --tokens (<= 4096), --reps must be >= 1\n");
+        return 2;
+    }
+    uint32_t nb = colibri_qblocks((uint32_t)cols);
+    size_t blocks = (size_t)rows * nb;
+    uint8_t *w = malloc(blocks * COLIBRI_Q8_BLOCK_BYTES);
+    float *xf = malloc((size_t)cols * sizeof(float));
+    colibri_qblock *x = malloc((size_t)n * nb * sizeof *x);
+    float *out = malloc((size_t)n * (size_t)rows * sizeof(float));
+    if (w == NULL || xf == NULL || x == NULL || out == NULL) {
+        fprintf(stderr, "colibri-qbench: out of memory\n");
+        return 1;
+    }
+    for (int t = 0; t < n; t++) {
+        for (int i = 0; i < cols; i++) {
+            xf[i] = (float)(int32_t)next_u32() / 2147483648.0f;
+        }
+        colibri_quantize_row(x + (size_t)t * nb, xf, (uint32_t)cols);
+    }
+    /* the tables built in, the reference first (the others' yardstick) */
+    char names[256], *save = NULL;
+    const char *order[16] = {"reference"};
+    int n_tables = 1;
+    colibri_linux_kernel_names(names, sizeof names);
+    printf("rows=%d cols=%d tokens=%d tables: %s\n", rows, cols, n, names);
+    for (char *tok = strtok_r(names, ", ", &save); tok != NULL && n_tables < 16;
+         tok = strtok_r(NULL, ", ", &save)) {
+        if (strcmp(tok, "reference") != 0) {
+            order[n_tables++] = tok;
+        }
+    }
+    for (int q4 = 0; q4 < 2; q4++) {
+        size_t block_bytes = q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES;
+        uint64_t reference_ns = 0;
+        fill_weights(w, blocks, block_bytes);
+        for (int i = 0; i < n_tables; i++) {
+            const colibri_kernels *k = colibri_linux_kernels(order[i]);
+            qmatmat_fn f = k == NULL ? NULL : q4 ? k->matmat_q4 : k->matmat_q8;
+            if (f == NULL) {
+                continue; /* not for this CPU, or the reference's slot */
+            }
+            uint64_t ns =
+                best_time(f, out, w, x, (uint32_t)rows, (uint32_t)cols, (uint32_t)n, reps);
+            reference_ns = i == 0 ? ns : reference_ns;
+            printf("table=%s dtype=%s tokens=%d ns_per_block=%.3f weights_gb_per_s=%.2f "
+                   "speedup=%.2f digest=%016llx\n",
+                   order[i], q4 ? "q4" : "q8", n, (double)ns / (double)(blocks * (size_t)n),
+                   (double)(blocks * block_bytes) / (double)ns, (double)reference_ns / (double)ns,
+                   (unsigned long long)digest(out, (size_t)n * (size_t)rows));
+        }
+    }
+    free(w), free(xf), free(x), free(out);
+    return 0;
+}
