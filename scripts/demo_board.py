@@ -6,6 +6,13 @@ serial console shows the model generating text from the weights in "flash".
 Then transformers runs the same checkpoint and the texts are compared.
 
     scripts/demo.sh [--board qemu_virt_a72|qemu_an547|qemu_an500] [--prompt TEXT] [--gen N]
+                    [--quant int8|int4]
+
+With --quant the image's feed-forward and attention matrices are Q8 or Q4
+(colibri-convert --quant ... --quant-attention): the board must then print
+what Colibri prints on this machine from the same image (the same bits on
+every kernel table), and the script reports how many generated tokens agree
+with transformers' float32 continuation.
 """
 from __future__ import annotations
 
@@ -40,18 +47,22 @@ def write_prompt_header(model_dir: pathlib.Path, prompt: str, gen: int) -> list[
     return ids
 
 
-def reference_text(prompt_ids: list[int], gen: int, model_dir: pathlib.Path) -> str:
+def reference_ids(prompt_ids: list[int], gen: int) -> list[int]:
     import torch
     import transformers
-    from tokenizers import Tokenizer
 
     model = transformers.AutoModelForCausalLM.from_pretrained(CHECKPOINT, dtype=torch.float32)
     with torch.no_grad():
         out = model.eval().generate(torch.tensor([prompt_ids]), max_new_tokens=gen,
                                     min_new_tokens=gen, do_sample=False, eos_token_id=None,
                                     pad_token_id=0)
-    new_ids = out[0, len(prompt_ids):].tolist()
-    return Tokenizer.from_file(str(model_dir / "model_tokenizer.json")).decode(new_ids)
+    return out[0, len(prompt_ids):].tolist()
+
+
+def decode(model_dir: pathlib.Path, ids: list[int]) -> str:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(model_dir / "model_tokenizer.json")).decode(ids)
 
 
 def console_text(console: str, prompt: str) -> str:
@@ -60,16 +71,26 @@ def console_text(console: str, prompt: str) -> str:
     return body.split("\n--\n", 1)[0]
 
 
+def host_ids(model_dir: pathlib.Path, prompt_ids: list[int], gen: int) -> list[int]:
+    """Colibri's greedy continuation of the image on this machine."""
+    from colibri_tools.engine import Engine
+
+    with Engine(model_dir / "model.bin", context=len(prompt_ids) + gen) as engine:
+        return engine.greedy(prompt_ids, gen)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--board", default="qemu_virt_a72")
     p.add_argument("--prompt", default="It is a truth universally acknowledged")
     p.add_argument("--gen", type=int, default=64)
+    p.add_argument("--quant", choices=["int8", "int4"], help="quantized weights")
     args = p.parse_args(argv)
-    out = REPO / "out" / "demo_board" / args.board
+    out = REPO / "out" / "demo_board" / (args.board + (f"-{args.quant}" if args.quant else ""))
+    quant = ["--quant", args.quant, "--quant-attention"] if args.quant else []
     model_dir, fw = out / "model", REPO / "build" / "fw" / args.board / "hello_moe"
     step("1. convert the trained checkpoint", [str(BIN / "colibri-convert"), str(CHECKPOINT),
-                                               "-o", str(model_dir), "--quiet"])
+                                               "-o", str(model_dir), "--quiet", *quant])
     step("2. token strings for the firmware", [str(BIN / "colibri-vocab"),
                                                str(model_dir / "model_tokenizer.json"),
                                                "-o", str(model_dir / "model_vocab.h")])
@@ -78,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
          ["make", "-s", "firmware", f"BOARD={args.board}", "APP=hello_moe",
           f"MODEL_DIR={model_dir.relative_to(REPO)}"])
     print((fw / "size.txt").read_text().split("\n\n")[0], flush=True)
+    print(f"model.bin: {(model_dir / 'model.bin').stat().st_size} bytes", flush=True)
     step("4. weights as Intel HEX at the board's weight address",
          [str(BIN / "colibri-image"), str(model_dir / "model.bin"), "--board", args.board,
           "-o", str(out / "weights.hex")])
@@ -86,12 +108,28 @@ def main(argv: list[str] | None = None) -> int:
                 "--firmware", str(fw / "firmware.elf"), "--weights", str(out / "weights.hex"),
                 "--timeout", "600"], stdout=subprocess.PIPE, text=True)
     print(run.stdout, flush=True)
-    want = reference_text(prompt_ids, args.gen, model_dir)
+    want_ids = reference_ids(prompt_ids, args.gen)
+    want = decode(model_dir, want_ids)
     got = console_text(run.stdout, args.prompt.replace("\n", " "))
     print("== 6. the same continuation from transformers on the checkpoint")
     print(repr(want))
+    if args.quant:
+        return quantized_verdict(model_dir, prompt_ids, args.gen, got, want_ids)
     print("MATCH" if got == want else f"MISMATCH: board printed {got!r}")
     return 0 if got == want else 1
+
+
+def quantized_verdict(model_dir: pathlib.Path, prompt_ids: list[int], gen: int, got: str,
+                      want_ids: list[int]) -> int:
+    """A quantized board run: the board's text must be this machine's; how
+    many leading tokens agree with float32 transformers is reported."""
+    ids = host_ids(model_dir, prompt_ids, gen)
+    host = decode(model_dir, ids)
+    print(f"== 7. Colibri on this machine, same image\n{host!r}")
+    same = next((i for i, (a, b) in enumerate(zip(ids, want_ids)) if a != b), gen)
+    print(f"first {same} of {gen} generated tokens as transformers float32")
+    print("MATCH (board == host)" if got == host else f"MISMATCH: board printed {got!r}")
+    return 0 if got == host else 1
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ drift, ratios much less), with the machine's memory read bandwidth.
     colibri-bench [shape options] [--prompt 128] [--gen 64] [--repeat 5]
                   [--threads 1,2] [--llama-bench PATH] [--torch] [--json FILE]
     colibri-bench -m model.bin [--threads 1,2] ...     (a converted model of yours)
+    colibri-bench --quant int8|int4 --llama-bench PATH  (quantized, beside Q8_0/Q4_0)
+    colibri-bench --real olmoe-1b-7b --quant int4       (a real checkpoint's shapes)
 
 Builds a random-weight model of the given shape from a transformers config
 (default: Mixtral architecture, 152 M parameters, 605 MB in fp32: beyond a
@@ -19,6 +21,15 @@ count, interleaved so that drift hits every engine alike:
 Reports medians, ratios, and each engine's decode as a fraction of the
 measured read bandwidth (bytes of weights a decoded token reads, times tokens
 per second). Needs build/host/colibri-membw (make host).
+
+With --quant int8|int4 the image stores its feed-forward and attention
+matrices Q8/Q4 (colibri-convert --quant ... --quant-attention), llama.cpp runs
+the F32 GGUF quantized by its own llama-quantize to Q8_0/Q4_0, and the report
+adds each engine's fidelity against transformers' float32 logits on the same
+prompts (bench_fidelity.py: KL and top-1 agreement). With --real NAME the
+image is a published checkpoint's shapes with random quantized weights
+(bench_synth.py), run by colibri-run alone, with its size, peak RSS and a
+projection to boards from their memory bandwidth.
 """
 from __future__ import annotations
 
@@ -31,6 +42,7 @@ import sys
 import tempfile
 import time
 
+from .bench_synth import REAL_SHAPES
 from .errors import ColibriError
 from .version import add_version_option
 
@@ -72,18 +84,21 @@ def build_model(args: argparse.Namespace, work: pathlib.Path):
             if param.dim() >= 2:
                 param.normal_(0.0, param.shape[-1] ** -0.5)
     model.save_pretrained(work / "hf")
-    convert(work / "hf", work / "out", progress=False)
+    convert(work / "hf", work / "out", progress=False, quant=args.quant,
+            quant_attention=args.quant is not None)
     return model, work / "out" / "model.bin"
 
 
 def bytes_per_token(image_path: pathlib.Path) -> tuple[int, int, int]:
     """(parameters, bytes of weights one decoded token reads, vocab size),
     from the image read once (colibri_tools.sizes.decode_bytes_per_token)."""
+    import math
+
     from .image_reader import read_image
     from .sizes import decode_bytes_per_token
 
     image = read_image(image_path)
-    params = sum(t.size for t in image.tensors) // 4
+    params = sum(math.prod(t.shape) for t in image.tensors)
     return params, decode_bytes_per_token(image.record, image.tensors), image.record.vocab_size
 
 
@@ -193,16 +208,17 @@ def run_benchmark(args: argparse.Namespace) -> dict:
     membw = pathlib.Path(args.membw or REPO / "build" / "host" / "colibri-membw")
     if not membw.exists():
         raise BenchError(f"{membw} not found: run `make host` first")
+    if args.real:
+        return run_real(args, membw)
     if args.llama_bench and not pathlib.Path(args.llama_bench).is_file():
         raise BenchError(f"--llama-bench {args.llama_bench}: no such file "
                          "(../shared/tools/build-llama-bench builds one)")
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
-        model, image, gguf = None, args.model, None
+        model, image, gguf, f32_gguf = None, args.model, None, None
         if image is None:
             model, image = build_model(args, pathlib.Path(tmp))
             if args.llama_bench:
-                from .bench_llama import write_gguf
-                gguf = write_gguf(model, pathlib.Path(tmp) / "model.gguf")
+                gguf, f32_gguf = _llama_model(args, model, pathlib.Path(tmp))
         params, per_token, vocab = bytes_per_token(image)
         bandwidth = {t: read_bandwidth(membw, t) for t in args.threads}
         ids = [(7 * i + 3) % vocab for i in range(args.prompt)]
@@ -214,7 +230,105 @@ def run_benchmark(args: argparse.Namespace) -> dict:
                   "rows": _summary(runs, per_token, bandwidth)}
         tokens = [runs[k][0]["tokens"] for k in runs if runs[k] and "tokens" in runs[k][0]]
         report["same_greedy_tokens"] = all(t == tokens[0] for t in tokens)
+        if model is not None and args.quant:
+            report["weights"] = {"colibri": args.quant, "llama.cpp": _llama_type(args)}
+            report["fidelity"] = _fidelity(args, model, image, gguf, f32_gguf, vocab,
+                                           pathlib.Path(tmp))
     return report
+
+
+def run_real(args: argparse.Namespace, membw: pathlib.Path) -> dict:
+    """--real NAME: synthesize the image (checking the disk first), time
+    colibri-run on it, project to boards, delete the image."""
+    import shutil
+
+    from . import bench_synth as synth
+
+    colibri_run = REPO / "build" / "host" / "colibri-run"
+    work = args.work or pathlib.Path(tempfile.gettempdir())
+    need, free = synth.planned_size(args.real, args.quant), shutil.disk_usage(work).free
+    if free < need + (2 << 30):
+        raise BenchError(f"{work}: {free / 1e9:.1f} GB free, the {args.real} {args.quant} image "
+                         f"needs {need / 1e9:.1f} GB and 2 GiB to spare (--work DIR elsewhere)")
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        path = pathlib.Path(tmp) / f"{args.real}-{args.quant}.bin"
+        start = time.perf_counter()
+        synth.synthesize(args.real, args.quant, path)
+        write_s = time.perf_counter() - start
+        params, per_token, vocab = bytes_per_token(path)
+        bandwidth = {t: read_bandwidth(membw, t) for t in args.threads}
+        ids = [(7 * i + 3) % vocab for i in range(args.prompt)]
+        runs = {t: [synth.run_colibri(colibri_run, path, ids, args.gen, t)
+                    for _ in range(args.repeat)] for t in args.threads}
+        rows = [{"threads": t, **{k: _median(r, k) for k in ("prompt_tok_s", "decode_tok_s",
+                                                               "peak_rss_bytes")}}
+                for t, r in runs.items()]
+        for row in rows:
+            row["bandwidth_fraction"] = row["decode_tok_s"] * per_token / (
+                bandwidth[row["threads"]] * 1e9)
+        image_bytes = path.stat().st_size
+    return {"model": args.real, "quant": args.quant, "parameters": params,
+            "image_bytes": image_bytes, "bytes_per_decoded_token": per_token,
+            "write_seconds": write_s, "prompt_tokens": args.prompt, "decoded_tokens": args.gen,
+            "repetitions": args.repeat, "read_gb_per_s": bandwidth, "rows": rows,
+            "projection": synth.projections(per_token, image_bytes, rows[-1]["bandwidth_fraction"])}
+
+
+def print_real(report: dict) -> None:
+    print(f"model: {report['model']} shapes, random {report['quant']} weights: "
+          f"{report['parameters'] / 1e9:.2f} B parameters, image {report['image_bytes'] / 1e9:.2f} GB "
+          f"(written in {report['write_seconds']:.0f} s), "
+          f"{report['bytes_per_decoded_token'] / 1e6:.1f} MB read per decoded token; prompt "
+          f"{report['prompt_tokens']}, decode {report['decoded_tokens']}, "
+          f"median of {report['repetitions']}")
+    print(f"{'threads':>8}{'prompt tok/s':>14}{'decode tok/s':>14}{'of bandwidth':>14}"
+          f"{'peak RSS MB':>13}")
+    for row in report["rows"]:
+        print(f"{row['threads']:8}{row['prompt_tok_s']:14.2f}{row['decode_tok_s']:14.2f}"
+              f"{row['bandwidth_fraction']:14.0%}{row['peak_rss_bytes'] / 1e6:13.0f}")
+    print("projected decode = board bandwidth / bytes per token (bound), x the fraction above "
+          "at the most threads (expected):")
+    for row in report["projection"]:
+        print(f"  {row['board']:18}{row['bandwidth'] / 1e9:6.1f} GB/s  bound "
+              f"{row['bound_tok_s']:7.1f} tok/s  expected {row['expected_tok_s']:7.1f} tok/s")
+
+
+def _llama_type(args: argparse.Namespace) -> str:
+    from .bench_llama import LLAMA_TYPES
+
+    return LLAMA_TYPES[args.quant] if args.quant else "F32"
+
+
+def _llama_model(args: argparse.Namespace, model, work: pathlib.Path):
+    """(the GGUF llama-bench runs, the F32 GGUF): with --quant, the F32 one
+    quantized by the peer's llama-quantize to the same bit width."""
+    from .bench_llama import quantize_gguf, write_gguf
+
+    f32 = write_gguf(model, work / "model.gguf")
+    if not args.quant:
+        return f32, f32
+    return quantize_gguf(pathlib.Path(args.llama_bench), f32, _llama_type(args)), f32
+
+
+def _fidelity(args: argparse.Namespace, model, image: pathlib.Path, gguf, f32_gguf,
+              vocab: int, work: pathlib.Path) -> list[dict]:
+    """Each engine's logits against transformers' float32 ones, same prompts."""
+    from . import bench_fidelity as fid
+
+    prompts = fid.prompts(vocab, args.fidelity_prompts, args.fidelity_length)
+    reference = [fid.torch_logits(model, ids) for ids in prompts]
+    colibri = fid.colibri_logits(image)
+    rows = [{"engine": "colibri", "weights": args.quant,
+             **fid.fidelity(reference, [colibri(ids) for ids in prompts])}]
+    if gguf is not None:
+        from .bench_llama import build_llama_logits, llama_logits
+
+        exe = build_llama_logits(pathlib.Path(args.llama_bench), work)
+        for path, kind in ((gguf, _llama_type(args)), (f32_gguf, "F32")):
+            got = [llama_logits(exe, path, ids, vocab) for ids in prompts]
+            rows.append({"engine": "llama.cpp", "weights": kind,
+                         **fid.fidelity(reference, got)})
+    return rows
 
 
 def _shape(args: argparse.Namespace) -> dict:
@@ -239,6 +353,13 @@ def print_report(report: dict) -> None:
               f"{row['decode_tok_s']:14.1f}{row['bandwidth_fraction']:14.0%}"
               f"{row['colibri_ratio_prompt_tok_s']:15.2f}x{row['colibri_ratio_decode_tok_s']:15.2f}x")
     print(f"same greedy tokens: {report['same_greedy_tokens']}")
+    if "fidelity" in report:
+        print("fidelity against transformers float32 logits "
+              f"({report['fidelity'][0]['positions']} positions):")
+        print(f"{'engine':10}{'weights':>8}{'KL mean':>12}{'KL max':>12}{'top-1':>9}")
+        for row in report["fidelity"]:
+            print(f"{row['engine']:10}{row['weights']:>8}{row['kl_mean']:12.3e}"
+                  f"{row['kl_max']:12.3e}{row['top1_agreement']:9.1%}")
 
 
 def _threads(text: str) -> list[int]:
@@ -260,6 +381,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-m", "--model", type=pathlib.Path, help="benchmark this model image instead")
     p.add_argument("--llama-bench", help="llama.cpp's llama-bench binary: run it beside Colibri")
     p.add_argument("--torch", action="store_true", help="also time transformers (1 thread)")
+    p.add_argument("--quant", choices=["int8", "int4"], help="quantized weights (Q8/Q4; "
+                   "llama.cpp: Q8_0/Q4_0) and a fidelity report")
+    p.add_argument("--real", choices=sorted(REAL_SHAPES), help="a real checkpoint's shapes "
+                   "with random quantized weights (needs --quant)")
+    p.add_argument("--fidelity-prompts", type=int, default=4, help="prompts for the fidelity "
+                   "report (default 4)")
+    p.add_argument("--fidelity-length", type=int, default=32, help="tokens per fidelity prompt")
     p.add_argument("--membw", help="colibri-membw binary (default build/host/colibri-membw)")
     p.add_argument("--work", type=pathlib.Path, help="directory for the temporary model files")
     p.add_argument("--json", type=pathlib.Path, help="also write the report here")
@@ -278,8 +406,12 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return f"-m {args.model}: no such file"
     if args.llama_bench and args.model is not None:
         return "--llama-bench runs on the benchmark's own model: drop -m"
+    if args.real and (args.quant is None or args.model or args.llama_bench or args.torch):
+        return "--real needs --quant and runs Colibri alone (no -m, --llama-bench, --torch)"
     if args.llama_bench and args.family != "mixtral":
         return "--llama-bench takes the mixtral family"
+    if min(args.fidelity_prompts, args.fidelity_length) < 1 or args.fidelity_length > 512:
+        return "--fidelity-prompts >= 1 and --fidelity-length 1 .. 512"
     return None
 
 
@@ -294,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     except ColibriError as exc:
         print(f"colibri-bench: error: {exc}", file=sys.stderr)
         return 1
-    print_report(report)
+    (print_real if args.real else print_report)(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

@@ -108,3 +108,68 @@ def run_llama_bench(binary: pathlib.Path, gguf_path: pathlib.Path, prompt: int, 
     if set(result) != {"prompt_tok_s", "decode_tok_s"}:
         raise LlamaBenchError(f"{binary}: no prompt and decode results in its output")
     return result
+
+
+# --quant NAME -> the llama.cpp type of the same bit width (llama-quantize's name)
+LLAMA_TYPES = {"int8": "Q8_0", "int4": "Q4_0"}
+LOGITS_SOURCE = pathlib.Path(__file__).resolve().parents[1] / "bench" / "llama_logits.c"
+
+
+def peer_tool(llama_bench: pathlib.Path, name: str) -> pathlib.Path:
+    """Another program of the llama-bench's build (same directory), or a clear
+    error naming the command that builds it."""
+    path = llama_bench.parent / name
+    if not path.is_file():
+        build = llama_bench.parent.parent
+        raise LlamaBenchError(f"{path} not found: build it beside llama-bench with "
+                              f"`cmake --build {build} --target {name} -j2`")
+    return path
+
+
+def quantize_gguf(llama_bench: pathlib.Path, f32: pathlib.Path, kind: str,
+                  timeout: float = 1800) -> pathlib.Path:
+    """llama-quantize F32 -> kind (Q8_0, Q4_0) with its defaults, as a user of
+    that llama.cpp build would; the result sits beside f32."""
+    out = f32.with_name(f"{f32.stem}-{kind.lower()}.gguf")
+    cmd = [str(peer_tool(llama_bench, "llama-quantize")), str(f32), str(out), kind]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise LlamaBenchError(f"llama-quantize {kind} failed (exit {done.returncode}):\n{tail}")
+    return out
+
+
+def build_llama_logits(llama_bench: pathlib.Path, out_dir: pathlib.Path) -> pathlib.Path:
+    """Compile tools/bench/llama_logits.c against the peer's llama.h and
+    libllama (the tree build-llama-bench made: DIR/src, DIR/build/bin)."""
+    peer = llama_bench.parent.parent.parent
+    src, lib = peer / "src", llama_bench.parent
+    if not (src / "include" / "llama.h").is_file():
+        raise LlamaBenchError(f"{src / 'include' / 'llama.h'} not found: the fidelity check "
+                              "needs the source tree build-llama-bench keeps beside its build")
+    exe = out_dir / "llama_logits"
+    cmd = ["cc", "-O2", "-std=c11", f"-I{src / 'include'}", f"-I{src / 'ggml' / 'include'}",
+           str(LOGITS_SOURCE), "-o", str(exe), f"-L{lib}", f"-Wl,-rpath,{lib}", "-lllama",
+           "-lggml", "-lggml-base"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise LlamaBenchError(f"cannot build llama_logits:\n{done.stderr.strip()[-2000:]}")
+    return exe
+
+
+def llama_logits(exe: pathlib.Path, gguf_path: pathlib.Path, ids: list[int], vocab: int,
+                 threads: int = 1, timeout: float = 600) -> np.ndarray:
+    """llama.cpp's logits [len(ids), vocab] for one prompt, in one batch."""
+    out = gguf_path.with_suffix(".logits.f32")
+    cmd = [str(exe), str(gguf_path), str(out), str(threads), str(vocab), *map(str, ids)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LlamaBenchError(f"{exe}: {exc}") from exc
+    if done.returncode != 0:
+        raise LlamaBenchError(f"{exe} failed (exit {done.returncode}): {done.stderr.strip()}")
+    data = np.fromfile(out, dtype="<f4")
+    out.unlink()
+    if data.size != len(ids) * vocab:
+        raise LlamaBenchError(f"{exe} wrote {data.size} logits, not {len(ids)} x {vocab}")
+    return data.reshape(len(ids), vocab)

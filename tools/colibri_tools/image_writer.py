@@ -36,7 +36,7 @@ from .image_spec import (
     pack_tensor,
     tables_end,
 )
-from .quant import quantizable, quantize
+from .quant import first_bad_scale, quantizable, quantize, tensor_size
 from .status import Status
 
 _ZEROS = bytes(1 << 16)
@@ -92,6 +92,8 @@ def _pad_to(f: BinaryIO, position: int, target: int) -> int:
 
 
 def _as_bytes(path: Path, entry: TensorEntry, array: np.ndarray) -> memoryview:
+    if entry.dtype in QUANT_DTYPES and array.dtype == np.uint8:
+        return _blocks_as_bytes(path, entry, array)
     if tuple(array.shape) != tuple(entry.shape):
         raise ImageFormatError(f"{entry.describe()}: data of shape {tuple(array.shape)} for a "
                                f"{entry.shape} entry", status=Status.E_BAD_SHAPE.c_name, path=path)
@@ -99,6 +101,20 @@ def _as_bytes(path: Path, entry: TensorEntry, array: np.ndarray) -> memoryview:
         return memoryview(quantize(entry.dtype, array, entry.describe()))
     data = np.ascontiguousarray(array, dtype="<f4").reshape(-1)
     return memoryview(data.view(np.uint8))
+
+
+def _blocks_as_bytes(path: Path, entry: TensorEntry, blocks: np.ndarray) -> memoryview:
+    """A Q8/Q4 tensor given already as its blocks (uint8, e.g. colibri-bench's
+    synthesized images): written as they are, after a size and scale check."""
+    data = np.ascontiguousarray(blocks).reshape(-1)
+    if data.size != tensor_size(entry):
+        raise ImageFormatError(f"{entry.describe()}: {data.size} bytes of blocks for a tensor of "
+                               f"{tensor_size(entry)}", status=Status.E_QUANT_SIZE.c_name, path=path)
+    bad = first_bad_scale(entry.dtype, data)
+    if bad is not None:
+        raise ImageFormatError(f"{entry.describe()}: the scale at byte {bad} is not finite",
+                               status=Status.E_QUANT_SCALE.c_name, path=path)
+    return memoryview(data)
 
 
 def _write_data(f: BinaryIO, path: Path, placed: list[TensorEntry],
