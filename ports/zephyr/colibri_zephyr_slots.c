@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <zephyr/cache.h>
 #include <zephyr/device.h>
 #include <zephyr/devicetree.h>
 #include <zephyr/drivers/flash.h>
@@ -107,6 +108,13 @@ static uint32_t largest_page_in(zephyr_slots *z)
     return z->largest_page;
 }
 
+/* The core reads the flash in place after each erase and program: no data
+ * cache line may still hold what was there before (a no-op without one). */
+static void forget_cached(zephyr_slots *z, uint64_t offset, uint64_t size)
+{
+    (void)sys_cache_data_invd_range((void *)(uintptr_t)(z->slots.base + offset), (size_t)size);
+}
+
 static colibri_status slots_erase(void *ctx, uint64_t offset, uint64_t size)
 {
     zephyr_slots *z = ctx;
@@ -118,6 +126,7 @@ static colibri_status slots_erase(void *ctx, uint64_t offset, uint64_t size)
         if (flash_erase(z->flash, SLOTS_OFFSET + (off_t)at, sector) != 0) {
             return COLIBRI_E_FLASH;
         }
+        forget_cached(z, at, sector);
     }
     return COLIBRI_OK;
 }
@@ -167,7 +176,11 @@ static colibri_status slots_program(void *ctx, uint64_t offset, const void *data
 #endif
         colibri_nsim_power_off();
     }
-    return program_units(z, offset, data, size) == 0 ? COLIBRI_OK : COLIBRI_E_FLASH;
+    int written = program_units(z, offset, data, size);
+    uint64_t first = offset - offset % z->unit;
+    uint64_t end = offset + size + (z->unit - 1);
+    forget_cached(z, first, end - end % z->unit - first);
+    return written == 0 ? COLIBRI_OK : COLIBRI_E_FLASH;
 }
 
 const colibri_slots *colibri_zephyr_slots(const uint8_t *trusted_key)

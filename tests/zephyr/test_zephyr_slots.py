@@ -13,7 +13,8 @@ itself (SIGKILL) at a chosen flash step (every erase of a sector and every
 program, numbered), before the step or after half of a program; after each
 cut the next power-on must run a verified image, and exactly the one the
 A/B rules say. The suite samples the steps; COLIBRI_OTA_ZEPHYR_FULL=1 cuts
-at every one."""
+at every one. The same configuration also builds for a board with a real
+flash driver (STM32H747I-DISCO's internal flash, 32-byte flash words)."""
 from __future__ import annotations
 
 import os
@@ -31,7 +32,15 @@ from colibri_tools.errors import ColibriError
 from colibri_tools.protocol.client import SerialClient
 from cryptography.hazmat.primitives import serialization
 from ota_images import KEY, write_update_images
-from zephyr_helpers import BUILD_ROOT, NATIVE_SIM, Build, Process, west_build
+from zephyr_helpers import (
+    BUILD_ROOT,
+    H747,
+    NATIVE_SIM,
+    Build,
+    Process,
+    missing_for_board,
+    west_build,
+)
 
 APP = "samples/zephyr/serial_runner"
 PROMPT = [1, 2, 3]
@@ -62,17 +71,24 @@ class World:
     factory_flash: Path | None = None
 
 
+def trusted_key() -> Path:
+    """The tests' public key as the PEM file a build names."""
+    key = BUILD_ROOT / "slots" / "key.pub"
+    key.parent.mkdir(parents=True, exist_ok=True)
+    pem = KEY.public_key().public_bytes(serialization.Encoding.PEM,
+                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+    if not key.exists() or key.read_bytes() != pem:
+        key.write_bytes(pem)
+    return key
+
+
 @pytest.fixture(scope="module")
 def world(zephyr, zephyr_model, colibri_run, tmp_path_factory) -> World:
     root = tmp_path_factory.mktemp("zephyr_slots")
-    key = BUILD_ROOT / "slots" / "key.pub"
-    key.parent.mkdir(parents=True, exist_ok=True)
-    key.write_bytes(KEY.public_key().public_bytes(serialization.Encoding.PEM,
-                                                  serialization.PublicFormat.SubjectPublicKeyInfo))
     build = west_build(zephyr, APP, NATIVE_SIM, zephyr_model,
                        directory=BUILD_ROOT / "serial_runner-slots-native_sim",
                        extra=("-DFILE_SUFFIX=slots", "-DCONFIG_COLIBRI_NATIVE_SIM_POWER_CUT=y",
-                              f"-DCOLIBRI_TRUSTED_KEY={key}"))
+                              f"-DCOLIBRI_TRUSTED_KEY={trusted_key()}"))
     plain = (zephyr_model / "model.bin").read_bytes()
     images = write_update_images(plain, root / "images")
     images["poisoned"] = root / "images" / "poisoned.bin"
@@ -259,3 +275,28 @@ def test_power_cut_at_flash_steps(world, tmp_path, record_property):
     print(f"native_sim OTA: {cuts} power cuts ({len(update)} update steps + {len(boot)} boot "
           f"steps, {'all' if full else 'sampled'}): booted old {seen['old']}, new {seen['new']}")
     assert seen["old"] > 0 and seen["new"] > 0
+
+
+def test_slots_build_for_stm32h747_internal_flash(zephyr, zephyr_model):
+    """The soc-nv-flash path of the port (the partition read in place at its
+    address, the STM32H7 flash driver, 32-byte program units, data cache
+    kept coherent) compiles and links, and the firmware ends before the
+    partition begins. Build only: QEMU has no STM32H7."""
+    from colibri_tools.elf import read_elf
+
+    reason = missing_for_board(zephyr, H747)
+    if reason:
+        pytest.skip(reason)
+    build = west_build(zephyr, APP, H747, zephyr_model,
+                       directory=BUILD_ROOT / "serial_runner-slots-h747",
+                       extra=("-DFILE_SUFFIX=slots", f"-DCOLIBRI_TRUSTED_KEY={trusted_key()}"))
+    dts = (build.zephyr_dir / "zephyr.dts").read_text()
+    m = re.search(r"colibri_slots: partition@20000 \{[^}]*reg = < 0x20000 0xc0000 >;", dts)
+    assert m, "the slots partition is not in the board's devicetree"
+    elf = read_elf(build.elf)
+    names = {name for _, _, name in elf.symbols}
+    assert {"colibri_zephyr_slots", "colibri_runner_boot_slots", "colibri_ed25519_verify",
+            "flash_stm32_block_erase_loop"} <= names        # the internal flash's driver
+    flash_end = max(s.paddr + s.filesz for s in elf.segments if s.filesz > 0)
+    assert 0x08000000 < flash_end <= 0x08020000, hex(flash_end)
+    print(f"stm32h747 serial_runner with slots: {build.memory()}")
