@@ -26,8 +26,12 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import (
+    Dots1Config,
+    Dots1ForCausalLM,
     Ernie4_5_MoeConfig,
     Ernie4_5_MoeForCausalLM,
+    Glm4MoeConfig,
+    Glm4MoeForCausalLM,
     GraniteMoeConfig,
     GraniteMoeForCausalLM,
     GraniteMoeSharedConfig,
@@ -45,7 +49,7 @@ from transformers import (
 )
 
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
-            "granitemoeshared", "phimoe", "ernie4_5_moe")
+            "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -59,6 +63,8 @@ _CLASSES = {
     "granitemoeshared": (GraniteMoeSharedConfig, GraniteMoeSharedForCausalLM),
     "phimoe": (PhimoeConfig, PhimoeForCausalLM),
     "ernie4_5_moe": (Ernie4_5_MoeConfig, Ernie4_5_MoeForCausalLM),
+    "glm4_moe": (Glm4MoeConfig, Glm4MoeForCausalLM),
+    "dots1": (Dots1Config, Dots1ForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -118,6 +124,23 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                          max_position_embeddings=64, rms_norm_eps=1e-5,
                          tie_word_embeddings=True,
                          rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # DeepSeek-V3's router: 4 groups of 2, 2 kept (top_k 3), a dense first layer,
+    # routed scaling; GLM's half-head RoPE, q/k norm and q/k/v biases.
+    "glm4_moe": dict(vocab_size=97, hidden_size=40, intermediate_size=36,
+                     moe_intermediate_size=12, num_hidden_layers=3, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=12, n_routed_experts=8,
+                     num_experts_per_tok=3, n_shared_experts=1, n_group=4, topk_group=2,
+                     first_k_dense_replace=1, norm_topk_prob=True, routed_scaling_factor=2.5,
+                     use_qk_norm=True, attention_bias=True, max_position_embeddings=128,
+                     rms_norm_eps=1e-5, rope_parameters={"rope_type": "default",
+                                                         "rope_theta": 1e4,
+                                                         "partial_rotary_factor": 0.5}),
+    "dots1": dict(vocab_size=101, hidden_size=36, intermediate_size=28, moe_intermediate_size=10,
+                  num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2, head_dim=8,
+                  n_routed_experts=6, num_experts_per_tok=2, n_shared_experts=2, n_group=3,
+                  topk_group=2, first_k_dense_replace=1, norm_topk_prob=False,
+                  routed_scaling_factor=1.5, attention_bias=True, max_position_embeddings=96,
+                  rms_norm_eps=1e-6),
 }
 
 TOKENIZER_TEXT = (
@@ -154,6 +177,9 @@ def _rescale(model: torch.nn.Module, family: str, seed: int) -> None:
             p.copy_(_init_value(name, p, hidden, gen))
             if family == "switch" and name.endswith("shared_expert.down_proj.weight"):
                 p.zero_()
+        for name, b in model.named_buffers():  # DeepSeek-V3's selection bias
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(_normal(tuple(b.shape), 0.3, gen))
 
 
 def build_model(family: str, seed: int = 0, **config_overrides: Any) -> tuple[torch.nn.Module, Any]:

@@ -247,7 +247,7 @@ extern const colibri_kernels colibri_kernels_helium;
 /* Hyper-parameters, decoded from the image's model record (docs/format.md). */
 typedef struct colibri_hparams {
     uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
-                    * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe */
+                    * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1 */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -264,7 +264,8 @@ typedef struct colibri_hparams {
     uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o, 4 LM head */
     uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head */
     uint32_t tie_embeddings;
-    uint32_t router_score; /* 0 softmax then top-k; 2 top-k of the logits, softmax over the k;
+    uint32_t router_score; /* 0 softmax then top-k; 1 sigmoid, selection on score + bias
+                            * (DeepSeek-V3); 2 top-k of the logits, softmax over the k;
                             * 3 sparsemixer (PhiMoE, top-2); 4 softmax, top-k of
                             * softmax + ROUTER_BIAS (ERNIE-4.5) */
     uint32_t top_k;
@@ -292,6 +293,17 @@ typedef struct colibri_hparams {
     /* format 1.4: with router_norm_topk the k weights are divided by
      * max(their sum, router_norm_min) (ERNIE-4.5's moe_norm_min; else 0). */
     float router_norm_min;
+    /* format 1.5 RoPE (defaults when the image has none: rope_dim =
+     * head_dim, rope_kind 0): RoPE turns the first rope_dim dimensions of
+     * each head; rope_kind 1 (YaRN) blends interpolated and extrapolated
+     * frequencies with the ramp clamp((i - ramp_low) / ramp_width, 0, 1)
+     * and multiplies cos and sin by rope_attn_factor. */
+    uint32_t rope_dim;
+    uint32_t rope_kind;
+    float rope_factor;
+    float rope_ramp_low;
+    float rope_ramp_width;
+    float rope_attn_factor;
 } colibri_hparams;
 
 /*

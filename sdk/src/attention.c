@@ -30,11 +30,12 @@ static void qk_normalise(const colibri_model *m, float *v, const float *w, uint3
     }
 }
 
-static void rope_heads(const colibri_kernels *k, float *v, const float *cos_sin, uint32_t heads,
-                       uint32_t head_dim)
+/* RoPE on the first rope_dim dimensions of each head (all of them but for
+ * GLM's partial rotary). */
+static void rope_heads(const colibri_model *m, float *v, const float *cos_sin, uint32_t heads)
 {
     for (uint32_t h = 0; h < heads; h++) {
-        k->rope_apply(v + h * head_dim, cos_sin, head_dim);
+        m->kernels.rope_apply(v + h * m->hp.head_dim, cos_sin, m->hp.rope_dim);
     }
 }
 
@@ -86,8 +87,8 @@ static void keys_of_token(const colibri_model *m, const layer_view *layer, float
     float *q = ws->q + (size_t)t * q_dim, *k = ws->k + (size_t)t * kv_dim;
     qk_normalise(m, q, layer->q_norm, hp->n_heads);
     qk_normalise(m, k, layer->k_norm, hp->n_kv_heads);
-    rope_heads(&m->kernels, q, ws->rope + (size_t)t * hd, hp->n_heads, hd);
-    rope_heads(&m->kernels, k, ws->rope + (size_t)t * hd, hp->n_kv_heads, hd);
+    rope_heads(m, q, ws->rope + (size_t)t * hd, hp->n_heads);
+    rope_heads(m, k, ws->rope + (size_t)t * hd, hp->n_kv_heads);
     memcpy(k_cache + (size_t)pos * kv_dim, k, kv_dim * sizeof(float));
     memcpy(v_cache + (size_t)pos * kv_dim, ws->v + (size_t)t * kv_dim, kv_dim * sizeof(float));
 }

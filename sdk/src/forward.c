@@ -71,8 +71,7 @@ static void chunk_forward(const colibri_model *m, colibri_state *state, const in
         memcpy(ws->x + (size_t)t * hidden, m->token_embed + (size_t)ids[t] * hidden,
                hidden * sizeof(float));
         scale_values(ws->x + (size_t)t * hidden, hidden, hp->embedding_scale);
-        colibri_k_rope_table(ws->rope + (size_t)t * hp->head_dim, state->pos + t, hp->head_dim,
-                             hp->rope_theta);
+        colibri_rope_table(hp, ws->rope + (size_t)t * hp->head_dim, state->pos + t);
     }
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         decoder_layer(m, l, state, ws, n);

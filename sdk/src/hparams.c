@@ -47,6 +47,12 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->norm_kind = colibri_rd_u32(img + REC_NORM_KIND);
     hp->router_jitter = colibri_rd_f32(img + REC_ROUTER_JITTER);
     hp->router_norm_min = colibri_rd_f32(img + REC_ROUTER_NORM_MIN);
+    hp->rope_dim = colibri_rd_u32(img + REC_ROPE_DIM);
+    hp->rope_kind = colibri_rd_u32(img + REC_ROPE_KIND);
+    hp->rope_factor = colibri_rd_f32(img + REC_ROPE_FACTOR);
+    hp->rope_ramp_low = colibri_rd_f32(img + REC_ROPE_RAMP_LOW);
+    hp->rope_ramp_width = colibri_rd_f32(img + REC_ROPE_RAMP_WIDTH);
+    hp->rope_attn_factor = colibri_rd_f32(img + REC_ROPE_ATTN_FACTOR);
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -73,10 +79,13 @@ static int positive_finite(float value)
 #define MAX_ROUTER_JITTER 1.0f
 /* The floor of the routing weights' sum: 0 .. 1 (ERNIE-4.5's is 1e-12). */
 #define MAX_ROUTER_NORM_MIN 1.0f
+/* Expert groups: at most 64 (DeepSeek-V3 has 8), so the kept groups fit in
+ * one 64-bit mask. */
+#define MAX_GROUPS 64u
 
 static colibri_status check_kinds(const uint8_t *img, const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_ERNIE4_5_MOE) || hp->qk_norm > QK_NORM_PER_HEAD ||
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_DOTS1) || hp->qk_norm > QK_NORM_PER_HEAD ||
         colibri_rd_u32(img + REC_ACTIVATION) != 0 || hp->norm_kind > NORM_LAYER) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
@@ -128,13 +137,29 @@ static int router_norm_min_ok(const uint8_t *img, const colibri_hparams *hp)
            hp->router_norm_min <= MAX_ROUTER_NORM_MIN;
 }
 
+/* Group-limited routing (format 1.5): n_group divides n_experts, at most
+ * MAX_GROUPS; topk_group of them kept, holding at least top_k experts; a
+ * sigmoid router ranks a group by its two best experts, so each holds two.
+ * Only the softmax and sigmoid routers have groups. */
+static int groups_valid(const colibri_hparams *hp)
+{
+    uint32_t per_group;
+    if (hp->n_group == 1 && hp->topk_group == 1) {
+        return 1;
+    }
+    if (hp->router_score > ROUTER_SIGMOID || !in_range(hp->n_group, 1, MAX_GROUPS) ||
+        !in_range(hp->topk_group, 1, hp->n_group) || hp->n_experts % hp->n_group != 0) {
+        return 0;
+    }
+    per_group = hp->n_experts / hp->n_group;
+    return hp->top_k <= hp->topk_group * per_group &&
+           (hp->router_score != ROUTER_SIGMOID || per_group >= 2u);
+}
+
 static colibri_status check_router(const uint8_t *img, const colibri_hparams *hp)
 {
-    int score_known =
-        hp->router_score == ROUTER_SOFTMAX || hp->router_score == ROUTER_TOPK_SOFTMAX ||
-        hp->router_score == ROUTER_SPARSEMIXER || hp->router_score == ROUTER_SOFTMAX_BIASED;
-    if (!score_known || !router_jitter_ok(img, hp) || !router_norm_min_ok(img, hp) ||
-        hp->n_group != 1 || hp->topk_group != 1 || !positive_finite(hp->routed_scaling) ||
+    if (hp->router_score > ROUTER_SOFTMAX_BIASED || !router_jitter_ok(img, hp) ||
+        !router_norm_min_ok(img, hp) || !groups_valid(hp) || !positive_finite(hp->routed_scaling) ||
         hp->routed_scaling > MAX_ROUTED_SCALING) {
         return COLIBRI_E_UNSUPPORTED_ROUTER;
     }
@@ -162,6 +187,44 @@ static colibri_status check_scales(const uint8_t *img, colibri_hparams *hp)
     return COLIBRI_OK;
 }
 
+/* YaRN's numbers (format 1.5): the frequency divisor, ramp start and width,
+ * cos/sin factor; for default RoPE all four are 0. */
+static int yarn_valid(const colibri_hparams *hp)
+{
+    if (hp->rope_kind == ROPE_DEFAULT) {
+        return hp->rope_factor == 0.0f && hp->rope_ramp_low == 0.0f &&
+               hp->rope_ramp_width == 0.0f && hp->rope_attn_factor == 0.0f;
+    }
+    return positive_finite(hp->rope_factor) && hp->rope_factor <= MAX_SCALE &&
+           colibri_is_finite(hp->rope_ramp_low) && hp->rope_ramp_low >= 0.0f &&
+           hp->rope_ramp_low <= MAX_SCALE && positive_finite(hp->rope_ramp_width) &&
+           hp->rope_ramp_width <= MAX_SCALE && positive_finite(hp->rope_attn_factor) &&
+           hp->rope_attn_factor <= MAX_SCALE;
+}
+
+/* Format 1.5 RoPE fields: with HDR_FLAG_ROPE an even rope_dim in 2 ..
+ * head_dim, a known kind and its numbers; without it all six zero, which
+ * means RoPE over the whole head, default kind. */
+static colibri_status check_rope(const uint8_t *img, colibri_hparams *hp)
+{
+    if ((colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_ROPE) == 0) {
+        for (uint32_t off = REC_ROPE_DIM; off <= REC_ROPE_ATTN_FACTOR; off += 4u) {
+            if (colibri_rd_u32(img + off) != 0u) {
+                return COLIBRI_E_BAD_HYPERPARAMS;
+            }
+        }
+        hp->rope_dim = hp->head_dim;
+        return COLIBRI_OK;
+    }
+    if (hp->rope_kind > ROPE_YARN) {
+        return COLIBRI_E_UNSUPPORTED_ARCH;
+    }
+    if (!in_range(hp->rope_dim, 2, hp->head_dim) || hp->rope_dim % 2 != 0 || !yarn_valid(hp)) {
+        return COLIBRI_E_BAD_HYPERPARAMS;
+    }
+    return COLIBRI_OK;
+}
+
 colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
 {
     colibri_status status;
@@ -178,6 +241,9 @@ colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
     }
     if (status == COLIBRI_OK) {
         status = check_scales(image, hp);
+    }
+    if (status == COLIBRI_OK) {
+        status = check_rope(image, hp);
     }
     return status;
 }

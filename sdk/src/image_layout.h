@@ -62,16 +62,23 @@ enum {
     REC_RESIDUAL_SCALE = 168,
     REC_ATTENTION_SCALE = 172,
     REC_LOGITS_DIVISOR = 176,
-    REC_ROUTER_JITTER = 180,  /* format 1.2, with router_score 3 */
-    REC_ROUTER_NORM_MIN = 184 /* format 1.4, with router_score 4 */
+    REC_ROUTER_JITTER = 180,   /* format 1.2, with router_score 3 */
+    REC_ROUTER_NORM_MIN = 184, /* format 1.4, with router_score 4 */
+    REC_ROPE_DIM = 188,        /* format 1.5, with HDR_FLAG_ROPE */
+    REC_ROPE_KIND = 192,
+    REC_ROPE_FACTOR = 196,
+    REC_ROPE_RAMP_LOW = 200,
+    REC_ROPE_RAMP_WIDTH = 204,
+    REC_ROPE_ATTN_FACTOR = 208
 };
 
 /* Header flags a reader of this version knows (section 1). */
-enum { HDR_FLAG_SCALES = 1, HDR_KNOWN_FLAGS = HDR_FLAG_SCALES };
+enum { HDR_FLAG_SCALES = 1, HDR_FLAG_ROPE = 2, HDR_KNOWN_FLAGS = HDR_FLAG_SCALES | HDR_FLAG_ROPE };
 
 /* router_score values (section 1.1). */
 enum {
     ROUTER_SOFTMAX = 0,
+    ROUTER_SIGMOID = 1,
     ROUTER_TOPK_SOFTMAX = 2,
     ROUTER_SPARSEMIXER = 3,
     ROUTER_SOFTMAX_BIASED = 4
@@ -79,6 +86,9 @@ enum {
 
 /* norm_kind values (section 1.1). */
 enum { NORM_RMS = 0, NORM_LAYER = 1 };
+
+/* rope_kind values (section 1.1, format 1.5). */
+enum { ROPE_DEFAULT = 0, ROPE_YARN = 1 };
 
 /* Layer table entry fields (section 2). */
 enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8 };
@@ -150,7 +160,9 @@ enum {
     ARCH_GRANITEMOE = 6,
     ARCH_GRANITEMOE_SHARED = 7,
     ARCH_PHIMOE = 8,
-    ARCH_ERNIE4_5_MOE = 9
+    ARCH_ERNIE4_5_MOE = 9,
+    ARCH_GLM4_MOE = 10,
+    ARCH_DOTS1 = 11
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

@@ -48,7 +48,8 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_SHARED: return hp->shared_intermediate > 0;
     case WHEN_SHARED_GATE: return hp->shared_intermediate > 0 && hp->shared_gate != 0;
     case WHEN_NORM_BIAS: return hp->norm_kind == NORM_LAYER;
-    case WHEN_ROUTER_BIAS: return hp->router_score == ROUTER_SOFTMAX_BIASED;
+    case WHEN_ROUTER_BIAS:
+        return hp->router_score == ROUTER_SOFTMAX_BIASED || hp->router_score == ROUTER_SIGMOID;
     default: return 1;
     }
 }

@@ -24,7 +24,7 @@ enum {
     WHEN_SHARED,
     WHEN_SHARED_GATE,
     WHEN_NORM_BIAS,  /* norm_kind 1 (LayerNorm) */
-    WHEN_ROUTER_BIAS /* router_score 4 */
+    WHEN_ROUTER_BIAS /* router_score 1 or 4 */
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */

@@ -17,4 +17,8 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
 void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, workspace *ws,
                          uint32_t n);
 
+/* cos_sin[0 .. rope_dim/2) = cos, [rope_dim/2 .. rope_dim) = sin of each
+ * frequency at position pos: default RoPE or YaRN (rope.c). */
+void colibri_rope_table(const colibri_hparams *hp, float *cos_sin, uint32_t pos);
+
 #endif

@@ -34,7 +34,7 @@ typedef struct layer_view {
     const float *shared_up;          /* [S, H] or NULL */
     const float *shared_down;        /* [H, S] or NULL */
     const float *shared_expert_gate; /* [1, H] or NULL */
-    const float *router_bias;        /* [E] selection bias or NULL */
+    const float *router_bias;        /* [E] selection bias (router_score 1, 4) or NULL */
     uint32_t first_expert;           /* table index of expert 0's EXPERT_GATE */
 } layer_view;
 

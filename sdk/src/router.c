@@ -20,18 +20,21 @@ static float key_of(const float *scores, const float *bias, uint32_t e)
     return bias != NULL ? scores[e] + bias[e] : scores[e];
 }
 
-/* The k best keys in rank order; their scores (without the bias) to weight. */
+/* The k best keys in rank order among the experts of the kept groups (bit g
+ * of `groups`: experts [g size, (g+1) size) are candidates); their scores
+ * (without the bias) to weight. */
 static void top_k_keyed(const float *scores, const float *bias, uint32_t n, uint32_t k,
-                        uint32_t *idx, float *weight)
+                        uint64_t groups, uint32_t size, uint32_t *idx, float *weight)
 {
     uint32_t prev = 0;
     for (uint32_t j = 0; j < k; j++) {
         uint32_t best = n; /* none yet */
         for (uint32_t e = 0; e < n; e++) {
             float key = key_of(scores, bias, e);
+            int kept = ((groups >> (e / size)) & 1u) != 0;
             int after_prev = j == 0 || ranks_before(key_of(scores, bias, prev), prev, key, e);
             int better = best == n || ranks_before(key, e, key_of(scores, bias, best), best);
-            best = (after_prev && better) ? e : best;
+            best = (kept && after_prev && better) ? e : best;
         }
         idx[j] = best;
         weight[j] = scores[best];
@@ -41,7 +44,7 @@ static void top_k_keyed(const float *scores, const float *bias, uint32_t n, uint
 
 void colibri_router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t *idx, float *weight)
 {
-    top_k_keyed(scores, NULL, n, k, idx, weight);
+    top_k_keyed(scores, NULL, n, k, 1u, n, idx, weight);
 }
 
 void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k)
@@ -95,7 +98,73 @@ static void softmax_biased(const colibri_model *m, float *scores, const float *b
                            float *weight)
 {
     m->kernels.softmax(scores, m->hp.n_experts);
-    top_k_keyed(scores, bias, m->hp.n_experts, m->hp.top_k, idx, weight);
+    top_k_keyed(scores, bias, m->hp.n_experts, m->hp.top_k, 1u, m->hp.n_experts, idx, weight);
+}
+
+/* A group's rank: the sum of its two best keys (sigmoid router), or its best
+ * score (softmax router, DeepSeek-V2's group-limited greedy). */
+static float group_score(const colibri_hparams *hp, const float *scores, const float *bias,
+                         uint32_t first, uint32_t size)
+{
+    uint32_t best = first, second = first + size;
+    for (uint32_t e = first + 1u; e < first + size; e++) {
+        if (ranks_before(key_of(scores, bias, e), e, key_of(scores, bias, best), best)) {
+            second = best;
+            best = e;
+        } else if (second == first + size ||
+                   ranks_before(key_of(scores, bias, e), e, key_of(scores, bias, second), second)) {
+            second = e;
+        }
+    }
+    if (hp->router_score != ROUTER_SIGMOID) {
+        return scores[best];
+    }
+    return key_of(scores, bias, best) + key_of(scores, bias, second);
+}
+
+/* The topk_group best groups, as a mask (bit g: group g kept); all groups
+ * when there is one. Each pass ranks the groups not yet kept afresh (no
+ * array of group scores: the stack stays small for interrupt handlers). */
+static uint64_t kept_groups(const colibri_hparams *hp, const float *scores, const float *bias)
+{
+    uint32_t size = hp->n_experts / hp->n_group;
+    uint64_t mask = 0;
+    if (hp->n_group == 1u) {
+        return 1u;
+    }
+    for (uint32_t j = 0; j < hp->topk_group; j++) {
+        uint32_t best = hp->n_group;
+        float best_rank = 0.0f;
+        for (uint32_t g = 0; g < hp->n_group; g++) {
+            float rank = group_score(hp, scores, bias, g * size, size);
+            int free = ((mask >> g) & 1u) == 0;
+            if (free && (best == hp->n_group || ranks_before(rank, g, best_rank, best))) {
+                best = g;
+                best_rank = rank;
+            }
+        }
+        mask |= (uint64_t)1u << best;
+    }
+    return mask;
+}
+
+/* The k best keys among the experts of the topk_group best groups. */
+static void select_in_groups(const colibri_hparams *hp, const float *scores, const float *bias,
+                             uint32_t *idx, float *weight)
+{
+    top_k_keyed(scores, bias, hp->n_experts, hp->top_k, kept_groups(hp, scores, bias),
+                hp->n_experts / hp->n_group, idx, weight);
+}
+
+/* DeepSeek-V3's router: sigmoid scores, groups and experts chosen on score
+ * + bias, the chosen experts weighted by their scores. */
+static void sigmoid_select(const colibri_model *m, float *scores, const float *bias, uint32_t *idx,
+                           float *weight)
+{
+    for (uint32_t e = 0; e < m->hp.n_experts; e++) {
+        scores[e] = colibri_k_sigmoid(scores[e]);
+    }
+    select_in_groups(&m->hp, scores, bias, idx, weight);
 }
 
 void colibri_router_select(const colibri_model *m, float *scores, const float *bias, uint32_t *idx,
@@ -111,12 +180,15 @@ void colibri_router_select(const colibri_model *m, float *scores, const float *b
         /* Granite: the k largest logits, then a softmax over those k. */
         colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
         m->kernels.softmax(weight, k);
+    } else if (hp->router_score == ROUTER_SIGMOID) {
+        sigmoid_select(m, scores, bias, idx, weight);
     } else {
         m->kernels.softmax(scores, hp->n_experts);
-        colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
+        select_in_groups(hp, scores, NULL, idx, weight);
     }
     if (hp->router_norm_topk) {
-        float sum = 0.0f;
+        /* DeepSeek-V3 adds 1e-20 to the sum of its sigmoid weights. */
+        float sum = hp->router_score == ROUTER_SIGMOID ? 1e-20f : 0.0f;
         for (uint32_t j = 0; j < k; j++) {
             sum += weight[j];
         }

@@ -20,11 +20,14 @@ void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k);
 
 /*
  * The routing of one token from its router logits (W x, n_experts floats,
- * overwritten): scores = softmax(logits) then top-k (router_score 0), or the
- * top-k logits then a softmax over those k (router_score 2, Granite), or
- * PhiMoE's sparsemixer top-2 (router_score 3), or a softmax whose top k are
- * chosen on softmax + bias (router_score 4, ERNIE-4.5; bias = ROUTER_BIAS);
- * optional renormalisation, routed scaling, then ascending expert order.
+ * overwritten): scores = softmax(logits) then top-k (router_score 0), or
+ * sigmoid(logits) with selection on score + bias (router_score 1,
+ * DeepSeek-V3; bias: the layer's ROUTER_BIAS), or the top-k logits then a
+ * softmax over those k (router_score 2, Granite), or PhiMoE's sparsemixer
+ * top-2 (router_score 3), or a softmax whose top k are chosen on softmax +
+ * bias (router_score 4, ERNIE-4.5); with n_group > 1 only the experts of
+ * the topk_group best groups are candidates; optional renormalisation,
+ * routed scaling, then ascending expert order.
  */
 void colibri_router_select(const colibri_model *m, float *scores, const float *bias, uint32_t *idx,
                            float *weight);

@@ -13,6 +13,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from golden_helpers import FAMILIES, REPO  # noqa: E402
 
+GLM_YARN = {"rope_type": "yarn", "rope_theta": 1e4, "partial_rotary_factor": 0.5, "factor": 4.0,
+            "original_max_position_embeddings": 16}
+
 
 @pytest.fixture(scope="session")
 def colibri_run() -> pathlib.Path:
@@ -23,6 +26,8 @@ def colibri_run() -> pathlib.Path:
 def _family_args(family: str) -> tuple[str, dict]:
     if family == "qwen2_moe_norm":
         return "qwen2_moe", {"norm_topk_prob": True}
+    if family == "glm4_moe_yarn":  # YaRN with an original context shorter than the test's 40
+        return "glm4_moe", {"rope_parameters": GLM_YARN, "max_position_embeddings": 64}
     return family, {}
 
 

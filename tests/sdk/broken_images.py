@@ -96,6 +96,22 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
             put(img, 184, "f", value)
         return edit
 
+    def rope(flags: int, dim: int, kind: int, yarn: tuple[float, float, float, float]):
+        """The header flags and the 1.5 RoPE fields (offsets 188 .. 211)."""
+        def edit(img: bytearray) -> None:
+            put(img, 28, "I", flags)
+            put(img, 188, "I", dim)
+            put(img, 192, "I", kind)
+            for i, value in enumerate(yarn):
+                put(img, 196 + 4 * i, "f", value)
+        return edit
+
+    def groups(n_group: int, topk_group: int):
+        return lambda img: (put(img, 148, "I", n_group), put(img, 152, "I", topk_group))
+
+    head_dim = get(v, 84, "I")
+    yarn = (4.0, 1.0, 2.0, 1.1)
+
     def swap_first_two(img: bytearray) -> None:
         a, b = tensor(img, 0), tensor(img, 1)
         img[a:a + 2], img[b:b + 2] = img[b:b + 2], img[a:a + 2]
@@ -108,7 +124,7 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "bad_magic": (edited(v, set_at(0, "B", ord("X")), crc=False), init(BAD_MAGIC)),
         "text_file": (b"COLIBRI is not this text\n" * 20, init(BAD_MAGIC)),
         "version_2": (edited(v, set_at(8, "H", 2)), init(UNSUPPORTED_VERSION)),
-        "unknown_flag": (edited(v, set_at(28, "I", 2)), init(UNSUPPORTED_VERSION)),
+        "unknown_flag": (edited(v, set_at(28, "I", 1 << 31)), init(UNSUPPORTED_VERSION)),
         "header_only_100_bytes": (v[:100], init(TRUNCATED)),
         "cut_in_tensor_table": (v[:tensor(v, 2) + 10], init(TRUNCATED)),
         "cut_last_byte": (v[:-1], init(TRUNCATED)),
@@ -131,8 +147,26 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "unknown_arch": (edited(v, set_at(36, "I", 99)), init(UNSUPPORTED_ARCH)),
         "unknown_activation": (edited(v, set_at(156, "I", 1)), init(UNSUPPORTED_ARCH)),
         "unknown_qk_norm": (edited(v, set_at(120, "I", 3)), init(UNSUPPORTED_ARCH)),
-        "sigmoid_router": (edited(v, set_at(128, "I", 1)), init(UNSUPPORTED_ROUTER)),
-        "expert_groups": (edited(v, set_at(148, "I", 2)), init(UNSUPPORTED_ROUTER)),
+        "sigmoid_router_without_bias": (edited(v, set_at(128, "I", 1)), init(BAD_LAYER_TABLE)),
+        "groups_not_dividing_experts": (edited(v, groups(3, 1)), init(UNSUPPORTED_ROUTER)),
+        "groups_keep_too_few_experts": (edited(v, groups(4, 1)), init(UNSUPPORTED_ROUTER)),
+        "topk_group_above_n_group": (edited(v, groups(2, 3)), init(UNSUPPORTED_ROUTER)),
+        "groups_too_many": (edited(v, groups(128, 1)), init(UNSUPPORTED_ROUTER)),
+        "rope_fields_without_flag": (edited(v, rope(0, 4, 0, (0.0,) * 4)), init(BAD_HYPERPARAMS)),
+        "rope_flag_without_fields": (edited(v, rope(2, 0, 0, (0.0,) * 4)), init(BAD_HYPERPARAMS)),
+        "rope_dim_odd": (edited(v, rope(2, 3, 0, (0.0,) * 4)), init(BAD_HYPERPARAMS)),
+        "rope_dim_above_head_dim": (edited(v, rope(2, head_dim + 2, 0, (0.0,) * 4)),
+                                    init(BAD_HYPERPARAMS)),
+        "rope_kind_unknown": (edited(v, rope(2, 4, 2, yarn)), init(UNSUPPORTED_ARCH)),
+        "default_rope_with_yarn_numbers": (edited(v, rope(2, 4, 0, yarn)), init(BAD_HYPERPARAMS)),
+        "yarn_factor_nan": (edited(v, rope(2, 4, 1, (float("nan"), 1.0, 2.0, 1.1))),
+                            init(BAD_HYPERPARAMS)),
+        "yarn_ramp_width_zero": (edited(v, rope(2, 4, 1, (4.0, 1.0, 0.0, 1.1))),
+                                 init(BAD_HYPERPARAMS)),
+        "yarn_ramp_low_negative": (edited(v, rope(2, 4, 1, (4.0, -1.0, 2.0, 1.1))),
+                                   init(BAD_HYPERPARAMS)),
+        "yarn_attn_factor_huge": (edited(v, rope(2, 4, 1, (4.0, 1.0, 2.0, 1e9))),
+                                  init(BAD_HYPERPARAMS)),
         "routed_scaling_nan": (edited(v, set_at(140, "I", 0x7FC00000)), init(UNSUPPORTED_ROUTER)),
         "routed_scaling_huge": (edited(v, set_at(140, "I", 0x7F7FFFFF)), init(UNSUPPORTED_ROUTER)),
         "scales_without_flag": (edited(v, scales(0, (2.0, 1.0, 0.5, 1.0))), init(BAD_HYPERPARAMS)),

@@ -14,10 +14,11 @@ import torch
 
 GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
-        "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9}
+        "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
-           "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0}
+           "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2}
+SIGMOID = ("glm4_moe", "dots1")  # DeepSeek-V3's router
 GRANITE = ("granitemoe", "granitemoeshared")
 
 
@@ -38,6 +39,8 @@ def _shared_width(family: str, layer: Any) -> int:
     if family == "granitemoeshared":
         return layer.shared_mlp.output_linear.in_features
     mlp = _block(layer)
+    if hasattr(mlp, "shared_experts"):
+        return mlp.shared_experts.gate_proj.out_features
     if family == "switch" or not hasattr(mlp, "shared_expert"):
         return 0
     return mlp.shared_expert.gate_proj.out_features
@@ -79,6 +82,20 @@ def _ernie_fields(model: Any, family: str) -> dict[str, Any]:
             "router_norm_min": float(np.float32(moe.gate.norm_min))}
 
 
+def _sigmoid_fields(model: Any, family: str) -> dict[str, Any]:
+    """DeepSeek-V3's router and GLM's partial RoPE (format 1.5)."""
+    if family not in SIGMOID:
+        return {}
+    config = model.config
+    out = {"router_score": 1, "n_group": config.n_group, "topk_group": config.topk_group,
+           "routed_scaling": float(np.float32(config.routed_scaling_factor)),
+           "router_norm_topk": int(config.norm_topk_prob)}
+    rotary = model.model.rotary_emb.inv_freq.shape[0] * 2
+    if rotary != model.model.layers[0].self_attn.head_dim:
+        out["rope_dim"] = rotary
+    return out
+
+
 def expected_record(model: Any, family: str) -> dict[str, Any]:
     """Model record fields (docs/format.md 1.1) read off the HF modules and config."""
     config = model.config
@@ -104,13 +121,16 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "qk_norm": QK_NORM[family], "tie_embeddings": int(bool(config.tie_word_embeddings)),
         "router_score": 0, "top_k": gate.top_k if moe else 0,
         "router_norm_topk": int(getattr(gate, "norm_topk_prob", True)) if moe else 0,
-        "routed_scaling": 1.0, "shared_gate": int(shared > 0 and family not in GRANITE),
+        "routed_scaling": 1.0,
+        "shared_gate": int(shared > 0 and family not in GRANITE and family not in SIGMOID),
         "n_group": 1, "topk_group": 1, "activation": 0, "norm_kind": 0,
         "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
-        "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0,
+        "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0, "rope_dim": 0,
+        "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
+        "rope_attn_factor": 0.0,
         "ffn_kinds": [1 if _is_moe(layer) else 0 for layer in layers],
-    } | _granite_fields(config, family) | _phimoe_fields(model, family) | _ernie_fields(model,
-                                                                                      family)
+    } | _granite_fields(config, family) | _phimoe_fields(model, family) | \
+        _ernie_fields(model, family) | _sigmoid_fields(model, family)
 
 
 def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
@@ -136,6 +156,10 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_experts.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
         out[(45, layer, GLOBAL)] = sd[p + "mlp.gate.moe_statics.e_score_correction_bias"][0]
+    if family in SIGMOID:
+        out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_experts.{n}_proj.weight"]
+                for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
+        out[(45, layer, GLOBAL)] = sd[p + "mlp.gate.e_score_correction_bias"]
     if family == "qwen2_moe":
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_expert.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}

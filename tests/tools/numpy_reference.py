@@ -6,8 +6,9 @@ model's checks that the converter mapped every tensor and flag correctly
 (gate vs up, q/k norm kind, routing normalisation, shared expert gate, biases,
 the format 1.1 scales and top-k-then-softmax routing, the format 1.2 LayerNorm,
 sparsemixer routing and LM-head bias, the format 1.4 biased selection and the
-floor of the weights' sum).
-RoPE pairs dimension i with i + head_dim/2, as transformers does.
+floor of the weights' sum, the format 1.5 sigmoid router with its bias and
+groups, partial RoPE and YaRN).
+RoPE pairs dimension i with i + rope_dim/2, as transformers does.
 """
 
 from __future__ import annotations
@@ -69,15 +70,26 @@ class _Weights:
         return any(t.key == (role, layer, NO_EXPERT) for t in self.image.tensors)
 
 
-def _rope(x: np.ndarray, positions: np.ndarray, theta: float) -> np.ndarray:
-    """x: [n, heads, head_dim]."""
-    hd = x.shape[-1]
-    inv = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+def _inv_freq(r) -> tuple[np.ndarray, float]:
+    """Inverse frequencies of the rope_dim/2 pairs and the cos/sin factor (1.2 YaRN)."""
+    dim = r.rope_dim or r.head_dim
+    inv = r.rope_theta ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+    if r.rope_kind != 1:
+        return inv, 1.0
+    ramp = np.clip((np.arange(dim // 2) - r.rope_ramp_low) / r.rope_ramp_width, 0, 1)
+    return inv / r.rope_factor * ramp + inv * (1 - ramp), r.rope_attn_factor
+
+
+def _rope(x: np.ndarray, positions: np.ndarray, r) -> np.ndarray:
+    """x: [n, heads, head_dim]; RoPE on the first rope_dim dimensions of each head."""
+    inv, factor = _inv_freq(r)
+    half = inv.shape[0]
     angles = positions[:, None] * inv[None, :]
-    cos = np.cos(np.concatenate([angles, angles], -1))[:, None, :]
-    sin = np.sin(np.concatenate([angles, angles], -1))[:, None, :]
-    rotated = np.concatenate([-x[..., hd // 2:], x[..., :hd // 2]], -1)
-    return x * cos + rotated * sin
+    cos = factor * np.cos(np.concatenate([angles, angles], -1))[:, None, :]
+    sin = factor * np.sin(np.concatenate([angles, angles], -1))[:, None, :]
+    turned, rest = x[..., :2 * half], x[..., 2 * half:]
+    rotated = np.concatenate([-turned[..., half:], turned[..., :half]], -1)
+    return np.concatenate([turned * cos + rotated * sin, rest], -1)
 
 
 def _project(w: _Weights, h: np.ndarray, layer: int, role: Role, bias: Role) -> np.ndarray:
@@ -99,7 +111,7 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
         q = _rms(q, w.get(Role.ATTN_Q_NORM, layer), r.rms_eps)
         k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)
     positions = np.arange(n, dtype=np.float64)
-    q, k = _rope(q, positions, r.rope_theta), _rope(k, positions, r.rope_theta)
+    q, k = _rope(q, positions, r), _rope(k, positions, r)
     group = r.n_heads // r.n_kv_heads
     mask = np.triu(np.full((n, n), -np.inf), 1)
     out = np.empty((n, r.n_heads, hd))
@@ -114,13 +126,32 @@ def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray) -
     return (_silu(h @ gate.T) * (h @ up.T)) @ down.T
 
 
+def _candidates(r, scores: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Selection keys with the experts outside the topk_group best groups at -inf
+    (a group ranked by its best score, or by the sum of its two best keys when
+    the router is sigmoid)."""
+    if r.n_group == 1:
+        return keys
+    groups = keys.reshape(r.n_group, -1)
+    if r.router_score == 1:
+        rank = np.sort(groups, axis=-1)[:, -2:].sum(-1)
+    else:
+        rank = scores.reshape(r.n_group, -1).max(-1)
+    kept = np.argsort(-rank, kind="stable")[:r.topk_group]
+    mask = np.full(r.n_group, -np.inf)
+    mask[kept] = 0.0
+    return (groups + mask[:, None]).reshape(-1)
+
+
 def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     r = w.image.record
     logits = h @ w.get(Role.ROUTER, layer).T
-    probs = _softmax(logits)
+    probs = 1.0 / (1.0 + np.exp(-logits)) if r.router_score == 1 else _softmax(logits)
+    bias = w.get(Role.ROUTER_BIAS, layer) if r.router_score == 1 else 0.0
     out = np.zeros_like(h)
     for t in range(h.shape[0]):
-        chosen = np.argsort(-probs[t], kind="stable")[:r.top_k]
+        keys = _candidates(r, probs[t], probs[t] + bias)
+        chosen = np.argsort(-keys, kind="stable")[:r.top_k]
         weights = probs[t, chosen]
         if r.router_score == 2:  # format 1.1: top-k of the logits, softmax over the k
             weights = _softmax(logits[t, chosen])

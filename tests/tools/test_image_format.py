@@ -48,7 +48,9 @@ RECORD_AT = {
     "topk_group": (152, "I"), "activation": (156, "I"), "norm_kind": (160, "I"),
     "embedding_scale": (164, "f"), "residual_scale": (168, "f"), "attention_scale": (172, "f"),
     "logits_divisor": (176, "f"), "router_jitter": (180, "f"),
-    "router_norm_min": (184, "f"),
+    "router_norm_min": (184, "f"), "rope_dim": (188, "I"), "rope_kind": (192, "I"),
+    "rope_factor": (196, "f"), "rope_ramp_low": (200, "f"), "rope_ramp_width": (204, "f"),
+    "rope_attn_factor": (208, "f"),
 }
 
 
@@ -122,7 +124,7 @@ def _doc_order(rec: dict) -> list[tuple]:
                 rows += [(41, (s, h)), (42, (s, h)), (43, (h, s))]
                 if rec["shared_gate"]:
                     rows.append((44, (1, h)))
-            if rec["router_score"] == 4:
+            if rec["router_score"] in (1, 4):
                 rows.append((45, (e,)))
         out += [(role, layer, GLOBAL, shape) for role, shape in rows]
         if kind == 1:
@@ -148,17 +150,20 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     n_layers = rec["n_layers"]
     assert data[0:8] == b"COLIBRI\x1a"
     scales = rec["embedding_scale"] != 0.0  # the 1.1 SCALES flag (docs/format.md section 1)
+    rope = rec["rope_dim"] != 0  # the 1.5 ROPE flag
     minor = 1 if scales or rec["router_score"] == 2 or rec["arch"] >= 6 else 0
     if rec["arch"] >= 8 or rec["norm_kind"] == 1 or rec["router_score"] == 3 or rec["attn_bias"] & 16:
         minor = 2  # section 7: LayerNorm, sparsemixer, LM-head bias, PhiMoE
     if rec["arch"] >= 9 or rec["router_score"] == 4:
         minor = 4  # section 7: the biased softmax router, ERNIE-4.5
+    if rope or rec["router_score"] == 1 or rec["n_group"] > 1 or rec["arch"] >= 10:
+        minor = 5  # section 7: sigmoid router, groups, RoPE fields, GLM-4.5 / dots1
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
     assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
-        int(scales), alignment, rec["arch"])
+        int(scales) | 2 * int(rope), alignment, rec["arch"])
     assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
-    assert _u("I", data, 60) == 0 and data[188:256] == bytes(68)
+    assert _u("I", data, 60) == 0 and data[212:256] == bytes(44)
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
     table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)
@@ -251,7 +256,7 @@ def _mutations(data: bytes) -> dict:
     return {
         "bad magic": (lambda b: _put(b, "B", 0, 0x44), False, "COLIBRI_E_BAD_MAGIC"),
         "major 2": (lambda b: _put(b, "H", 8, 2), False, "COLIBRI_E_UNSUPPORTED_VERSION"),
-        "unknown flag": (lambda b: _put(b, "I", 28, 4), False, "COLIBRI_E_UNSUPPORTED_VERSION"),
+        "unknown flag": (lambda b: _put(b, "I", 28, 1 << 31), False, "COLIBRI_E_UNSUPPORTED_VERSION"),
         "header_size": (lambda b: _put(b, "I", 12, 128), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "tensor_table_offset": (lambda b: _put(b, "Q", 48, 512), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "image_size too big": (lambda b: _put(b, "Q", 16, len(data) + 64), True,
@@ -265,8 +270,14 @@ def _mutations(data: bytes) -> dict:
         "arch 99": (lambda b: _put(b, "I", 36, 99), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "activation": (lambda b: _put(b, "I", 156, 1), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "qk_norm 3": (lambda b: _put(b, "I", 120, 3), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
-        "sigmoid router": (lambda b: _put(b, "I", 128, 1), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
-        "n_group 2": (lambda b: _put(b, "I", 148, 2), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
+        "sigmoid router, no bias": (lambda b: _put(b, "I", 128, 1), True,
+                                    "COLIBRI_E_BAD_LAYER_TABLE"),
+        "router 5": (lambda b: _put(b, "I", 128, 5), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
+        "n_group 3 of 4": (lambda b: _put(b, "I", 148, 3), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
+        "rope_dim, no flag": (lambda b: _put(b, "I", 188, 4), True, "COLIBRI_E_BAD_HYPERPARAMS"),
+        "rope flag, no dim": (lambda b: _put(b, "I", 28, 2), True, "COLIBRI_E_BAD_HYPERPARAMS"),
+        "rope kind 2": (lambda b: (_put(b, "I", 28, 2), _put(b, "I", 188, 4), _put(b, "I", 192, 2)),
+                        True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "alignment 100": (lambda b: _put(b, "I", 32, 100), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "image_size 200": (lambda b: _put(b, "Q", 16, 200), True, "COLIBRI_E_TRUNCATED"),
         "routed_scaling 0": (lambda b: _put(b, "f", 140, 0.0), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
@@ -333,10 +344,10 @@ def test_truncation_checksum_fingerprint_and_data_crc(good_image):
 
 def test_minor_version_and_reserved_bytes_are_accepted(good_image):
     buf = bytearray(good_image)
-    _put(buf, "H", 10, 3)
-    buf[200] = 1  # reserved in 1.0: a later minor may give it meaning
+    _put(buf, "H", 10, 9)
+    buf[255] = 1  # reserved: a later minor may give it meaning
     fix_meta_crc(buf)
-    assert read_image(bytes(buf)).header["version_minor"] == 3
+    assert read_image(bytes(buf)).header["version_minor"] == 9
 
 
 def test_fix_meta_crc_returns_what_the_reader_accepts(good_image):

@@ -25,10 +25,21 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
   (router_score 4); RoPE on interleaved pairs (2i, 2i + 1), which the image stores as the
   usual halves by permuting the q and k rows of each head (see tensor_map); tied
   embeddings by default.
+- glm4_moe, dots1 (models/{glm4_moe,dots1}): DeepSeek-V3's router (sigmoid scores,
+  e_score_correction_bias for selection only, n_group / topk_group with a group ranked
+  by its two best, norm_topk_prob, routed_scaling_factor), the first
+  first_k_dense_replace layers dense (intermediate_size), n_shared_experts *
+  moe_intermediate_size of shared experts without a gate. GLM: q, k, v bias when
+  attention_bias, per-head q/k norm when use_qk_norm, RoPE over
+  partial_rotary_factor of the head (frequencies of that width). dots1: q, k, v, o bias
+  when attention_bias, per-head q/k norm always; sliding layers refused.
+- YaRN (rope_type "yarn") for the families that have RoPE parameters: the record's
+  rope_kind 1 with the ramp and cos/sin factor transformers computes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -38,6 +49,8 @@ from .image_spec import (
     BIAS_LM_HEAD,
     DEFAULT_ALIGNMENT,
     NORM_LAYER,
+    ROPE_YARN,
+    ROUTER_SIGMOID,
     ROUTER_SOFTMAX_BIASED,
     ROUTER_SPARSEMIXER,
     ROUTER_TOPK_SOFTMAX,
@@ -57,6 +70,8 @@ _SOURCE_FIELDS = {
     "head_dim": "head_dim", "max_context": "max_position_embeddings",
     "dense_intermediate": "intermediate_size", "shared_intermediate": "shared_expert_intermediate_size",
     "top_k": "num_experts_per_tok", "rms_eps": "rms_norm_eps", "rope_theta": "rope_theta",
+    "routed_scaling": "routed_scaling_factor", "rope_dim": "partial_rotary_factor",
+    "rope_factor": "rope_parameters.factor",
 }
 
 
@@ -82,6 +97,9 @@ class ModelSpec:
 
 def _check_common(c: HFConfig) -> None:
     c.reject_if("hidden_act", lambda v: (v or "silu") != "silu", "only SiLU (SwiGLU) is supported")
+
+
+def _reject_partial_rope(c: HFConfig) -> None:
     c.reject_if("partial_rotary_factor", lambda v: v not in (None, 1, 1.0),
                 "RoPE over part of the head is not supported")
 
@@ -109,6 +127,7 @@ def _rope_parameters(c: HFConfig) -> dict:
 
 def rope_theta(c: HFConfig, default: float) -> float:
     """RoPE base from rope_parameters.rope_theta (or legacy rope_theta); plain RoPE only."""
+    _reject_partial_rope(c)
     scaling = c.raw("rope_scaling")
     if scaling not in (None, {}) and not _is_plain_rope(scaling):
         raise c.unsupported("rope_scaling", scaling, "RoPE scaling is not supported")
@@ -124,6 +143,98 @@ def rope_theta(c: HFConfig, default: float) -> float:
         raise c.unsupported("rope_parameters.rope_theta", theta,
                             "must be a number >= 1 that a float32 holds")
     return float(theta)
+
+
+def _theta(c: HFConfig, params: dict, default: float) -> float:
+    theta = params.get("rope_theta", c.get("rope_theta", default))
+    if not float32_number(theta) or not theta >= MIN_ROPE_THETA:
+        raise c.unsupported("rope_parameters.rope_theta", theta,
+                            "must be a number >= 1 that a float32 holds")
+    return float(theta)
+
+
+def _yarn(c: HFConfig, params: dict, dim: int, theta: float, max_context: int) -> dict:
+    """YaRN as transformers' _compute_yarn_parameters: the ramp between the correction
+    dimensions of beta_fast and beta_slow (floored / ceiled unless truncate is false),
+    the cos/sin factor (attention_factor, or mscale / mscale_all_dim, or
+    0.1 ln(factor) + 1)."""
+    def number(key: str, default: float | None) -> float:
+        value = params.get(key)
+        value = default if value is None else value
+        if not float32_number(value) or value <= 0:
+            raise c.unsupported(f"rope_parameters.{key}", value, "must be a number > 0")
+        return float(value)
+
+    original = params.get("original_max_position_embeddings")
+    if not isinstance(original, int) or isinstance(original, bool) or original < 1:
+        raise c.unsupported("rope_parameters.original_max_position_embeddings", original,
+                            "YaRN needs a positive integer")
+    factor = params.get("factor")
+    factor = max_context / original if factor is None else number("factor", None)
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    attention = params.get("attention_factor")
+    if attention is None:
+        m, m_all = params.get("mscale"), params.get("mscale_all_dim")
+        attention = mscale(factor, m) / mscale(factor, m_all) if m and m_all else mscale(factor)
+    else:
+        attention = number("attention_factor", None)
+    beta_fast, beta_slow = params.get("beta_fast") or 32, params.get("beta_slow") or 1
+
+    def correction(rotations: float) -> float:
+        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = correction(number("beta_fast", beta_fast)), correction(number("beta_slow", beta_slow))
+    truncate = params.get("truncate", True)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    if not 0 < high - low:
+        raise c.unsupported("rope_parameters.beta_fast", beta_fast,
+                            "YaRN's ramp must run upward (beta_fast > beta_slow)")
+    return {"rope_kind": ROPE_YARN, "rope_factor": factor, "rope_ramp_low": float(low),
+            "rope_ramp_width": float(high - low), "rope_attn_factor": float(attention)}
+
+
+def rope_fields(c: HFConfig, head_dim: int, default_theta: float, partial: bool = False,
+                rope_dim: int | None = None) -> dict:
+    """rope_theta and the format 1.5 RoPE fields: RoPE over rope_dim (or
+    partial_rotary_factor of the head, for a family that has it), default or YaRN.
+    Plain RoPE over the whole head gives the 1.0 record (RoPE fields 0)."""
+    scaling = c.raw("rope_scaling")
+    params = _rope_parameters(c)
+    if scaling not in (None, {}) and not params:
+        if not isinstance(scaling, dict):
+            raise c.unsupported("rope_scaling", scaling, "must be an object")
+        params = scaling
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind not in ("default", "yarn"):
+        raise c.unsupported("rope_parameters.rope_type", kind, "only default and yarn RoPE are "
+                            "supported")
+    theta = _theta(c, params, default_theta)
+    factor = params.get("partial_rotary_factor", c.raw("partial_rotary_factor"))
+    if rope_dim is None:
+        if not partial and factor not in (None, 1, 1.0):
+            raise c.unsupported("partial_rotary_factor", factor, "partial RoPE is not supported "
+                                "for this family")
+        share = 1.0 if factor is None else factor
+        if not float32_number(share) or not 0 < share <= 1:
+            raise c.unsupported("partial_rotary_factor", factor, "must be a number in (0, 1]")
+        rope_dim = int(head_dim * share)
+    if rope_dim < 2 or rope_dim % 2:
+        raise c.unsupported("partial_rotary_factor", factor,
+                            f"RoPE must turn an even number >= 2 of dimensions (here {rope_dim})")
+    fields = {"rope_theta": theta}
+    if kind == "yarn":
+        max_context = c.integer("max_position_embeddings", minimum=1)
+        fields |= _yarn(c, params, rope_dim, theta, max_context)
+    if kind == "yarn" or rope_dim != head_dim:
+        fields["rope_dim"] = rope_dim
+    return fields
 
 
 def _attention(c: HFConfig, head_dim_key: str | None) -> dict:
@@ -306,9 +417,63 @@ def _ernie4_5_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.ERNIE4_5_MOE, fields, kinds
 
 
+def _first_dense_kinds(c: HFConfig, n_layers: int) -> list[int]:
+    """DeepSeek-style layer kinds: the first first_k_dense_replace layers dense."""
+    dense = c.integer("first_k_dense_replace", 0)
+    return [FfnKind.DENSE if i < dense else FfnKind.MOE for i in range(n_layers)]
+
+
+def _sigmoid_router(c: HFConfig, kinds: list[int], norm_default: bool) -> dict:
+    """DeepSeek-V3's router (also GLM-4.5's and dots1's), its experts and shared experts."""
+    method = c.get("topk_method", "noaux_tc")
+    if method != "noaux_tc":
+        raise c.unsupported("topk_method", method, "this family's router is noaux_tc (sigmoid "
+                            "scores, correction bias)")
+    c.reject_if("scoring_func", lambda v: v not in (None, "sigmoid"), "only sigmoid scores")
+    n_experts = c.integer("n_routed_experts", minimum=1)
+    width = c.integer("moe_intermediate_size", minimum=1)
+    fields = _routing(c, kinds, n_experts, width, c.flag("norm_topk_prob", norm_default))
+    if FfnKind.MOE not in kinds:
+        return fields | {"dense_intermediate": _dense_width(c, kinds)}
+    return fields | {
+        "router_score": ROUTER_SIGMOID, "n_group": c.integer("n_group", 1, minimum=1),
+        "topk_group": c.integer("topk_group", 1, minimum=1),
+        "routed_scaling": c.number("routed_scaling_factor", 1.0),
+        "shared_intermediate": c.integer("n_shared_experts", 0) * width,
+        "dense_intermediate": _dense_width(c, kinds)}
+
+
+def _glm4_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    fields = _attention(c, "head_dim")
+    kinds = _first_dense_kinds(c, fields["n_layers"])
+    fields |= _sigmoid_router(c, kinds, True)
+    fields |= {"attn_bias": QKV_BIASES if c.flag("attention_bias", False) else 0,
+               "qk_norm": 2 if c.flag("use_qk_norm", False) else 0,
+               "rms_eps": c.number("rms_norm_eps", 1e-5),
+               **rope_fields(c, fields["head_dim"], 1e4, partial=True)}
+    return Arch.GLM4_MOE, fields, kinds
+
+
+def _dots1(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    fields = _attention(c, "head_dim")
+    types = c.raw("layer_types")
+    if types is None:  # Dots1Config's rule: sliding from max_window_layers on
+        window, start = c.raw("sliding_window"), c.integer("max_window_layers", fields["n_layers"])
+        types = ["sliding_attention" if window is not None and i >= start else "full_attention"
+                 for i in range(fields["n_layers"])]
+    if any(t != "full_attention" for t in types):
+        raise c.unsupported("layer_types", types, "only full attention layers are supported "
+                            "(sliding_window / max_window_layers)")
+    kinds = _first_dense_kinds(c, fields["n_layers"])
+    fields |= _sigmoid_router(c, kinds, False)
+    fields |= {"attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 2,
+               "rms_eps": c.number("rms_norm_eps", 1e-6), **rope_fields(c, fields["head_dim"], 1e4)}
+    return Arch.DOTS1, fields, kinds
+
+
 FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
             "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe,
-            "ernie4_5_moe": _ernie4_5_moe}
+            "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1}
 INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe"}
 
 _RECORD_DEFAULTS = {"dense_intermediate": 0, "shared_intermediate": 0}
@@ -327,7 +492,8 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
                              Arch.GRANITEMOE_SHARED)
             source = "intermediate_size" if plain else "moe_intermediate_size"
         if p.field == "n_experts":
-            source = _present(c, ("num_local_experts", "num_experts", "moe_num_experts"))
+            source = _present(c, ("num_local_experts", "num_experts", "moe_num_experts",
+                                  "n_routed_experts"))
         if p.field == "top_k":
             source = _present(c, ("num_experts_per_tok", "moe_k"))
         raise c.unsupported(source, c.raw(source) if c.raw(source) is not None else p.value,

@@ -11,14 +11,19 @@ from dataclasses import dataclass, replace
 from .image_spec import (
     BIAS_LM_HEAD,
     DATA_ALIGN,
+    FLAG_ROPE,
     LIMITS,
     MAX_ALIGNMENT,
+    MAX_GROUPS,
     MAX_TOP_K,
     MIN_ALIGNMENT,
     MINOR_QUANT,
     NO_EXPERT,
     NO_LAYER,
     NORM_LAYER,
+    ROPE_FIELDS,
+    ROPE_YARN,
+    ROUTER_SIGMOID,
     ROUTER_SOFTMAX,
     ROUTER_SOFTMAX_BIASED,
     ROUTER_SPARSEMIXER,
@@ -30,6 +35,7 @@ from .image_spec import (
     ModelRecord,
     Role,
     TensorEntry,
+    header_flags,
 )
 from .quant import tensor_size
 from .status import Status
@@ -81,6 +87,9 @@ MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing w
 def format_minor(arch: int, r: ModelRecord, quantized: bool = False) -> int:
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7)."""
+    if (r.has_rope or r.router_score == ROUTER_SIGMOID or r.n_group > 1
+            or arch >= Arch.GLM4_MOE):
+        return 5
     if arch >= Arch.ERNIE4_5_MOE or r.router_score == ROUTER_SOFTMAX_BIASED:
         return 4
     if quantized:
@@ -163,19 +172,36 @@ def _router_norm_min_ok(r: ModelRecord) -> bool:
     return math.isfinite(r.router_norm_min) and 0.0 <= r.router_norm_min <= MAX_ROUTER_NORM_MIN
 
 
+def _groups_ok(r: ModelRecord) -> bool:
+    """Group-limited routing (format 1.5), as sdk/src/hparams.c's groups_valid."""
+    if r.n_group == 1 and r.topk_group == 1:
+        return True
+    if r.router_score > ROUTER_SIGMOID or not _in_range(r.n_group, 1, MAX_GROUPS) or \
+            not _in_range(r.topk_group, 1, r.n_group) or r.n_experts % r.n_group:
+        return False
+    per_group = r.n_experts // r.n_group
+    return r.top_k <= r.topk_group * per_group and (r.router_score != ROUTER_SIGMOID or
+                                                     per_group >= 2)
+
+
 def _router_problems(r: ModelRecord) -> list[Problem]:
     return _check([
         ("router_score", r.router_score,
-         r.router_score in (ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER,
-                            ROUTER_SOFTMAX_BIASED),
-         "only 0 (softmax, top-k), 2 (top-k, softmax over the k), 3 (sparsemixer) and 4 "
-         "(top-k of softmax + bias) are supported"),
+         r.router_score in (ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX,
+                            ROUTER_SPARSEMIXER, ROUTER_SOFTMAX_BIASED),
+         "only 0 (softmax, top-k), 1 (sigmoid, biased selection), 2 (top-k, softmax over the "
+         "k), 3 (sparsemixer) and 4 (top-k of softmax + bias) are supported"),
         ("router_norm_min", r.router_norm_min, _router_norm_min_ok(r),
          "must be 0 .. 1 with router_score 4, else 0"),
         ("router_jitter", r.router_jitter, _router_jitter_ok(r),
          "must be 0 .. 1 with router_score 3 (which needs top_k 2), else 0"),
-        ("n_group", r.n_group, r.n_group == 1, "only 1 is supported"),
-        ("topk_group", r.topk_group, r.topk_group == 1, "only 1 is supported"),
+        ("n_group", r.n_group, r.n_group == 1 or (
+            _in_range(r.n_group, 1, MAX_GROUPS) and r.n_experts % r.n_group == 0
+            and r.router_score <= ROUTER_SIGMOID),
+         f"must be 1, or <= {MAX_GROUPS} dividing n_experts (router_score 0 or 1 only)"),
+        ("topk_group", r.topk_group, _groups_ok(r),
+         "must be 1 .. n_group, keep at least top_k experts, and a sigmoid router's groups "
+         "need two experts each"),
         ("routed_scaling", r.routed_scaling,
          _positive_finite(r.routed_scaling) and r.routed_scaling <= MAX_ROUTED_SCALING,
          "must be > 0 and <= 1024"),
@@ -186,13 +212,43 @@ def alignment_ok(alignment: int) -> bool:
     return MIN_ALIGNMENT <= alignment <= MAX_ALIGNMENT and alignment & (alignment - 1) == 0
 
 
-def record_problems(arch: int, alignment: int, record: ModelRecord) -> list[Problem]:
+def _yarn_ok(r: ModelRecord) -> bool:
+    if r.rope_kind != ROPE_YARN:
+        return (r.rope_factor, r.rope_ramp_low, r.rope_ramp_width, r.rope_attn_factor) == (0,) * 4
+    return (_positive_finite(r.rope_factor) and r.rope_factor <= MAX_SCALE
+            and math.isfinite(r.rope_ramp_low) and 0 <= r.rope_ramp_low <= MAX_SCALE
+            and _positive_finite(r.rope_ramp_width) and r.rope_ramp_width <= MAX_SCALE
+            and _positive_finite(r.rope_attn_factor) and r.rope_attn_factor <= MAX_SCALE)
+
+
+def _rope_problems(r: ModelRecord, flags: int) -> list[Problem]:
+    """Format 1.5 RoPE fields: all zero without the ROPE flag; with it a known
+    kind, an even rope_dim 2 .. head_dim and the kind's numbers."""
+    if not flags & FLAG_ROPE:
+        return _check([(name, getattr(r, name), getattr(r, name) == 0,
+                         "must be 0 without the header flag ROPE") for name in ROPE_FIELDS],
+                      BAD_HYPERPARAMS)
+    kind = _check([("rope_kind", r.rope_kind, r.rope_kind in (0, 1),
+                    "only 0 (default) and 1 (YaRN) are supported")], UNSUPPORTED_ARCH)
+    return kind + _check([
+        ("rope_dim", r.rope_dim, _in_range(r.rope_dim, 2, r.head_dim) and r.rope_dim % 2 == 0,
+         "must be even, 2 .. head_dim"),
+        ("rope_factor", r.rope_factor, _yarn_ok(r),
+         "YaRN's factor, ramp and attention factor must be finite, >= 0 (> 0 but the ramp's "
+         "start), <= 65536; default RoPE's all 0"),
+    ], BAD_HYPERPARAMS)
+
+
+def record_problems(arch: int, alignment: int, record: ModelRecord,
+                    flags: int | None = None) -> list[Problem]:
     """Defects of the header's arch and alignment and of the model record (section 1.1)
-    that do not depend on the layer table, in the order colibri_init reports them."""
+    that do not depend on the layer table, in the order colibri_init reports them.
+    `flags`: the header's (default: those the writer sets for this record)."""
     out = [] if alignment_ok(alignment) else [
         Problem("alignment", alignment, "must be a power of two, 64 .. 1 MiB", BAD_HYPERPARAMS)]
+    flags = header_flags(record) if flags is None else flags
     return (out + _arch_problems(arch, record) + _attention_problems(record)
-            + _ffn_problems(record) + _router_problems(record))
+            + _ffn_problems(record) + _router_problems(record) + _rope_problems(record, flags))
 
 
 _KIND_WIDTHS = {FfnKind.DENSE: ("dense_intermediate",),
@@ -262,7 +318,8 @@ def _ffn_shapes(r: ModelRecord, kind: int) -> list[tuple[Role, tuple[int, ...], 
     return [(Role.ROUTER, (r.n_experts, h), True), (Role.SHARED_GATE, (s, h), shared),
             (Role.SHARED_UP, (s, h), shared), (Role.SHARED_DOWN, (h, s), shared),
             (Role.SHARED_EXPERT_GATE, (1, h), shared and r.shared_gate == 1),
-            (Role.ROUTER_BIAS, (r.n_experts,), r.router_score == ROUTER_SOFTMAX_BIASED)]
+            (Role.ROUTER_BIAS, (r.n_experts,),
+             r.router_score in (ROUTER_SIGMOID, ROUTER_SOFTMAX_BIASED))]
 
 
 def layer_tensors(r: ModelRecord, layer: int, kind: int) -> list[TensorEntry]:

@@ -198,7 +198,8 @@ class _Checker:
                             Status.E_CONFIG_MISMATCH.c_name, META_CRC_OFFSET)
 
     def check_record(self, header: dict, record: ModelRecord) -> None:
-        self.raise_first(record_problems(header["arch"], header["alignment"], record))
+        self.raise_first(record_problems(header["arch"], header["alignment"], record,
+                                         header["flags"]))
         present = bool(header["flags"] & FLAG_SCALES)
         if present != record.has_scales:
             raise self.fail(f"header flag SCALES is {int(present)} but the record's scales are "

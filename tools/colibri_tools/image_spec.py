@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.4 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.5 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 4  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 5  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
@@ -52,6 +52,8 @@ class Arch(IntEnum):
     GRANITEMOE_SHARED = 7
     PHIMOE = 8
     ERNIE4_5_MOE = 9
+    GLM4_MOE = 10
+    DOTS1 = 11
 
 
 class FfnKind(IntEnum):
@@ -144,15 +146,26 @@ MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("logits_divisor", 176, "f"),
     ("router_jitter", 180, "f"),  # format 1.2: sparsemixer's epsilon (router_score 3), else 0
     ("router_norm_min", 184, "f"),  # format 1.4: floor of the weights' sum (router_score 4)
+    ("rope_dim", 188, "I"),  # format 1.5 (HDR_FLAG_ROPE); 0 = the default
+    ("rope_kind", 192, "I"),
+    ("rope_factor", 196, "f"),
+    ("rope_ramp_low", 200, "f"),
+    ("rope_ramp_width", 204, "f"),
+    ("rope_attn_factor", 208, "f"),
 )
-MODEL_RECORD_END = 188  # bytes 188 .. 255 are reserved (zero)
+MODEL_RECORD_END = 212  # bytes 212 .. 255 are reserved (zero)
 SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
+ROPE_FIELDS = ("rope_dim", "rope_kind", "rope_factor", "rope_ramp_low", "rope_ramp_width",
+               "rope_attn_factor")
 FLAG_SCALES = 1  # header flags bit 0: the record's four scales are set (format 1.1)
-KNOWN_FLAGS = FLAG_SCALES
-ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER = 0, 2, 3  # router_score values
+FLAG_ROPE = 2  # bit 1: the record's RoPE fields are set (format 1.5)
+KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE
+ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER = 0, 1, 2, 3  # router_score
 ROUTER_SOFTMAX_BIASED = 4  # format 1.4: top-k of softmax + ROUTER_BIAS (ERNIE-4.5)
 NORM_RMS, NORM_LAYER = 0, 1  # norm_kind values (1: LayerNorm with bias, format 1.2)
 BIAS_ATTN, BIAS_LM_HEAD = 0xF, 0x10  # attn_bias bits: q, k, v, o; LM head (format 1.2)
+ROPE_DEFAULT, ROPE_YARN = 0, 1  # rope_kind values (format 1.5)
+MAX_GROUPS = 64  # = MAX_GROUPS in sdk/src/hparams.c
 
 LAYER_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("ffn_kind", 0, "I"),
@@ -211,10 +224,25 @@ class ModelRecord:
     logits_divisor: float = 0.0
     router_jitter: float = 0.0  # format 1.2: sparsemixer's epsilon (router_score 3)
     router_norm_min: float = 0.0  # format 1.4: floor of the weights' sum (router_score 4)
+    rope_dim: int = 0  # format 1.5; 0: RoPE over the whole head, default kind (no FLAG_ROPE)
+    rope_kind: int = 0
+    rope_factor: float = 0.0
+    rope_ramp_low: float = 0.0
+    rope_ramp_width: float = 0.0
+    rope_attn_factor: float = 0.0
 
     @property
     def has_scales(self) -> bool:
         return any(getattr(self, name) != 0.0 for name in SCALE_FIELDS)
+
+    @property
+    def has_rope(self) -> bool:
+        return any(getattr(self, name) != 0 for name in ROPE_FIELDS)
+
+
+def header_flags(record: ModelRecord) -> int:
+    """The header's flags for this record (section 1)."""
+    return (FLAG_SCALES if record.has_scales else 0) | (FLAG_ROPE if record.has_rope else 0)
 
 
 @dataclass(frozen=True)

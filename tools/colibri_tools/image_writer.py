@@ -20,7 +20,6 @@ from .image_layout import align_up, canonical_tensors, format_minor, model_probl
 from .image_spec import (
     DATA_ALIGN,
     DEFAULT_ALIGNMENT,
-    FLAG_SCALES,
     HEADER_SIZE,
     LAYER_ENTRY_SIZE,
     MAGIC,
@@ -30,6 +29,7 @@ from .image_spec import (
     LayerEntry,
     ModelRecord,
     TensorEntry,
+    header_flags,
     meta_crc32,
     pack_header,
     pack_layer,
@@ -145,7 +145,7 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
     header = {"magic": MAGIC, "version_major": VERSION_MAJOR,
               "version_minor": format_minor(arch, record, quantized),
               "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0,
-              "flags": FLAG_SCALES if record.has_scales else 0,
+              "flags": header_flags(record),
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,
               "tensor_table_offset": tensor_offset, "n_tensors": len(tensors), "reserved": 0}
     pack_header(buf, header, record)

@@ -56,7 +56,8 @@ _ERNIE_BLOCK_NAMES = {Role.SHARED_GATE: "shared_experts.gate_proj.weight",
                       Role.SHARED_UP: "shared_experts.up_proj.weight",
                       Role.SHARED_DOWN: "shared_experts.down_proj.weight"}
 _ROUTER_BIAS_NAMES = ("gate.moe_statics.e_score_correction_bias",
-                      "moe_statics.e_score_correction_bias")
+                      "moe_statics.e_score_correction_bias",
+                      "gate.e_score_correction_bias")  # DeepSeek-V3, GLM-4.5, dots1
 
 _MOE_BLOCKS = ("mlp", "block_sparse_moe")
 # Router names: most families' `{block}.gate.weight`; Granite's `router.layer.weight`
