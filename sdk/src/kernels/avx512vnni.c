@@ -82,10 +82,12 @@ VNNI static INLINE __m512 tile_scales(const uint8_t *w, __m512i wofs, const coli
 VNNI static INLINE void isum16(const __m512i *d, __m512i *first, __m512i *second)
 {
     __m512i e[8], f[4];
+#pragma GCC unroll 8
     for (uint32_t k = 0; k < 8u; k++) {
         e[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(d[2 * k], d[2 * k + 1]),
                                 _mm512_unpackhi_epi32(d[2 * k], d[2 * k + 1]));
     }
+#pragma GCC unroll 4
     for (uint32_t k = 0; k < 4u; k++) {
         f[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(e[2 * k], e[2 * k + 1]),
                                 _mm512_unpackhi_epi64(e[2 * k], e[2 * k + 1]));

@@ -184,14 +184,14 @@ void colibri_neon_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
  * token with widening multiplies. vmull_s8 and vmlal_high_s8 put the
  * products of elements i and i + 8 in one 16-bit lane (at most
  * 2 * 128 * 127, no overflow), vpadalq_s16 adds lane pairs into 32 bits. */
-static int32x4_t row_isum(int8x16_t wlo, int8x16_t whi, int8x16_t xlo, int8x16_t xhi)
+NEON_Q_INLINE int32x4_t row_isum(int8x16_t wlo, int8x16_t whi, int8x16_t xlo, int8x16_t xhi)
 {
     int16x8_t lo = vmlal_high_s8(vmull_s8(vget_low_s8(wlo), vget_low_s8(xlo)), wlo, xlo);
     int16x8_t hi = vmlal_high_s8(vmull_s8(vget_low_s8(whi), vget_low_s8(xhi)), whi, xhi);
     return vpadalq_s16(vpaddlq_s16(lo), hi);
 }
 
-static int32x4_t isum_widening(const neon_qrows *w, int8x16_t xlo, int8x16_t xhi)
+NEON_Q_INLINE int32x4_t isum_widening(const neon_qrows *w, int8x16_t xlo, int8x16_t xhi)
 {
     return neon_isum4(
         row_isum(w->lo[0], w->hi[0], xlo, xhi), row_isum(w->lo[1], w->hi[1], xlo, xhi),
