@@ -10,6 +10,7 @@ import pytest
 from colibri_tools import signing
 from colibri_tools.flash import format_plan, main, plan_flash
 from colibri_tools.flash_backends import FlashError
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
@@ -68,3 +69,30 @@ def test_refused_before_anything_runs(signed, tiny_model, tmp_path, capsys):
     assert main(["--board", "qemu_virt_a72", "--slot", "auto", "--weights", str(signed),
                  "--dry-run"]) == 1
     assert "give --firmware" in capsys.readouterr().err
+
+
+def test_serial_update_refusals_and_dry_run(signed, tmp_path, capsys):
+    """--slot auto --serial URL (a device already running a slot runner; the
+    run itself is tests/zephyr/test_zephyr_slots.py): what it refuses before
+    it opens the port, and its dry run."""
+    for argv in (["--serial", "/dev/null", "--weights", str(signed)],          # no --slot auto
+                 ["--slot", "auto", "--serial", "/dev/null"],                  # no image
+                 ["--slot", "auto", "--weights", str(signed)]):                # no board, no port
+        with pytest.raises(SystemExit) as caught:
+            main(argv)
+        assert caught.value.code == 2, argv
+    hex_file = tmp_path / "w.hex"
+    hex_file.write_text(":00000001FF\n")
+    assert main(["--slot", "auto", "--serial", "/nonexistent", "--weights", str(hex_file)]) == 1
+    assert "not a HEX file" in capsys.readouterr().err
+    pub = tmp_path / "other.pub"
+    pub.write_bytes(OTHER.public_key().public_bytes(serialization.Encoding.PEM,
+                                                    serialization.PublicFormat.SubjectPublicKeyInfo))
+    assert main(["--slot", "auto", "--serial", "/nonexistent", "--weights", str(signed),
+                 "--trusted-key", str(pub)]) == 1
+    assert "the device would refuse it" in capsys.readouterr().err
+    assert main(["--slot", "auto", "--serial", "/nonexistent", "--weights", str(signed)]) == 1
+    assert "cannot open the port" in capsys.readouterr().err
+    assert main(["--slot", "auto", "--serial", "/dev/pts/9", "--weights", str(signed),
+                 "--dry-run"]) == 0
+    assert "to the device at /dev/pts/9: SLOT_BEGIN, SLOT_WRITE x" in capsys.readouterr().out

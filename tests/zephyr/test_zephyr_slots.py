@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from colibri_tools import ota, signing
 from colibri_tools.errors import ColibriError
+from colibri_tools.flash import main as flash_main
 from colibri_tools.protocol.client import SerialClient
 from cryptography.hazmat.primitives import serialization
 from ota_images import KEY, write_update_images
@@ -111,12 +112,18 @@ class Device:
     def __init__(self, world: World, flash: Path, *options: str, connect: bool = True):
         wait = ["--wait_uart"] if connect else []       # hold UART output for the client
         self.proc = Process([str(world.build.exe), f"--flash={flash}", *wait, *options])
-        self.dev = self.info = None
+        self.dev = self.info = self.pty = None
         if connect:
             out = self.proc.read_until(r"connected to pseudotty: (/dev/pts/\d+)", 30)
-            pty = re.search(r"connected to pseudotty: (/dev/pts/\d+)", out).group(1)
-            self.dev = SerialClient.open(pty, timeout=30)
+            self.pty = re.search(r"connected to pseudotty: (/dev/pts/\d+)", out).group(1)
+            self.dev = SerialClient.open(self.pty, timeout=30)
             self.info = self.dev.connect(timeout=30)
+
+    def hand_over(self) -> str:
+        """Close this side of the UART for another client; its port."""
+        self.dev.close()
+        self.dev = None
+        return self.pty
 
     def steps(self) -> list[tuple[int, str]]:
         """The flash steps traced so far: (number, erase|program)."""
@@ -172,8 +179,9 @@ def fresh(world: World, path: Path) -> Path:
     return path
 
 
-def test_update_verify_flip_trial_and_revert(world, tmp_path):
+def test_update_verify_flip_trial_and_revert(world, tmp_path, capsys):
     flash = fresh(world, tmp_path / "flash.bin")
+    key = str(trusted_key())
     with Device(world, flash) as d:
         state = d.dev.slot_state()
         assert state.signed_only == 1 and state.running == 0
@@ -183,7 +191,17 @@ def test_update_verify_flip_trial_and_revert(world, tmp_path):
                 ota.update(d.dev, world.images[name].read_bytes())
             assert caught.value.status == status, name
         assert d.dev.slot_state().state == (3, 0)                 # A still GOOD, B EMPTY
-        assert ota.update(d.dev, world.images["new"].read_bytes()).target == 1
+        # colibri-flash checks the signature before it sends a byte ...
+        assert flash_main(["--slot", "auto", "--serial", d.pty, "--trusted-key", key,
+                           "--weights", str(world.images["other"])]) == 1
+        assert "the device would refuse it" in capsys.readouterr().err
+        # ... and sends NEW to the device on its UART
+        port = d.hand_over()
+        assert flash_main(["--slot", "auto", "--serial", port, "--trusted-key", key,
+                           "--weights", str(world.images["new"])]) == 0
+        assert "slot B written and verified; reset the device" in capsys.readouterr().out
+        d.dev = SerialClient.open(port, timeout=30)
+        d.dev.connect(timeout=30)
         assert d.dev.slot_state().state == (3, 1)                 # B PENDING
     with Device(world, flash) as d:                               # the trial boot
         assert any("slot B: new image passed its first run, confirmed" in t

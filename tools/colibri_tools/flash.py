@@ -4,6 +4,7 @@
     colibri-flash --board qemu_virt_a72 --weights model.bin --firmware firmware.elf --port 5555
     colibri-flash --board B --backend openocd --weights weights.hex --dry-run
     colibri-flash --board qemu_virt_a72 --slot auto --weights model.signed.bin --firmware ota.elf
+    colibri-flash --slot auto --serial /dev/ttyACM0 --weights model.signed.bin --trusted-key K.pub
 
 Library first: plan_flash() makes a FlashPlan (the exact commands, from the
 board file), run_plan() runs it, format_plan() prints it; main() is the CLI.
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import ota
 from .board_check import check_firmware
 from .boards import REPO, Board, in_source_tree, load
 from .errors import ColibriError
@@ -174,7 +176,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="colibri-flash",
                                 description="Flash weights and firmware to a board, or boot its "
                                             "QEMU emulation, from its board file.")
-    p.add_argument("--board", required=True, help="board name (boards/NAME.toml) or a .toml path")
+    p.add_argument("--board", help="board name (boards/NAME.toml) or a .toml path (required "
+                                   "but with --serial)")
     p.add_argument("--weights", type=Path, help="model.bin, or a weights HEX from colibri-image")
     p.add_argument("--firmware", type=Path, help="firmware .elf or .hex")
     p.add_argument("--backend", choices=sorted(PLANNERS),
@@ -194,6 +197,10 @@ def _parser() -> argparse.ArgumentParser:
                         "device verifies the image before it flips its slot record")
     p.add_argument("--trusted-key", type=Path,
                    help="--slot: the public key (PEM) the image must be signed with")
+    p.add_argument("--serial", metavar="URL",
+                   help="--slot auto to a device that already serves the serial protocol on its "
+                        "A/B slots (Zephyr serial_runner with CONFIG_COLIBRI_SLOTS, ota_runner): "
+                        "a serial port, /dev/pts/N or socket://HOST:PORT; no board file needed")
     p.add_argument("--allow-older", action="store_true",
                    help="--slot: accept an image whose signed version is below the running one")
     p.add_argument("--dry-run", action="store_true",
@@ -203,9 +210,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.serial is not None and (args.slot != "auto" or args.weights is None):
+        parser.error("--serial goes with --slot auto --weights IMAGE")
+    if args.serial is None and args.board is None:
+        parser.error("--board is required (but with --slot auto --serial URL)")
     try:
         key = load_public_key(args.trusted_key) if args.trusted_key else None
+        if args.serial is not None:
+            if args.dry_run:
+                steps = ota.steps_for(args.weights.stat().st_size)
+                print(f"# send {args.weights} to the device at {args.serial}: SLOT_BEGIN, "
+                      f"SLOT_WRITE x {steps - 2}, SLOT_FINISH")
+                return 0
+            return slot_backend.serial_update(args.serial, args.weights, trusted_key=key,
+                                              allow_older=args.allow_older, timeout=args.timeout)
         plan = plan_flash(args.board, backend=args.backend, weights=args.weights,
                           firmware=args.firmware, build_dir=args.build_dir, port=args.port,
                           probe=args.probe, workdir=args.work_dir, timeout=args.timeout,

@@ -9,16 +9,22 @@ then flips its slot record; the next boot tries it and confirms it.
           then the board is rebooted and reports the slot it runs
     scp   Linux boards: copy the image, then `colibri-slot install STORE IMAGE`
           on the board ([slots] store)
+
+and, without a board file (serial_update, colibri-flash --slot auto --serial URL),
+a device that already serves the serial protocol on its slots (the Zephyr
+serial_runner built with CONFIG_COLIBRI_SLOTS, ota_runner on a board): the
+image goes over that port, and the device's next reset tries it.
 """
 
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from .. import ota
 from .. import qemu as launcher
 from ..hex_image import is_hex_file
-from ..protocol.client import SerialClient
+from ..protocol.client import DeviceError, SerialClient
 from ..signing import SignatureError, read_signature
 from .common import FlashError, FlashRequest, Step
 from .scp import _target as scp_target
@@ -40,12 +46,27 @@ def check_image(req: FlashRequest) -> bytes:
     if len(data) > board.slots.slot_size:
         raise FlashError(f"{len(data)} bytes do not fit a {board.slots.slot_size}-byte slot of "
                          f"{board.name}", path=req.weights)
-    if req.trusted_key is not None:
-        try:
-            read_signature(data, req.trusted_key, path=req.weights)
-        except SignatureError as exc:
-            raise FlashError(f"the device would refuse it: {exc.message}", path=req.weights) from None
+    _check_signature(data, req.trusted_key, req.weights)
     return data
+
+
+def _check_signature(data: bytes, trusted_key: bytes | None, path) -> None:
+    if trusted_key is not None:
+        try:
+            read_signature(data, trusted_key, path=path)
+        except SignatureError as exc:
+            raise FlashError(f"the device would refuse it: {exc.message}", path=path) from None
+
+
+def _check_fingerprint(data: bytes, info) -> None:
+    fp = int.from_bytes(data[24:28], "little")
+    if info.expected_fingerprint not in (0, fp):
+        raise FlashError(f"the firmware is built for the model with fingerprint "
+                         f"0x{info.expected_fingerprint:08X}, the image is 0x{fp:08X}")
+
+
+def _progress(k: int, n: int, what: str) -> None:
+    print(f"colibri-flash: step {k}/{n}: {what}")
 
 
 def _report(dev: SerialClient, board_name: str) -> None:
@@ -78,14 +99,9 @@ def qemu_steps(req: FlashRequest) -> list[Step]:
                 dev.close()
 
     def send(dev: SerialClient, info) -> int:
-        fp = int.from_bytes(data[24:28], "little")
-        if info.expected_fingerprint not in (0, fp):
-            raise FlashError(f"the firmware is built for the model with fingerprint "
-                             f"0x{info.expected_fingerprint:08X}, the image is 0x{fp:08X}")
+        _check_fingerprint(data, info)
         _report(dev, board.name)
-        result = ota.update(dev, data, allow_older=req.allow_older,
-                            progress=lambda k, n, what: print(f"colibri-flash: step {k}/{n}: "
-                                                              f"{what}"))
+        result = ota.update(dev, data, allow_older=req.allow_older, progress=_progress)
         print(f"colibri-flash: slot {'AB'[result.target]} written and verified; rebooting")
         return 0
 
@@ -135,3 +151,34 @@ def plan(req: FlashRequest, backend: str) -> list[Step]:
                      f"(serial protocol to the ota_runner firmware) or scp (colibri-slot on a "
                      f"Linux board); {backend} writes memory through a probe and has no slot "
                      f"support yet (docs/ota.md)")
+
+
+def serial_update(url: str, image: Path, *, trusted_key: bytes | None = None,
+                  allow_older: bool = False, timeout: float = 300.0) -> int:
+    """Send image into the inactive slot of the device that serves the serial
+    protocol at url (a serial port, a pseudo-terminal, socket://HOST:PORT).
+    Before sending: the image is signed by trusted_key (when given), the
+    device has slots and they are large enough. The device verifies it before
+    it flips its record; its next reset tries it."""
+    if is_hex_file(image):
+        raise FlashError("--slot auto sends a model image (model.bin, signed or not), not a HEX "
+                         "file", path=image)
+    data = image.read_bytes()
+    _check_signature(data, trusted_key, image)
+    with SerialClient.open(url, timeout=min(timeout, 60.0), connect_timeout=10) as dev:
+        info = dev.connect(timeout=min(timeout, 60.0))
+        try:
+            state = dev.slot_state()
+        except DeviceError as exc:
+            raise FlashError(f"the device ({info.board}) has no A/B weight slots: {exc}",
+                             path=url) from None
+        if len(data) > state.slot_size:
+            raise FlashError(f"{len(data)} bytes do not fit a {state.slot_size}-byte slot of "
+                             f"{info.board}", path=image)
+        _check_fingerprint(data, info)
+        _report(dev, info.board)
+        result = ota.update(dev, data, allow_older=allow_older, progress=_progress)
+        _report(dev, info.board)
+    print(f"colibri-flash: slot {'AB'[result.target]} written and verified; reset the device to "
+          f"try it (a first run that does not confirm it brings the other slot back)")
+    return 0
