@@ -8,17 +8,16 @@
 
 /* out rows = down(silu(gate in) * up in) for n tokens through one SwiGLU MLP
  * of width `width`; in and out rows are hidden_size floats. */
-static void swiglu_mlp(const colibri_model *m, const float *gate, const float *up,
-                       const float *down, uint32_t width, const float *in, float *out, uint32_t n,
-                       workspace *ws)
+static void swiglu_mlp(const colibri_model *m, matrix_ref gate, matrix_ref up, matrix_ref down,
+                       uint32_t width, const float *in, float *out, uint32_t n, workspace *ws)
 {
     uint32_t hidden = m->hp.hidden_size;
-    colibri_linear(m, ws->h1, width, gate, in, width, hidden, n);
-    colibri_linear(m, ws->h2, width, up, in, width, hidden, n);
+    colibri_linear(m, ws->h1, width, gate, in, width, hidden, n, ws->xq);
+    colibri_linear(m, ws->h2, width, up, in, width, hidden, n, ws->xq);
     for (uint32_t t = 0; t < n; t++) {
         m->kernels.swiglu(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width);
     }
-    colibri_linear(m, out, hidden, down, ws->h1, hidden, width, n);
+    colibri_linear(m, out, hidden, down, ws->h1, hidden, width, n, ws->xq);
 }
 
 /* The tokens routed to `expert`: their indices, weights and inputs into
@@ -79,7 +78,8 @@ static void routed_experts(const colibri_model *m, const layer_view *layer, uint
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t hidden = hp->hidden_size, e;
-    colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts, hidden, n);
+    colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts, hidden, n,
+                   ws->xq);
     for (uint32_t t = 0; t < n; t++) {
         colibri_router_select(m, ws->router + (size_t)t * hp->n_experts, layer->router_bias,
                               ws->topk_i + (size_t)t * hp->top_k,
@@ -114,7 +114,8 @@ static void shared_expert(const colibri_model *m, const layer_view *layer, uint3
         const float *xn = ws->xn + (size_t)t * hidden;
         float gate = 1.0f;
         if (hp->shared_gate) {
-            gate = colibri_k_sigmoid(m->kernels.dot(layer->shared_expert_gate, xn, hidden));
+            gate = colibri_k_sigmoid(
+                m->kernels.dot((const float *)layer->shared_expert_gate.data, xn, hidden));
         }
         m->kernels.add_scaled(ws->ffn_sum + (size_t)t * hidden, ws->ffn_out + (size_t)t * hidden,
                               gate, hidden);

@@ -81,7 +81,9 @@ static void chunk_forward(const colibri_model *m, colibri_state *state, const in
         uint32_t rows = n - first_logits;
         const float *x = ws->x + (size_t)first_logits * hidden;
         norm_rows(m, ws->xn, x, m->output_norm, m->output_norm_bias, rows);
-        colibri_linear(m, logits, hp->vocab_size, m->lm_head, ws->xn, hp->vocab_size, hidden, rows);
+        matrix_ref lm_head = {m->lm_head, DTYPE_F32};
+        colibri_linear(m, logits, hp->vocab_size, lm_head, ws->xn, hp->vocab_size, hidden, rows,
+                       ws->xq);
         for (uint32_t t = 0; m->lm_head_bias != NULL && t < rows; t++) {
             m->kernels.add(logits + (size_t)t * hp->vocab_size, m->lm_head_bias, hp->vocab_size);
         }
@@ -99,9 +101,6 @@ static colibri_status check_call(const colibri_model *m, const colibri_state *st
          mode != COLIBRI_LOGITS_NONE) ||
         (logits == NULL && mode != COLIBRI_LOGITS_NONE)) {
         return COLIBRI_E_BAD_ARGUMENT;
-    }
-    if (m->hp.quantized) { /* format 1.2 reads; its products land with the Q8/Q4 kernels */
-        return COLIBRI_E_UNSUPPORTED_DTYPE;
     }
     for (uint32_t i = 0; i < n_ids; i++) {
         if (ids[i] < 0 || (uint32_t)ids[i] >= m->hp.vocab_size) {

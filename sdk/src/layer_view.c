@@ -19,7 +19,12 @@ void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view 
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
         if ((d->part == PART_ATTENTION || d->part == ffn_part) &&
             colibri_tensor_present(&m->hp, d)) {
-            *(const float **)(void *)((uint8_t *)view + d->slot) = tensor_data(m, index++);
+            uint8_t *slot = (uint8_t *)view + d->slot;
+            if (d->cols == DIM_NONE) { /* a vector: float32 */
+                *(const float **)(void *)slot = tensor_data(m, index++);
+            } else { /* a matrix, of its dtype */
+                *(matrix_ref *)(void *)slot = tensor_matrix(m, index++);
+            }
         }
     }
     view->first_expert = index;
@@ -30,10 +35,10 @@ void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, u
 {
     uint32_t gate = layer->first_expert + expert * EXPERT_TENSORS;
     const uint8_t *down = tensor_entry(m, gate + 2u);
-    view->gate = tensor_data(m, gate);
-    view->up = tensor_data(m, gate + 1u);
-    view->down = tensor_data(m, gate + 2u);
-    view->block = (const uint8_t *)(const void *)view->gate;
+    view->gate = tensor_matrix(m, gate);
+    view->up = tensor_matrix(m, gate + 1u);
+    view->down = tensor_matrix(m, gate + 2u);
+    view->block = (const uint8_t *)view->gate.data;
     view->block_size =
         (size_t)(colibri_rd_u64(down + TEN_OFFSET) + colibri_rd_u64(down + TEN_SIZE) -
                  colibri_rd_u64(tensor_entry(m, gate) + TEN_OFFSET));

@@ -1,5 +1,8 @@
-/* linear.c - colibri_linear: the matrix products, split by rows into tasks. */
+/* linear.c - colibri_linear: the matrix products, split by rows into tasks;
+ * float32 weights through matmat_f32, Q8/Q4 weights (docs/format.md 3.3)
+ * through matmat_q8/q4 on the input rows quantized once per product. */
 #include "linear.h"
+#include "quant.h"
 
 /* Multiply-adds below which a product runs on the calling thread (waking
  * workers costs more); tasks a product is cut into (enough to balance a few
@@ -15,17 +18,41 @@ typedef struct linear_job {
     const colibri_kernels *kernels;
     float *out;
     size_t out_stride;
-    const float *w, *x;
+    matrix_ref w;
+    const float *x;           /* float32 weights: the input rows */
+    const colibri_qblock *xq; /* Q8/Q4 weights: the input rows quantized */
     uint32_t rows, cols, n, rows_per_task;
 } linear_job;
+
+/* Bytes of one weight row of the job's dtype. */
+static size_t row_bytes(const linear_job *job)
+{
+    uint32_t block = job->w.dtype == DTYPE_Q8 ? COLIBRI_Q8_BLOCK_BYTES : COLIBRI_Q4_BLOCK_BYTES;
+    return job->w.dtype == DTYPE_F32 ? (size_t)job->cols * sizeof(float)
+                                     : (size_t)colibri_qblocks(job->cols) * block;
+}
+
+/* Output rows [first, first + rows) of the product. */
+static void linear_rows(const linear_job *job, uint32_t first, uint32_t rows)
+{
+    const colibri_kernels *k = job->kernels;
+    const uint8_t *w = (const uint8_t *)job->w.data + (size_t)first * row_bytes(job);
+    float *out = job->out + first;
+    if (job->w.dtype == DTYPE_Q8) {
+        k->matmat_q8(out, job->out_stride, w, job->xq, rows, job->cols, job->n);
+    } else if (job->w.dtype == DTYPE_Q4) {
+        k->matmat_q4(out, job->out_stride, w, job->xq, rows, job->cols, job->n);
+    } else {
+        k->matmat_f32(out, job->out_stride, (const float *)(const void *)w, job->x, rows, job->cols,
+                      job->n);
+    }
+}
 
 static void linear_task(void *arg, uint32_t task)
 {
     const linear_job *job = arg;
     uint32_t first = task * job->rows_per_task, left = job->rows - first;
-    uint32_t rows = left < job->rows_per_task ? left : job->rows_per_task;
-    job->kernels->matmat_f32(job->out + first, job->out_stride, job->w + (size_t)first * job->cols,
-                             job->x, rows, job->cols, job->n);
+    linear_rows(job, first, left < job->rows_per_task ? left : job->rows_per_task);
 }
 
 /* 32-bit arithmetic only (cols * n <= 2^20 * 256 fits): no 64-bit division
@@ -43,16 +70,24 @@ static uint32_t rows_per_task(uint32_t rows, uint32_t cols, uint32_t n)
     return want < rows ? want : rows;
 }
 
-void colibri_linear(const colibri_model *m, float *out, size_t out_stride, const float *w,
-                    const float *x, uint32_t rows, uint32_t cols, uint32_t n)
+void colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
+                    const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq)
 {
     uint64_t work = (uint64_t)rows * cols * n;
-    linear_job job = {&m->kernels, out, out_stride, w, x, rows, cols, n, rows};
+    linear_job job = {&m->kernels, out,  out_stride, w,   x, (const colibri_qblock *)xq,
+                      rows,        cols, n,          rows};
+    if (w.dtype != DTYPE_F32) { /* each input row quantized once, whatever the split */
+        uint32_t blocks = colibri_qblocks(cols);
+        for (uint32_t t = 0; t < n; t++) {
+            colibri_quantize_row((colibri_qblock *)xq + (size_t)t * blocks, x + (size_t)t * cols,
+                                 cols);
+        }
+    }
     if (m->port.parallel_for != NULL && work >= PARALLEL_MIN_WORK) {
         job.rows_per_task = rows_per_task(rows, cols, n);
     }
     if (job.rows_per_task == rows) {
-        m->kernels.matmat_f32(out, out_stride, w, x, rows, cols, n);
+        linear_rows(&job, 0, rows);
         return;
     }
     m->port.parallel_for(m->port.ctx, (rows + job.rows_per_task - 1u) / job.rows_per_task,

@@ -9,10 +9,13 @@
  * are cols floats apart). With the port's parallel_for, a large product is
  * split into tasks of whole output rows, never along the sum, so each result
  * is the same bits on any number of threads; without it (bare metal, an
- * interrupt handler) the kernel runs here.
+ * interrupt handler) the kernel runs here. A Q8/Q4 matrix first quantizes
+ * the n input rows into xq (the workspace's activation blocks, n *
+ * ceil(cols / 32) of them; unused for float32) and takes the quantized dot
+ * of docs/kernels.md: the same bits for every split and every n.
  */
-void colibri_linear(const colibri_model *m, float *out, size_t out_stride, const float *w,
-                    const float *x, uint32_t rows, uint32_t cols, uint32_t n);
+void colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
+                    const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq);
 
 /*
  * Run fn(arg, 0) .. fn(arg, n_tasks - 1) on the port's threads when there is

@@ -9,40 +9,47 @@
 #include "colibri_compat.h"
 #include "image_layout.h"
 
+/* A weight matrix in the image: its data and how it is stored (DTYPE_F32:
+ * floats; DTYPE_Q8, DTYPE_Q4: rows of blocks, docs/format.md 3.3). */
+typedef struct matrix_ref {
+    const void *data;
+    uint32_t dtype;
+} matrix_ref;
+
 /* Pointers to one layer's weights, resolved from the validated table. */
 typedef struct layer_view {
-    uint32_t ffn_kind;               /* FFN_DENSE or FFN_MOE */
-    const float *attn_norm;          /* [H] */
-    const float *wq;                 /* [Q, H] */
-    const float *wk;                 /* [K, H] */
-    const float *wv;                 /* [K, H] */
-    const float *wo;                 /* [H, Q] */
-    const float *bq;                 /* [Q] or NULL */
-    const float *bk;                 /* [K] or NULL */
-    const float *bv;                 /* [K] or NULL */
-    const float *bo;                 /* [H] or NULL */
-    const float *q_norm;             /* [Q] or [head_dim] or NULL */
-    const float *k_norm;             /* [K] or [head_dim] or NULL */
-    const float *ffn_norm;           /* [H] */
-    const float *attn_norm_bias;     /* [H] (LayerNorm) or NULL */
-    const float *ffn_norm_bias;      /* [H] (LayerNorm) or NULL */
-    const float *dense_gate;         /* [D, H] (dense layer) */
-    const float *dense_up;           /* [D, H] */
-    const float *dense_down;         /* [H, D] */
-    const float *router;             /* [E, H] (MoE layer) */
-    const float *shared_gate;        /* [S, H] or NULL */
-    const float *shared_up;          /* [S, H] or NULL */
-    const float *shared_down;        /* [H, S] or NULL */
-    const float *shared_expert_gate; /* [1, H] or NULL */
-    const float *router_bias;        /* [E] selection bias (router_score 1, 4) or NULL */
-    uint32_t first_expert;           /* table index of expert 0's EXPERT_GATE */
+    uint32_t ffn_kind;             /* FFN_DENSE or FFN_MOE */
+    const float *attn_norm;        /* [H] */
+    matrix_ref wq;                 /* [Q, H] */
+    matrix_ref wk;                 /* [K, H] */
+    matrix_ref wv;                 /* [K, H] */
+    matrix_ref wo;                 /* [H, Q] */
+    const float *bq;               /* [Q] or NULL */
+    const float *bk;               /* [K] or NULL */
+    const float *bv;               /* [K] or NULL */
+    const float *bo;               /* [H] or NULL */
+    const float *q_norm;           /* [Q] or [head_dim] or NULL */
+    const float *k_norm;           /* [K] or [head_dim] or NULL */
+    const float *ffn_norm;         /* [H] */
+    const float *attn_norm_bias;   /* [H] (LayerNorm) or NULL */
+    const float *ffn_norm_bias;    /* [H] (LayerNorm) or NULL */
+    matrix_ref dense_gate;         /* [D, H] (dense layer) */
+    matrix_ref dense_up;           /* [D, H] */
+    matrix_ref dense_down;         /* [H, D] */
+    matrix_ref router;             /* [E, H] (MoE layer) */
+    matrix_ref shared_gate;        /* [S, H] or NULL */
+    matrix_ref shared_up;          /* [S, H] or NULL */
+    matrix_ref shared_down;        /* [H, S] or NULL */
+    matrix_ref shared_expert_gate; /* [1, H] or NULL */
+    const float *router_bias;      /* [E] selection bias (router_score 1, 4) or NULL */
+    uint32_t first_expert;         /* table index of expert 0's EXPERT_GATE */
 } layer_view;
 
 /* One routed expert's weights: one contiguous block in the image. */
 typedef struct expert_view {
-    const float *gate; /* [I, H] */
-    const float *up;   /* [I, H] */
-    const float *down; /* [H, I] */
+    matrix_ref gate; /* [I, H] */
+    matrix_ref up;   /* [I, H] */
+    matrix_ref down; /* [H, I] */
     const uint8_t *block;
     size_t block_size;
 } expert_view;
@@ -56,6 +63,12 @@ static inline const float *tensor_data(const colibri_model *m, uint32_t index)
 {
     const uint8_t *p = m->image + colibri_rd_u64(tensor_entry(m, index) + TEN_OFFSET);
     return (const float *)(const void *)p;
+}
+
+static inline matrix_ref tensor_matrix(const colibri_model *m, uint32_t index)
+{
+    matrix_ref ref = {tensor_data(m, index), colibri_rd_u16(tensor_entry(m, index) + TEN_DTYPE)};
+    return ref;
 }
 
 void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view);

@@ -50,3 +50,26 @@ def converted(tmp_path_factory):
         return cache[family]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def quantized(converted):
+    """(family, quant) -> (hf_model, model.bin path): the model of `converted`
+    with its feed-forward matrices stored Q8 ("int8") or Q4 ("int4"); with
+    "+attention" appended, the attention projections too."""
+    from colibri_tools.convert import convert
+
+    cache: dict[tuple[str, str], tuple] = {}
+
+    def get(family: str, quant: str):
+        if (family, quant) not in cache:
+            model, image = converted(family)
+            root = image.parent.parent
+            bits, _, attention = quant.partition("+")
+            out = root / quant.replace("+", "_")
+            convert(root / "hf", out, context=64, progress=False, quant=bits,
+                    quant_attention=attention == "attention")
+            cache[family, quant] = (model, out / "model.bin")
+        return cache[family, quant]
+
+    return get

@@ -75,12 +75,12 @@ def test_valid_image_loads_verifies_and_runs(asan_bins, valid_image):
     assert probe(asan_bins, valid_image) == {"init": 0, "verify": 0, "forward": 0}
 
 
-def test_quantized_images_load_and_verify(asan_bins, valid_q8_image, valid_q4_image):
-    """Format 1.3: Q8 feed-forward matrices; Q4 feed-forward and attention."""
+def test_quantized_images_load_verify_and_run(asan_bins, valid_q8_image, valid_q4_image):
+    """Format 1.3: Q8 feed-forward matrices; Q4 feed-forward and attention
+    (under ASan/UBSan: no read past a quantized tensor)."""
     for image in (valid_q8_image, valid_q4_image):
         assert image.read_bytes()[10] == 3  # version_minor
-        got = probe(asan_bins, image)
-        assert (got["init"], got["verify"]) == (0, 0)
+        assert probe(asan_bins, image) == {"init": 0, "verify": 0, "forward": 0}
 
 
 def test_broken_images_each_report_their_status(asan_bins, valid_image, valid_q8_image, tmp_path):
