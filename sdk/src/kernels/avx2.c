@@ -214,22 +214,34 @@ AVX2Q static inline __attribute__((always_inline)) __m256i isum8(const __m256i *
                             _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* The eight lanes' scales d_w (binary16, gathered at byte offsets wofs from
- * the block's first row) times d_x. */
+/* The eight lanes' scales of block b: d_w of each lane's row (binary16,
+ * packed four to a 64-bit word, converted, repeated T times) times d_x of
+ * its token (broadcast loads). */
 AVX2Q static inline __attribute__((always_inline)) __m256
-tile_scales(const uint8_t *w, __m256i wofs, const colibri_qblock *x, __m256i xofs)
+tile_scales(const uint8_t *const *w, const colibri_qblock *const *x, uint32_t b, size_t block_bytes,
+            uint32_t R, uint32_t T)
 {
-    __m256i h = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(const void *)w, wofs, 1),
-                                 _mm256_set1_epi32(0xFFFF));
-    h = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
-    __m256 dx = _mm256_i32gather_ps(&x->d, xofs, 1);
-    return _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), dx);
+    uint64_t h[2] = {0, 0};
+#pragma GCC unroll 8
+    for (uint32_t r = 0; r < R; r++) {
+        h[r / 4u] |= (uint64_t)colibri_rd_u16(w[r] + b * block_bytes) << (16u * (r % 4u));
+    }
+    __m256 dw, dx = _mm256_set1_ps(x[0][b].d);
+    if (R == 8u) {
+        dw = _mm256_cvtph_ps(_mm_set_epi64x((long long)h[1], (long long)h[0]));
+    } else {
+        __m128 v = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h[0]));
+        dw = _mm256_set_m128(v, v);
+    }
+    if (T == 2u) {
+        dx = _mm256_blend_ps(dx, _mm256_set1_ps(x[1][b].d), 0xF0);
+    }
+    return _mm256_mul_ps(dw, dx);
 }
 
 typedef struct qtile {
     const uint8_t *w[8];        /* the tile's rows (R used) */
     const colibri_qblock *x[8]; /* its tokens (T used) */
-    __m256i wofs, xofs;         /* lane p: byte offset of its row, of its token */
 } qtile;
 
 /* Rows r0.. and tokens t0.. of the product, the last ones repeated. */
@@ -237,7 +249,6 @@ AVX2Q static qtile tile_at(const uint8_t *w, size_t row_bytes, const colibri_qbl
                            uint32_t rows_left, uint32_t tokens_left, uint32_t R, uint32_t T)
 {
     qtile q;
-    int32_t wo[8], xo[8];
 #pragma GCC unroll 8
     for (uint32_t r = 0; r < R; r++) {
         q.w[r] = w + (size_t)(r < rows_left ? r : rows_left - 1u) * row_bytes;
@@ -245,12 +256,6 @@ AVX2Q static qtile tile_at(const uint8_t *w, size_t row_bytes, const colibri_qbl
     for (uint32_t t = 0; t < T; t++) {
         q.x[t] = x + (size_t)(t < tokens_left ? t : tokens_left - 1u) * nb;
     }
-    for (uint32_t p = 0; p < 8u; p++) {
-        wo[p] = (int32_t)(q.w[p % R] - q.w[0]);
-        xo[p] = (int32_t)((const uint8_t *)q.x[p / R] - (const uint8_t *)q.x[0]);
-    }
-    q.wofs = _mm256_loadu_si256((const __m256i *)(const void *)wo);
-    q.xofs = _mm256_loadu_si256((const __m256i *)(const void *)xo);
     return q;
 }
 
@@ -325,7 +330,7 @@ q_tile(float *out, size_t stride, const uint8_t *w, size_t row_bytes, const coli
     __m256 acc = _mm256_setzero_ps();
     for (uint32_t b = 0; b < nb; b++) {
         __m256i isum = q4 ? q4_block(&q, b, R, T) : q8_block(&q, b, R, T);
-        __m256 s = tile_scales(q.w[0] + b * block_bytes, q.wofs, q.x[0] + b, q.xofs);
+        __m256 s = tile_scales(q.w, q.x, b, block_bytes, R, T);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), s, acc);
     }
     tile_store(out, stride, acc, rows_left, tokens_left, R, T);

@@ -31,26 +31,18 @@ enum { PAIRS = 16 };
 typedef struct qtile {
     const uint8_t *w[PAIRS];        /* the tile's rows (R used) */
     const colibri_qblock *x[PAIRS]; /* its tokens (T used) */
-    __m512i wofs, xofs;             /* lane p: byte offset of its row, of its token */
 } qtile;
 
 VNNI static qtile tile_at(const uint8_t *w, size_t row_bytes, const colibri_qblock *x, uint32_t nb,
                           uint32_t rows_left, uint32_t tokens_left, uint32_t R, uint32_t T)
 {
     qtile q;
-    int32_t wo[PAIRS], xo[PAIRS];
     for (uint32_t r = 0; r < R; r++) {
         q.w[r] = w + (size_t)(r < rows_left ? r : rows_left - 1u) * row_bytes;
     }
     for (uint32_t t = 0; t < T; t++) {
         q.x[t] = x + (size_t)(t < tokens_left ? t : tokens_left - 1u) * nb;
     }
-    for (uint32_t p = 0; p < PAIRS; p++) {
-        wo[p] = (int32_t)(q.w[p % R] - q.w[0]);
-        xo[p] = (int32_t)((const uint8_t *)q.x[p / R] - (const uint8_t *)q.x[0]);
-    }
-    q.wofs = _mm512_loadu_si512(wo);
-    q.xofs = _mm512_loadu_si512(xo);
     return q;
 }
 
@@ -66,14 +58,34 @@ VNNI static void tile_store(float *out, size_t stride, __m512 acc, uint32_t rows
     }
 }
 
-/* The sixteen lanes' scales: d_w (binary16, gathered at byte offsets wofs
- * from the block of the first row) times d_x. */
-VNNI static INLINE __m512 tile_scales(const uint8_t *w, __m512i wofs, const colibri_qblock *x,
-                                      __m512i xofs)
+/* The sixteen lanes' scales of block b: d_w of each lane's row (binary16,
+ * packed four to a 64-bit word, converted and repeated T times) times d_x
+ * of its token (broadcast loads, one per token). */
+VNNI static INLINE __m512 tile_scales(const qtile *q, uint32_t b, size_t block_bytes, uint32_t R,
+                                      uint32_t T)
 {
-    __m512i h = _mm512_i32gather_epi32(wofs, w, 1);
-    __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
-    return _mm512_mul_ps(dw, _mm512_i32gather_ps(xofs, &x->d, 1));
+    uint64_t h[4] = {0, 0, 0, 0};
+#pragma GCC unroll 16
+    for (uint32_t r = 0; r < R; r++) {
+        h[r / 4u] |= (uint64_t)colibri_rd_u16(q->w[r] + b * block_bytes) << (16u * (r % 4u));
+    }
+    __m512 dw;
+    if (R == 16u) {
+        dw = _mm512_cvtph_ps(
+            _mm256_set_epi64x((long long)h[3], (long long)h[2], (long long)h[1], (long long)h[0]));
+    } else if (R == 8u) {
+        __m256 v = _mm256_cvtph_ps(_mm_set_epi64x((long long)h[1], (long long)h[0]));
+        dw = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(v)));
+    } else {
+        dw = _mm512_broadcast_f32x4(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)h[0])));
+    }
+    __m512 dx = _mm512_set1_ps(q->x[0][b].d);
+#pragma GCC unroll 16
+    for (uint32_t t = 1; t < T; t++) {
+        __mmask16 lanes = (__mmask16)(((1u << R) - 1u) << (t * R));
+        dx = _mm512_mask_mov_ps(dx, lanes, _mm512_set1_ps(q->x[t][b].d));
+    }
+    return _mm512_mul_ps(dw, dx);
 }
 
 /* Sixteen vectors of int32 partial sums, each with block b's eight in its
@@ -159,14 +171,14 @@ VNNI static INLINE void q_tile(float *out, size_t stride, const uint8_t *w, size
     __m512i first, second;
     for (; b + 2u <= nb; b += 2u) {
         pair_blocks(&q, b, 1, q4, R, T, &first, &second);
-        __m512 s0 = tile_scales(q.w[0] + b * block_bytes, q.wofs, q.x[0] + b, q.xofs);
-        __m512 s1 = tile_scales(q.w[0] + (b + 1u) * block_bytes, q.wofs, q.x[0] + b + 1, q.xofs);
+        __m512 s0 = tile_scales(&q, b, block_bytes, R, T);
+        __m512 s1 = tile_scales(&q, b + 1u, block_bytes, R, T);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(first), s0, acc);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(second), s1, acc);
     }
     if (b < nb) {
         pair_blocks(&q, b, 0, q4, R, T, &first, &second);
-        __m512 s0 = tile_scales(q.w[0] + b * block_bytes, q.wofs, q.x[0] + b, q.xofs);
+        __m512 s0 = tile_scales(&q, b, block_bytes, R, T);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(first), s0, acc);
     }
     tile_store(out, stride, acc, rows_left, tokens_left, R, T);
