@@ -102,4 +102,15 @@ float colibri_fmaf_soft(float a, float b, float c);
 #define colibri_fmaf(a, b, c) colibri_fmaf_soft((a), (b), (c))
 #endif
 
+/* The attribute of the functions that use the AArch64 dot-product
+ * extension (kernels/neondot.c): none where the whole build already has it
+ * (-mcpu=cortex-a78ae, say: an "arch=" attribute would then take features
+ * away and stop inlining), else Armv8.2-A with it, the target GCC's
+ * arm_neon.h gives vdotq_s32. */
+#if defined(__ARM_FEATURE_DOTPROD)
+#define COLIBRI_TARGET_DOTPROD
+#else
+#define COLIBRI_TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+
 #endif /* COLIBRI_COMPAT_H */

@@ -3,10 +3,11 @@
  * dot-product extension (SDOT: four int8 products added into each int32
  * lane; Cortex-A76 and later, e.g. a Raspberry Pi 5 or a Jetson Orin, not
  * the Pi 4's Cortex-A72). Its fp32 slots are neon.c's (built with it,
- * Makefile KERNEL_NEEDS_neondot). Only the functions here carry +dotprod;
- * the Linux port runs the table only where the kernel reports the
- * extension (HWCAP_ASIMDDP, ports/linux/colibri_linux_kernels.c); a board
- * names it only for a CPU that has it.
+ * Makefile KERNEL_NEEDS_neondot). Only the functions here carry the
+ * extension (COLIBRI_TARGET_DOTPROD, colibri_compat.h); the Linux port runs
+ * the table only where the kernel reports it (HWCAP_ASIMDDP,
+ * ports/linux/colibri_linux_kernels.c); a board names it only for a CPU that
+ * has it.
  */
 #include <arm_neon.h>
 
@@ -15,7 +16,7 @@
 #include "neon.h"
 #include "neon_quant.h"
 
-#define DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#define DOTPROD COLIBRI_TARGET_DOTPROD
 
 /* One block's sums of four rows by one token: two SDOTs per row, exact. */
 DOTPROD static inline int32x4_t row_isum_dot(int8x16_t wlo, int8x16_t whi, int8x16_t xlo,
