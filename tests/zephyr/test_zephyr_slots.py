@@ -37,8 +37,10 @@ from zephyr_helpers import (
     BUILD_ROOT,
     H747,
     NATIVE_SIM,
+    REPO,
     Build,
     Process,
+    board_env,
     missing_for_board,
     west_build,
 )
@@ -318,3 +320,18 @@ def test_slots_build_for_stm32h747_internal_flash(zephyr, zephyr_model):
     flash_end = max(s.paddr + s.filesz for s in elf.segments if s.filesz > 0)
     assert 0x08000000 < flash_end <= 0x08020000, hex(flash_end)
     print(f"stm32h747 serial_runner with slots: {build.memory()}")
+
+
+def test_slots_without_a_partition_stop_the_configuration(zephyr, zephyr_model, tmp_path):
+    """CONFIG_COLIBRI_SLOTS on a devicetree without a slots partition: the
+    configuration stops and says what to add."""
+    done = subprocess.run(
+        [zephyr.west, "build", "--cmake-only", "-p", "always", "-b", NATIVE_SIM,
+         "-d", str(tmp_path / "build"), str(REPO / APP), "--",
+         f"-DCOLIBRI_MODEL_DIR={zephyr_model}", "-DCONFIG_COLIBRI_SLOTS=y",
+         "-DCONFIG_FLASH_SIMULATOR_STATS=n"],
+        cwd=REPO, env=board_env(NATIVE_SIM), capture_output=True, text=True, timeout=300)
+    log = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0
+    assert ("Colibri: CONFIG_COLIBRI_SLOTS needs a slots partition in the devicetree: a fixed "
+            "partition labelled colibri_slots") in log, log[-3000:]
