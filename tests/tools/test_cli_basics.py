@@ -18,13 +18,26 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"])
 
 
+# The format version docs/format.md specifies (its title), which the C core
+# (colibri.h) and the tools read.
+FORMAT = re.match(r"# Colibri model image format, version (\d+\.\d+)\n",
+                  (REPO / "docs" / "format.md").read_text()).group(1)
+
+
+def test_the_core_reads_the_documented_format():
+    header = (REPO / "sdk" / "include" / "colibri.h").read_text()
+    major = re.search(r"#define COLIBRI_FORMAT_MAJOR (\d+)", header).group(1)
+    minor = re.search(r"#define COLIBRI_FORMAT_MINOR (\d+)", header).group(1)
+    assert f"{major}.{minor}" == FORMAT
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_every_command_states_its_version(script):
     done = subprocess.run([str(REPO / ".venv" / "bin" / script), "--version"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert re.fullmatch(rf"{script} {re.escape(VERSION)} \(model image format 1\.1\)\n",
-                        done.stdout)
+    assert re.fullmatch(rf"{script} {re.escape(VERSION)} \(model image format "
+                        rf"{re.escape(FORMAT)}\)\n", done.stdout)
 
 
 def test_one_version():
