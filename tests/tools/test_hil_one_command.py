@@ -52,6 +52,14 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT as a terminal gives it. A suite started as a
+    background job (`.ci/run &`) inherits SIGINT ignored, and Python then
+    installs no KeyboardInterrupt handler: the SIGINT case would test nothing
+    but the job control of whoever started pytest."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_gone(pids: list[int], seconds: float = 10.0) -> bool:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -132,7 +140,8 @@ def test_qemu_dies_with_its_parent(sig, fw):
     """However the process that started QEMU ends, QEMU ends with it."""
     code = LAUNCH.format(tools=str(REPO / "tools"), fw=str(fw),
                          weights=str(demo_model() / "model.bin"))
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              preexec_fn=_interruptible)
     try:
         qemu = int(parent.stdout.readline())
         assert Path(f"/proc/{qemu}").exists()
