@@ -114,6 +114,28 @@ $(BUILD)/host/colibri-qbench: $(BUILD)/host/tools/bench/colibri_qbench.o \
         $(BUILD)/host/libcolibri_linux.a $(BUILD)/host/libcolibri.a
 	$(CC) -pthread -o $@ $^
 
+# The same on a Cortex-M QEMU board, in instructions (SysTick under -icount):
+#   make qbench-m BOARD=qemu_an547   -> build/qbench/qemu_an547/colibri-qbench.elf
+# (tools/bench/colibri_qbench_m.c; the bare-metal start of the kernel test).
+QBENCH_M_DIR := $(BUILD)/qbench/$(BOARD)
+QBENCH_M_START := tests/ports/cortex_m/kernels_m
+.PHONY: qbench-m
+qbench-m: $(QBENCH_M_DIR)/colibri-qbench.elf
+ifneq ($(filter qbench-m,$(MAKECMDGOALS)),)
+$(QBENCH_M_DIR)/board.mk: boards/$(BOARD).toml tools/colibri_tools/boards.py
+	@mkdir -p $(dir $@)
+	@$(PY) -m colibri_tools.boards make $(BOARD) -o $@
+-include $(QBENCH_M_DIR)/board.mk
+endif
+$(QBENCH_M_DIR)/memory.ld: boards/$(BOARD).toml tools/colibri_tools/boards.py
+	@mkdir -p $(dir $@)
+	@$(PY) -m colibri_tools.boards ld $(BOARD) -o $@
+$(QBENCH_M_DIR)/colibri-qbench.elf: tools/bench/colibri_qbench_m.c $(QBENCH_M_START)/start.c \
+        $(QBENCH_M_START)/link.ld $(QBENCH_M_DIR)/memory.ld $(CORE_SRC) $(call kernel_src,$(BOARD_KERNELS))
+	$(BOARD_CC) $(BOARD_CFLAGS) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 $(CORE_INC) \
+	    '-DCOLIBRI_BENCH_TABLES=$(call kernel_tables,$(BOARD_KERNELS))' --specs=rdimon.specs \
+	    -L$(QBENCH_M_DIR) -T $(QBENCH_M_START)/link.ld $(filter %.c,$^) -o $@
+
 # ---- sanitizers ------------------------------------------------------------
 ASAN_CFLAGS := $(WARN) $(FP_STRICT) -O1 -g -fno-omit-frame-pointer \
                -fsanitize=address,undefined -fno-sanitize-recover=all $(CORE_INC)

@@ -1,0 +1,102 @@
+/*
+ * colibri_qbench_m.c - instructions per block of the quantized products on
+ * a Cortex-M QEMU board (the tables its firmware has, and the reference),
+ * counted with SysTick under QEMU's -icount (docs/kernels.md):
+ *
+ *   make build/qemu_an547/colibri-qbench.elf
+ *   qemu-system-arm -M mps3-an547 -cpu cortex-m55 -m 2G -icount shift=0 \
+ *       -semihosting -display none -serial null -kernel build/qemu_an547/colibri-qbench.elf
+ *
+ * A 256 x 1024 matrix (Q8 and Q4), 1 token (decode) and 4 (prompt); one
+ * line per (table, dtype, tokens): SysTick ticks per block of 32 weights and
+ * token, and the output's FNV-1a digest (equal across tables). Under
+ * -icount shift=0 a 32 MHz SysTick tick is 31.25 instructions (the AN547's
+ * board file). Built with kernels_m's start (tests/ports/cortex_m).
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "colibri.h"
+#include "quant.h"
+
+#ifndef COLIBRI_BENCH_TABLES
+#define COLIBRI_BENCH_TABLES &colibri_kernels_reference,
+#endif
+
+#define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
+#define SYST_RVR (*(volatile uint32_t *)0xE000E014u)
+#define SYST_CVR (*(volatile uint32_t *)0xE000E018u)
+
+enum { ROWS = 256, COLS = 1024, NB = COLS / 32, TOKENS = 4 };
+
+static const colibri_kernels *const tables[] = {COLIBRI_BENCH_TABLES};
+static uint8_t weights[ROWS * NB * 34];
+static colibri_qblock acts[TOKENS * NB];
+static float out[TOKENS * ROWS], xf[COLS];
+static uint32_t rng = 2463534242u;
+
+static uint32_t next_u32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return rng;
+}
+
+static uint32_t digest(const float *v, uint32_t n)
+{
+    uint32_t h = 2166136261u;
+    const uint8_t *p = (const uint8_t *)v;
+    for (uint32_t i = 0; i < n * 4u; i++) {
+        h = (h ^ p[i]) * 16777619u;
+    }
+    return h;
+}
+
+/* SysTick ticks of one product (a 24-bit down counter on the CPU clock). */
+static uint32_t ticks(const colibri_kernels *k, int q4, uint32_t n)
+{
+    SYST_RVR = 0x00FFFFFFu;
+    SYST_CVR = 0;
+    SYST_CSR = 5u; /* enable, processor clock, no interrupt */
+    uint32_t start = SYST_CVR;
+    (q4 ? k->matmat_q4 : k->matmat_q8)(out, ROWS, weights, acts, ROWS, COLS, n);
+    uint32_t end = SYST_CVR;
+    SYST_CSR = 0;
+    return (start - end) & 0x00FFFFFFu;
+}
+
+int main(void)
+{
+    for (uint32_t t = 0; t < TOKENS; t++) {
+        for (uint32_t i = 0; i < COLS; i++) {
+            xf[i] = (float)(int32_t)next_u32() / 2147483648.0f;
+        }
+        colibri_quantize_row(acts + t * NB, xf, COLS);
+    }
+    for (int q4 = 0; q4 < 2; q4++) {
+        uint32_t block_bytes = q4 ? 18u : 34u;
+        for (uint32_t b = 0; b < ROWS * NB; b++) {
+            uint8_t *blk = weights + b * block_bytes;
+            uint16_t h = (uint16_t)(0x2000u + (next_u32() & 0x3FFu));
+            blk[0] = (uint8_t)h, blk[1] = (uint8_t)(h >> 8);
+            for (uint32_t i = 2; i < block_bytes; i++) {
+                blk[i] = (uint8_t)next_u32();
+            }
+        }
+        for (uint32_t n = 1; n <= TOKENS; n += TOKENS - 1u) {
+            for (uint32_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+                const colibri_kernels *k = tables[i];
+                if ((q4 ? k->matmat_q4 : k->matmat_q8) == NULL) {
+                    continue;
+                }
+                uint32_t tk = ticks(k, q4, n);
+                printf("table=%s dtype=%s tokens=%u ticks_per_block=%u.%02u digest=%08x\n", k->name,
+                       q4 ? "q4" : "q8", (unsigned)n, (unsigned)(tk / (ROWS * NB * n)),
+                       (unsigned)(tk * 100u / (ROWS * NB * n) % 100u),
+                       (unsigned)digest(out, n * ROWS));
+            }
+        }
+    }
+    return 0;
+}
