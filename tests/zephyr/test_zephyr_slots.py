@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import zlib
@@ -290,10 +291,31 @@ def test_power_cut_at_flash_steps(world, tmp_path, record_property):
         assert (name, running) == (("new", 1) if step <= 2 else ("old", 0)), (step, torn)
         assert booted(world, flash)[0] == name               # and it stays
         seen[name] += 1
-    cuts = len(points) + len(boot_points)
+    # and killed from outside (SIGKILL to the process group), just after the
+    # host saw step k of the update acknowledged: the device is then taking
+    # the next request, at no step chosen by the firmware
+    total = ota.steps_for(size)
+    outside = (2, total // 2, total - 1)
+    for k in outside:
+        fresh(world, flash)
+        d = Device(world, flash)
+
+        def progress(step, _total, _what, d=d, k=k):
+            if step == k:
+                os.killpg(d.proc.proc.pid, signal.SIGKILL)
+
+        try:
+            with pytest.raises((ColibriError, OSError)):
+                ota.update(d.dev, world.images["new"].read_bytes(), progress=progress)
+        finally:
+            d.close()
+        assert booted(world, flash)[0] == "old", k
+        seen["old"] += 1
+    cuts = len(points) + len(boot_points) + len(outside)
     record_property("zephyr_ota_cuts", cuts)
     print(f"native_sim OTA: {cuts} power cuts ({len(update)} update steps + {len(boot)} boot "
-          f"steps, {'all' if full else 'sampled'}): booted old {seen['old']}, new {seen['new']}")
+          f"steps, {'all' if full else 'sampled'}, {len(outside)} kills from outside): booted old "
+          f"{seen['old']}, new {seen['new']}")
     assert seen["old"] > 0 and seen["new"] > 0
 
 
