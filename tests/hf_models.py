@@ -32,6 +32,8 @@ from transformers import (
     Ernie4_5_MoeForCausalLM,
     Glm4MoeConfig,
     Glm4MoeForCausalLM,
+    GptOssConfig,
+    GptOssForCausalLM,
     GraniteMoeConfig,
     GraniteMoeForCausalLM,
     GraniteMoeSharedConfig,
@@ -49,7 +51,7 @@ from transformers import (
 )
 
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
-            "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1")
+            "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -65,6 +67,7 @@ _CLASSES = {
     "ernie4_5_moe": (Ernie4_5_MoeConfig, Ernie4_5_MoeForCausalLM),
     "glm4_moe": (Glm4MoeConfig, Glm4MoeForCausalLM),
     "dots1": (Dots1Config, Dots1ForCausalLM),
+    "gpt_oss": (GptOssConfig, GptOssForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -141,6 +144,16 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                   topk_group=2, first_k_dense_replace=1, norm_topk_prob=False,
                   routed_scaling_factor=1.5, attention_bias=True, max_position_embeddings=96,
                   rms_norm_eps=1e-6),
+    # Sliding, full, sliding layers with a window of 8 (shorter than the 40-token test
+    # prompt and than 5 + 16 greedy tokens); a SwiGLU limit of 1.5 and alpha 1.2 (not
+    # 7 and 1.702) so that the clamp acts on these weights; sinks and every bias on.
+    "gpt_oss": dict(vocab_size=97, hidden_size=40, intermediate_size=16, num_hidden_layers=3,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=10,
+                    num_local_experts=5, num_experts_per_tok=2, sliding_window=8,
+                    layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                    swiglu_limit=1.5, swiglu_alpha=1.2, attention_bias=True,
+                    max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
 }
 
 TOKENIZER_TEXT = (
@@ -157,6 +170,8 @@ def _normal(shape: tuple[int, ...], std: float, gen: torch.Generator) -> torch.T
 def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -> torch.Tensor:
     shape = tuple(p.shape)
     if name.endswith("embed_tokens.weight"):
+        return _normal(shape, 1.0, gen)
+    if name.endswith("self_attn.sinks"):
         return _normal(shape, 1.0, gen)
     if name.endswith((".bias", "e_score_correction_bias")):
         return _normal(shape, 0.1, gen)
@@ -175,6 +190,10 @@ def _rescale(model: torch.nn.Module, family: str, seed: int) -> None:
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(_init_value(name, p, hidden, gen))
+            if family == "gpt_oss" and name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+                p.copy_(_normal(tuple(p.shape), 1.0 / math.sqrt(p.shape[-2]), gen))  # [E, in, out]
+            if family == "gpt_oss" and name.endswith("_proj_bias"):
+                p.copy_(_normal(tuple(p.shape), 0.1, gen))
             if family == "switch" and name.endswith("shared_expert.down_proj.weight"):
                 p.zero_()
         for name, b in model.named_buffers():  # DeepSeek-V3's selection bias

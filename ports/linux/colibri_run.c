@@ -179,6 +179,9 @@ static const char *arch_name(uint32_t arch)
     case 7: return "granitemoeshared";
     case 8: return "phimoe";
     case 9: return "ernie4_5_moe";
+    case 10: return "glm4_moe";
+    case 11: return "dots1";
+    case 12: return "gpt_oss";
     default: return "unknown";
     }
 }

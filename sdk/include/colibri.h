@@ -247,7 +247,8 @@ extern const colibri_kernels colibri_kernels_helium;
 /* Hyper-parameters, decoded from the image's model record (docs/format.md). */
 typedef struct colibri_hparams {
     uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
-                    * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1 */
+                    * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
+                    * 12 gpt_oss */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -261,7 +262,8 @@ typedef struct colibri_hparams {
     uint32_t shared_intermediate;
     float rms_eps;
     float rope_theta;
-    uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o, 4 LM head */
+    uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o, 4 LM head, 5 sinks, 6 router logits,
+                         * 7 experts */
     uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head */
     uint32_t tie_embeddings;
     uint32_t router_score; /* 0 softmax then top-k; 1 sigmoid, selection on score + bias
@@ -304,6 +306,14 @@ typedef struct colibri_hparams {
     float rope_ramp_low;
     float rope_ramp_width;
     float rope_attn_factor;
+    /* format 1.6 (gpt-oss): positions a sliding-window layer attends to (its
+     * own included; 0: no such layer); activation 0 SiLU, 1 clamped SwiGLU
+     * (gate = min(gate, limit), up = clamp(up, -limit, limit),
+     * (up + 1) * gate * sigmoid(alpha * gate)). */
+    uint32_t sliding_window;
+    uint32_t activation;
+    float swiglu_limit;
+    float swiglu_alpha;
 } colibri_hparams;
 
 /*

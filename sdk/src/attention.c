@@ -39,28 +39,63 @@ static void rope_heads(const colibri_model *m, float *v, const float *cos_sin, u
     }
 }
 
-/* One query head over positions 0 .. pos of its KV head. */
+/* softmax over x[0 .. n) and one more logit, the sink, whose share is
+ * dropped (gpt-oss): x[i] = exp(x[i] - m) / (sum + exp(sink - m)), m the
+ * largest of all n + 1. The same plain code under every kernel table. */
+static void softmax_with_sink(float *x, uint32_t n, float sink)
+{
+    float max = sink, sum = 0.0f;
+    for (uint32_t i = 0; i < n; i++) {
+        max = x[i] > max ? x[i] : max;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        x[i] = colibri_expf(x[i] - max);
+        sum += x[i];
+    }
+    sum += colibri_expf(sink - max);
+    for (uint32_t i = 0; i < n; i++) {
+        x[i] = x[i] / sum;
+    }
+}
+
+/* One query head over positions first .. pos of its KV head (first > 0 in a
+ * sliding-window layer), with its sink when the layer has sinks. */
 static void attend_head(const colibri_model *m, const float *q, const float *k_cache,
-                        const float *v_cache, uint32_t kv_head, uint32_t pos, float *scores,
-                        float *out)
+                        const float *v_cache, uint32_t kv_head, uint32_t first, uint32_t pos,
+                        const float *sink, float *scores, float *out)
 {
     const colibri_kernels *k = &m->kernels;
-    uint32_t hd = m->hp.head_dim, kv_stride = m->hp.n_kv_heads * hd;
+    uint32_t hd = m->hp.head_dim, kv_stride = m->hp.n_kv_heads * hd, n = pos + 1u - first;
     float scale = m->hp.attention_scale;
-    for (uint32_t t = 0; t <= pos; t++) {
-        scores[t] = k->dot(q, k_cache + (size_t)t * kv_stride + kv_head * hd, hd) * scale;
+    k_cache += (size_t)first * kv_stride + kv_head * hd;
+    v_cache += (size_t)first * kv_stride + kv_head * hd;
+    for (uint32_t t = 0; t < n; t++) {
+        scores[t] = k->dot(q, k_cache + (size_t)t * kv_stride, hd) * scale;
     }
-    k->softmax(scores, pos + 1u);
+    if (sink != NULL) {
+        softmax_with_sink(scores, n, *sink);
+    } else {
+        k->softmax(scores, n);
+    }
     memset(out, 0, hd * sizeof(float));
-    for (uint32_t t = 0; t <= pos; t++) {
-        k->add_scaled(out, v_cache + (size_t)t * kv_stride + kv_head * hd, scores[t], hd);
+    for (uint32_t t = 0; t < n; t++) {
+        k->add_scaled(out, v_cache + (size_t)t * kv_stride, scores[t], hd);
     }
+}
+
+/* The first position token `pos` attends to: 0, or in a sliding-window
+ * layer the oldest of the last sliding_window positions. */
+static uint32_t window_start(const colibri_model *m, const layer_view *layer, uint32_t pos)
+{
+    uint32_t w = m->hp.sliding_window;
+    return layer->attn_kind == ATTN_SLIDING && pos >= w ? pos + 1u - w : 0u;
 }
 
 /* One query head for every token of the chunk, on its own row of scores:
  * a task of its own (heads write disjoint parts of ws->attn). */
 typedef struct heads_job {
     const colibri_model *m;
+    const layer_view *layer;
     workspace *ws;
     const float *k_cache, *v_cache;
     uint32_t pos, n;
@@ -72,9 +107,12 @@ static void head_task(void *arg, uint32_t h)
     const colibri_hparams *hp = &job->m->hp;
     uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, group = hp->n_heads / hp->n_kv_heads;
     float *scores = job->ws->scores + (size_t)h * job->ws->context;
+    const float *sink = job->layer->sinks != NULL ? job->layer->sinks + h : NULL;
     for (uint32_t t = 0; t < job->n; t++) {
+        uint32_t pos = job->pos + t;
         attend_head(job->m, job->ws->q + (size_t)t * q_dim + h * hd, job->k_cache, job->v_cache,
-                    h / group, job->pos + t, scores, job->ws->attn + (size_t)t * q_dim + h * hd);
+                    h / group, window_start(job->m, job->layer, pos), pos, sink, scores,
+                    job->ws->attn + (size_t)t * q_dim + h * hd);
     }
 }
 
@@ -108,7 +146,7 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
     for (uint32_t t = 0; t < n; t++) {
         keys_of_token(m, layer, k_cache, v_cache, state->pos + t, t, ws);
     }
-    heads_job job = {m, ws, k_cache, v_cache, state->pos, n};
+    heads_job job = {m, layer, ws, k_cache, v_cache, state->pos, n};
     if (!colibri_parallel_tasks(m, hp->n_heads, (uint64_t)n * (state->pos + n) * hd, head_task,
                                 &job)) {
         for (uint32_t h = 0; h < hp->n_heads; h++) {

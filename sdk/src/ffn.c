@@ -6,18 +6,57 @@
 #include "linear.h"
 #include "router.h"
 
-/* out rows = down(silu(gate in) * up in) for n tokens through one SwiGLU MLP
- * of width `width`; in and out rows are hidden_size floats. */
-static void swiglu_mlp(const colibri_model *m, matrix_ref gate, matrix_ref up, matrix_ref down,
-                       uint32_t width, const float *in, float *out, uint32_t n, workspace *ws)
+/* The biases of one expert's gate, up and down projections (gpt-oss). */
+typedef struct mlp_bias {
+    const float *gate, *up, *down;
+} mlp_bias;
+
+/* rows[t] += bias for n rows of `width` floats (bias NULL: nothing). */
+static void add_bias(const colibri_model *m, float *rows, const float *bias, uint32_t width,
+                     uint32_t n)
 {
-    uint32_t hidden = m->hp.hidden_size;
+    for (uint32_t t = 0; bias != NULL && t < n; t++) {
+        m->kernels.add(rows + (size_t)t * width, bias, width);
+    }
+}
+
+/* out rows = down(act(gate in, up in)) for n tokens through one SwiGLU MLP
+ * of width `width` (act: SiLU, or gpt-oss's clamped form; with biases when
+ * `bias` is not NULL); in and out rows are hidden_size floats. */
+static void swiglu_mlp(const colibri_model *m, matrix_ref gate, matrix_ref up, matrix_ref down,
+                       const mlp_bias *bias, uint32_t width, const float *in, float *out,
+                       uint32_t n, workspace *ws)
+{
+    const colibri_hparams *hp = &m->hp;
+    uint32_t hidden = hp->hidden_size;
     colibri_linear(m, ws->h1, width, gate, in, width, hidden, n, ws->xq);
     colibri_linear(m, ws->h2, width, up, in, width, hidden, n, ws->xq);
+    add_bias(m, ws->h1, bias != NULL ? bias->gate : NULL, width, n);
+    add_bias(m, ws->h2, bias != NULL ? bias->up : NULL, width, n);
     for (uint32_t t = 0; t < n; t++) {
-        m->kernels.swiglu(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width);
+        if (hp->activation == ACT_SWIGLU_CLAMPED) {
+            colibri_k_swiglu_clamped(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width,
+                                     hp->swiglu_limit, hp->swiglu_alpha);
+        } else {
+            m->kernels.swiglu(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width);
+        }
     }
     colibri_linear(m, out, hidden, down, ws->h1, hidden, width, n, ws->xq);
+    add_bias(m, out, bias != NULL ? bias->down : NULL, hidden, n);
+}
+
+/* Expert e's biases, or NULL when the layer has none. */
+static const mlp_bias *expert_bias(const colibri_model *m, const layer_view *layer, uint32_t e,
+                                   mlp_bias *bias)
+{
+    uint32_t inter = m->hp.expert_intermediate;
+    if (layer->expert_gate_up_bias.data == NULL) {
+        return NULL;
+    }
+    bias->gate = (const float *)layer->expert_gate_up_bias.data + (size_t)e * 2u * inter;
+    bias->up = bias->gate + inter;
+    bias->down = (const float *)layer->expert_down_bias.data + (size_t)e * m->hp.hidden_size;
+    return bias;
 }
 
 /* The tokens routed to `expert`: their indices, weights and inputs into
@@ -80,6 +119,7 @@ static void routed_experts(const colibri_model *m, const layer_view *layer, uint
     uint32_t hidden = hp->hidden_size, e;
     colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts, hidden, n,
                    ws->xq);
+    add_bias(m, ws->router, layer->router_logit_bias, hp->n_experts, n);
     for (uint32_t t = 0; t < n; t++) {
         colibri_router_select(m, ws->router + (size_t)t * hp->n_experts, layer->router_bias,
                               ws->topk_i + (size_t)t * hp->top_k,
@@ -90,11 +130,12 @@ static void routed_experts(const colibri_model *m, const layer_view *layer, uint
     prefetch_expert(m, layer, e);
     while (e < hp->n_experts) {
         expert_view ev;
+        mlp_bias bias;
         uint32_t ahead = used_from(m, e + 1u, n, ws), count = gather_tokens(m, e, n, ws);
         prefetch_expert(m, layer, ahead);
         colibri_expert_view_load(m, layer, e, &ev);
-        swiglu_mlp(m, ev.gate, ev.up, ev.down, hp->expert_intermediate, ws->xg, ws->ffn_out, count,
-                   ws);
+        swiglu_mlp(m, ev.gate, ev.up, ev.down, expert_bias(m, layer, e, &bias),
+                   hp->expert_intermediate, ws->xg, ws->ffn_out, count, ws);
         for (uint32_t c = 0; c < count; c++) {
             m->kernels.add_scaled(ws->ffn_sum + (size_t)ws->sel[c] * hidden,
                                   ws->ffn_out + (size_t)c * hidden, ws->sel_w[c], hidden);
@@ -108,8 +149,8 @@ static void shared_expert(const colibri_model *m, const layer_view *layer, uint3
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t hidden = hp->hidden_size;
-    swiglu_mlp(m, layer->shared_gate, layer->shared_up, layer->shared_down, hp->shared_intermediate,
-               ws->xn, ws->ffn_out, n, ws);
+    swiglu_mlp(m, layer->shared_gate, layer->shared_up, layer->shared_down, NULL,
+               hp->shared_intermediate, ws->xn, ws->ffn_out, n, ws);
     for (uint32_t t = 0; t < n; t++) {
         const float *xn = ws->xn + (size_t)t * hidden;
         float gate = 1.0f;
@@ -126,8 +167,8 @@ void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, worksp
 {
     const colibri_hparams *hp = &m->hp;
     if (layer->ffn_kind == FFN_DENSE) {
-        swiglu_mlp(m, layer->dense_gate, layer->dense_up, layer->dense_down, hp->dense_intermediate,
-                   ws->xn, ws->ffn_sum, n, ws);
+        swiglu_mlp(m, layer->dense_gate, layer->dense_up, layer->dense_down, NULL,
+                   hp->dense_intermediate, ws->xn, ws->ffn_sum, n, ws);
         return;
     }
     routed_experts(m, layer, n, ws);

@@ -53,6 +53,10 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->rope_ramp_low = colibri_rd_f32(img + REC_ROPE_RAMP_LOW);
     hp->rope_ramp_width = colibri_rd_f32(img + REC_ROPE_RAMP_WIDTH);
     hp->rope_attn_factor = colibri_rd_f32(img + REC_ROPE_ATTN_FACTOR);
+    hp->sliding_window = colibri_rd_u32(img + REC_SLIDING_WINDOW);
+    hp->activation = colibri_rd_u32(img + REC_ACTIVATION);
+    hp->swiglu_limit = colibri_rd_f32(img + REC_SWIGLU_LIMIT);
+    hp->swiglu_alpha = colibri_rd_f32(img + REC_SWIGLU_ALPHA);
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -83,10 +87,10 @@ static int positive_finite(float value)
  * one 64-bit mask. */
 #define MAX_GROUPS 64u
 
-static colibri_status check_kinds(const uint8_t *img, const colibri_hparams *hp)
+static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_DOTS1) || hp->qk_norm > QK_NORM_PER_HEAD ||
-        colibri_rd_u32(img + REC_ACTIVATION) != 0 || hp->norm_kind > NORM_LAYER) {
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_GPT_OSS) || hp->qk_norm > QK_NORM_PER_HEAD ||
+        hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_LAYER) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
     return COLIBRI_OK;
@@ -225,11 +229,29 @@ static colibri_status check_rope(const uint8_t *img, colibri_hparams *hp)
     return COLIBRI_OK;
 }
 
+/* Format 1.6: the clamped SwiGLU's limit and alpha (activation 1) finite, >
+ * 0, <= 65536, else their bits zero; sliding_window 1 .. 2^24 with header
+ * flag SLIDING, else zero. */
+static colibri_status check_gpt_oss_fields(const uint8_t *img, const colibri_hparams *hp)
+{
+    int sliding = (colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_SLIDING) != 0;
+    int clamped = hp->activation == ACT_SWIGLU_CLAMPED;
+    int ok = sliding ? in_range(hp->sliding_window, 1u, MAX_CONTEXT) : hp->sliding_window == 0u;
+    if (clamped) {
+        ok = ok && positive_finite(hp->swiglu_limit) && hp->swiglu_limit <= MAX_SCALE &&
+             positive_finite(hp->swiglu_alpha) && hp->swiglu_alpha <= MAX_SCALE;
+    } else {
+        ok = ok && colibri_rd_u32(img + REC_SWIGLU_LIMIT) == 0u &&
+             colibri_rd_u32(img + REC_SWIGLU_ALPHA) == 0u;
+    }
+    return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
+}
+
 colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
 {
     colibri_status status;
     hparams_read(image, hp);
-    status = check_kinds(image, hp);
+    status = check_kinds(hp);
     if (status == COLIBRI_OK) {
         status = check_attention(hp);
     }
@@ -244,6 +266,9 @@ colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
     }
     if (status == COLIBRI_OK) {
         status = check_rope(image, hp);
+    }
+    if (status == COLIBRI_OK) {
+        status = check_gpt_oss_fields(image, hp);
     }
     return status;
 }

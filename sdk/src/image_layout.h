@@ -69,11 +69,22 @@ enum {
     REC_ROPE_FACTOR = 196,
     REC_ROPE_RAMP_LOW = 200,
     REC_ROPE_RAMP_WIDTH = 204,
-    REC_ROPE_ATTN_FACTOR = 208
+    REC_ROPE_ATTN_FACTOR = 208,
+    REC_SLIDING_WINDOW = 212, /* format 1.6, with HDR_FLAG_SLIDING */
+    REC_SWIGLU_LIMIT = 216,   /* format 1.6, with activation 1 */
+    REC_SWIGLU_ALPHA = 220
 };
 
 /* Header flags a reader of this version knows (section 1). */
-enum { HDR_FLAG_SCALES = 1, HDR_FLAG_ROPE = 2, HDR_KNOWN_FLAGS = HDR_FLAG_SCALES | HDR_FLAG_ROPE };
+enum {
+    HDR_FLAG_SCALES = 1,
+    HDR_FLAG_ROPE = 2,
+    HDR_FLAG_SLIDING = 4, /* format 1.6: sliding_window and the layers' attn_kind */
+    HDR_KNOWN_FLAGS = HDR_FLAG_SCALES | HDR_FLAG_ROPE | HDR_FLAG_SLIDING
+};
+
+/* activation values (section 1.1): SiLU; gpt-oss's clamped SwiGLU (1.6). */
+enum { ACT_SILU = 0, ACT_SWIGLU_CLAMPED = 1 };
 
 /* router_score values (section 1.1). */
 enum {
@@ -91,7 +102,8 @@ enum { NORM_RMS = 0, NORM_LAYER = 1 };
 enum { ROPE_DEFAULT = 0, ROPE_YARN = 1 };
 
 /* Layer table entry fields (section 2). */
-enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8 };
+enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8, LAY_ATTN_KIND = 12 };
+enum { ATTN_FULL = 0, ATTN_SLIDING = 1 }; /* attn_kind, format 1.6 */
 enum { FFN_DENSE = 0, FFN_MOE = 1 };
 
 /* Tensor table entry fields (section 3). */
@@ -133,15 +145,19 @@ enum {
     ROLE_FFN_NORM = 27,
     ROLE_ATTN_NORM_BIAS = 28,
     ROLE_FFN_NORM_BIAS = 29,
+    ROLE_ATTN_SINKS = 30,
     ROLE_DENSE_GATE = 32,
     ROLE_DENSE_UP = 33,
     ROLE_DENSE_DOWN = 34,
+    ROLE_ROUTER_LOGIT_BIAS = 39,
     ROLE_ROUTER = 40,
     ROLE_SHARED_GATE = 41,
     ROLE_SHARED_UP = 42,
     ROLE_SHARED_DOWN = 43,
     ROLE_SHARED_EXPERT_GATE = 44,
     ROLE_ROUTER_BIAS = 45,
+    ROLE_EXPERT_GATE_UP_BIAS = 46,
+    ROLE_EXPERT_DOWN_BIAS = 47,
     ROLE_EXPERT_GATE = 48,
     ROLE_EXPERT_UP = 49,
     ROLE_EXPERT_DOWN = 50
@@ -149,7 +165,9 @@ enum {
 
 /* Attention bias bits, qk-norm kinds, architectures. */
 enum { BIAS_Q = 1u, BIAS_K = 2u, BIAS_V = 4u, BIAS_O = 8u, BIAS_ATTN = 15u };
-enum { BIAS_LM_HEAD = 16u, BIAS_ALL = 31u }; /* format 1.2 */
+enum { BIAS_LM_HEAD = 16u }; /* format 1.2 */
+/* format 1.6: per-head attention sinks, router logit bias, expert biases. */
+enum { BIAS_SINKS = 32u, BIAS_ROUTER = 64u, BIAS_EXPERTS = 128u, BIAS_ALL = 255u };
 enum { QK_NORM_NONE = 0, QK_NORM_WHOLE = 1, QK_NORM_PER_HEAD = 2 };
 enum {
     ARCH_MIXTRAL = 1,
@@ -162,7 +180,8 @@ enum {
     ARCH_PHIMOE = 8,
     ARCH_ERNIE4_5_MOE = 9,
     ARCH_GLM4_MOE = 10,
-    ARCH_DOTS1 = 11
+    ARCH_DOTS1 = 11,
+    ARCH_GPT_OSS = 12
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

@@ -42,6 +42,10 @@ void colibri_k_rmsnorm(float *out, const float *x, const float *w, uint32_t n, f
 void colibri_k_layernorm(float *out, const float *x, const float *w, const float *b, uint32_t n,
                          float eps);
 
+/* gpt-oss's clamped SwiGLU (not a table slot): g = min(a[i], limit),
+ * u = clamp(b[i], -limit, limit), a[i] = (u + 1) * (g * sigmoid(g * alpha)). */
+void colibri_k_swiglu_clamped(float *a, const float *b, uint32_t n, float limit, float alpha);
+
 /* x[i] = exp(x[i] - max) / sum, in place. n >= 1. */
 void colibri_k_softmax(float *x, uint32_t n);
 

@@ -19,9 +19,12 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_ATTN_NORM_BIAS, PART_ATTENTION, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE,
      SLOT(attn_norm_bias)},
     {ROLE_FFN_NORM_BIAS, PART_ATTENTION, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
+    {ROLE_ATTN_SINKS, PART_ATTENTION, WHEN_SINKS, DIM_HEADS, DIM_NONE, SLOT(sinks)},
     {ROLE_DENSE_GATE, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_gate)},
     {ROLE_DENSE_UP, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_up)},
     {ROLE_DENSE_DOWN, PART_DENSE, WHEN_ALWAYS, DIM_HIDDEN, DIM_DENSE, SLOT(dense_down)},
+    {ROLE_ROUTER_LOGIT_BIAS, PART_MOE, WHEN_ROUTER_LOGIT_BIAS, DIM_EXPERTS, DIM_NONE,
+     SLOT(router_logit_bias)},
     {ROLE_ROUTER, PART_MOE, WHEN_ALWAYS, DIM_EXPERTS, DIM_HIDDEN, SLOT(router)},
     {ROLE_SHARED_GATE, PART_MOE, WHEN_SHARED, DIM_SHARED, DIM_HIDDEN, SLOT(shared_gate)},
     {ROLE_SHARED_UP, PART_MOE, WHEN_SHARED, DIM_SHARED, DIM_HIDDEN, SLOT(shared_up)},
@@ -29,6 +32,10 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_SHARED_EXPERT_GATE, PART_MOE, WHEN_SHARED_GATE, DIM_ONE, DIM_HIDDEN,
      SLOT(shared_expert_gate)},
     {ROLE_ROUTER_BIAS, PART_MOE, WHEN_ROUTER_BIAS, DIM_EXPERTS, DIM_NONE, SLOT(router_bias)},
+    {ROLE_EXPERT_GATE_UP_BIAS, PART_MOE, WHEN_EXPERT_BIAS, DIM_EXPERTS, DIM_EXPERT_2,
+     SLOT(expert_gate_up_bias)},
+    {ROLE_EXPERT_DOWN_BIAS, PART_MOE, WHEN_EXPERT_BIAS, DIM_EXPERTS, DIM_HIDDEN,
+     SLOT(expert_down_bias)},
     {ROLE_EXPERT_GATE, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
     {ROLE_EXPERT_UP, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
     {ROLE_EXPERT_DOWN, PART_EXPERT, WHEN_ALWAYS, DIM_HIDDEN, DIM_EXPERT, SLOT_NONE},
@@ -50,6 +57,9 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_NORM_BIAS: return hp->norm_kind == NORM_LAYER;
     case WHEN_ROUTER_BIAS:
         return hp->router_score == ROUTER_SOFTMAX_BIASED || hp->router_score == ROUTER_SIGMOID;
+    case WHEN_SINKS: return (hp->attn_bias & BIAS_SINKS) != 0;
+    case WHEN_ROUTER_LOGIT_BIAS: return (hp->attn_bias & BIAS_ROUTER) != 0;
+    case WHEN_EXPERT_BIAS: return (hp->attn_bias & BIAS_EXPERTS) != 0;
     default: return 1;
     }
 }
@@ -68,6 +78,8 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
     case DIM_EXPERTS: return hp->n_experts;
     case DIM_SHARED: return hp->shared_intermediate;
     case DIM_EXPERT: return hp->expert_intermediate;
+    case DIM_HEADS: return hp->n_heads;
+    case DIM_EXPERT_2: return 2u * hp->expert_intermediate;
     default: return 0u;
     }
 }

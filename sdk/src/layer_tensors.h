@@ -23,8 +23,11 @@ enum {
     WHEN_QK_NORM,
     WHEN_SHARED,
     WHEN_SHARED_GATE,
-    WHEN_NORM_BIAS,  /* norm_kind 1 (LayerNorm) */
-    WHEN_ROUTER_BIAS /* router_score 1 or 4 */
+    WHEN_NORM_BIAS,   /* norm_kind 1 (LayerNorm) */
+    WHEN_ROUTER_BIAS, /* router_score 1 or 4 */
+    WHEN_SINKS,       /* attn_bias bit 5 */
+    WHEN_ROUTER_LOGIT_BIAS,
+    WHEN_EXPERT_BIAS
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */
@@ -39,7 +42,9 @@ enum {
     DIM_DENSE,
     DIM_EXPERTS,
     DIM_SHARED,
-    DIM_EXPERT /* expert_intermediate */
+    DIM_EXPERT, /* expert_intermediate */
+    DIM_HEADS,
+    DIM_EXPERT_2 /* 2 * expert_intermediate */
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */

@@ -14,6 +14,7 @@ void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view 
     uint32_t ffn_part;
     memset(view, 0, sizeof *view);
     view->ffn_kind = colibri_rd_u32(entry + LAY_FFN_KIND);
+    view->attn_kind = colibri_rd_u32(entry + LAY_ATTN_KIND);
     ffn_part = view->ffn_kind == FFN_DENSE ? PART_DENSE : PART_MOE;
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];

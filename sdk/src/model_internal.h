@@ -18,31 +18,36 @@ typedef struct matrix_ref {
 
 /* Pointers to one layer's weights, resolved from the validated table. */
 typedef struct layer_view {
-    uint32_t ffn_kind;             /* FFN_DENSE or FFN_MOE */
-    const float *attn_norm;        /* [H] */
-    matrix_ref wq;                 /* [Q, H] */
-    matrix_ref wk;                 /* [K, H] */
-    matrix_ref wv;                 /* [K, H] */
-    matrix_ref wo;                 /* [H, Q] */
-    const float *bq;               /* [Q] or NULL */
-    const float *bk;               /* [K] or NULL */
-    const float *bv;               /* [K] or NULL */
-    const float *bo;               /* [H] or NULL */
-    const float *q_norm;           /* [Q] or [head_dim] or NULL */
-    const float *k_norm;           /* [K] or [head_dim] or NULL */
-    const float *ffn_norm;         /* [H] */
-    const float *attn_norm_bias;   /* [H] (LayerNorm) or NULL */
-    const float *ffn_norm_bias;    /* [H] (LayerNorm) or NULL */
-    matrix_ref dense_gate;         /* [D, H] (dense layer) */
-    matrix_ref dense_up;           /* [D, H] */
-    matrix_ref dense_down;         /* [H, D] */
-    matrix_ref router;             /* [E, H] (MoE layer) */
-    matrix_ref shared_gate;        /* [S, H] or NULL */
-    matrix_ref shared_up;          /* [S, H] or NULL */
-    matrix_ref shared_down;        /* [H, S] or NULL */
-    matrix_ref shared_expert_gate; /* [1, H] or NULL */
-    const float *router_bias;      /* [E] selection bias (router_score 1, 4) or NULL */
-    uint32_t first_expert;         /* table index of expert 0's EXPERT_GATE */
+    uint32_t ffn_kind;              /* FFN_DENSE or FFN_MOE */
+    uint32_t attn_kind;             /* ATTN_FULL or ATTN_SLIDING */
+    const float *attn_norm;         /* [H] */
+    matrix_ref wq;                  /* [Q, H] */
+    matrix_ref wk;                  /* [K, H] */
+    matrix_ref wv;                  /* [K, H] */
+    matrix_ref wo;                  /* [H, Q] */
+    const float *bq;                /* [Q] or NULL */
+    const float *bk;                /* [K] or NULL */
+    const float *bv;                /* [K] or NULL */
+    const float *bo;                /* [H] or NULL */
+    const float *q_norm;            /* [Q] or [head_dim] or NULL */
+    const float *k_norm;            /* [K] or [head_dim] or NULL */
+    const float *ffn_norm;          /* [H] */
+    const float *attn_norm_bias;    /* [H] (LayerNorm) or NULL */
+    const float *ffn_norm_bias;     /* [H] (LayerNorm) or NULL */
+    const float *sinks;             /* [n_heads] attention sinks or NULL */
+    const float *router_logit_bias; /* [E] added to the router logits, or NULL */
+    matrix_ref dense_gate;          /* [D, H] (dense layer) */
+    matrix_ref dense_up;            /* [D, H] */
+    matrix_ref dense_down;          /* [H, D] */
+    matrix_ref router;              /* [E, H] (MoE layer) */
+    matrix_ref shared_gate;         /* [S, H] or NULL */
+    matrix_ref shared_up;           /* [S, H] or NULL */
+    matrix_ref shared_down;         /* [H, S] or NULL */
+    matrix_ref shared_expert_gate;  /* [1, H] or NULL */
+    const float *router_bias;       /* [E] selection bias (router_score 1, 4) or NULL */
+    matrix_ref expert_gate_up_bias; /* [E, 2I] f32: expert e's gate then up biases, or NULL */
+    matrix_ref expert_down_bias;    /* [E, H] f32, or NULL */
+    uint32_t first_expert;          /* table index of expert 0's EXPERT_GATE */
 } layer_view;
 
 /* One routed expert's weights: one contiguous block in the image. */

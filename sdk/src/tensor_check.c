@@ -65,8 +65,10 @@ colibri_status colibri_layer_table_check(const colibri_model *m)
         const uint8_t *e = m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE;
         uint32_t kind = colibri_rd_u32(e + LAY_FFN_KIND);
         uint32_t count = colibri_layer_tensor_count(&m->hp, kind);
+        uint32_t attn = colibri_rd_u32(e + LAY_ATTN_KIND);
         if (kind > FFN_MOE || colibri_rd_u32(e + LAY_FIRST_TENSOR) != next ||
-            colibri_rd_u32(e + LAY_N_TENSORS) != count) {
+            colibri_rd_u32(e + LAY_N_TENSORS) != count ||
+            (attn != ATTN_FULL && (attn != ATTN_SLIDING || m->hp.sliding_window == 0u))) {
             return COLIBRI_E_BAD_LAYER_TABLE;
         }
         if (!layer_kind_supported(&m->hp, kind)) {

@@ -90,6 +90,21 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
             put(img, 180, "f", jitter)
         return edit
 
+    def sliding(window: int, attn_kind: int | None = None):
+        def edit(img: bytearray) -> None:
+            put(img, 28, "I", 4)
+            put(img, 212, "I", window)
+            if attn_kind is not None:
+                put(img, HEADER + 12, "I", attn_kind)
+        return edit
+
+    def swiglu(activation: int, limit: float, alpha: float):
+        def edit(img: bytearray) -> None:
+            put(img, 156, "I", activation)
+            put(img, 216, "f", limit)
+            put(img, 220, "f", alpha)
+        return edit
+
     def norm_min(score: int, value: float):
         def edit(img: bytearray) -> None:
             put(img, 128, "I", score)
@@ -145,7 +160,7 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
             edited(v, set_at(tensor(v, gate + 1) + 32, "Q", get(v, tensor(v, gate + 1) + 32, "Q")
                              + 64)), init(MISALIGNED)),
         "unknown_arch": (edited(v, set_at(36, "I", 99)), init(UNSUPPORTED_ARCH)),
-        "unknown_activation": (edited(v, set_at(156, "I", 1)), init(UNSUPPORTED_ARCH)),
+        "unknown_activation": (edited(v, set_at(156, "I", 2)), init(UNSUPPORTED_ARCH)),
         "unknown_qk_norm": (edited(v, set_at(120, "I", 3)), init(UNSUPPORTED_ARCH)),
         "sigmoid_router_without_bias": (edited(v, set_at(128, "I", 1)), init(BAD_LAYER_TABLE)),
         "groups_not_dividing_experts": (edited(v, groups(3, 1)), init(UNSUPPORTED_ROUTER)),
@@ -175,13 +190,31 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "scale_negative": (edited(v, scales(1, (2.0, -1.0, 0.5, 1.0))), init(BAD_HYPERPARAMS)),
         "scale_too_large": (edited(v, scales(1, (2.0, 1.0, 0.5, 1e6))), init(BAD_HYPERPARAMS)),
         "router_score_unknown": (edited(v, set_at(128, "I", 99)), init(UNSUPPORTED_ROUTER)),
+        # Format 1.6 (gpt-oss): the SLIDING flag and window, attn_kind, activation 1 and its
+        # limit and alpha, attn_bias bits 5-7.
+        "sliding_flag_without_window": (edited(v, set_at(28, "I", 4)), init(BAD_HYPERPARAMS)),
+        "sliding_window_without_flag": (edited(v, set_at(212, "I", 8)), init(BAD_HYPERPARAMS)),
+        "sliding_window_huge": (edited(v, sliding(1 << 25)), init(BAD_HYPERPARAMS)),
+        "attn_kind_sliding_without_flag": (edited(v, set_at(HEADER + 12, "I", 1)),
+                                           init(BAD_LAYER_TABLE)),
+        "attn_kind_unknown": (edited(v, sliding(8, attn_kind=2)), init(BAD_LAYER_TABLE)),
+        "clamped_swiglu_without_limit": (edited(v, swiglu(1, 0.0, 1.702)), init(BAD_HYPERPARAMS)),
+        "clamped_swiglu_alpha_nan": (edited(v, swiglu(1, 7.0, float("nan"))),
+                                     init(BAD_HYPERPARAMS)),
+        "swiglu_limit_without_clamp": (edited(v, swiglu(0, 7.0, 0.0)), init(BAD_HYPERPARAMS)),
+        "sinks_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 32)),
+                          init(BAD_LAYER_TABLE)),
+        "router_logit_bias_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 64)),
+                                      init(BAD_LAYER_TABLE)),
+        "expert_biases_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 128)),
+                                  init(BAD_LAYER_TABLE)),
+        "attn_bias_bit_8": (edited(v, set_at(116, "I", get(v, 116, "I") | 256)),
+                            init(BAD_HYPERPARAMS)),
         # Format 1.2 (PhiMoE): norm_kind 1, router_score 3 with its jitter, attn_bias bit 4.
         "unknown_norm_kind": (edited(v, set_at(160, "I", 2)), init(UNSUPPORTED_ARCH)),
         "layer_norm_without_biases": (edited(v, set_at(160, "I", 1)), init(BAD_LAYER_TABLE)),
         "lm_head_bias_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 16)),
                                  init(BAD_LAYER_TABLE)),
-        "attn_bias_bit_5": (edited(v, set_at(116, "I", get(v, 116, "I") | 32)),
-                            init(BAD_HYPERPARAMS)),
         "jitter_without_sparsemixer": (edited(v, set_at(180, "f", 0.01)),
                                        init(UNSUPPORTED_ROUTER)),
         "jitter_negative_zero": (edited(v, set_at(180, "I", 0x80000000)),

@@ -16,7 +16,7 @@ VARIANTS = list(itertools.product(
     (0, 1),          # ffn kind: dense, MoE
     (0, 16),         # shared_intermediate
     (0, 1),          # shared_gate
-    (0, 5, 15),      # attn_bias bits
+    (0, 5, 15, 239),  # attn_bias bits (239: q, k, v, o, sinks, router, experts)
     (0, 1, 2),       # qk_norm: none, whole projection, per head
     (0, 1),          # norm_kind: RMSNorm, LayerNorm (with bias tensors)
     (0, 4),          # router_score: softmax; softmax chosen with ROUTER_BIAS

@@ -14,10 +14,12 @@ import torch
 
 GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
-        "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11}
+        "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
+        "gpt_oss": 12}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
-           "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2}
+           "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
+           "gpt_oss": 0}
 SIGMOID = ("glm4_moe", "dots1")  # DeepSeek-V3's router
 GRANITE = ("granitemoe", "granitemoeshared")
 
@@ -29,6 +31,10 @@ def _block(layer: Any) -> Any:
 
 def _router(moe: Any) -> Any:
     return getattr(moe, "gate", None) or moe.router
+
+
+def _expert_width(experts: Any) -> int:
+    return getattr(experts, "intermediate_dim", None) or experts.intermediate_size
 
 
 def _is_moe(layer: Any) -> bool:
@@ -96,6 +102,22 @@ def _sigmoid_fields(model: Any, family: str) -> dict[str, Any]:
     return out
 
 
+def _gpt_oss_fields(model: Any, family: str) -> dict[str, Any]:
+    """gpt-oss: router_score 2, sinks / router / expert biases as attn_bias bits 5-7,
+    the sliding window and the clamped SwiGLU's limit and alpha."""
+    if family != "gpt_oss":
+        return {}
+    config = model.config
+    attn = model.model.layers[0].self_attn
+    biases = [attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias, attn.o_proj.bias]
+    return {"router_score": 2, "router_norm_topk": 0, "activation": 1,
+            "attn_bias": sum(1 << i for i, b in enumerate(biases) if b is not None) | 0xE0,
+            "sliding_window": config.sliding_window if "sliding_attention" in config.layer_types
+            else 0, "swiglu_limit": float(np.float32(config.swiglu_limit)),
+            "swiglu_alpha": float(np.float32(config.swiglu_alpha)),
+            "attn_kinds": [int(t == "sliding_attention") for t in config.layer_types]}
+
+
 def expected_record(model: Any, family: str) -> dict[str, Any]:
     """Model record fields (docs/format.md 1.1) read off the HF modules and config."""
     config = model.config
@@ -112,7 +134,7 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "n_kv_heads": config.num_key_value_heads, "head_dim": attn.head_dim,
         "max_context": config.max_position_embeddings,
         "dense_intermediate": dense[0].mlp.gate_proj.out_features if dense else 0,
-        "expert_intermediate": _block(moe[0]).experts.intermediate_dim if moe else 0,
+        "expert_intermediate": _expert_width(_block(moe[0]).experts) if moe else 0,
         "n_experts": _block(moe[0]).experts.num_experts if moe else 0,
         "shared_intermediate": shared,
         "rms_eps": float(np.float32(config.rms_norm_eps)),
@@ -127,10 +149,12 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
         "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0, "rope_dim": 0,
         "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
-        "rope_attn_factor": 0.0,
+        "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
+        "attn_kinds": [0] * len(layers),
         "ffn_kinds": [1 if _is_moe(layer) else 0 for layer in layers],
     } | _granite_fields(config, family) | _phimoe_fields(model, family) | \
-        _ernie_fields(model, family) | _sigmoid_fields(model, family)
+        _ernie_fields(model, family) | _sigmoid_fields(model, family) | \
+        _gpt_oss_fields(model, family)
 
 
 def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
@@ -140,13 +164,31 @@ def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
              22: "self_attn.k_proj.bias", 23: "self_attn.v_proj.bias",
              24: "self_attn.o_proj.bias", 25: "self_attn.q_norm.weight",
              26: "self_attn.k_norm.weight", 27: "post_attention_layernorm.weight",
-             28: "input_layernorm.bias", 29: "post_attention_layernorm.bias"}
+             28: "input_layernorm.bias", 29: "post_attention_layernorm.bias",
+             30: "self_attn.sinks"}
     return {(role, layer, GLOBAL): sd[p + n] for role, n in names.items() if p + n in sd}
+
+
+def _gpt_oss_tensors(sd: dict, p: str, layer: int) -> dict:
+    """gpt-oss: router bias; gate_up_proj [E, H, 2I] with gate/up alternating columns,
+    down_proj [E, I, H]; their biases (gate_up's alternating too)."""
+    b = p + "mlp."
+    gate_up, bias = sd[b + "experts.gate_up_proj"], sd[b + "experts.gate_up_proj_bias"]
+    out = {(39, layer, GLOBAL): sd[b + "router.bias"], (40, layer, GLOBAL): sd[b + "router.weight"],
+           (46, layer, GLOBAL): np.concatenate([bias[:, 0::2], bias[:, 1::2]], axis=1),
+           (47, layer, GLOBAL): sd[b + "experts.down_proj_bias"]}
+    for e in range(gate_up.shape[0]):
+        out[(48, layer, e)] = gate_up[e][:, 0::2].T
+        out[(49, layer, e)] = gate_up[e][:, 1::2].T
+        out[(50, layer, e)] = sd[b + "experts.down_proj"][e].T
+    return out
 
 
 def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
     if family in GRANITE:
         return _granite_tensors(sd, p, layer, family)
+    if family == "gpt_oss":
+        return _gpt_oss_tensors(sd, p, layer)
     if p + "mlp.experts.gate_up_proj" not in sd:
         return {(role, layer, GLOBAL): sd[f"{p}mlp.{n}_proj.weight"]
                 for role, n in ((32, "gate"), (33, "up"), (34, "down"))}

@@ -7,7 +7,8 @@ model's checks that the converter mapped every tensor and flag correctly
 the format 1.1 scales and top-k-then-softmax routing, the format 1.2 LayerNorm,
 sparsemixer routing and LM-head bias, the format 1.4 biased selection and the
 floor of the weights' sum, the format 1.5 sigmoid router with its bias and
-groups, partial RoPE and YaRN).
+groups, partial RoPE and YaRN, the format 1.6 sinks, sliding windows, router and
+expert biases and clamped SwiGLU).
 RoPE pairs dimension i with i + rope_dim/2, as transformers does.
 """
 
@@ -114,16 +115,33 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     q, k = _rope(q, positions, r), _rope(k, positions, r)
     group = r.n_heads // r.n_kv_heads
     mask = np.triu(np.full((n, n), -np.inf), 1)
+    if w.image.layers[layer].attn_kind == 1:  # format 1.6: the last sliding_window positions
+        mask = mask + np.tril(np.full((n, n), -np.inf), -r.sliding_window)
+    sinks = w.get(Role.ATTN_SINKS, layer) if r.attn_bias & 0x20 else None
     out = np.empty((n, r.n_heads, hd))
     scale = r.attention_scale if r.has_scales else 1.0 / np.sqrt(hd)
     for head in range(r.n_heads):
         scores = q[:, head] @ k[:, head // group].T * scale + mask
+        if sinks is not None:  # one more logit per row whose share is dropped
+            full = _softmax(np.concatenate([scores, np.full((n, 1), sinks[head])], axis=1))
+            out[:, head] = full[:, :-1] @ v[:, head // group]
+            continue
         out[:, head] = _softmax(scores) @ v[:, head // group]
     return _project(w, out.reshape(n, -1), layer, Role.ATTN_O, Role.ATTN_O_BIAS)
 
 
-def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray) -> np.ndarray:
-    return (_silu(h @ gate.T) * (h @ up.T)) @ down.T
+def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray,
+            r=None, bias: tuple | None = None) -> np.ndarray:
+    g, u = h @ gate.T, h @ up.T
+    if bias is not None:
+        g, u = g + bias[0], u + bias[1]
+    if r is not None and r.activation == 1:  # format 1.6: gpt-oss's clamped SwiGLU
+        g = np.minimum(g, r.swiglu_limit)
+        u = np.clip(u, -r.swiglu_limit, r.swiglu_limit)
+        out = ((u + 1.0) * g / (1.0 + np.exp(-r.swiglu_alpha * g))) @ down.T
+    else:
+        out = (_silu(g) * u) @ down.T
+    return out + bias[2] if bias is not None else out
 
 
 def _candidates(r, scores: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -146,6 +164,8 @@ def _candidates(r, scores: np.ndarray, keys: np.ndarray) -> np.ndarray:
 def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     r = w.image.record
     logits = h @ w.get(Role.ROUTER, layer).T
+    if r.attn_bias & 0x40:  # format 1.6: the router's logit bias
+        logits = logits + w.get(Role.ROUTER_LOGIT_BIAS, layer)
     probs = 1.0 / (1.0 + np.exp(-logits)) if r.router_score == 1 else _softmax(logits)
     bias = w.get(Role.ROUTER_BIAS, layer) if r.router_score == 1 else 0.0
     out = np.zeros_like(h)
@@ -167,10 +187,16 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
         for e, weight in zip(chosen, weights * r.routed_scaling):
             experts = [w.get(role, layer, int(e)) for role in
                        (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)]
-            out[t] += weight * _swiglu(h[t:t + 1], *experts)[0]
+            expert_bias = None
+            if r.attn_bias & 0x80:  # format 1.6: the experts' biases
+                gate_up = w.get(Role.EXPERT_GATE_UP_BIAS, layer)[int(e)]
+                i = r.expert_intermediate
+                expert_bias = (gate_up[:i], gate_up[i:],
+                               w.get(Role.EXPERT_DOWN_BIAS, layer)[int(e)])
+            out[t] += weight * _swiglu(h[t:t + 1], *experts, r, expert_bias)[0]
     if r.shared_intermediate:
         shared = _swiglu(h, *(w.get(role, layer) for role in
-                              (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN)))
+                              (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN)), r)
         if r.shared_gate:
             shared = shared / (1.0 + np.exp(-(h @ w.get(Role.SHARED_EXPERT_GATE, layer).T)))
         out += shared
@@ -191,7 +217,7 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
             x = x + residual * _moe(w, h, layer)
         else:
             x = x + residual * _swiglu(h, *(w.get(role, layer) for role in
-                                            (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)))
+                                            (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)), r)
     head = w.get(Role.TOKEN_EMBED if r.tie_embeddings else Role.LM_HEAD)
     logits = _norm(w, x, Role.OUTPUT_NORM, Role.OUTPUT_NORM_BIAS) @ head.T
     if r.attn_bias & 0x10:  # format 1.2: the LM head's bias

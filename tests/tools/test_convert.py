@@ -28,6 +28,7 @@ def _record_dict(image) -> dict:
     out = {name: getattr(r, name) for name in r.__dataclass_fields__}
     out["arch"] = image.arch
     out["ffn_kinds"] = [layer.ffn_kind for layer in image.layers]
+    out["attn_kinds"] = [layer.attn_kind for layer in image.layers]
     return out
 
 

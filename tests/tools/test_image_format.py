@@ -51,6 +51,7 @@ RECORD_AT = {
     "router_norm_min": (184, "f"), "rope_dim": (188, "I"), "rope_kind": (192, "I"),
     "rope_factor": (196, "f"), "rope_ramp_low": (200, "f"), "rope_ramp_width": (204, "f"),
     "rope_attn_factor": (208, "f"),
+    "sliding_window": (212, "I"), "swiglu_limit": (216, "f"), "swiglu_alpha": (220, "f"),
 }
 
 
@@ -116,9 +117,13 @@ def _doc_order(rec: dict) -> list[tuple]:
         rows.append((27, (h,)))
         if rec["norm_kind"] == 1:
             rows += [(28, (h,)), (29, (h,))]
+        if rec["attn_bias"] & 32:
+            rows.append((30, (rec["n_heads"],)))
         if kind == 0:
             rows += [(32, (d, h)), (33, (d, h)), (34, (h, d))]
         else:
+            if rec["attn_bias"] & 64:
+                rows.append((39, (e,)))
             rows.append((40, (e, h)))
             if s:
                 rows += [(41, (s, h)), (42, (s, h)), (43, (h, s))]
@@ -126,6 +131,8 @@ def _doc_order(rec: dict) -> list[tuple]:
                     rows.append((44, (1, h)))
             if rec["router_score"] in (1, 4):
                 rows.append((45, (e,)))
+            if rec["attn_bias"] & 128:
+                rows += [(46, (e, 2 * i)), (47, (e, h))]
         out += [(role, layer, GLOBAL, shape) for role, shape in rows]
         if kind == 1:
             for x in range(e):
@@ -158,12 +165,15 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
         minor = 4  # section 7: the biased softmax router, ERNIE-4.5
     if rope or rec["router_score"] == 1 or rec["n_group"] > 1 or rec["arch"] >= 10:
         minor = 5  # section 7: sigmoid router, groups, RoPE fields, GLM-4.5 / dots1
+    if rec["arch"] >= 12 or rec["sliding_window"] or rec["activation"] or rec["attn_bias"] & 0xE0:
+        minor = 6  # section 7: gpt-oss
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
+    flags = int(scales) | 2 * int(rope) | (4 if rec["sliding_window"] else 0)  # SLIDING: 1.6
     assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
-        int(scales) | 2 * int(rope), alignment, rec["arch"])
+        flags, alignment, rec["arch"])
     assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
-    assert _u("I", data, 60) == 0 and data[212:256] == bytes(44)
+    assert _u("I", data, 60) == 0 and data[224:256] == bytes(32)
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
     table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)
@@ -176,7 +186,8 @@ def _check_layer_table(data: bytes, rec: dict, order: list[tuple]) -> None:
     for layer, kind in enumerate(rec["ffn_kinds"]):
         b = 256 + 16 * layer
         members = [idx for idx, t in enumerate(order) if t[1] == layer]
-        assert struct.unpack_from("<4I", data, b) == (kind, members[0], len(members), 0)
+        assert struct.unpack_from("<4I", data, b) == (kind, members[0], len(members),
+                                                      rec["attn_kinds"][layer])
 
 
 def _check_placement(data: bytes, tensors: list[dict], table_end: int, alignment: int) -> None:
@@ -268,7 +279,7 @@ def _mutations(data: bytes) -> dict:
         "top_k > n_experts": (lambda b: _put(b, "I", 132, 5), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "rms_eps 0": (lambda b: _put(b, "f", 108, 0.0), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "arch 99": (lambda b: _put(b, "I", 36, 99), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
-        "activation": (lambda b: _put(b, "I", 156, 1), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
+        "activation": (lambda b: _put(b, "I", 156, 2), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "qk_norm 3": (lambda b: _put(b, "I", 120, 3), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "sigmoid router, no bias": (lambda b: _put(b, "I", 128, 1), True,
                                     "COLIBRI_E_BAD_LAYER_TABLE"),

@@ -62,6 +62,13 @@ UNSUPPORTED = [
     ("ernie4_5_moe", {"moe_layer_end_index": -2}, "moe_layer_end_index"),
     ("ernie4_5_moe", {"moe_k": 9}, "moe_k"),
     ("ernie4_5_moe", {"hidden_act": "gelu"}, "hidden_act"),
+    ("gpt_oss", {"layer_types": ["sliding_attention", "chunked_attention", "full_attention"]},
+     "layer_types"),
+    ("gpt_oss", {"layer_types": ["full_attention"]}, "layer_types"),
+    ("gpt_oss", {"quantization_config": {"quant_method": "mxfp4"}}, "quantization_config"),
+    ("gpt_oss", {"swiglu_limit": -1.0}, "swiglu_limit"),
+    ("gpt_oss", {"swiglu_alpha": 0.0}, "swiglu_alpha"),
+    ("gpt_oss", {"sliding_window": 0}, "sliding_window"),
 ]
 
 

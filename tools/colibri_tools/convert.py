@@ -154,7 +154,7 @@ def _write_all(staged: dict[str, Path], spec: ModelSpec, sources: list[SourceTen
               disable=None if progress else True) as bar:
         written = write_image(staged[IMAGE_NAME], arch=spec.arch, record=spec.record,
                               ffn_kinds=spec.ffn_kinds, sources=sources, alignment=alignment,
-                              progress=bar.update)
+                              progress=bar.update, attn_kinds=spec.attn_kinds)
     image = _self_check(staged[IMAGE_NAME], written)
     context, batch = sizing
     write_config_header(staged[HEADER_NAME], image, context, ckpt.path.resolve().name, batch)

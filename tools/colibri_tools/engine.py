@@ -75,14 +75,19 @@ class EngineError(ColibriError):
 
 _u32, _f32, _ptr = ctypes.c_uint32, ctypes.c_float, ctypes.c_void_p
 _HPARAMS_FLOATS = {"rms_eps", "rope_theta", "routed_scaling", "embedding_scale", "residual_scale",
-                   "attention_scale", "logits_divisor", "router_jitter", "router_norm_min"}
+                   "attention_scale", "logits_divisor", "router_jitter", "router_norm_min",
+                   "swiglu_limit", "swiglu_alpha", "rope_factor", "rope_ramp_low",
+                   "rope_ramp_width", "rope_attn_factor"}
 HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n_kv_heads",
                   "head_dim", "max_context", "dense_intermediate", "expert_intermediate",
                   "n_experts", "shared_intermediate", "rms_eps", "rope_theta", "attn_bias",
                   "qk_norm", "tie_embeddings", "router_score", "top_k", "router_norm_topk",
                   "routed_scaling", "shared_gate", "n_group", "topk_group", "alignment",
                   "embedding_scale", "residual_scale", "attention_scale", "logits_divisor",
-                  "norm_kind", "router_jitter", "quantized", "router_norm_min")
+                  "norm_kind", "router_jitter", "quantized", "router_norm_min", "rope_dim",
+                  "rope_kind", "rope_factor", "rope_ramp_low", "rope_ramp_width",
+                  "rope_attn_factor", "sliding_window", "activation", "swiglu_limit",
+                  "swiglu_alpha")
 KERNEL_SLOTS = ("dot", "matvec_f32", "rmsnorm", "softmax", "swiglu", "add", "add_scaled",
                 "rope_apply", "matmat_f32", "matmat_q8", "matmat_q4")
 

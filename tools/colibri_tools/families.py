@@ -35,6 +35,12 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
   when attention_bias, per-head q/k norm always; sliding layers refused.
 - YaRN (rope_type "yarn") for the families that have RoPE parameters: the record's
   rope_kind 1 with the ramp and cos/sin factor transformers computes.
+- gpt_oss: per-head attention sinks; layer_types "sliding_attention" layers attend to the
+  last sliding_window positions (their own included), "full_attention" to all; q, k, v, o
+  biases (attention_bias); router with a bias, top-k of its logits, softmax over the k;
+  experts with biases and the clamped SwiGLU (swiglu_limit, swiglu_alpha, (up + 1)); gate
+  and up interleaved in the checkpoint (columns 0, 2, 4 ... gate, 1, 3, 5 ... up); YaRN
+  (its checkpoints' truncate false) through rope_fields.
 """
 
 from __future__ import annotations
@@ -44,9 +50,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .hf_config import HFConfig, float32_number
-from .image_layout import MAX_ROUTER_JITTER, MAX_ROUTER_NORM_MIN, MIN_ROPE_THETA, model_problems
+from .image_layout import (
+    MAX_ROUTER_JITTER,
+    MAX_ROUTER_NORM_MIN,
+    MAX_SCALE,
+    MIN_ROPE_THETA,
+    model_problems,
+)
 from .image_spec import (
+    ACT_SWIGLU_CLAMPED,
+    ATTN_FULL,
+    ATTN_SLIDING,
+    BIAS_EXPERTS,
     BIAS_LM_HEAD,
+    BIAS_ROUTER,
+    BIAS_SINKS,
     DEFAULT_ALIGNMENT,
     NORM_LAYER,
     ROPE_YARN,
@@ -84,6 +102,7 @@ class ModelSpec:
     record: ModelRecord
     ffn_kinds: list[int]
     config: HFConfig
+    attn_kinds: list[int] | None = None  # per layer, format 1.6; None: all full attention
 
     @property
     def moe_layers(self) -> list[int]:
@@ -471,10 +490,52 @@ def _dots1(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.DOTS1, fields, kinds
 
 
+_LAYER_TYPES = {"full_attention": ATTN_FULL, "sliding_attention": ATTN_SLIDING}
+
+
+def _gpt_oss_attn_kinds(c: HFConfig, n_layers: int) -> list[int] | None:
+    """layer_types, or transformers' default: odd layers (1, 3, ...) full."""
+    types = c.raw("layer_types")
+    if types is None:
+        types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n_layers)]
+    if not isinstance(types, list) or len(types) != n_layers or \
+            any(t not in _LAYER_TYPES for t in types):
+        raise c.unsupported("layer_types", types, f"must list {n_layers} of "
+                            f"{' / '.join(_LAYER_TYPES)}")
+    return [_LAYER_TYPES[t] for t in types]
+
+
+def _gpt_oss(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """gpt-oss: sinks, alternating sliding-window and full attention, biases
+    everywhere, top-k-then-softmax router with a bias, clamped SwiGLU experts."""
+    c.reject_if("quantization_config", lambda v: v is not None,
+                "quantized (MXFP4) checkpoints are not supported: dequantize to bf16 or f32")
+    fields = _attention(c, "head_dim")
+    kinds = [FfnKind.MOE] * fields["n_layers"]
+    attn = _gpt_oss_attn_kinds(c, fields["n_layers"])
+    window = c.integer("sliding_window", minimum=1) if ATTN_SLIDING in attn else 0
+    _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
+    fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
+    limit, alpha = c.number("swiglu_limit", 7.0), c.number("swiglu_alpha", 1.702)
+    for key, value in (("swiglu_limit", limit), ("swiglu_alpha", alpha)):
+        if not 0.0 < value <= MAX_SCALE:
+            raise c.unsupported(key, value, "must be > 0 and <= 65536")
+    biases = (ALL_BIASES if c.flag("attention_bias", True) else 0) | BIAS_SINKS | BIAS_ROUTER | \
+        BIAS_EXPERTS
+    fields |= {"router_score": ROUTER_TOPK_SOFTMAX, "attn_bias": biases,
+               "sliding_window": min(window, MAX_CONTEXT_CAP), "activation": ACT_SWIGLU_CLAMPED,
+               "swiglu_limit": limit, "swiglu_alpha": alpha,
+               "rms_eps": c.number("rms_norm_eps", 1e-5),
+               **rope_fields(c, fields["head_dim"], 150000.0)}
+    return Arch.GPT_OSS, fields, kinds
+
+
 FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
             "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe,
-            "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1}
+            "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
+            "gpt_oss": _gpt_oss}
 INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe"}
+ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds}
 
 _RECORD_DEFAULTS = {"dense_intermediate": 0, "shared_intermediate": 0}
 
@@ -512,7 +573,8 @@ def model_spec(config: dict, path: str | Path) -> ModelSpec:
     arch, fields, kinds = FAMILIES[family](c)
     record = ModelRecord(**(_RECORD_DEFAULTS | fields))
     _check_limits(c, arch, record, kinds)
-    return ModelSpec(family, arch, record, kinds, c)
+    attn = ATTN_KINDS[family](c, record.n_layers) if family in ATTN_KINDS else None
+    return ModelSpec(family, arch, record, kinds, c, attn)
 
 
 def switch_candidate(spec: ModelSpec) -> bool:

@@ -9,7 +9,11 @@ import math
 from dataclasses import dataclass, replace
 
 from .image_spec import (
+    BIAS_ALL,
+    BIAS_EXPERTS,
     BIAS_LM_HEAD,
+    BIAS_ROUTER,
+    BIAS_SINKS,
     DATA_ALIGN,
     FLAG_ROPE,
     LIMITS,
@@ -87,6 +91,9 @@ MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing w
 def format_minor(arch: int, r: ModelRecord, quantized: bool = False) -> int:
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7)."""
+    if (arch >= Arch.GPT_OSS or r.sliding_window or r.activation
+            or r.attn_bias & (BIAS_SINKS | BIAS_ROUTER | BIAS_EXPERTS)):
+        return 6
     if (r.has_rope or r.router_score == ROUTER_SIGMOID or r.n_group > 1
             or arch >= Arch.GLM4_MOE):
         return 5
@@ -110,10 +117,17 @@ def _arch_problems(arch: int, r: ModelRecord) -> list[Problem]:
     return _check([
         ("arch", arch, arch in Arch._value2member_map_, "unknown family"),
         ("qk_norm", r.qk_norm, r.qk_norm in (0, 1, 2), "must be 0, 1 or 2"),
-        ("activation", r.activation, r.activation == 0, "only 0 (SiLU) is supported"),
+        ("activation", r.activation, r.activation in (0, 1),
+         "only 0 (SiLU) and 1 (clamped SwiGLU) are supported"),
         ("norm_kind", r.norm_kind, r.norm_kind in (0, 1),
          "only 0 (RMSNorm) and 1 (LayerNorm with bias) are supported"),
     ], UNSUPPORTED_ARCH)
+
+
+def _swiglu_ok(r: ModelRecord, value: float) -> bool:
+    if r.activation == 1:
+        return _positive_finite(value) and value <= MAX_SCALE
+    return value == 0.0 and math.copysign(1.0, value) > 0
 
 
 def _attention_problems(r: ModelRecord) -> list[Problem]:
@@ -131,7 +145,13 @@ def _attention_problems(r: ModelRecord) -> list[Problem]:
         ("rms_eps", r.rms_eps, _positive_finite(r.rms_eps), "must be finite and > 0"),
         ("rope_theta", r.rope_theta, math.isfinite(r.rope_theta) and r.rope_theta >= MIN_ROPE_THETA,
          "must be finite and >= 1"),
-        ("attn_bias", r.attn_bias, r.attn_bias & ~0x1F == 0, "only bits 0..4 may be set"),
+        ("attn_bias", r.attn_bias, r.attn_bias & ~BIAS_ALL == 0, "only bits 0..7 may be set"),
+        ("sliding_window", r.sliding_window, _in_range(r.sliding_window, 0, LIMITS["max_context"]),
+         f"must be 0 .. {LIMITS['max_context']}"),
+        ("swiglu_limit", r.swiglu_limit, _swiglu_ok(r, r.swiglu_limit),
+         "must be > 0 and <= 65536 with activation 1, else 0"),
+        ("swiglu_alpha", r.swiglu_alpha, _swiglu_ok(r, r.swiglu_alpha),
+         "must be > 0 and <= 65536 with activation 1, else 0"),
         ("tie_embeddings", r.tie_embeddings, r.tie_embeddings in (0, 1), "must be 0 or 1"),
     ]
     if r.has_scales:
@@ -306,6 +326,7 @@ def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]
         (Role.FFN_NORM, (h,), True),
         (Role.ATTN_NORM_BIAS, (h,), r.norm_kind == NORM_LAYER),
         (Role.FFN_NORM_BIAS, (h,), r.norm_kind == NORM_LAYER),
+        (Role.ATTN_SINKS, (r.n_heads,), bool(r.attn_bias & BIAS_SINKS)),
     ]
 
 
@@ -314,12 +335,15 @@ def _ffn_shapes(r: ModelRecord, kind: int) -> list[tuple[Role, tuple[int, ...], 
     if kind == FfnKind.DENSE:
         return [(Role.DENSE_GATE, (d, h), True), (Role.DENSE_UP, (d, h), True),
                 (Role.DENSE_DOWN, (h, d), True)]
-    shared = s > 0
-    return [(Role.ROUTER, (r.n_experts, h), True), (Role.SHARED_GATE, (s, h), shared),
+    shared, e, i = s > 0, r.n_experts, r.expert_intermediate
+    return [(Role.ROUTER_LOGIT_BIAS, (e,), bool(r.attn_bias & BIAS_ROUTER)),
+            (Role.ROUTER, (r.n_experts, h), True), (Role.SHARED_GATE, (s, h), shared),
             (Role.SHARED_UP, (s, h), shared), (Role.SHARED_DOWN, (h, s), shared),
             (Role.SHARED_EXPERT_GATE, (1, h), shared and r.shared_gate == 1),
             (Role.ROUTER_BIAS, (r.n_experts,),
-             r.router_score in (ROUTER_SIGMOID, ROUTER_SOFTMAX_BIASED))]
+             r.router_score in (ROUTER_SIGMOID, ROUTER_SOFTMAX_BIASED)),
+            (Role.EXPERT_GATE_UP_BIAS, (e, 2 * i), bool(r.attn_bias & BIAS_EXPERTS)),
+            (Role.EXPERT_DOWN_BIAS, (e, h), bool(r.attn_bias & BIAS_EXPERTS))]
 
 
 def layer_tensors(r: ModelRecord, layer: int, kind: int) -> list[TensorEntry]:
@@ -342,14 +366,16 @@ def layer_tensor_count(r: ModelRecord, kind: int) -> int:
     return sum(1 for _, _, present in rows if present) + experts
 
 
-def canonical_tensors(r: ModelRecord, ffn_kinds: list[int]) -> tuple[list[TensorEntry],
-                                                                      list[LayerEntry]]:
-    """The whole tensor table (unplaced) and the layer table, in canonical order."""
+def canonical_tensors(r: ModelRecord, ffn_kinds: list[int], attn_kinds: list[int] | None = None
+                      ) -> tuple[list[TensorEntry], list[LayerEntry]]:
+    """The whole tensor table (unplaced) and the layer table, in canonical order
+    (attn_kinds: each layer's attention kind, all full when None)."""
     tensors = global_tensors(r)
     layers = []
+    attn_kinds = attn_kinds or [0] * len(ffn_kinds)
     for layer, kind in enumerate(ffn_kinds):
         own = layer_tensors(r, layer, kind)
-        layers.append(LayerEntry(int(kind), len(tensors), len(own)))
+        layers.append(LayerEntry(int(kind), len(tensors), len(own), int(attn_kinds[layer])))
         tensors += own
     return tensors, layers
 

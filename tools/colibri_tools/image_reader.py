@@ -30,6 +30,7 @@ from .image_layout import (
 from .image_spec import (
     DATA_ALIGN,
     FLAG_SCALES,
+    FLAG_SLIDING,
     HEADER_FIELDS,
     HEADER_SIZE,
     KNOWN_FLAGS,
@@ -205,6 +206,10 @@ class _Checker:
             raise self.fail(f"header flag SCALES is {int(present)} but the record's scales are "
                             f"{'set' if record.has_scales else 'zero'}",
                             Status.E_BAD_HYPERPARAMS.c_name, 164)
+        sliding = bool(header["flags"] & FLAG_SLIDING)
+        if sliding != (record.sliding_window != 0):
+            raise self.fail(f"header flag SLIDING is {int(sliding)} but sliding_window is "
+                            f"{record.sliding_window}", Status.E_BAD_HYPERPARAMS.c_name, 212)
 
     def read_layers(self, record: ModelRecord) -> list[LayerEntry]:
         return [unpack_layer(self.buf, HEADER_SIZE + LAYER_ENTRY_SIZE * i)
@@ -216,10 +221,12 @@ class _Checker:
         cursor = len(global_tensors(record))
         for i, layer in enumerate(layers):
             offset = HEADER_SIZE + LAYER_ENTRY_SIZE * i
-            kind_ok = layer.ffn_kind in (FfnKind.DENSE, FfnKind.MOE)
+            kind_ok = layer.ffn_kind in (FfnKind.DENSE, FfnKind.MOE) and (
+                layer.attn_kind == 0 or (layer.attn_kind == 1 and record.sliding_window != 0))
             if (not kind_ok or layer.first_tensor != cursor
                     or layer.n_tensors != layer_tensor_count(record, layer.ffn_kind)):
-                raise self.fail(f"layer {i}: ffn_kind {layer.ffn_kind}, first_tensor "
+                raise self.fail(f"layer {i}: ffn_kind {layer.ffn_kind}, attn_kind "
+                                f"{layer.attn_kind}, first_tensor "
                                 f"{layer.first_tensor}, n_tensors {layer.n_tensors} (first "
                                 f"expected at {cursor})", Status.E_BAD_LAYER_TABLE.c_name, offset)
             self.raise_first(missing_widths(record, layer.ffn_kind), f"layer {i}: ")

@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.5 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.6 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 5  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 6  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
@@ -54,6 +54,7 @@ class Arch(IntEnum):
     ERNIE4_5_MOE = 9
     GLM4_MOE = 10
     DOTS1 = 11
+    GPT_OSS = 12
 
 
 class FfnKind(IntEnum):
@@ -81,15 +82,19 @@ class Role(IntEnum):
     FFN_NORM = 27
     ATTN_NORM_BIAS = 28
     FFN_NORM_BIAS = 29
+    ATTN_SINKS = 30
     DENSE_GATE = 32
     DENSE_UP = 33
     DENSE_DOWN = 34
+    ROUTER_LOGIT_BIAS = 39
     ROUTER = 40
     SHARED_GATE = 41
     SHARED_UP = 42
     SHARED_DOWN = 43
     SHARED_EXPERT_GATE = 44
     ROUTER_BIAS = 45
+    EXPERT_GATE_UP_BIAS = 46
+    EXPERT_DOWN_BIAS = 47
     EXPERT_GATE = 48
     EXPERT_UP = 49
     EXPERT_DOWN = 50
@@ -152,26 +157,34 @@ MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("rope_ramp_low", 200, "f"),
     ("rope_ramp_width", 204, "f"),
     ("rope_attn_factor", 208, "f"),
+    ("sliding_window", 212, "I"),  # format 1.6 (FLAG_SLIDING): a sliding layer's window
+    ("swiglu_limit", 216, "f"),  # format 1.6, activation 1: the clamped SwiGLU's limit
+    ("swiglu_alpha", 220, "f"),  # and its alpha
 )
-MODEL_RECORD_END = 212  # bytes 212 .. 255 are reserved (zero)
+MODEL_RECORD_END = 224  # bytes 224 .. 255 are reserved (zero)
 SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
 ROPE_FIELDS = ("rope_dim", "rope_kind", "rope_factor", "rope_ramp_low", "rope_ramp_width",
                "rope_attn_factor")
 FLAG_SCALES = 1  # header flags bit 0: the record's four scales are set (format 1.1)
 FLAG_ROPE = 2  # bit 1: the record's RoPE fields are set (format 1.5)
-KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE
+FLAG_SLIDING = 4  # bit 2: sliding_window and the layers' attn_kind (format 1.6)
+KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING
+ACT_SILU, ACT_SWIGLU_CLAMPED = 0, 1  # activation values (1: gpt-oss, format 1.6)
+ATTN_FULL, ATTN_SLIDING = 0, 1  # a layer's attn_kind (format 1.6)
 ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER = 0, 1, 2, 3  # router_score
 ROUTER_SOFTMAX_BIASED = 4  # format 1.4: top-k of softmax + ROUTER_BIAS (ERNIE-4.5)
 NORM_RMS, NORM_LAYER = 0, 1  # norm_kind values (1: LayerNorm with bias, format 1.2)
 BIAS_ATTN, BIAS_LM_HEAD = 0xF, 0x10  # attn_bias bits: q, k, v, o; LM head (format 1.2)
 ROPE_DEFAULT, ROPE_YARN = 0, 1  # rope_kind values (format 1.5)
 MAX_GROUPS = 64  # = MAX_GROUPS in sdk/src/hparams.c
+BIAS_SINKS, BIAS_ROUTER, BIAS_EXPERTS = 0x20, 0x40, 0x80  # format 1.6 (gpt-oss)
+BIAS_ALL = 0xFF
 
 LAYER_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("ffn_kind", 0, "I"),
     ("first_tensor", 4, "I"),
     ("n_tensors", 8, "I"),
-    ("reserved", 12, "I"),
+    ("attn_kind", 12, "I"),  # format 1.6: 0 full, 1 sliding window (with FLAG_SLIDING)
 )
 
 TENSOR_FIELDS: tuple[tuple[str, int, str], ...] = (
@@ -230,6 +243,9 @@ class ModelRecord:
     rope_ramp_low: float = 0.0
     rope_ramp_width: float = 0.0
     rope_attn_factor: float = 0.0
+    sliding_window: int = 0  # format 1.6: positions a sliding layer attends to (0: none)
+    swiglu_limit: float = 0.0  # format 1.6: activation 1's limit and alpha
+    swiglu_alpha: float = 0.0
 
     @property
     def has_scales(self) -> bool:
@@ -242,7 +258,8 @@ class ModelRecord:
 
 def header_flags(record: ModelRecord) -> int:
     """The header's flags for this record (section 1)."""
-    return (FLAG_SCALES if record.has_scales else 0) | (FLAG_ROPE if record.has_rope else 0)
+    return ((FLAG_SCALES if record.has_scales else 0) | (FLAG_ROPE if record.has_rope else 0)
+            | (FLAG_SLIDING if record.sliding_window else 0))
 
 
 @dataclass(frozen=True)
@@ -250,6 +267,7 @@ class LayerEntry:
     ffn_kind: int
     first_tensor: int
     n_tensors: int
+    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING
 
 
 @dataclass(frozen=True)
@@ -313,13 +331,14 @@ def unpack_header(buf: bytes | memoryview) -> tuple[dict, ModelRecord]:
 
 def pack_layer(buf: bytearray, offset: int, entry: LayerEntry) -> None:
     values = {"ffn_kind": entry.ffn_kind, "first_tensor": entry.first_tensor,
-              "n_tensors": entry.n_tensors, "reserved": 0}
+              "n_tensors": entry.n_tensors, "attn_kind": entry.attn_kind}
     _pack_fields(buf, offset, LAYER_FIELDS, values)
 
 
 def unpack_layer(buf: bytes | memoryview, offset: int) -> LayerEntry:
     values = _unpack_fields(buf, offset, LAYER_FIELDS)
-    return LayerEntry(values["ffn_kind"], values["first_tensor"], values["n_tensors"])
+    return LayerEntry(values["ffn_kind"], values["first_tensor"], values["n_tensors"],
+                      values["attn_kind"])
 
 
 def row_blocks(cols: int) -> int:

@@ -61,13 +61,19 @@ class WrittenImage:
 
 
 def _check_inputs(path: Path, arch: int, alignment: int, record: ModelRecord,
-                  ffn_kinds: list[int], sources: Sequence[SourceTensor]) -> list[LayerEntry]:
+                  ffn_kinds: list[int], sources: Sequence[SourceTensor],
+                  attn_kinds: list[int] | None) -> list[LayerEntry]:
     problems = model_problems(arch, alignment, record, ffn_kinds)
     if problems:
         p = problems[0]
         raise ImageFormatError(f"cannot write {p.field} = {p.value!r}: {p.reason}",
                                status=p.status, path=path)
-    expected, layers = canonical_tensors(record, ffn_kinds)
+    if attn_kinds is not None and (len(attn_kinds) != len(ffn_kinds) or any(
+            k not in (0, 1) or (k == 1 and not record.sliding_window) for k in attn_kinds)):
+        raise ImageFormatError(f"attention kinds {attn_kinds!r}: one per layer, 0 or 1 (1 needs "
+                               f"a sliding_window)", status=Status.E_BAD_LAYER_TABLE.c_name,
+                               path=path)
+    expected, layers = canonical_tensors(record, ffn_kinds, attn_kinds)
     got = [(s.entry.key, tuple(s.entry.shape)) for s in sources]
     want = [(e.key, e.shape) for e in expected]
     if got != want:
@@ -159,10 +165,12 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
 
 def write_image(path: str | Path, *, arch: int, record: ModelRecord, ffn_kinds: list[int],
                 sources: Sequence[SourceTensor], alignment: int = DEFAULT_ALIGNMENT,
-                progress: Callable[[int], None] | None = None) -> WrittenImage:
-    """Write the image to `path`; `sources` must be in canonical order (section 3.1)."""
+                progress: Callable[[int], None] | None = None,
+                attn_kinds: list[int] | None = None) -> WrittenImage:
+    """Write the image to `path`; `sources` must be in canonical order (section 3.1);
+    attn_kinds: each layer's attention kind (format 1.6), all full when None."""
     path = Path(path)
-    layers = _check_inputs(path, arch, alignment, record, ffn_kinds, sources)
+    layers = _check_inputs(path, arch, alignment, record, ffn_kinds, sources, attn_kinds)
     unplaced = [s.entry for s in sources]
     end = tables_end(len(layers), len(unplaced))
     placed, image_size = place_tensors(unplaced, align_up(end, DATA_ALIGN), alignment)

@@ -43,7 +43,7 @@ _LAYER_NAMES = {
     Role.ATTN_K_NORM: "self_attn.k_norm.weight", Role.FFN_NORM: "post_attention_layernorm.weight",
     Role.DENSE_GATE: "mlp.gate_proj.weight", Role.DENSE_UP: "mlp.up_proj.weight",
     Role.DENSE_DOWN: "mlp.down_proj.weight", Role.ATTN_NORM_BIAS: "input_layernorm.bias",
-    Role.FFN_NORM_BIAS: "post_attention_layernorm.bias",
+    Role.FFN_NORM_BIAS: "post_attention_layernorm.bias", Role.ATTN_SINKS: "self_attn.sinks",
 }
 
 _BLOCK_NAMES = {Role.ROUTER: "gate.weight", Role.SHARED_GATE: "shared_expert.gate_proj.weight",
@@ -55,6 +55,10 @@ _BLOCK_NAMES = {Role.ROUTER: "gate.weight", Role.SHARED_GATE: "shared_expert.gat
 _ERNIE_BLOCK_NAMES = {Role.SHARED_GATE: "shared_experts.gate_proj.weight",
                       Role.SHARED_UP: "shared_experts.up_proj.weight",
                       Role.SHARED_DOWN: "shared_experts.down_proj.weight"}
+# gpt-oss: the router's own bias; the experts' biases, gate and up interleaved.
+_GPT_OSS_BLOCK_NAMES = {Role.ROUTER_LOGIT_BIAS: "router.bias",
+                        Role.EXPERT_GATE_UP_BIAS: "experts.gate_up_proj_bias",
+                        Role.EXPERT_DOWN_BIAS: "experts.down_proj_bias"}
 _ROUTER_BIAS_NAMES = ("gate.moe_statics.e_score_correction_bias",
                       "moe_statics.e_score_correction_bias",
                       "gate.e_score_correction_bias")  # DeepSeek-V3, GLM-4.5, dots1
@@ -69,6 +73,13 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 _ROPE_ROLES = (Role.ATTN_Q, Role.ATTN_K, Role.ATTN_Q_BIAS, Role.ATTN_K_BIAS)
 
 Loader = Callable[[], np.ndarray]
+
+
+def _deinterleave(array: np.ndarray, axis: int) -> np.ndarray:
+    """[..., 2I, ...] with gate and up alternating along `axis` -> gate block, up block."""
+    gate = np.take(array, np.arange(0, array.shape[axis], 2), axis=axis)
+    up = np.take(array, np.arange(1, array.shape[axis], 2), axis=axis)
+    return np.ascontiguousarray(np.concatenate([gate, up], axis=axis))
 
 
 class TensorMap:
@@ -105,6 +116,8 @@ class TensorMap:
         if role == Role.ROUTER_BIAS:
             return next((f"{block}.{n}" for n in _ROUTER_BIAS_NAMES
                          if self.ckpt.has(f"{block}.{n}")), f"{block}.{_ROUTER_BIAS_NAMES[0]}")
+        if role in _GPT_OSS_BLOCK_NAMES:
+            return f"{block}.{_GPT_OSS_BLOCK_NAMES[role]}"
         if role in _ERNIE_BLOCK_NAMES and self.ckpt.has(f"{block}.{_ERNIE_BLOCK_NAMES[role]}"):
             return f"{block}.{_ERNIE_BLOCK_NAMES[role]}"
         return f"{block}.{_BLOCK_NAMES[role]}"
@@ -172,14 +185,32 @@ class TensorMap:
             return granite
         if entry.role == Role.ROUTER_BIAS:
             return self._router_bias(entry)
+        if entry.role == Role.EXPERT_GATE_UP_BIAS:  # [E, 2I], gate and up interleaved
+            name = self.name_of(entry.role, entry.layer)
+            self._expect(name, entry.shape)
+            return lambda: _deinterleave(self._load(name), axis=1)
         name = self.name_of(entry.role, entry.layer)
         self._expect(name, entry.shape)
         if self.spec.interleaved_rope and entry.role in _ROPE_ROLES:
             return self._interleaved_rows(name)
         return lambda: self._load(name)
 
+    def _gpt_oss_experts(self, block: str) -> list[tuple[Loader, Loader, Loader]]:
+        """gpt-oss: gate_up_proj [E, H, 2I] (x @ W; columns 0, 2, ... gate, 1, 3, ...
+        up) and down_proj [E, I, H], transposed into the image's [out, in]."""
+        r = self.spec.record
+        e_count, inter, hidden = r.n_experts, r.expert_intermediate, r.hidden_size
+        gate_up, down = f"{block}.experts.gate_up_proj", f"{block}.experts.down_proj"
+        self._expect(gate_up, (e_count, hidden, 2 * inter))
+        self._expect(down, (e_count, inter, hidden))
+        return [(lambda e=e: np.ascontiguousarray(self._load(gate_up, e)[:, 0::2].T),
+                 lambda e=e: np.ascontiguousarray(self._load(gate_up, e)[:, 1::2].T),
+                 lambda e=e: np.ascontiguousarray(self._load(down, e).T)) for e in range(e_count)]
+
     def _expert_loaders(self, layer: int) -> list[tuple[Loader, Loader, Loader]]:
         block = self._moe_block(layer)
+        if self.spec.family == "gpt_oss":
+            return self._gpt_oss_experts(block)
         r = self.spec.record
         e_count, inter, hidden = r.n_experts, r.expert_intermediate, r.hidden_size
         fused_gate_up, fused_down = f"{block}.experts.gate_up_proj", f"{block}.experts.down_proj"

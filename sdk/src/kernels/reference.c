@@ -127,6 +127,15 @@ void colibri_k_layernorm(float *out, const float *x, const float *w, const float
     }
 }
 
+void colibri_k_swiglu_clamped(float *a, const float *b, uint32_t n, float limit, float alpha)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        float g = a[i] < limit ? a[i] : limit;
+        float u = b[i] < -limit ? -limit : (b[i] < limit ? b[i] : limit);
+        a[i] = (u + 1.0f) * (g * colibri_k_sigmoid(g * alpha));
+    }
+}
+
 void colibri_k_softmax(float *x, uint32_t n)
 {
     float max = x[0], sum;
