@@ -81,3 +81,44 @@ def test_logits_bit_identical_to_x86_64(cross_run, tiny_model, host_run, tmp_pat
     assert differ.size == 0, (f"{differ.size} of {host.size} logits differ; max |diff| "
                               f"{np.abs(host.view('<f4') - cross.view('<f4')).max()}")
     assert board_tokens == host_tokens
+
+
+@pytest.fixture(scope="session", params=["int8", "int4"])
+def quantized_model(request, built_once, tmp_path_factory):
+    """A tiny Mixtral converted with --quant (int4 with the attention
+    projections quantized too): (quant, model.bin, vocab)."""
+    key = ("quantized", request.param)
+    if key not in built_once:
+        from colibri_tools.convert import convert
+        from hf_models import build_model, save_checkpoint
+
+        root = tmp_path_factory.mktemp(f"a64_q_{request.param}")
+        model, _ = build_model("mixtral", seed=3)
+        save_checkpoint(model, root / "hf")
+        convert(root / "hf", root / "out", context=64, progress=False, quant=request.param,
+                quant_attention=request.param == "int4")
+        built_once[key] = (request.param, root / "out" / "model.bin", model.config.vocab_size)
+    return built_once[key]
+
+
+def test_quantized_logits_bit_identical_to_x86_64(cross_run, quantized_model, host_run,
+                                                  tmp_path):
+    """The quantized products of every AArch64 table the board's CPU runs
+    (rpi4's Cortex-A72: neon; the Orin's model: neondot, and neon asked for
+    by name) give the x86-64 build's logits (its best table, avx512vnni
+    here), bit for bit, and the same tokens."""
+    board, binary = cross_run
+    quant, image, vocab = quantized_model
+    ids = np.random.default_rng(11).integers(0, vocab, PROMPT).tolist()
+    host_tokens = _run([str(host_run)], image, ids, tmp_path / "host.f32")
+    host = np.fromfile(tmp_path / "host.f32", dtype="<u4")
+    emulated = [board.emulate["qemu"], "-cpu", board.emulate["cpu"], *board.emulate["extra"],
+                str(binary)]
+    for table in board.kernels:
+        path = tmp_path / f"{table}.f32"
+        board_tokens = _run([*emulated, "--kernels", table], image, ids, path)
+        cross = np.fromfile(path, dtype="<u4")
+        assert host.size == PROMPT * vocab
+        differ = np.flatnonzero(host != cross)
+        assert differ.size == 0, (quant, table, f"{differ.size} of {host.size} logits differ")
+        assert board_tokens == host_tokens, (quant, table)
