@@ -83,19 +83,20 @@ void colibri_runner_enable_slots(colibri_runner *r, const colibri_slots *slots, 
     r->slot_requests = slots != NULL ? slot_request : NULL;
 }
 
-static void say(colibri_runner *r, const char *text)
+/* One line "ota: [slot X]WHAT" on the runner's UART. */
+static void say(colibri_runner *r, int slot, const char *what)
 {
-    r->io.write(r->io.ctx, (const uint8_t *)text, strlen(text));
-}
-
-static void say_slot(colibri_runner *r, uint32_t slot, const char *what)
-{
-    char line[16] = "ota: slot ";
-    size_t n = strlen(line);
-    line[n++] = (char)('A' + slot);
-    line[n] = '\0';
-    say(r, line);
-    say(r, what);
+    char buf[96];
+    colibri_text t;
+    colibri_text_init(&t, buf, sizeof buf, &r->io);
+    colibri_text_str(&t, "ota: ");
+    if (slot >= 0) {
+        colibri_text_str(&t, "slot ");
+        colibri_text_char(&t, (char)('A' + slot));
+    }
+    colibri_text_str(&t, what);
+    colibri_text_newline(&t);
+    colibri_text_flush(&t);
 }
 
 int colibri_runner_boot_slots(colibri_runner *r, const colibri_serial_io *io,
@@ -109,19 +110,19 @@ int colibri_runner_boot_slots(colibri_runner *r, const colibri_serial_io *io,
         (void)colibri_runner_init(r, io, cfg); /* serves even without a model */
         colibri_runner_enable_slots(r, slots, status == COLIBRI_OK ? (int)boot.slot : -1);
         if (status != COLIBRI_OK) {
-            say(r, "ota: no slot holds a bootable image; waiting for an update\r\n");
+            say(r, -1, "no slot holds a bootable image; waiting for an update");
             return -1;
         }
         if (!boot.on_trial) {
-            say_slot(r, boot.slot, ": running\r\n");
+            say(r, (int)boot.slot, ": running");
             return (int)boot.slot;
         }
         if (colibri_runner_self_test(r) == COLIBRI_OK &&
             colibri_slot_confirm(slots, boot.slot) == COLIBRI_OK) {
-            say_slot(r, boot.slot, ": new image passed its first run, confirmed\r\n");
+            say(r, (int)boot.slot, ": new image passed its first run, confirmed");
             return (int)boot.slot;
         }
-        say_slot(r, boot.slot, ": new image failed its first run, rejected\r\n");
+        say(r, (int)boot.slot, ": new image failed its first run, rejected");
         (void)colibri_slot_reject(slots, boot.slot);
     }
     return r->running_slot;
