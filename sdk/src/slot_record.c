@@ -108,7 +108,8 @@ void colibri_slots_layout(colibri_slots *s, uint64_t length, uint32_t sector)
 {
     uint64_t records = 2ull * sector;
     uint64_t slot = length > records ? (length - records) / 2 : 0;
-    slot -= sector != 0 ? slot % sector : slot;
+    int power_of_two = sector != 0 && (sector & (sector - 1)) == 0;
+    slot = power_of_two ? slot & ~(uint64_t)(sector - 1) : 0; /* no 64-bit division */
     s->sector_size = sector;
     s->record[0] = 0;
     s->record[1] = sector;
