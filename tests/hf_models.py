@@ -156,6 +156,19 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                     rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
 }
 
+# Named variants of the default configs: (family, overrides). The YaRN ones have an
+# original context of 16, shorter than the 40-token test prompts; gpt-oss's with its
+# checkpoints' truncate false.
+GLM_YARN = {"rope_type": "yarn", "rope_theta": 1e4, "partial_rotary_factor": 0.5, "factor": 4.0,
+            "original_max_position_embeddings": 16}
+GPT_OSS_YARN = {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0, "beta_fast": 32.0,
+                "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 16}
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "qwen2_moe_norm": ("qwen2_moe", {"norm_topk_prob": True}),
+    "glm4_moe_yarn": ("glm4_moe", {"rope_parameters": GLM_YARN, "max_position_embeddings": 64}),
+    "gpt_oss_yarn": ("gpt_oss", {"rope_parameters": GPT_OSS_YARN}),
+}
+
 TOKENIZER_TEXT = (
     "the small bird sings in the morning and the big bird answers from the tree . "
     "experts route tokens ; the router picks the best expert for every token . "

@@ -12,11 +12,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 from golden_helpers import FAMILIES, REPO  # noqa: E402
-
-GPT_OSS_YARN = {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0, "beta_fast": 32.0,
-                "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 16}
-GLM_YARN = {"rope_type": "yarn", "rope_theta": 1e4, "partial_rotary_factor": 0.5, "factor": 4.0,
-            "original_max_position_embeddings": 16}
+from hf_models import VARIANTS  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -26,13 +22,7 @@ def colibri_run() -> pathlib.Path:
 
 
 def _family_args(family: str) -> tuple[str, dict]:
-    if family == "qwen2_moe_norm":
-        return "qwen2_moe", {"norm_topk_prob": True}
-    if family == "glm4_moe_yarn":  # YaRN with an original context shorter than the test's 40
-        return "glm4_moe", {"rope_parameters": GLM_YARN, "max_position_embeddings": 64}
-    if family == "gpt_oss_yarn":  # gpt-oss's own YaRN kind (truncate false), original 16 < 40
-        return "gpt_oss", {"rope_parameters": GPT_OSS_YARN}
-    return family, {}
+    return VARIANTS.get(family, (family, {}))
 
 
 @pytest.fixture(scope="session")
