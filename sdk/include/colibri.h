@@ -330,7 +330,8 @@ typedef struct colibri_model {
     colibri_hparams hp;
     const float *token_embed;      /* [vocab_size, hidden_size] */
     const float *output_norm;      /* [hidden_size] */
-    const float *lm_head;          /* [vocab_size, hidden_size]; == token_embed if tied */
+    const float *lm_head;          /* [vocab_size, hidden_size]; == token_embed if tied (the
+                                    * same dtype rule) */
     const float *output_norm_bias; /* [hidden_size] (LayerNorm) or NULL */
     const float *lm_head_bias;     /* [vocab_size] or NULL */
     colibri_port port;             /* the caller's port, as far as its version goes */

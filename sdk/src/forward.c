@@ -2,6 +2,7 @@
 #include "kernels.h"
 #include "layers.h"
 #include "linear.h"
+#include "quant.h"
 
 /* The norm of n rows: RMSNorm, or LayerNorm with its bias (norm_kind 1). */
 static void norm_rows(const colibri_model *m, float *out, const float *x, const float *w,
@@ -60,6 +61,43 @@ static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *sta
     add_rows(m, ws->x, ws->ffn_sum, n);
 }
 
+/* The global matrices' dtypes (docs/format.md 3.3): TOKEN_EMBED is entry 0,
+ * LM_HEAD entry 2 (or the embedding itself, tied). */
+static matrix_ref token_embedding(const colibri_model *m)
+{
+    matrix_ref ref = {m->token_embed, colibri_rd_u16(tensor_entry(m, 0) + TEN_DTYPE)};
+    return ref;
+}
+
+static matrix_ref output_projection(const colibri_model *m)
+{
+    uint32_t index = m->hp.tie_embeddings ? 0u : 2u;
+    matrix_ref ref = {m->lm_head, colibri_rd_u16(tensor_entry(m, index) + TEN_DTYPE)};
+    return ref;
+}
+
+/* Row `id` of the token embedding as floats: copied, or for Q8/Q4 each
+ * weight d * q (one float multiplication, as docs/format.md 3.3 defines it). */
+static void embed_row(const colibri_model *m, float *out, uint32_t id)
+{
+    matrix_ref e = token_embedding(m);
+    uint32_t hidden = m->hp.hidden_size, blocks = colibri_qblocks(hidden);
+    uint32_t block_bytes = e.dtype == DTYPE_Q8 ? COLIBRI_Q8_BLOCK_BYTES : COLIBRI_Q4_BLOCK_BYTES;
+    const uint8_t *row = (const uint8_t *)e.data + (size_t)id * blocks * block_bytes;
+    if (e.dtype == DTYPE_F32) {
+        memcpy(out, (const float *)e.data + (size_t)id * hidden, hidden * sizeof(float));
+        return;
+    }
+    for (uint32_t i = 0; i < hidden; i++) {
+        const uint8_t *block = row + (size_t)(i / COLIBRI_QBLOCK) * block_bytes;
+        uint32_t j = i % COLIBRI_QBLOCK;
+        int32_t q = e.dtype == DTYPE_Q8
+                        ? (int32_t)(int8_t)block[2u + j]
+                        : (int32_t)((block[2u + j % 16u] >> (j / 16u * 4u)) & 15u) - 8;
+        out[i] = colibri_qblock_scale(block) * (float)q;
+    }
+}
+
 /* Run ids[0 .. n) (n <= ws->batch) at state->pos onward. Tokens t >=
  * first_logits write their logits to row t - first_logits of `logits`. */
 static void chunk_forward(const colibri_model *m, colibri_state *state, const int32_t *ids,
@@ -68,8 +106,7 @@ static void chunk_forward(const colibri_model *m, colibri_state *state, const in
     const colibri_hparams *hp = &m->hp;
     uint32_t hidden = hp->hidden_size;
     for (uint32_t t = 0; t < n; t++) {
-        memcpy(ws->x + (size_t)t * hidden, m->token_embed + (size_t)ids[t] * hidden,
-               hidden * sizeof(float));
+        embed_row(m, ws->x + (size_t)t * hidden, (uint32_t)ids[t]);
         scale_values(ws->x + (size_t)t * hidden, hidden, hp->embedding_scale);
         colibri_rope_table(hp, ws->rope + (size_t)t * hp->head_dim, state->pos + t);
     }
@@ -81,9 +118,8 @@ static void chunk_forward(const colibri_model *m, colibri_state *state, const in
         uint32_t rows = n - first_logits;
         const float *x = ws->x + (size_t)first_logits * hidden;
         norm_rows(m, ws->xn, x, m->output_norm, m->output_norm_bias, rows);
-        matrix_ref lm_head = {m->lm_head, DTYPE_F32};
-        colibri_linear(m, logits, hp->vocab_size, lm_head, ws->xn, hp->vocab_size, hidden, rows,
-                       ws->xq);
+        colibri_linear(m, logits, hp->vocab_size, output_projection(m), ws->xn, hp->vocab_size,
+                       hidden, rows, ws->xq);
         for (uint32_t t = 0; m->lm_head_bias != NULL && t < rows; t++) {
             m->kernels.add(logits + (size_t)t * hp->vocab_size, m->lm_head_bias, hp->vocab_size);
         }

@@ -50,7 +50,8 @@ def converted(tmp_path_factory):
 def quantized(converted):
     """(family, quant) -> (hf_model, model.bin path): the model of `converted`
     with its feed-forward matrices stored Q8 ("int8") or Q4 ("int4"); with
-    "+attention" appended, the attention projections too."""
+    "+attention" appended, the attention projections too, with "+embeddings"
+    the token embedding and LM head."""
     from colibri_tools.convert import convert
 
     cache: dict[tuple[str, str], tuple] = {}
@@ -59,10 +60,10 @@ def quantized(converted):
         if (family, quant) not in cache:
             model, image = converted(family)
             root = image.parent.parent
-            bits, _, attention = quant.partition("+")
+            bits, *parts = quant.split("+")
             out = root / quant.replace("+", "_")
             convert(root / "hf", out, context=64, progress=False, quant=bits,
-                    quant_attention=attention == "attention")
+                    quant_attention="attention" in parts, quant_embeddings="embeddings" in parts)
             cache[family, quant] = (model, out / "model.bin")
         return cache[family, quant]
 

@@ -39,7 +39,8 @@ def valid_q8_image(tmp_path_factory) -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def valid_q4_image(tmp_path_factory) -> pathlib.Path:
-    """The same tiny Qwen2-MoE with its feed-forward and attention matrices Q4."""
+    """The same tiny Qwen2-MoE with every matrix but the routers Q4 (feed-forward,
+    attention, embedding and LM head)."""
     return _quantized_image(tmp_path_factory, "int4", attention=True)
 
 
@@ -51,5 +52,5 @@ def _quantized_image(tmp_path_factory, quant: str, attention: bool = False) -> p
     model, _ = build_model("qwen2_moe", seed=3)
     save_checkpoint(model, root / "hf")
     convert(root / "hf", root / "out", context=64, progress=False, quant=quant,
-            quant_attention=attention)
+            quant_attention=attention, quant_embeddings=attention)
     return root / "out" / "model.bin"

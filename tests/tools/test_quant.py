@@ -90,9 +90,12 @@ def test_convert_quantizes_the_roles_asked_for(hf_checkpoint, tmp_path):
     ffn = {Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.SHARED_GATE, Role.SHARED_UP,
            Role.SHARED_DOWN, Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN}
     attention = {Role.ATTN_Q, Role.ATTN_K, Role.ATTN_V, Role.ATTN_O}
+    embeddings = {Role.TOKEN_EMBED, Role.LM_HEAD}
     for args, quantized, dtype in ((["--quant", "int8"], ffn, Q8),
-                                   (["--quant", "int4", "--quant-attention"], ffn | attention, Q4)):
-        out = tmp_path / args[1]
+                                   (["--quant", "int4", "--quant-attention"], ffn | attention, Q4),
+                                   (["--quant", "int8", "--quant-embeddings"], ffn | embeddings,
+                                    Q8)):
+        out = tmp_path / "_".join(args)
         assert main([str(hf), "-o", str(out), "--quiet", *args]) == 0
         image = read_image(out / "model.bin", verify_data=True)
         assert image.header["version_minor"] == 3
@@ -100,4 +103,5 @@ def test_convert_quantizes_the_roles_asked_for(hf_checkpoint, tmp_path):
         assert all(t.dtype in (0, dtype) for t in image.tensors)
         assert "#define COLIBRI_MODEL_QUANTIZED" in (out / "model_config.h").read_text()
     assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-attention"]) == 1
+    assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-embeddings"]) == 1
     assert not (tmp_path / "x").exists()

@@ -68,6 +68,7 @@ class ConvertResult:
     dropped_shared_expert: bool
     quant: str | None = None
     quant_attention: bool = False
+    quant_embeddings: bool = False
 
 
 def _check_alignment(alignment: int) -> None:
@@ -85,8 +86,8 @@ def _choose_context(record: ModelRecord, context: int | None) -> int:
     return context
 
 
-def _plan(ckpt: Checkpoint, quant: str | None = None,
-          quant_attention: bool = False) -> tuple[ModelSpec, list[SourceTensor], bool]:
+def _plan(ckpt: Checkpoint, quant: str | None = None, quant_attention: bool = False,
+          quant_embeddings: bool = False) -> tuple[ModelSpec, list[SourceTensor], bool]:
     """The model spec and its tensors (with the dtypes --quant asks for),
     switch detection included; nothing written yet."""
     spec = model_spec(ckpt.config, ckpt.config_path)
@@ -99,7 +100,7 @@ def _plan(ckpt: Checkpoint, quant: str | None = None,
                  "(switch, top-1)")
     sources = tmap.sources()
     tmap.check_all_used()
-    entries = assign_dtypes([s.entry for s in sources], quant, quant_attention)
+    entries = assign_dtypes([s.entry for s in sources], quant, quant_attention, quant_embeddings)
     sources = [replace(s, entry=e) for s, e in zip(sources, entries)]
     return spec, sources, dropped
 
@@ -191,25 +192,26 @@ def _check_output_dir(out_dir: Path) -> None:
 def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = None,
             alignment: int = DEFAULT_ALIGNMENT, progress: bool = True,
             batch: int = 1, board=None, app: str = "serial_runner", quant: str | None = None,
-            quant_attention: bool = False) -> ConvertResult:
+            quant_attention: bool = False, quant_embeddings: bool = False) -> ConvertResult:
     """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
     scratch sized for prompt chunks of `batch` tokens) and (when the
     checkpoint has tokenizer.json) model_tokenizer.json into out_dir. With
     `board` (a name or Board), refuse first a model that does not fit it
     (weights and, for `app`'s buffers, RAM). `quant` ("int8", "int4") stores
-    the feed-forward matrices Q8 or Q4 (format 1.2), with `quant_attention`
-    the attention projections too (docs/format.md 3.3)."""
+    the feed-forward matrices Q8 or Q4, with `quant_attention` the attention
+    projections too, with `quant_embeddings` the token embedding and LM head
+    (docs/format.md 3.3)."""
     _check_alignment(alignment)
     if quant is not None and quant not in QUANT_NAMES:
         raise OptionError(f"--quant {quant}: one of {', '.join(QUANT_NAMES)}")
-    if quant_attention and quant is None:
-        raise OptionError("--quant-attention needs --quant int8 or int4")
+    if (quant_attention or quant_embeddings) and quant is None:
+        raise OptionError("--quant-attention and --quant-embeddings need --quant int8 or int4")
     if not 1 <= batch <= MAX_BATCH:
         raise OptionError(f"--batch {batch}: must be 1 .. {MAX_BATCH}")
     out_dir = Path(out_dir)
     _check_output_dir(out_dir)
     with Checkpoint(hf_dir) as ckpt:
-        spec, sources, dropped = _plan(ckpt, quant, quant_attention)
+        spec, sources, dropped = _plan(ckpt, quant, quant_attention, quant_embeddings)
         context = _choose_context(spec.record, context)
         if board is not None:
             _check_fits(board, spec, ckpt.path, alignment, context, batch, app, quant)
@@ -230,7 +232,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         spec.family, int(spec.arch), spec.record, spec.ffn_kinds, image.fingerprint,
         image.image_size, len(image.tensors), alignment, context, batch,
         state_size(spec.record, context), scratch_size(spec.record, context, batch, image.quantized),
-        dropped, quant, quant_attention)
+        dropped, quant, quant_attention, quant_embeddings)
 
 
 def summary(result: ConvertResult) -> str:
@@ -246,8 +248,9 @@ def summary(result: ConvertResult) -> str:
         + (" (zero shared expert dropped)" if result.dropped_shared_expert else ""),
         f"image: {result.image_size} bytes, {result.n_tensors} tensors, alignment "
         f"{result.alignment}, fingerprint 0x{result.fingerprint:08X}"
-        + (f", {result.quant} feed-forward" + (" and attention" if result.quant_attention else "")
-           + " matrices" if result.quant else ""),
+        + (f", {result.quant} feed-forward" + (", attention" if result.quant_attention else "")
+           + (", embedding, LM head" if result.quant_embeddings else "") + " matrices"
+           if result.quant else ""),
         f"context {result.context}: state {result.state_bytes} bytes, "
         f"scratch {result.scratch_bytes} bytes (prompt chunks of {result.batch})",
         "wrote " + ", ".join(str(p) for p in (result.image_path, result.header_path,
@@ -276,10 +279,12 @@ def _parser() -> argparse.ArgumentParser:
                    "whose RAM is counted (serial_runner, hello_moe, isr_forward)")
     p.add_argument("--quant", choices=sorted(QUANT_NAMES), help="store the feed-forward "
                    "matrices (experts, shared expert, dense layers) as Q8 (int8) or Q4 (int4) "
-                   "blocks of 32 with a binary16 scale (docs/format.md 3.3); routers, norms "
-                   "and embeddings stay float32")
+                   "blocks of 32 with a binary16 scale (docs/format.md 3.3); routers and norms "
+                   "always stay float32, attention and embeddings unless asked below")
     p.add_argument("--quant-attention", action="store_true", help="with --quant: the attention "
                    "projections (q, k, v, o) too")
+    p.add_argument("--quant-embeddings", action="store_true", help="with --quant: the token "
+                   "embedding and the output projection (LM head) too")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     add_version_option(p)
     return p
@@ -313,7 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = convert(args.hf_dir, args.out_dir, context=args.context,
                              alignment=args.alignment, progress=not args.quiet, batch=args.batch,
                              board=args.board, app=args.app, quant=args.quant,
-                             quant_attention=args.quant_attention)
+                             quant_attention=args.quant_attention,
+                             quant_embeddings=args.quant_embeddings)
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1

@@ -36,11 +36,13 @@ DTYPE_NAMES = {DTYPE_F32: "F32", DTYPE_Q8: "Q8", DTYPE_Q4: "Q4"}
 FFN_ROLES = frozenset({Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.SHARED_GATE,
                        Role.SHARED_UP, Role.SHARED_DOWN, Role.DENSE_GATE, Role.DENSE_UP,
                        Role.DENSE_DOWN})
-# With colibri-convert --quant-attention also these.
+# With colibri-convert --quant-attention also these, with --quant-embeddings
+# the token embedding and the output projection (LM head).
 ATTENTION_ROLES = frozenset({Role.ATTN_Q, Role.ATTN_K, Role.ATTN_V, Role.ATTN_O})
-# Every role a reader accepts as Q8/Q4; routers, norms, biases, the shared
-# expert's gate and the embeddings stay float32 (sdk/src/tensor_check.c).
-QUANTIZABLE_ROLES = FFN_ROLES | ATTENTION_ROLES
+EMBEDDING_ROLES = frozenset({Role.TOKEN_EMBED, Role.LM_HEAD})
+# Every role a reader accepts as Q8/Q4; routers, norms, biases and the shared
+# expert's gate stay float32 (sdk/src/tensor_check.c).
+QUANTIZABLE_ROLES = FFN_ROLES | ATTENTION_ROLES | EMBEDDING_ROLES
 
 
 def quantizable(role: int) -> bool:
@@ -70,12 +72,14 @@ def tensor_size(entry: TensorEntry) -> int:
     return 4 * math.prod(entry.shape)
 
 
-def assign_dtypes(entries: list[TensorEntry], quant: str | None,
-                  attention: bool = False) -> list[TensorEntry]:
-    """The entries with the dtype `quant` gives the feed-forward matrices (and
-    with `attention` the attention projections); the rest float32."""
+def assign_dtypes(entries: list[TensorEntry], quant: str | None, attention: bool = False,
+                  embeddings: bool = False) -> list[TensorEntry]:
+    """The entries with the dtype `quant` gives the feed-forward matrices (with
+    `attention` the attention projections, with `embeddings` the token
+    embedding and LM head too); the rest float32."""
     dtype = dtype_of(quant)
-    roles = FFN_ROLES | (ATTENTION_ROLES if attention else frozenset())
+    roles = (FFN_ROLES | (ATTENTION_ROLES if attention else frozenset())
+             | (EMBEDDING_ROLES if embeddings else frozenset()))
     if dtype == DTYPE_F32:
         return list(entries)
     return [replace(e, dtype=dtype) if e.role in roles else e for e in entries]

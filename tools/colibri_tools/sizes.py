@@ -83,22 +83,24 @@ def logits_size(record: ModelRecord) -> int:
 
 def placed_tensors(record: ModelRecord, ffn_kinds: Sequence[int],
                    alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
-                   quant_attention: bool = False) -> tuple[list[TensorEntry], int]:
+                   quant_attention: bool = False,
+                   quant_embeddings: bool = False) -> tuple[list[TensorEntry], int]:
     """Every tensor of the image with its dtype, offset and size, and the image
     size (docs/format.md 3.1 - 3.3), without any weights: what colibri-convert
-    writes with --quant `quant` ("int8", "int4"; None: float32) and
-    --quant-attention."""
+    writes with --quant `quant` ("int8", "int4"; None: float32),
+    --quant-attention and --quant-embeddings."""
     tensors, layers = canonical_tensors(record, list(ffn_kinds))
-    tensors = assign_dtypes(tensors, quant, quant_attention)
+    tensors = assign_dtypes(tensors, quant, quant_attention, quant_embeddings)
     start = align_up(tables_end(len(layers), len(tensors)), DATA_ALIGN)
     return place_tensors(tensors, start, alignment, tensor_size)
 
 
 def image_size(record: ModelRecord, ffn_kinds: Sequence[int],
                alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
-               quant_attention: bool = False) -> int:
+               quant_attention: bool = False, quant_embeddings: bool = False) -> int:
     """Bytes of the model image colibri-convert writes for this record."""
-    return placed_tensors(record, ffn_kinds, alignment, quant, quant_attention)[1]
+    return placed_tensors(record, ffn_kinds, alignment, quant, quant_attention,
+                          quant_embeddings)[1]
 
 
 def decode_bytes_per_token(record: ModelRecord, tensors: Sequence[TensorEntry]) -> int:
