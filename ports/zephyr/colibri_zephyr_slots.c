@@ -140,9 +140,9 @@ static int program_units(zephyr_slots *z, uint64_t offset, const uint8_t *data, 
     uint8_t unit[PROGRAM_UNIT_MAX];
     size_t u = z->unit;
     while (size > 0) {
-        uint64_t start = offset - offset % u;
+        uint64_t start = offset & ~(uint64_t)(u - 1); /* u: a power of two */
         size_t skip = (size_t)(offset - start);
-        size_t whole = skip == 0 ? size - size % u : 0;
+        size_t whole = skip == 0 ? size & ~(u - 1) : 0;
         if (whole > 0) {
             if (flash_write(z->flash, SLOTS_OFFSET + (off_t)offset, data, whole) != 0) {
                 return -EIO;
@@ -177,9 +177,9 @@ static colibri_status slots_program(void *ctx, uint64_t offset, const void *data
         colibri_nsim_power_off();
     }
     int written = program_units(z, offset, data, size);
-    uint64_t first = offset - offset % z->unit;
+    uint64_t first = offset & ~(uint64_t)(z->unit - 1);
     uint64_t end = offset + size + (z->unit - 1);
-    forget_cached(z, first, end - end % z->unit - first);
+    forget_cached(z, first, (end & ~(uint64_t)(z->unit - 1)) - first);
     return written == 0 ? COLIBRI_OK : COLIBRI_E_FLASH;
 }
 
@@ -206,7 +206,7 @@ const colibri_slots *colibri_zephyr_slots(const uint8_t *trusted_key)
     z->slots.program = slots_program;
     z->slots.ctx = z;
     z->slots.trusted_key = trusted_key;
-    if (colibri_slots_check(&z->slots) != COLIBRI_OK || (SLOTS_OFFSET % sector) != 0) {
+    if (colibri_slots_check(&z->slots) != COLIBRI_OK || (SLOTS_OFFSET & (sector - 1)) != 0) {
         LOG_ERR("slots: partition at 0x%lx (%llu bytes, %u-byte sectors) cannot hold two "
                 "records and two slots",
                 (unsigned long)SLOTS_OFFSET, (unsigned long long)SLOTS_SIZE, (unsigned)sector);
