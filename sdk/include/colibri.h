@@ -239,6 +239,9 @@ extern const colibri_kernels colibri_kernels_neon;
 /* neon with its quantized products on the dot-product extension (SDOT). */
 extern const colibri_kernels colibri_kernels_neondot;
 extern const colibri_kernels colibri_kernels_helium;
+/* Quantized products on the Arm DSP extension (SMLAD: Cortex-M4/M7/M33/M55);
+ * its fp32 slots are the reference's. */
+extern const colibri_kernels colibri_kernels_dsp;
 
 /* ---------------------------------------------------------------------------
  * Model

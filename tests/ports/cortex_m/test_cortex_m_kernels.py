@@ -17,7 +17,7 @@ from cm_helpers import CC, QEMU, REPO, missing_tools, qemu_argv
 from colibri_tools import boards
 
 HERE = REPO / "tests" / "ports" / "cortex_m" / "kernels_m"
-BOARDS = ("qemu_an547",)  # the Cortex-M QEMU board with a SIMD table
+BOARDS = ("qemu_an547", "qemu_an500")  # Helium (Cortex-M55), DSP (Cortex-M7)
 
 
 def _cc(args: list[str]) -> None:
