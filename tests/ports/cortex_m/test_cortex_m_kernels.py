@@ -3,8 +3,9 @@ by kernel, on the emulated CPU itself: tests/sdk/test_kernels.c built for
 the board (its compiler flags and `kernels` from the board file) with a
 minimal bare-metal start (kernels_m/) and newlib's semihosting, run in
 QEMU. On qemu_an547 that checks the Helium table (Cortex-M55, MVE) slot by
-slot, the quantized products included, against the C library's fmaf/rintf
-definition, as the host tables are checked under ASan."""
+slot, the quantized products included, on qemu_an500 the DSP table
+(Cortex-M7, SMLAD), both against the C library's fmaf/rintf definition, as
+the host tables are checked under ASan."""
 from __future__ import annotations
 
 import pathlib
