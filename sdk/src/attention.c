@@ -6,13 +6,17 @@
 #include "colibri_math.h"
 #include "linear.h"
 
-static void project(const colibri_model *m, float *out, matrix_ref w, const float *bias,
-                    const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq)
+/* One projection (colibri_linear, then the bias); returns whether xq holds
+ * x's activation blocks for the next projection of the same rows. */
+static uint32_t project(const colibri_model *m, float *out, matrix_ref w, const float *bias,
+                        const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq,
+                        uint32_t xq_ready)
 {
-    colibri_linear(m, out, rows, w, x, rows, cols, n, xq);
+    xq_ready = colibri_linear(m, out, rows, w, x, rows, cols, n, xq, xq_ready);
     for (uint32_t t = 0; bias != NULL && t < n; t++) {
         m->kernels.add(out + (size_t)t * rows, bias, rows);
     }
+    return xq_ready;
 }
 
 /* q/k normalisation of one token: over the whole projection (OLMoE) or per
@@ -140,9 +144,11 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
     size_t layer_offset = (size_t)layer_index * state->max_context * kv_dim;
     float *k_cache = state->k_cache + layer_offset, *v_cache = state->v_cache + layer_offset;
 
-    project(m, ws->q, layer->wq, layer->bq, ws->xn, q_dim, hp->hidden_size, n, ws->xq);
-    project(m, ws->k, layer->wk, layer->bk, ws->xn, kv_dim, hp->hidden_size, n, ws->xq);
-    project(m, ws->v, layer->wv, layer->bv, ws->xn, kv_dim, hp->hidden_size, n, ws->xq);
+    uint32_t ready = project(m, ws->q, layer->wq, layer->bq, ws->xn, q_dim, hp->hidden_size, n,
+                             ws->xq, 0u); /* q, k and v share their input's blocks */
+    ready =
+        project(m, ws->k, layer->wk, layer->bk, ws->xn, kv_dim, hp->hidden_size, n, ws->xq, ready);
+    project(m, ws->v, layer->wv, layer->bv, ws->xn, kv_dim, hp->hidden_size, n, ws->xq, ready);
     for (uint32_t t = 0; t < n; t++) {
         keys_of_token(m, layer, k_cache, v_cache, state->pos + t, t, ws);
     }
@@ -153,5 +159,5 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
             head_task(&job, h);
         }
     }
-    project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n, ws->xq);
+    project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n, ws->xq, 0u);
 }

@@ -29,8 +29,8 @@ static void swiglu_mlp(const colibri_model *m, matrix_ref gate, matrix_ref up, m
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t hidden = hp->hidden_size;
-    colibri_linear(m, ws->h1, width, gate, in, width, hidden, n, ws->xq);
-    colibri_linear(m, ws->h2, width, up, in, width, hidden, n, ws->xq);
+    uint32_t ready = colibri_linear(m, ws->h1, width, gate, in, width, hidden, n, ws->xq, 0u);
+    colibri_linear(m, ws->h2, width, up, in, width, hidden, n, ws->xq, ready); /* same input */
     add_bias(m, ws->h1, bias != NULL ? bias->gate : NULL, width, n);
     add_bias(m, ws->h2, bias != NULL ? bias->up : NULL, width, n);
     for (uint32_t t = 0; t < n; t++) {
@@ -41,7 +41,7 @@ static void swiglu_mlp(const colibri_model *m, matrix_ref gate, matrix_ref up, m
             m->kernels.swiglu(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width);
         }
     }
-    colibri_linear(m, out, hidden, down, ws->h1, hidden, width, n, ws->xq);
+    colibri_linear(m, out, hidden, down, ws->h1, hidden, width, n, ws->xq, 0u);
     add_bias(m, out, bias != NULL ? bias->down : NULL, hidden, n);
 }
 
@@ -118,7 +118,7 @@ static void routed_experts(const colibri_model *m, const layer_view *layer, uint
     const colibri_hparams *hp = &m->hp;
     uint32_t hidden = hp->hidden_size, e;
     colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts, hidden, n,
-                   ws->xq);
+                   ws->xq, 0u);
     add_bias(m, ws->router, layer->router_logit_bias, hp->n_experts, n);
     for (uint32_t t = 0; t < n; t++) {
         colibri_router_select(m, ws->router + (size_t)t * hp->n_experts, layer->router_bias,

@@ -70,28 +70,31 @@ static uint32_t rows_per_task(uint32_t rows, uint32_t cols, uint32_t n)
     return want < rows ? want : rows;
 }
 
-void colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
-                    const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq)
+uint32_t colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
+                        const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq,
+                        uint32_t xq_ready)
 {
     uint64_t work = (uint64_t)rows * cols * n;
     linear_job job = {&m->kernels, out,  out_stride, w,   x, (const colibri_qblock *)xq,
                       rows,        cols, n,          rows};
-    if (w.dtype != DTYPE_F32) { /* each input row quantized once, whatever the split */
+    if (w.dtype != DTYPE_F32 && !xq_ready) { /* each input row quantized once, whatever the split */
         uint32_t blocks = colibri_qblocks(cols);
         for (uint32_t t = 0; t < n; t++) {
             colibri_quantize_row((colibri_qblock *)xq + (size_t)t * blocks, x + (size_t)t * cols,
                                  cols);
         }
+        xq_ready = 1u;
     }
     if (m->port.parallel_for != NULL && work >= PARALLEL_MIN_WORK) {
         job.rows_per_task = rows_per_task(rows, cols, n);
     }
     if (job.rows_per_task == rows) {
         linear_rows(&job, 0, rows);
-        return;
+    } else {
+        m->port.parallel_for(m->port.ctx, (rows + job.rows_per_task - 1u) / job.rows_per_task,
+                             linear_task, &job);
     }
-    m->port.parallel_for(m->port.ctx, (rows + job.rows_per_task - 1u) / job.rows_per_task,
-                         linear_task, &job);
+    return xq_ready;
 }
 
 int colibri_parallel_tasks(const colibri_model *m, uint32_t n_tasks, uint64_t work,

@@ -12,10 +12,15 @@
  * interrupt handler) the kernel runs here. A Q8/Q4 matrix first quantizes
  * the n input rows into xq (the workspace's activation blocks, n *
  * ceil(cols / 32) of them; unused for float32) and takes the quantized dot
- * of docs/kernels.md: the same bits for every split and every n.
+ * of docs/kernels.md: the same bits for every split and every n. With
+ * xq_ready, xq already holds these rows' blocks (the previous product on the
+ * same rows made them) and they are not made again. Returns whether xq holds
+ * the blocks of x afterwards: pass it as xq_ready to the next product on the
+ * same, unchanged rows.
  */
-void colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
-                    const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq);
+uint32_t colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
+                        const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq,
+                        uint32_t xq_ready);
 
 /*
  * Run fn(arg, 0) .. fn(arg, n_tasks - 1) on the port's threads when there is
