@@ -167,6 +167,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "qwen2_moe_norm": ("qwen2_moe", {"norm_topk_prob": True}),
     "glm4_moe_yarn": ("glm4_moe", {"rope_parameters": GLM_YARN, "max_position_embeddings": 64}),
     "gpt_oss_yarn": ("gpt_oss", {"rope_parameters": GPT_OSS_YARN}),
+    # Mixtral's and PhiMoE's sliding_window, on every layer, shorter than the prompts.
+    "mixtral_window": ("mixtral", {"sliding_window": 8}),
+    "phimoe_window": ("phimoe", {"sliding_window": 8}),
 }
 
 TOKENIZER_TEXT = (

@@ -3,7 +3,8 @@
 Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
 
 - mixtral: softmax top-k always renormalised; experts = num_local_experts of
-  width intermediate_size; no biases; head_dim may be None (= hidden / heads).
+  width intermediate_size; no biases; head_dim may be None (= hidden / heads); a
+  sliding_window shorter than the context applies to every layer (format 1.6).
 - qwen2_moe: q, k, v bias when qkv_bias; shared expert (shared_expert_intermediate_size)
   with a sigmoid gate; a layer is dense (intermediate_size) when it is in
   mlp_only_layers, (layer + 1) % decoder_sparse_step != 0 or num_experts == 0;
@@ -16,7 +17,8 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
 - phimoe: LayerNorm with bias (eps rms_norm_eps) everywhere; q, k, v, o bias when
   attention_bias, LM-head bias when lm_head_bias; sparsemixer routing (always two
   experts, each weighted by a softmax over the logits within 2 router_jitter_noise of it,
-  relatively); head_dim = hidden / heads.
+  relatively); head_dim = hidden / heads; a sliding_window shorter than the context
+  applies to every layer (format 1.6).
 - ernie4_5_moe: MoE layers where (layer + 1) % moe_layer_interval == 0 and
   moe_layer_start_index <= layer <= moe_layer_end_index (-1: the last), dense ones of
   intermediate_size elsewhere; moe_num_shared_experts shared experts as one ungated MLP of
@@ -293,8 +295,8 @@ def _reject_sliding_window_qwen(c: HFConfig) -> None:
 
 
 def _mixtral(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    c.reject_if("sliding_window", lambda v: v is not None, "sliding-window attention is not supported")
     fields = _attention(c, "head_dim")
+    fields["sliding_window"] = _uniform_window(c)
     kinds = [FfnKind.MOE] * fields["n_layers"]
     _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
     fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), True)
@@ -371,19 +373,25 @@ def _granitemoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return (Arch.GRANITEMOE_SHARED if shared else Arch.GRANITEMOE), fields, kinds
 
 
-def _reject_short_window(c: HFConfig, max_context: int) -> None:
-    """A sliding window as long as the context changes nothing; a shorter one is refused."""
-    c.reject_if("sliding_window", lambda v: v is not None and (not isinstance(v, int) or
-                                                                v < max_context),
-                f"a sliding window shorter than max_position_embeddings ({max_context}) is "
-                f"not supported for this family")
+def _uniform_window(c: HFConfig) -> int:
+    """Mixtral's and PhiMoE's sliding_window, which every layer uses (transformers
+    masks with it whenever it is set): 0 when absent or as long as the context,
+    where it changes nothing."""
+    if c.raw("sliding_window") is None:
+        return 0
+    window = c.integer("sliding_window", minimum=1)
+    return window if window < c.integer("max_position_embeddings", minimum=1) else 0
+
+
+def _uniform_window_kinds(c: HFConfig, n_layers: int) -> list[int] | None:
+    return [ATTN_SLIDING] * n_layers if _uniform_window(c) else None
 
 
 def _phimoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     """PhiMoE: Mixtral-like attention and experts with LayerNorm (and biases)
     and the sparsemixer router."""
     fields = _attention(c, None)
-    _reject_short_window(c, c.integer("max_position_embeddings", minimum=1))
+    fields["sliding_window"] = _uniform_window(c)
     c.reject_if("num_experts_per_tok", lambda v: v != 2,
                 "PhiMoE's sparsemixer routes every token to exactly 2 experts")
     jitter = c.number("router_jitter_noise", 0.01)
@@ -535,7 +543,8 @@ FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
             "gpt_oss": _gpt_oss}
 INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe"}
-ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds}
+ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
+              "phimoe": _uniform_window_kinds}
 
 _RECORD_DEFAULTS = {"dense_intermediate": 0, "shared_intermediate": 0}
 
