@@ -8,6 +8,7 @@ import struct
 
 import numpy as np
 import pytest
+import torch
 from colibri_tools.errors import OptionError
 from colibri_tools.quant import dequantize, first_bad_scale, matrix_bytes, quantize
 
@@ -105,3 +106,43 @@ def test_convert_quantizes_the_roles_asked_for(hf_checkpoint, tmp_path):
     assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-attention"]) == 1
     assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-embeddings"]) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_mixed_keeps_the_experts_a_text_uses_most_in_int8(tmp_path):
+    """--quant mixed on the demo model (a trained Mixtral, 4 experts, top-2):
+    per layer the experts transformers' own router sends the most calibration
+    tokens to are Q8, the others Q4, the rest of the feed-forward Q8."""
+    from pathlib import Path
+
+    from colibri_tools.convert import convert
+    from colibri_tools.image_format import Role, read_image
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+
+    demo = Path(__file__).resolve().parents[2] / "models" / "tiny_moe"
+    text = ("Mr. Darcy walked to the window and said nothing for a while; then he turned, and "
+            "with a look of some embarrassment asked whether Miss Bennet would walk with him in "
+            "the garden before dinner, since the rain had stopped and the evening was fine.")
+    (tmp_path / "cal.txt").write_text(text)
+    result = convert(demo, tmp_path / "out", progress=False, quant="mixed",
+                     calibration=tmp_path / "cal.txt", int8_share=0.5)
+    image = read_image(result.image_path, verify_data=True)
+    ids = Tokenizer.from_file(str(demo / "tokenizer.json")).encode(text).ids
+    model = AutoModelForCausalLM.from_pretrained(demo, torch_dtype=torch.float32).eval()
+    with torch.no_grad():
+        routers = model(torch.tensor([ids]), output_router_logits=True).router_logits
+    k = model.config.num_experts_per_tok
+    for layer, logits in enumerate(routers):
+        counts = np.bincount(logits.topk(k, dim=-1).indices.flatten().numpy(), minlength=4)
+        order = sorted(range(4), key=lambda e: (-counts[e], e))
+        q8 = {t.expert for t in image.tensors if t.layer == layer and t.role == Role.EXPERT_GATE
+              and t.dtype == Q8}
+        q4 = {t.expert for t in image.tensors if t.layer == layer and t.role == Role.EXPERT_GATE
+              and t.dtype == Q4}
+        assert len(q8) == 2 and q8 | q4 == {0, 1, 2, 3}
+        if counts[order[1]] != counts[order[2]]:  # no tie at the boundary
+            assert q8 == set(order[:2]), (layer, counts)
+    from colibri_tools.quant import weights_name
+    assert weights_name(image.tensors) == "mixed"
+    with pytest.raises(OptionError, match="go together"):
+        convert(demo, tmp_path / "x", progress=False, quant="mixed")

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from .chat import COMPANION_FILES
@@ -34,7 +35,7 @@ from .families import ModelSpec, as_switch, model_spec, switch_candidate
 from .image_reader import ModelImage, read_image
 from .image_spec import DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MIN_ALIGNMENT, FfnKind, ModelRecord
 from .image_writer import SourceTensor, WrittenImage, write_image
-from .quant import QUANT_NAMES, assign_dtypes, tensor_size
+from .quant import QUANT_NAMES, assign_dtypes, mixed_dtypes, most_used_experts, tensor_size
 from .sizes import MAX_BATCH, scratch_size, state_size
 from .status import Status
 from .tensor_map import TensorMap
@@ -182,6 +183,23 @@ def _check_fits(board, spec: ModelSpec, source: Path, alignment: int, context: i
         raise OptionError(f"--board {board.name}: {refusal(report)}")
 
 
+def _mixed_sources(spec: ModelSpec, sources: list[SourceTensor], ckpt: Checkpoint,
+                   calibration: Path, share: float, alignment: int, attention: bool,
+                   embeddings: bool) -> list[SourceTensor]:
+    """--quant mixed: count expert use on the calibration text with the float32
+    model, then give the most used experts Q8 and the others Q4."""
+    from .quant_calibrate import calibration_ids, expert_counts
+
+    ids = calibration_ids(calibration, ckpt.tokenizer_path)
+    counts = expert_counts(spec, sources, ids, alignment)
+    chosen = most_used_experts(counts, share)
+    log.info("--quant mixed: %d of %d experts Q8 (the most used on %d calibration tokens), the "
+             "others Q4", len(chosen), int(np.count_nonzero(counts.sum(axis=1))) *
+             spec.record.n_experts, len(ids))
+    entries = mixed_dtypes([s.entry for s in sources], chosen, attention, embeddings)
+    return [replace(s, entry=e) for s, e in zip(sources, entries)]
+
+
 def _check_output_dir(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise OptionError(f"-o {out_dir}: a file of that name exists; the output is a folder "
@@ -192,7 +210,8 @@ def _check_output_dir(out_dir: Path) -> None:
 def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = None,
             alignment: int = DEFAULT_ALIGNMENT, progress: bool = True,
             batch: int = 1, board=None, app: str = "serial_runner", quant: str | None = None,
-            quant_attention: bool = False, quant_embeddings: bool = False) -> ConvertResult:
+            quant_attention: bool = False, quant_embeddings: bool = False,
+            calibration: str | Path | None = None, int8_share: float = 0.25) -> ConvertResult:
     """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
     scratch sized for prompt chunks of `batch` tokens) and (when the
     checkpoint has tokenizer.json) model_tokenizer.json into out_dir. With
@@ -200,10 +219,14 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
     (weights and, for `app`'s buffers, RAM). `quant` ("int8", "int4") stores
     the feed-forward matrices Q8 or Q4, with `quant_attention` the attention
     projections too, with `quant_embeddings` the token embedding and LM head
-    (docs/format.md 3.3)."""
+    (docs/format.md 3.3). `quant` "mixed" stores the `int8_share` of each
+    layer's experts that the `calibration` text uses most as Q8 and the others
+    as Q4 (the rest of the feed-forward Q8; docs/quantization.md)."""
     _check_alignment(alignment)
-    if quant is not None and quant not in QUANT_NAMES:
-        raise OptionError(f"--quant {quant}: one of {', '.join(QUANT_NAMES)}")
+    if quant is not None and quant not in (*QUANT_NAMES, "mixed"):
+        raise OptionError(f"--quant {quant}: one of {', '.join(QUANT_NAMES)}, mixed")
+    if (quant == "mixed") != (calibration is not None):
+        raise OptionError("--quant mixed and --calibration TEXT go together")
     if (quant_attention or quant_embeddings) and quant is None:
         raise OptionError("--quant-attention and --quant-embeddings need --quant int8 or int4")
     if not 1 <= batch <= MAX_BATCH:
@@ -211,10 +234,16 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
     out_dir = Path(out_dir)
     _check_output_dir(out_dir)
     with Checkpoint(hf_dir) as ckpt:
-        spec, sources, dropped = _plan(ckpt, quant, quant_attention, quant_embeddings)
+        mixed = quant == "mixed"
+        spec, sources, dropped = _plan(ckpt, None if mixed else quant, quant_attention,
+                                       quant_embeddings)
         context = _choose_context(spec.record, context)
-        if board is not None:
-            _check_fits(board, spec, ckpt.path, alignment, context, batch, app, quant)
+        if board is not None:  # mixed: sized as int8, an upper bound
+            _check_fits(board, spec, ckpt.path, alignment, context, batch, app,
+                        "int8" if mixed else quant)
+        if mixed:
+            sources = _mixed_sources(spec, sources, ckpt, Path(calibration), int8_share, alignment,
+                                     quant_attention, quant_embeddings)
         names = [IMAGE_NAME, HEADER_NAME] + ([TOKENIZER_OUT_NAME] if ckpt.tokenizer_path else [])
         # generation settings and the chat template, copied as they are (colibri-generate)
         companions = [n for s, n in COMPANION_FILES.items() if (ckpt.path / s).is_file()]
@@ -277,7 +306,7 @@ def _parser() -> argparse.ArgumentParser:
                    "board (image in its weight region, buffers in its RAM: colibri-board fit)")
     p.add_argument("--app", default="serial_runner", help="with --board: the bare-metal sample "
                    "whose RAM is counted (serial_runner, hello_moe, isr_forward)")
-    p.add_argument("--quant", choices=sorted(QUANT_NAMES), help="store the feed-forward "
+    p.add_argument("--quant", choices=sorted(QUANT_NAMES) + ["mixed"], help="store the feed-forward "
                    "matrices (experts, shared expert, dense layers) as Q8 (int8) or Q4 (int4) "
                    "blocks of 32 with a binary16 scale (docs/format.md 3.3); routers and norms "
                    "always stay float32, attention and embeddings unless asked below")
@@ -285,6 +314,10 @@ def _parser() -> argparse.ArgumentParser:
                    "projections (q, k, v, o) too")
     p.add_argument("--quant-embeddings", action="store_true", help="with --quant: the token "
                    "embedding and the output projection (LM head) too")
+    p.add_argument("--calibration", type=Path, help="with --quant mixed: a text; the experts it "
+                   "uses most are stored int8, the others int4")
+    p.add_argument("--int8-share", type=float, default=0.25, help="with --quant mixed: the "
+                   "share of each layer's experts stored int8 (default 0.25)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     add_version_option(p)
     return p
@@ -319,7 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              alignment=args.alignment, progress=not args.quiet, batch=args.batch,
                              board=args.board, app=args.app, quant=args.quant,
                              quant_attention=args.quant_attention,
-                             quant_embeddings=args.quant_embeddings)
+                             quant_embeddings=args.quant_embeddings,
+                             calibration=args.calibration, int8_share=args.int8_share)
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1

@@ -181,6 +181,36 @@ def first_bad_scale(dtype: int, data: np.ndarray) -> int | None:
 
 
 def weights_name(tensors: list[TensorEntry]) -> str:
-    """The --quant name of the dtype of an image's quantized matrices, or fp32."""
-    names = {dtype: name for name, dtype in QUANT_NAMES.items()}
-    return next((names[t.dtype] for t in tensors if t.dtype in names), "fp32")
+    """The --quant name of the dtype of an image's quantized matrices: fp32,
+    int8, int4, or mixed (both)."""
+    names = {QUANT_NAMES[n]: n for n in QUANT_NAMES}
+    found = {names[t.dtype] for t in tensors if t.dtype in names}
+    return found.pop() if len(found) == 1 else "mixed" if found else "fp32"
+
+
+def mixed_dtypes(entries: list[TensorEntry], int8_experts: set[tuple[int, int]],
+                 attention: bool = False, embeddings: bool = False) -> list[TensorEntry]:
+    """colibri-convert --quant mixed: the experts in `int8_experts` ((layer,
+    expert) pairs: those a calibration text uses most) Q8, the other experts
+    Q4; the shared expert and dense layers (and, when asked, attention and
+    embeddings) Q8."""
+    q8 = assign_dtypes(entries, "int8", attention, embeddings)
+    expert_roles = {Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN}
+    return [replace(e, dtype=DTYPE_Q4) if e.role in expert_roles
+            and (e.layer, e.expert) not in int8_experts else e for e in q8]
+
+
+def most_used_experts(counts: np.ndarray, share: float) -> set[tuple[int, int]]:
+    """Per MoE layer (a row of counts[layer, expert] with any token), the
+    ceil(share * n_experts) experts that took the most tokens (ties: the lower
+    index)."""
+    if not 0.0 <= share <= 1.0:
+        raise OptionError(f"--int8-share {share}: must be 0 .. 1")
+    chosen = set()
+    for layer, row in enumerate(counts):
+        if row.sum() == 0:
+            continue
+        keep = math.ceil(share * len(row))
+        order = sorted(range(len(row)), key=lambda e: (-int(row[e]), e))
+        chosen |= {(layer, e) for e in order[:keep]}
+    return chosen
