@@ -83,33 +83,23 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
                 put(img, 164 + 4 * i, "f", value)
         return edit
 
-    def router(score: int, top_k: int, jitter: float):
+    def set_all(*fields: tuple[int, str, object]):
         def edit(img: bytearray) -> None:
-            put(img, 128, "I", score)
-            put(img, 132, "I", top_k)
-            put(img, 180, "f", jitter)
+            for offset, fmt, value in fields:
+                put(img, offset, fmt, value)
         return edit
 
-    def sliding(window: int, attn_kind: int | None = None):
-        def edit(img: bytearray) -> None:
-            put(img, 28, "I", 4)
-            put(img, 212, "I", window)
-            if attn_kind is not None:
-                put(img, HEADER + 12, "I", attn_kind)
-        return edit
+    def router(score: int, top_k: int, jitter: float):  # format 1.2: sparsemixer
+        return set_all((128, "I", score), (132, "I", top_k), (180, "f", jitter))
 
-    def swiglu(activation: int, limit: float, alpha: float):
-        def edit(img: bytearray) -> None:
-            put(img, 156, "I", activation)
-            put(img, 216, "f", limit)
-            put(img, 220, "f", alpha)
-        return edit
+    def norm_min(score: int, value: float):  # format 1.4: the weights' floor
+        return set_all((128, "I", score), (184, "f", value))
 
-    def norm_min(score: int, value: float):
-        def edit(img: bytearray) -> None:
-            put(img, 128, "I", score)
-            put(img, 184, "f", value)
-        return edit
+    def sliding(window: int, attn_kind: int = 0):  # format 1.6: flag, window, layer 0's kind
+        return set_all((28, "I", 4), (212, "I", window), (HEADER + 12, "I", attn_kind))
+
+    def swiglu(activation: int, limit: float, alpha: float):  # format 1.6: clamped SwiGLU
+        return set_all((156, "I", activation), (216, "f", limit), (220, "f", alpha))
 
     def rope(flags: int, dim: int, kind: int, yarn: tuple[float, float, float, float]):
         """The header flags and the 1.5 RoPE fields (offsets 188 .. 211)."""
