@@ -8,8 +8,8 @@ Then transformers runs the same checkpoint and the texts are compared.
     scripts/demo.sh [--board qemu_virt_a72|qemu_an547|qemu_an500] [--prompt TEXT] [--gen N]
                     [--quant int8|int4]
 
-With --quant the image's feed-forward and attention matrices are Q8 or Q4
-(colibri-convert --quant ... --quant-attention): the board must then print
+With --quant every matrix but the routers is Q8 or Q4 (colibri-convert
+--quant ... --quant-attention --quant-embeddings): the board must then print
 what Colibri prints on this machine from the same image (the same bits on
 every kernel table), and the script reports how many generated tokens agree
 with transformers' float32 continuation.
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quant", choices=["int8", "int4"], help="quantized weights")
     args = p.parse_args(argv)
     out = REPO / "out" / "demo_board" / (args.board + (f"-{args.quant}" if args.quant else ""))
-    quant = ["--quant", args.quant, "--quant-attention"] if args.quant else []
+    quant = ["--quant", args.quant, "--quant-attention", "--quant-embeddings"] if args.quant else []
     model_dir, fw = out / "model", REPO / "build" / "fw" / args.board / "hello_moe"
     step("1. convert the trained checkpoint", [str(BIN / "colibri-convert"), str(CHECKPOINT),
                                                "-o", str(model_dir), "--quiet", *quant])

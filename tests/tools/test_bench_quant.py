@@ -5,7 +5,9 @@ and a tiny quantized benchmark runs end to end (beside llama.cpp's Q8_0 /
 Q4_0 when COLIBRI_LLAMA_BENCH names a llama-bench)."""
 from __future__ import annotations
 
+import json
 import math
+import os
 import pathlib
 import subprocess
 
@@ -45,10 +47,10 @@ def test_synthesized_image_is_valid_and_of_the_planned_size(small_shape, quant, 
     image = read_image(path, verify_data=True)  # tables, CRCs, quantized sizes
     spec = model_spec(bench_synth.REAL_SHAPES[small_shape], "small")
     assert written.image_size == path.stat().st_size == image_size(
-        spec.record, spec.ffn_kinds, quant=quant, quant_attention=True)
+        spec.record, spec.ffn_kinds, quant=quant, quant_attention=True, quant_embeddings=True)
     raw = path.read_bytes()
     quantized = [t for t in image.tensors if t.dtype in QUANT_DTYPES]
-    assert len(quantized) == 2 * (4 + 3 * 4)  # q k v o and 4 experts x 3, two layers
+    assert len(quantized) == 1 + 2 * (4 + 3 * 4)  # tied embedding; q k v o, 4 experts x 3
     for t in quantized:
         data = np.frombuffer(raw, np.uint8, t.size, t.offset)
         assert first_bad_scale(t.dtype, data) is None
@@ -125,3 +127,28 @@ def test_bad_quant_arguments_are_refused(args, message):
     done = subprocess.run([str(REPO / ".venv/bin/colibri-bench"), *args], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and message in done.stderr
+
+
+@pytest.mark.parametrize("quant", ["int8", "int4"])
+def test_quantized_benchmark_runs_with_fidelity(quant, tmp_path):
+    subprocess.run(["make", "-s", "host"], cwd=REPO, check=True, timeout=600)
+    llama = os.environ.get("COLIBRI_LLAMA_BENCH")
+    extra = ["--quant", quant, "--json", str(tmp_path / "r.json")]
+    if llama:
+        extra += ["--llama-bench", llama]
+    done = subprocess.run([str(REPO / ".venv/bin/colibri-bench"), *TINY, *extra],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    rows = {(r["engine"], r["weights"]): r for r in report["fidelity"]}
+    ours = rows[("colibri", quant)]
+    assert ours["positions"] == 18 and 0 < ours["kl_mean"] < 0.1
+    assert ours["top1_agreement"] > 0.5
+    assert report["same_greedy_tokens"] is True  # 1 and 2 threads: the same bits
+    if llama:
+        kind = {"int8": "Q8_0", "int4": "Q4_0"}[quant]
+        assert rows[("llama.cpp", "F32")]["kl_max"] < 1e-6  # the peer's GGUF is the model
+        assert rows[("llama.cpp", kind)]["kl_mean"] > 0
+        assert {("llama.cpp", 1), ("llama.cpp", 2)} <= {(r["engine"], r["threads"])
+                                                        for r in report["rows"]}
+    assert "fidelity against transformers" in done.stdout

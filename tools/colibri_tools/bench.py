@@ -23,7 +23,9 @@ measured read bandwidth (bytes of weights a decoded token reads, times tokens
 per second). Needs build/host/colibri-membw (make host).
 
 With --quant int8|int4 the image stores its feed-forward and attention
-matrices Q8/Q4 (colibri-convert --quant ... --quant-attention), llama.cpp runs
+matrices, its token embedding and its LM head Q8/Q4 (colibri-convert --quant
+... --quant-attention --quant-embeddings: every matrix but the routers, as
+llama.cpp's files have them), llama.cpp runs
 the F32 GGUF quantized by its own llama-quantize to Q8_0/Q4_0, and the report
 adds each engine's fidelity against transformers' float32 logits on the same
 prompts (bench_fidelity.py: KL and top-1 agreement). With --real NAME the
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import subprocess
@@ -85,7 +88,7 @@ def build_model(args: argparse.Namespace, work: pathlib.Path):
                 param.normal_(0.0, param.shape[-1] ** -0.5)
     model.save_pretrained(work / "hf")
     convert(work / "hf", work / "out", progress=False, quant=args.quant,
-            quant_attention=args.quant is not None)
+            quant_attention=args.quant is not None, quant_embeddings=args.quant is not None)
     return model, work / "out" / "model.bin"
 
 
@@ -230,6 +233,7 @@ def run_benchmark(args: argparse.Namespace) -> dict:
                   "rows": _summary(runs, per_token, bandwidth)}
         tokens = [runs[k][0]["tokens"] for k in runs if runs[k] and "tokens" in runs[k][0]]
         report["same_greedy_tokens"] = all(t == tokens[0] for t in tokens)
+        report["load_average"] = os.getloadavg()[1]  # 5 minutes: how shared the cores were
         if model is not None and args.quant:
             report["weights"] = {"colibri": args.quant, "llama.cpp": _llama_type(args)}
             report["fidelity"] = _fidelity(args, model, image, gguf, f32_gguf, vocab,
@@ -271,6 +275,7 @@ def run_real(args: argparse.Namespace, membw: pathlib.Path) -> dict:
             "image_bytes": image_bytes, "bytes_per_decoded_token": per_token,
             "write_seconds": write_s, "prompt_tokens": args.prompt, "decoded_tokens": args.gen,
             "repetitions": args.repeat, "read_gb_per_s": bandwidth, "rows": rows,
+            "load_average": os.getloadavg()[1],
             "projection": synth.projections(per_token, image_bytes, rows[-1]["bandwidth_fraction"])}
 
 
@@ -352,7 +357,8 @@ def print_report(report: dict) -> None:
         print(f"{row['engine']:10}{row['threads']:8}{row['prompt_tok_s']:14.1f}"
               f"{row['decode_tok_s']:14.1f}{row['bandwidth_fraction']:14.0%}"
               f"{row['colibri_ratio_prompt_tok_s']:15.2f}x{row['colibri_ratio_decode_tok_s']:15.2f}x")
-    print(f"same greedy tokens: {report['same_greedy_tokens']}")
+    print(f"same greedy tokens: {report['same_greedy_tokens']}; load average (5 min) at the "
+          f"end: {report['load_average']:.1f} on {os.cpu_count()} cores")
     if "fidelity" in report:
         print("fidelity against transformers float32 logits "
               f"({report['fidelity'][0]['positions']} positions):")

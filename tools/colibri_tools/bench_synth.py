@@ -7,7 +7,7 @@ the embedding table, is in memory at once). Nothing is downloaded.
 
 The weights are random, so the text is noise; the speed is not: a decoded
 token reads the same bytes as the real checkpoint converted with
-`colibri-convert --quant ... --quant-attention` (the routed experts are
+`colibri-convert --quant ... --quant-attention --quant-embeddings` (the routed experts are
 random, so each token touches top_k random experts per layer).
 """
 from __future__ import annotations
@@ -95,22 +95,25 @@ def random_tensor(seed: int, entry: TensorEntry) -> np.ndarray:
 
 
 def synthesize(name: str, quant: str, path: pathlib.Path, *, seed: int = 0,
-               quant_attention: bool = True, progress=None) -> WrittenImage:
-    """Write the image of REAL_SHAPES[name] with random `quant` weights to path."""
+               every_matrix: bool = True, progress=None) -> WrittenImage:
+    """Write the image of REAL_SHAPES[name] with random `quant` weights to path:
+    every matrix but the routers quantized (as colibri-convert --quant-attention
+    --quant-embeddings does), or with every_matrix False the feed-forward ones."""
     spec = model_spec(REAL_SHAPES[name], f"<{name} config>")
     entries, _ = canonical_tensors(spec.record, spec.ffn_kinds)
-    entries = assign_dtypes(entries, quant, quant_attention)
+    entries = assign_dtypes(entries, quant, every_matrix, every_matrix)
     sources = [SourceTensor(e, functools.partial(random_tensor, seed, e)) for e in entries]
     return write_image(path, arch=spec.arch, record=spec.record, ffn_kinds=spec.ffn_kinds,
                        sources=sources, progress=progress)
 
 
-def planned_size(name: str, quant: str, quant_attention: bool = True) -> int:
+def planned_size(name: str, quant: str, every_matrix: bool = True) -> int:
     """Bytes of tensor data the image of `name` holds (before alignment), for
     checking the disk before writing."""
     spec = model_spec(REAL_SHAPES[name], f"<{name} config>")
     entries, _ = canonical_tensors(spec.record, spec.ffn_kinds)
-    return sum(tensor_size(e) for e in assign_dtypes(entries, quant, quant_attention))
+    return sum(tensor_size(e) for e in assign_dtypes(entries, quant, every_matrix,
+                                                     every_matrix))
 
 
 # A board without a board file, for the projection (docs/performance.md).
