@@ -27,42 +27,50 @@ static uint32_t bits_of(float value)
     return bits;
 }
 
-/* v rounded to the nearest integer, ties to even, clamped to [-127, 127];
- * NaN (0 * inf of a tiny block's zero) gives 0. */
-static int8_t round_q(float v)
+/* A block whose inv is +inf (amax below 127 / FLT_MAX): v * inv is +-inf
+ * for v != 0, clamped to +-127, and NaN for v = 0, which counts as 0. */
+static void quantize_tiny(int8_t *q, const float *v)
 {
-    if (v > 127.0f) {
-        return 127;
+    for (uint32_t i = 0; i < COLIBRI_QBLOCK; i++) {
+        q[i] = (int8_t)(v[i] > 0.0f ? 127 : v[i] < 0.0f ? -127 : 0);
     }
-    if (!(v > -127.0f)) {
-        return v < 0.0f ? -127 : 0;
-    }
-    return (int8_t)(int32_t)((v + ROUNDER) - ROUNDER);
 }
 
+/* Plain loops without branches, so that a compiler may run them in vector
+ * registers (same operations, same bits). */
 static void quantize_block(colibri_qblock *out, const float *x, uint32_t count)
 {
-    float v[COLIBRI_QBLOCK];
-    uint32_t amax_bits = 0;
+    float padded[COLIBRI_QBLOCK];
+    const float *v = x;
+    int32_t amax_bits = 0;        /* signed: SSE2 and others compare int32 lanes */
+    if (count < COLIBRI_QBLOCK) { /* the last block of a row: zeros past cols */
+        memset(padded, 0, sizeof padded);
+        memcpy(padded, x, count * sizeof(float));
+        v = padded;
+    }
     for (uint32_t i = 0; i < COLIBRI_QBLOCK; i++) {
-        v[i] = i < count ? x[i] : 0.0f;
-        uint32_t a = bits_of(v[i]) & F32_ABS_MASK; /* |v| orders as its bits */
+        int32_t a = (int32_t)(bits_of(v[i]) & F32_ABS_MASK); /* |v| orders as its bits */
         amax_bits = a > amax_bits ? a : amax_bits;
     }
     memset(out->q, 0, sizeof out->q);
-    if (amax_bits >= F32_INF_BITS) {
+    if (amax_bits >= (int32_t)F32_INF_BITS) {
         out->d = from_bits(F32_QNAN_BITS);
         return;
     }
-    if (amax_bits == 0u) {
+    if (amax_bits == 0) {
         out->d = 0.0f;
         return;
     }
-    float amax = from_bits(amax_bits);
+    float amax = from_bits((uint32_t)amax_bits);
     float inv = 127.0f / amax;
     out->d = amax / 127.0f;
+    if (bits_of(inv) >= F32_INF_BITS) {
+        quantize_tiny(out->q, v);
+        return;
+    }
+    /* |v * inv| <= 127 (1 + 2^-24)^2 < 127.5: rounds into [-127, 127] */
     for (uint32_t i = 0; i < COLIBRI_QBLOCK; i++) {
-        out->q[i] = round_q(v[i] * inv);
+        out->q[i] = (int8_t)(int32_t)((v[i] * inv + ROUNDER) - ROUNDER);
     }
 }
 
