@@ -3,6 +3,7 @@ slow, or hanging up mid-reply. Every wait must end within its timeout with an
 error that names the port."""
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -102,6 +103,20 @@ def test_nothing_listening():
 def test_missing_device_path():
     with pytest.raises(SerialProtocolError, match="/dev/ttyCOLIBRI_NONE"):
         SerialClient.open("/dev/ttyCOLIBRI_NONE")
+
+
+def test_a_pty_whose_device_died_is_an_error_naming_it():
+    """The other end of a pseudo-terminal gone (a native_sim board killed,
+    a USB serial adapter pulled): tcdrain fails with termios.error, which
+    must come out as the client's error, naming the port."""
+    master, slave = os.openpty()
+    name = os.ttyname(slave)
+    client = SerialClient.open(name, timeout=1)
+    os.close(master)
+    os.close(slave)
+    with pytest.raises(SerialProtocolError, match=f"{name}: the port failed while writing"):
+        client.send_raw(b"")
+    client.close()
 
 
 def test_chatty_slow_device_with_stale_replies(fake):

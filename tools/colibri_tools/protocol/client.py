@@ -145,7 +145,7 @@ class SerialClient:
         """What has arrived, or waits up to READ_SLICE for one byte."""
         try:
             return self._port.read(min(max(1, self._available()), READ_CHUNK))
-        except (serial.SerialException, OSError) as exc:
+        except (serial.SerialException, OSError, termios.error) as exc:
             raise SerialProtocolError(f"the port failed while reading: {exc}",
                                       path=self.url) from exc
 
@@ -154,7 +154,7 @@ class SerialClient:
         try:
             self._port.write(data)
             self._port.flush()
-        except (serial.SerialException, OSError) as exc:
+        except (serial.SerialException, OSError, termios.error) as exc:  # tcdrain: termios.error
             raise SerialProtocolError(f"the port failed while writing: {exc}",
                                       path=self.url) from exc
 
