@@ -357,3 +357,27 @@ def test_slots_without_a_partition_stop_the_configuration(zephyr, zephyr_model, 
     assert done.returncode != 0
     assert ("Colibri: CONFIG_COLIBRI_SLOTS needs a slots partition in the devicetree: a fixed "
             "partition labelled colibri_slots") in log, log[-3000:]
+
+
+def test_a_partition_too_small_for_two_slots_is_reported(zephyr, zephyr_model, tmp_path):
+    """A slots partition of three sectors holds the two records but no slot:
+    colibri_zephyr_slots() refuses it, the runner says so on its UART and
+    answers SLOT_* requests with NO_SLOTS."""
+    from colibri_tools.protocol import DeviceError
+    from colibri_tools.protocol.frames import ErrorCode, Msg
+
+    overlay = BUILD_ROOT / "slots" / "small.overlay"
+    text = "&colibri_slots {\n\treg = <0x00100000 0x3000>;\n};\n"
+    if not overlay.exists() or overlay.read_text() != text:
+        overlay.write_text(text)
+    build = west_build(zephyr, APP, NATIVE_SIM, zephyr_model,
+                       directory=BUILD_ROOT / "serial_runner-slots-small-native_sim",
+                       extra=("-DFILE_SUFFIX=slots", f"-DEXTRA_DTC_OVERLAY_FILE={overlay}"))
+    world = World(build, {}, {}, tmp_path)
+    with Device(world, tmp_path / "flash.bin") as d:
+        log = list(d.dev.text_log)
+        assert any("ota: the slots partition is not usable" in t for t in log), log
+        assert d.info.init_status != 0                  # nothing at the weights address either
+        with pytest.raises(DeviceError) as caught:
+            d.dev.transact(Msg.SLOT_STATUS, b"")
+        assert caught.value.code == ErrorCode.NO_SLOTS

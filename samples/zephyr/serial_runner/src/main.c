@@ -58,6 +58,11 @@ int main(void)
             (void)colibri_runner_boot_slots(&runner, &io, &cfg, slots);
             colibri_runner_serve(&runner);
         }
+        static const char unusable[] = "ota: the slots partition is not usable (too small, "
+                                       "misaligned, or its flash not ready): docs/zephyr.md "
+                                       "section 8\r\n";
+        io.write(io.ctx, (const uint8_t *)unusable, sizeof unusable - 1);
+        cfg.image_size = 0; /* a slots build has nothing at the weights address */
     }
     (void)colibri_runner_init(&runner, &io, &cfg); /* serves even if the image is bad */
     colibri_runner_serve(&runner);
