@@ -402,7 +402,10 @@ static void qweights_fill(qweights *w, int kind, uint32_t rows, uint32_t cols, i
 }
 
 /* Activation rows: ordinary, huge, tiny (subnormal and beyond 127/FLT_MAX),
- * all-zero blocks, exact ties, and one NaN / infinity row. */
+ * all-zero blocks, exact ties, one NaN / infinity row, and blocks of amax
+ * about 1e-36 (inv finite) with subnormal elements, which a vector unit that
+ * flushes subnormals (Helium) would quantize to 0 where the scalar FPU
+ * gives +-1 .. 13. */
 static void activations_fill(float *x, uint32_t cols, uint32_t t, int kind)
 {
     for (uint32_t i = 0; i < cols; i++) {
@@ -424,6 +427,11 @@ static void activations_fill(float *x, uint32_t cols, uint32_t t, int kind)
     if (kind == 5 && t == 2) {
         x[cols - 1u] = -INFINITY;
     }
+    if (kind == 6) {
+        for (uint32_t i = 0; i < cols; i++) {
+            x[i] = i % 3u == 0u ? next_float() * 1e-36f : next_float() * 1e-37f;
+        }
+    }
 }
 
 static _Alignas(64) uint8_t q_packed[Q_ROWS * Q_MAX_NB * 34u + 64u];
@@ -433,7 +441,7 @@ static int8_t q_q[Q_TOKENS][Q_MAX_NB * QK];
 static colibri_qblock q_blocks[Q_TOKENS * Q_MAX_NB + 1u];
 
 static const uint32_t q_cols[] = {1, 5, 31, 32, 33, 64, 95, 100, 256, 257, 1000};
-enum { Q_ACT_KINDS = 6, Q_OUT_STRIDE = Q_ROWS + 2 };
+enum { Q_ACT_KINDS = 7, Q_OUT_STRIDE = Q_ROWS + 2 };
 
 static void check_quantizer(uint32_t cols, int kind)
 {
