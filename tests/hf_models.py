@@ -26,6 +26,10 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import (
+    DeepseekV2Config,
+    DeepseekV2ForCausalLM,
+    DeepseekV3Config,
+    DeepseekV3ForCausalLM,
     Dots1Config,
     Dots1ForCausalLM,
     Ernie4_5_MoeConfig,
@@ -51,7 +55,8 @@ from transformers import (
 )
 
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
-            "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss")
+            "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
+            "deepseek_v2", "deepseek_v3")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -68,6 +73,8 @@ _CLASSES = {
     "glm4_moe": (Glm4MoeConfig, Glm4MoeForCausalLM),
     "dots1": (Dots1Config, Dots1ForCausalLM),
     "gpt_oss": (GptOssConfig, GptOssForCausalLM),
+    "deepseek_v2": (DeepseekV2Config, DeepseekV2ForCausalLM),
+    "deepseek_v3": (DeepseekV3Config, DeepseekV3ForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -154,6 +161,32 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                     swiglu_limit=1.5, swiglu_alpha=1.2, attention_bias=True,
                     max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False,
                     rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # MLA without a q LoRA (v_head_dim 10 != 8 + 4), interleaved RoPE under YaRN with an
+    # original context of 16 and mscale_all_dim (the attention scale); a dense first
+    # layer; group-limited greedy routing: 3 groups of 2, 2 kept, no renormalisation.
+    "deepseek_v2": dict(vocab_size=97, hidden_size=40, intermediate_size=36,
+                        moe_intermediate_size=12, num_hidden_layers=3, num_attention_heads=4,
+                        q_lora_rank=None, kv_lora_rank=16, qk_nope_head_dim=8,
+                        qk_rope_head_dim=4, v_head_dim=10, n_routed_experts=6,
+                        num_experts_per_tok=3, n_shared_experts=1,
+                        topk_method="group_limited_greedy", n_group=3, topk_group=2,
+                        first_k_dense_replace=1, routed_scaling_factor=1.5,
+                        max_position_embeddings=64, rms_norm_eps=1e-6,
+                        rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+                                         "original_max_position_embeddings": 16,
+                                         "mscale": 0.9, "mscale_all_dim": 0.8,
+                                         "beta_fast": 32, "beta_slow": 1}),
+    # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
+    # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
+    "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,
+                        moe_intermediate_size=10, num_hidden_layers=3, num_attention_heads=4,
+                        num_key_value_heads=4, q_lora_rank=12, kv_lora_rank=14,
+                        qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=8,
+                        n_routed_experts=8, num_experts_per_tok=3, n_shared_experts=1,
+                        n_group=4, topk_group=2, first_k_dense_replace=1, norm_topk_prob=True,
+                        routed_scaling_factor=2.5, rope_interleave=True,
+                        max_position_embeddings=96, rms_norm_eps=1e-5,
+                        rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
 }
 
 # Named variants of the default configs: (family, overrides). The YaRN ones have an
@@ -161,6 +194,9 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
 # checkpoints' truncate false.
 GLM_YARN = {"rope_type": "yarn", "rope_theta": 1e4, "partial_rotary_factor": 0.5, "factor": 4.0,
             "original_max_position_embeddings": 16}
+V3_YARN = {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+           "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 0.7,
+           "beta_fast": 16, "beta_slow": 2}
 GPT_OSS_YARN = {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0, "beta_fast": 32.0,
                 "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 16}
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -170,6 +206,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # Mixtral's and PhiMoE's sliding_window, on every layer, shorter than the prompts.
     "mixtral_window": ("mixtral", {"sliding_window": 8}),
     "phimoe_window": ("phimoe", {"sliding_window": 8}),
+    # DeepSeek-V3 without a q LoRA, RoPE as halves, YaRN with mscale != mscale_all_dim.
+    "deepseek_v3_yarn": ("deepseek_v3", {"q_lora_rank": None, "rope_interleave": False,
+                                         "max_position_embeddings": 64,
+                                         "rope_parameters": V3_YARN}),
 }
 
 TOKENIZER_TEXT = (

@@ -17,8 +17,9 @@ KERNEL_CALLERS = frozenset({
     "colibri_forward", "chunk_forward", "decoder_layer", "norm_rows", "add_rows",
     "colibri_attention_forward", "project", "qk_normalise", "rope_heads", "attend_head",
     "keys_of_token", "colibri_ffn_forward", "swiglu_mlp", "routed_experts", "shared_expert",
-    "colibri_router_select", "softmax_biased", "add_bias", "colibri_linear", "linear_rows", "linear_task",
-    "colibri_parallel_tasks", "head_task",
+    "colibri_router_select", "softmax_biased", "add_bias", "colibri_linear", "linear_rows",
+    "linear_task", "colibri_parallel_tasks", "head_task", "colibri_mla_forward", "queries",
+    "latent_of_token", "latent_head", "mla_head_task",
 })
 
 

@@ -251,7 +251,7 @@ extern const colibri_kernels colibri_kernels_dsp;
 typedef struct colibri_hparams {
     uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
                     * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
-                    * 12 gpt_oss */
+                    * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3 */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -317,6 +317,17 @@ typedef struct colibri_hparams {
     uint32_t activation;
     float swiglu_limit;
     float swiglu_alpha;
+    /* format 1.7 Multi-head Latent Attention (mla 1, DeepSeek-V2/V3;
+     * else all 0): q from x directly or through a rank q_lora_rank LoRA
+     * with its RMSNorm; the KV cache holds a kv_lora_rank latent (after its
+     * RMSNorm, eps lora_eps) and one rope_dim RoPE key per position; each
+     * head's key is [W_uk latent, rope key], its value W_uv latent
+     * (v_head_dim). head_dim = nope + rope_dim. */
+    uint32_t mla;
+    uint32_t q_lora_rank;
+    uint32_t kv_lora_rank;
+    uint32_t v_head_dim;
+    float lora_eps;
 } colibri_hparams;
 
 /*
@@ -376,8 +387,9 @@ colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer,
  * ------------------------------------------------------------------------- */
 
 typedef struct colibri_state {
-    float *k_cache;       /* [n_layers][max_context][n_kv_heads * head_dim] */
-    float *v_cache;       /* same shape */
+    float *k_cache;       /* [n_layers][max_context][n_kv_heads * head_dim]; MLA:
+                           * [n_layers][max_context][kv_lora_rank + rope_dim] */
+    float *v_cache;       /* same shape as k_cache; MLA: NULL (the latent is both) */
     uint32_t max_context; /* positions this state can hold */
     uint32_t pos;         /* positions filled so far */
     uint32_t fingerprint; /* model it was made for */

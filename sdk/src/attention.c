@@ -142,7 +142,13 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
     const colibri_hparams *hp = &m->hp;
     uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;
     size_t layer_offset = (size_t)layer_index * state->max_context * kv_dim;
-    float *k_cache = state->k_cache + layer_offset, *v_cache = state->v_cache + layer_offset;
+    float *k_cache, *v_cache;
+    if (hp->mla == MLA_LATENT) {
+        colibri_mla_forward(m, layer, layer_index, state, ws, n);
+        return;
+    }
+    k_cache = state->k_cache + layer_offset;
+    v_cache = state->v_cache + layer_offset;
 
     uint32_t ready = project(m, ws->q, layer->wq, layer->bq, ws->xn, q_dim, hp->hidden_size, n,
                              ws->xq, 0u); /* q, k and v share their input's blocks */

@@ -57,6 +57,11 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->activation = colibri_rd_u32(img + REC_ACTIVATION);
     hp->swiglu_limit = colibri_rd_f32(img + REC_SWIGLU_LIMIT);
     hp->swiglu_alpha = colibri_rd_f32(img + REC_SWIGLU_ALPHA);
+    hp->mla = colibri_rd_u32(img + REC_MLA);
+    hp->q_lora_rank = colibri_rd_u32(img + REC_Q_LORA_RANK);
+    hp->kv_lora_rank = colibri_rd_u32(img + REC_KV_LORA_RANK);
+    hp->v_head_dim = colibri_rd_u32(img + REC_V_HEAD_DIM);
+    hp->lora_eps = colibri_rd_f32(img + REC_LORA_EPS);
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -89,7 +94,7 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_GPT_OSS) || hp->qk_norm > QK_NORM_PER_HEAD ||
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_DEEPSEEK_V3) || hp->qk_norm > QK_NORM_PER_HEAD ||
         hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_LAYER) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
@@ -247,6 +252,36 @@ static colibri_status check_gpt_oss_fields(const uint8_t *img, const colibri_hpa
     return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
 }
 
+/* LoRA ranks of Multi-head Latent Attention: at most 65536 (DeepSeek-V3's
+ * are 1536 for q, 512 for kv). */
+#define MAX_LORA_RANK 65536u
+
+/* Format 1.7 Multi-head Latent Attention: with HDR_FLAG_MLA mla 1, a
+ * kv rank, an optional q rank, the value width and the LoRA norms' eps; one
+ * KV head per query head, no q/k norm or attention biases; without the flag
+ * all five fields zero (standard attention). */
+static colibri_status check_mla(const uint8_t *img, const colibri_hparams *hp)
+{
+    if ((colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_MLA) == 0) {
+        for (uint32_t off = REC_MLA; off <= REC_LORA_EPS; off += 4u) {
+            if (colibri_rd_u32(img + off) != 0u) {
+                return COLIBRI_E_BAD_HYPERPARAMS;
+            }
+        }
+        return COLIBRI_OK;
+    }
+    if (hp->mla != MLA_LATENT) {
+        return COLIBRI_E_UNSUPPORTED_ARCH;
+    }
+    if (!in_range(hp->kv_lora_rank, 1, MAX_LORA_RANK) || hp->q_lora_rank > MAX_LORA_RANK ||
+        !in_range(hp->v_head_dim, 1, MAX_HEAD_DIM) || !positive_finite(hp->lora_eps) ||
+        hp->n_kv_heads != hp->n_heads || hp->qk_norm != QK_NORM_NONE ||
+        (hp->attn_bias & BIAS_ATTN) != 0 || hp->rope_dim >= hp->head_dim) {
+        return COLIBRI_E_BAD_HYPERPARAMS;
+    }
+    return COLIBRI_OK;
+}
+
 colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
 {
     colibri_status status;
@@ -269,6 +304,9 @@ colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
     }
     if (status == COLIBRI_OK) {
         status = check_gpt_oss_fields(image, hp);
+    }
+    if (status == COLIBRI_OK) {
+        status = check_mla(image, hp);
     }
     return status;
 }

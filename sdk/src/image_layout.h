@@ -72,7 +72,12 @@ enum {
     REC_ROPE_ATTN_FACTOR = 208,
     REC_SLIDING_WINDOW = 212, /* format 1.6, with HDR_FLAG_SLIDING */
     REC_SWIGLU_LIMIT = 216,   /* format 1.6, with activation 1 */
-    REC_SWIGLU_ALPHA = 220
+    REC_SWIGLU_ALPHA = 220,
+    REC_MLA = 224, /* format 1.7, with HDR_FLAG_MLA */
+    REC_Q_LORA_RANK = 228,
+    REC_KV_LORA_RANK = 232,
+    REC_V_HEAD_DIM = 236,
+    REC_LORA_EPS = 240
 };
 
 /* Header flags a reader of this version knows (section 1). */
@@ -80,7 +85,8 @@ enum {
     HDR_FLAG_SCALES = 1,
     HDR_FLAG_ROPE = 2,
     HDR_FLAG_SLIDING = 4, /* format 1.6: sliding_window and the layers' attn_kind */
-    HDR_KNOWN_FLAGS = HDR_FLAG_SCALES | HDR_FLAG_ROPE | HDR_FLAG_SLIDING
+    HDR_FLAG_MLA = 8,     /* format 1.7: Multi-head Latent Attention */
+    HDR_KNOWN_FLAGS = HDR_FLAG_SCALES | HDR_FLAG_ROPE | HDR_FLAG_SLIDING | HDR_FLAG_MLA
 };
 
 /* activation values (section 1.1): SiLU; gpt-oss's clamped SwiGLU (1.6). */
@@ -100,6 +106,9 @@ enum { NORM_RMS = 0, NORM_LAYER = 1 };
 
 /* rope_kind values (section 1.1, format 1.5). */
 enum { ROPE_DEFAULT = 0, ROPE_YARN = 1 };
+
+/* mla values (section 1.1, format 1.7): Multi-head Latent Attention. */
+enum { MLA_LATENT = 1 };
 
 /* Layer table entry fields (section 2). */
 enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8, LAY_ATTN_KIND = 12 };
@@ -160,7 +169,13 @@ enum {
     ROLE_EXPERT_DOWN_BIAS = 47,
     ROLE_EXPERT_GATE = 48,
     ROLE_EXPERT_UP = 49,
-    ROLE_EXPERT_DOWN = 50
+    ROLE_EXPERT_DOWN = 50,
+    ROLE_MLA_Q_A = 64, /* format 1.6: Multi-head Latent Attention */
+    ROLE_MLA_Q_A_NORM = 65,
+    ROLE_MLA_Q_B = 66,
+    ROLE_MLA_KV_A = 67,
+    ROLE_MLA_KV_A_NORM = 68,
+    ROLE_MLA_KV_B = 69
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
@@ -181,7 +196,9 @@ enum {
     ARCH_ERNIE4_5_MOE = 9,
     ARCH_GLM4_MOE = 10,
     ARCH_DOTS1 = 11,
-    ARCH_GPT_OSS = 12
+    ARCH_GPT_OSS = 12,
+    ARCH_DEEPSEEK_V2 = 13,
+    ARCH_DEEPSEEK_V3 = 14
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

@@ -5,10 +5,16 @@
 
 const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_ATTN_NORM, PART_ATTENTION, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm)},
-    {ROLE_ATTN_Q, PART_ATTENTION, WHEN_ALWAYS, DIM_Q, DIM_HIDDEN, SLOT(wq)},
-    {ROLE_ATTN_K, PART_ATTENTION, WHEN_ALWAYS, DIM_KV, DIM_HIDDEN, SLOT(wk)},
-    {ROLE_ATTN_V, PART_ATTENTION, WHEN_ALWAYS, DIM_KV, DIM_HIDDEN, SLOT(wv)},
-    {ROLE_ATTN_O, PART_ATTENTION, WHEN_ALWAYS, DIM_HIDDEN, DIM_Q, SLOT(wo)},
+    {ROLE_ATTN_Q, PART_ATTENTION, WHEN_Q_PROJ, DIM_Q, DIM_HIDDEN, SLOT(wq)},
+    {ROLE_MLA_Q_A, PART_ATTENTION, WHEN_Q_LORA, DIM_Q_LORA, DIM_HIDDEN, SLOT(q_a)},
+    {ROLE_MLA_Q_A_NORM, PART_ATTENTION, WHEN_Q_LORA, DIM_Q_LORA, DIM_NONE, SLOT(q_a_norm)},
+    {ROLE_MLA_Q_B, PART_ATTENTION, WHEN_Q_LORA, DIM_Q, DIM_Q_LORA, SLOT(wq)},
+    {ROLE_MLA_KV_A, PART_ATTENTION, WHEN_MLA, DIM_KV_A, DIM_HIDDEN, SLOT(kv_a)},
+    {ROLE_MLA_KV_A_NORM, PART_ATTENTION, WHEN_MLA, DIM_KV_LORA, DIM_NONE, SLOT(kv_a_norm)},
+    {ROLE_MLA_KV_B, PART_ATTENTION, WHEN_MLA, DIM_KV_B, DIM_KV_LORA, SLOT(kv_b)},
+    {ROLE_ATTN_K, PART_ATTENTION, WHEN_STANDARD, DIM_KV, DIM_HIDDEN, SLOT(wk)},
+    {ROLE_ATTN_V, PART_ATTENTION, WHEN_STANDARD, DIM_KV, DIM_HIDDEN, SLOT(wv)},
+    {ROLE_ATTN_O, PART_ATTENTION, WHEN_ALWAYS, DIM_HIDDEN, DIM_O, SLOT(wo)},
     {ROLE_ATTN_Q_BIAS, PART_ATTENTION, WHEN_BIAS_Q, DIM_Q, DIM_NONE, SLOT(bq)},
     {ROLE_ATTN_K_BIAS, PART_ATTENTION, WHEN_BIAS_K, DIM_KV, DIM_NONE, SLOT(bk)},
     {ROLE_ATTN_V_BIAS, PART_ATTENTION, WHEN_BIAS_V, DIM_KV, DIM_NONE, SLOT(bv)},
@@ -55,6 +61,10 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_SHARED: return hp->shared_intermediate > 0;
     case WHEN_SHARED_GATE: return hp->shared_intermediate > 0 && hp->shared_gate != 0;
     case WHEN_NORM_BIAS: return hp->norm_kind == NORM_LAYER;
+    case WHEN_STANDARD: return hp->mla != MLA_LATENT;
+    case WHEN_Q_PROJ: return hp->mla != MLA_LATENT || hp->q_lora_rank == 0;
+    case WHEN_Q_LORA: return hp->mla == MLA_LATENT && hp->q_lora_rank > 0;
+    case WHEN_MLA: return hp->mla == MLA_LATENT;
     case WHEN_ROUTER_BIAS:
         return hp->router_score == ROUTER_SOFTMAX_BIASED || hp->router_score == ROUTER_SIGMOID;
     case WHEN_SINKS: return (hp->attn_bias & BIAS_SINKS) != 0;
@@ -66,7 +76,7 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
 
 uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
 {
-    int whole = hp->qk_norm == QK_NORM_WHOLE;
+    int whole = hp->qk_norm == QK_NORM_WHOLE, mla = hp->mla == MLA_LATENT;
     switch (dim) {
     case DIM_ONE: return 1u;
     case DIM_HIDDEN: return hp->hidden_size;
@@ -80,6 +90,11 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
     case DIM_EXPERT: return hp->expert_intermediate;
     case DIM_HEADS: return hp->n_heads;
     case DIM_EXPERT_2: return 2u * hp->expert_intermediate;
+    case DIM_O: return hp->n_heads * (mla ? hp->v_head_dim : hp->head_dim);
+    case DIM_Q_LORA: return hp->q_lora_rank;
+    case DIM_KV_A: return hp->kv_lora_rank + hp->rope_dim;
+    case DIM_KV_LORA: return hp->kv_lora_rank;
+    case DIM_KV_B: return hp->n_heads * (hp->head_dim - hp->rope_dim + hp->v_head_dim);
     default: return 0u;
     }
 }

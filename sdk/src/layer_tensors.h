@@ -27,7 +27,11 @@ enum {
     WHEN_ROUTER_BIAS, /* router_score 1 or 4 */
     WHEN_SINKS,       /* attn_bias bit 5 */
     WHEN_ROUTER_LOGIT_BIAS,
-    WHEN_EXPERT_BIAS
+    WHEN_EXPERT_BIAS,
+    WHEN_STANDARD, /* not MLA: K and V projections */
+    WHEN_Q_PROJ,   /* standard attention, or MLA without a q LoRA */
+    WHEN_Q_LORA,   /* MLA with a q LoRA */
+    WHEN_MLA
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */
@@ -44,7 +48,12 @@ enum {
     DIM_SHARED,
     DIM_EXPERT, /* expert_intermediate */
     DIM_HEADS,
-    DIM_EXPERT_2 /* 2 * expert_intermediate */
+    DIM_EXPERT_2, /* 2 * expert_intermediate */
+    DIM_O,        /* n_heads * head_dim, MLA: n_heads * v_head_dim */
+    DIM_Q_LORA,
+    DIM_KV_A, /* kv_lora_rank + rope_dim: the latent and the RoPE key */
+    DIM_KV_LORA,
+    DIM_KV_B /* n_heads * (head_dim - rope_dim + v_head_dim) */
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */

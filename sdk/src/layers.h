@@ -13,6 +13,11 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
                                uint32_t layer_index, colibri_state *state, workspace *ws,
                                uint32_t n);
 
+/* Multi-head Latent Attention (record field mla 1, mla.c), with the same contract:
+ * called by colibri_attention_forward for such a model. */
+void colibri_mla_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
+                         colibri_state *state, workspace *ws, uint32_t n);
+
 /* Feed-forward block (dense or MoE): reads ws->xn, writes ws->ffn_sum. */
 void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, workspace *ws,
                          uint32_t n);

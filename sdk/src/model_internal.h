@@ -21,7 +21,12 @@ typedef struct layer_view {
     uint32_t ffn_kind;              /* FFN_DENSE or FFN_MOE */
     uint32_t attn_kind;             /* ATTN_FULL or ATTN_SLIDING */
     const float *attn_norm;         /* [H] */
-    matrix_ref wq;                  /* [Q, H] */
+    matrix_ref wq;                  /* [Q, H]; MLA with a q LoRA: Q_B [Q, q_lora] */
+    matrix_ref q_a;                 /* MLA: [q_lora, H] or none */
+    const float *q_a_norm;          /* MLA: [q_lora] or NULL */
+    matrix_ref kv_a;                /* MLA: [kv_lora + rope_dim, H] */
+    const float *kv_a_norm;         /* MLA: [kv_lora] */
+    matrix_ref kv_b;                /* MLA: [n_heads * (nope + v_head_dim), kv_lora], F32 */
     matrix_ref wk;                  /* [K, H] */
     matrix_ref wv;                  /* [K, H] */
     matrix_ref wo;                  /* [H, Q] */

@@ -15,7 +15,7 @@ static uint32_t max3(uint32_t a, uint32_t b, uint32_t c)
 }
 
 /* The scratch regions in layout order (docs/core.md), in floats. */
-enum { WORKSPACE_REGIONS = 19 };
+enum { WORKSPACE_REGIONS = 20 };
 /* One quantized activation block: a float scale and 32 int8 (36 bytes). */
 #define ACTIVATION_BLOCK_FLOATS 9u
 
@@ -26,7 +26,14 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
     uint64_t k = (uint64_t)hp->n_kv_heads * hp->head_dim;
     uint64_t m = max3(hp->dense_intermediate, hp->expert_intermediate, hp->shared_intermediate);
     uint64_t e = hp->n_experts > 0 ? hp->n_experts : 1u, top = hp->top_k > 0 ? hp->top_k : 1u;
-    uint64_t widest = max3(hp->hidden_size, (uint32_t)q, (uint32_t)m);
+    /* MLA: k holds the latent and RoPE key, v the q LoRA, attn n_heads *
+     * v_head_dim; the last region each head's absorbed query and latent sum. */
+    int mla = hp->mla == MLA_LATENT;
+    uint64_t kv_a = mla ? (uint64_t)hp->kv_lora_rank + hp->rope_dim : 0u;
+    uint64_t q_lora = mla ? hp->q_lora_rank : 0u;
+    uint64_t out = mla ? (uint64_t)hp->n_heads * hp->v_head_dim : q;
+    uint64_t latent = mla ? 2u * (uint64_t)hp->n_heads * hp->kv_lora_rank : 0u;
+    uint64_t widest = max3(hp->hidden_size, (uint32_t)(q > out ? q : out), (uint32_t)m);
     uint64_t blocks = hp->quantized ? b * ((widest + COLIBRI_QBLOCK - 1u) / COLIBRI_QBLOCK) *
                                           ACTIVATION_BLOCK_FLOATS
                                     : 0u;
@@ -35,9 +42,9 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
                                                   b * h,
                                                   b * h,
                                                   b * q,
-                                                  b * k,
-                                                  b * k,
-                                                  b * q,
+                                                  b * (k > kv_a ? k : kv_a),
+                                                  b * (k > q_lora ? k : q_lora),
+                                                  b * (q > out ? q : out),
                                                   (uint64_t)hp->n_heads * context,
                                                   b * m,
                                                   b * m,
@@ -48,7 +55,8 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
                                                   b * h,
                                                   b,
                                                   b,
-                                                  blocks};
+                                                  blocks,
+                                                  latent};
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         floats[i] = round_floats(in_order[i]);
     }
@@ -68,7 +76,7 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
                                 uint8_t *base, workspace *ws)
 {
     uint64_t floats[WORKSPACE_REGIONS];
-    float *topk_i = NULL, *sel = NULL, *xq = NULL;
+    float *topk_i = NULL, *sel = NULL, *xq = NULL, *latent = NULL;
     size_t used = 0;
     workspace unused;
     if (ws == NULL) {
@@ -77,7 +85,7 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
     float **slots[WORKSPACE_REGIONS] = {&ws->x,  &ws->xn,     &ws->ffn_sum, &ws->ffn_out, &ws->q,
                                         &ws->k,  &ws->v,      &ws->attn,    &ws->scores,  &ws->h1,
                                         &ws->h2, &ws->router, &ws->rope,    &ws->topk_w,  &topk_i,
-                                        &ws->xg, &sel,        &ws->sel_w,   &xq};
+                                        &ws->xg, &sel,        &ws->sel_w,   &xq,          &latent};
     region_floats(hp, context, batch, floats);
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         *slots[i] = base != NULL ? (float *)(void *)(base + used) : NULL;
@@ -88,6 +96,7 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
     ws->topk_i = (uint32_t *)(void *)topk_i;
     ws->sel = (uint32_t *)(void *)sel;
     ws->xq = xq;
+    ws->latent = latent;
     return used;
 }
 
@@ -118,14 +127,24 @@ static size_t fit_size(uint64_t bytes)
     return bytes <= (uint64_t)SIZE_MAX ? (size_t)bytes : 0u;
 }
 
+/* Floats of one position of one layer in the KV cache: its K and V, or
+ * with MLA its latent and RoPE key. */
+static uint64_t cache_floats(const colibri_hparams *hp)
+{
+    if (hp->mla == MLA_LATENT) {
+        return (uint64_t)hp->kv_lora_rank + hp->rope_dim;
+    }
+    return 2u * (uint64_t)hp->n_kv_heads * hp->head_dim;
+}
+
 size_t colibri_state_size(const colibri_model *model, uint32_t max_context)
 {
     if (!context_valid(model, max_context)) {
         return 0;
     }
-    /* <= 2 * 1024 * 2^24 * 1024 * 1024 * 4 bytes: fits in 64 bits. */
-    return fit_size(2u * (uint64_t)model->hp.n_layers * max_context * model->hp.n_kv_heads *
-                    model->hp.head_dim * sizeof(float));
+    /* <= 1024 * 2^24 * 2^21 * 4 bytes: fits in 64 bits. */
+    return fit_size((uint64_t)model->hp.n_layers * max_context * cache_floats(&model->hp) *
+                    sizeof(float));
 }
 
 size_t colibri_scratch_size_batch(const colibri_model *model, uint32_t max_context,
@@ -156,7 +175,8 @@ colibri_status colibri_state_init(colibri_state *state, const colibri_model *mod
         return COLIBRI_E_WORKSPACE_TOO_SMALL;
     }
     state->k_cache = (float *)mem;
-    state->v_cache = state->k_cache + need / sizeof(float) / 2u;
+    state->v_cache =
+        model->hp.mla == MLA_LATENT ? NULL : state->k_cache + need / sizeof(float) / 2u;
     state->max_context = max_context;
     state->pos = 0;
     state->fingerprint = model->fingerprint;

@@ -29,6 +29,8 @@ typedef struct workspace {
     float *sel_w;     /* [B] and their routing weights */
     void *xq;         /* quantized images: [B][ceil(max(H, Q, M) / 32)] activation blocks of a
                        * Q8/Q4 product (36 bytes each); else empty */
+    float *latent;    /* MLA: [n_heads][2 * kv_lora] each head's absorbed query and
+                       * latent sum; else empty */
 } workspace;
 
 /* Bytes the layout for chunks of `batch` tokens needs, in 64 bits (never

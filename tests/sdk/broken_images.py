@@ -117,6 +117,15 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     head_dim = get(v, 84, "I")
     yarn = (4.0, 1.0, 2.0, 1.1)
 
+    def mla(flags: int, kind: int, q_lora: int, kv_lora: int, v_dim: int, eps: float):
+        """The header flags and the 1.7 MLA fields (offsets 224 .. 243)."""
+        def edit(img: bytearray) -> None:
+            put(img, 28, "I", flags)
+            for i, value in enumerate((kind, q_lora, kv_lora, v_dim)):
+                put(img, 224 + 4 * i, "I", value)
+            put(img, 240, "f", eps)
+        return edit
+
     def swap_first_two(img: bytearray) -> None:
         a, b = tensor(img, 0), tensor(img, 1)
         img[a:a + 2], img[b:b + 2] = img[b:b + 2], img[a:a + 2]
@@ -162,6 +171,15 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "rope_dim_odd": (edited(v, rope(2, 3, 0, (0.0,) * 4)), init(BAD_HYPERPARAMS)),
         "rope_dim_above_head_dim": (edited(v, rope(2, head_dim + 2, 0, (0.0,) * 4)),
                                     init(BAD_HYPERPARAMS)),
+        "mla_fields_without_flag": (edited(v, mla(0, 1, 0, 16, 8, 1e-6)), init(BAD_HYPERPARAMS)),
+        "mla_flag_without_fields": (edited(v, mla(8, 0, 0, 0, 0, 0.0)), init(UNSUPPORTED_ARCH)),
+        "mla_kind_unknown": (edited(v, mla(8, 2, 0, 16, 8, 1e-6)), init(UNSUPPORTED_ARCH)),
+        "mla_kv_rank_zero": (edited(v, mla(8, 1, 0, 0, 8, 1e-6)), init(BAD_HYPERPARAMS)),
+        "mla_v_head_dim_huge": (edited(v, mla(8, 1, 0, 16, 4096, 1e-6)), init(BAD_HYPERPARAMS)),
+        "mla_lora_eps_nan": (edited(v, mla(8, 1, 0, 16, 8, float("nan"))),
+                             init(BAD_HYPERPARAMS)),
+        "mla_on_grouped_query_heads": (edited(v, mla(8, 1, 0, 16, 8, 1e-6)),
+                                      init(BAD_HYPERPARAMS)),
         "rope_kind_unknown": (edited(v, rope(2, 4, 2, yarn)), init(UNSUPPORTED_ARCH)),
         "default_rope_with_yarn_numbers": (edited(v, rope(2, 4, 0, yarn)), init(BAD_HYPERPARAMS)),
         "yarn_factor_nan": (edited(v, rope(2, 4, 1, (float("nan"), 1.0, 2.0, 1.1))),

@@ -32,6 +32,20 @@ def valid_image(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def valid_mla_image(tmp_path_factory) -> pathlib.Path:
+    """A tiny DeepSeek-V3: Multi-head Latent Attention, whose KV state holds the
+    latent and the RoPE key (format 1.6)."""
+    from colibri_tools.convert import convert
+    from hf_models import build_model, save_checkpoint
+
+    root = tmp_path_factory.mktemp("valid_mla")
+    model, _ = build_model("deepseek_v3", seed=3)
+    save_checkpoint(model, root / "hf")
+    convert(root / "hf", root / "out", context=64, progress=False)
+    return root / "out" / "model.bin"
+
+
+@pytest.fixture(scope="session")
 def valid_q8_image(tmp_path_factory) -> pathlib.Path:
     """The same tiny Qwen2-MoE with its feed-forward matrices Q8 (format 1.3)."""
     return _quantized_image(tmp_path_factory, "int8")

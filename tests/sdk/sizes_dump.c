@@ -4,7 +4,8 @@
  * record alone), for tests/sdk/test_sizes.py.
  *
  *   sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT DENSE EXPERT_INTER
- *              EXPERTS SHARED TOP_K BATCH [QUANTIZED]   prints "STATE SCRATCH"
+ *              EXPERTS SHARED TOP_K BATCH [QUANTIZED [Q_LORA KV_LORA V_HEAD_DIM ROPE_DIM]]
+ *   prints "STATE SCRATCH"; the four MLA numbers make it an MLA record (mla 1).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,10 @@ int main(int argc, char **argv)
 {
     static const uint8_t image_stand_in = 0;
     colibri_model m = {0};
-    if (argc != 14 && argc != 15) {
+    if (argc != 14 && argc != 15 && argc != 19) {
         fprintf(stderr, "usage: sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT "
-                        "DENSE EXPERT_INTER EXPERTS SHARED TOP_K BATCH [QUANTIZED]\n");
+                        "DENSE EXPERT_INTER EXPERTS SHARED TOP_K BATCH [QUANTIZED [Q_LORA "
+                        "KV_LORA V_HEAD_DIM ROPE_DIM]]\n");
         return 2;
     }
     uint32_t ctx = (uint32_t)strtoul(argv[1], NULL, 0);
@@ -35,7 +37,14 @@ int main(int argc, char **argv)
     for (int i = 0; i < 11; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
     }
-    m.hp.quantized = argc == 15 ? (uint32_t)strtoul(argv[14], NULL, 0) : 0u;
+    m.hp.quantized = argc >= 15 ? (uint32_t)strtoul(argv[14], NULL, 0) : 0u;
+    if (argc == 19) {
+        m.hp.mla = 1u;
+        m.hp.q_lora_rank = (uint32_t)strtoul(argv[15], NULL, 0);
+        m.hp.kv_lora_rank = (uint32_t)strtoul(argv[16], NULL, 0);
+        m.hp.v_head_dim = (uint32_t)strtoul(argv[17], NULL, 0);
+        m.hp.rope_dim = (uint32_t)strtoul(argv[18], NULL, 0);
+    }
     m.image = &image_stand_in;
     uint32_t batch = (uint32_t)strtoul(argv[13], NULL, 0);
     size_t scratch = colibri_scratch_size_batch(&m, ctx, batch);

@@ -29,7 +29,8 @@ def _macro(header: str, name: str) -> int:
     return int(re.search(rf"#define {name}\s+\(?(0x[0-9A-Fa-f]+|\d+)", header).group(1), 0)
 
 
-@pytest.mark.parametrize("which", ["valid_image", "valid_q8_image", "valid_q4_image"])
+@pytest.mark.parametrize("which", ["valid_image", "valid_q8_image", "valid_q4_image",
+                                   "valid_mla_image"])
 def test_macros_equal_api_sizes(which, request, asan_bins, tmp_path):
     valid_image = request.getfixturevalue(which)
     header = (valid_image.parent / "model_config.h").read_text()

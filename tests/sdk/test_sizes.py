@@ -13,10 +13,16 @@ from colibri_tools.sizes import scratch_size, state_size
 
 def _records():
     rng = random.Random(7)
-    for _ in range(60):
+    for i in range(60):
         heads = rng.choice([1, 2, 3, 4, 6, 8, 16, 32])
         kv = rng.choice([d for d in (1, 2, 4, 8) if heads % d == 0])
         experts = rng.choice([0, 1, 4, 5, 8, 60, 128])
+        mla = i % 4 == 3  # Multi-head Latent Attention (format 1.7): its own cache and scratch
+        head_dim = 2 * rng.randrange(2, 129)
+        mla_fields = dict(mla=1, n_kv_heads=heads, q_lora_rank=rng.choice([0, 24, 1536]),
+                          kv_lora_rank=rng.choice([1, 16, 512]),
+                          v_head_dim=rng.choice([1, 10, head_dim + 6]),
+                          rope_dim=2 * rng.randrange(1, head_dim // 2), lora_eps=1e-6)
         yield ModelRecord(
             vocab_size=97, hidden_size=rng.randrange(1, 5000), n_layers=rng.randrange(1, 60),
             n_heads=heads, n_kv_heads=kv, head_dim=2 * rng.randrange(1, 129),
@@ -24,7 +30,12 @@ def _records():
             dense_intermediate=rng.choice([0, 17, 11008]),
             expert_intermediate=rng.choice([0, 12, 1408]) if experts else 0, n_experts=experts,
             shared_intermediate=rng.choice([0, 20, 5632]), rms_eps=1e-6, rope_theta=1e4,
-            top_k=rng.randrange(1, experts + 1) if experts else 0)
+            top_k=rng.randrange(1, experts + 1) if experts else 0) if not mla else ModelRecord(
+            vocab_size=97, hidden_size=rng.randrange(1, 5000), n_layers=rng.randrange(1, 60),
+            n_heads=heads, head_dim=head_dim, max_context=rng.choice([1, 7, 64, 4096]),
+            dense_intermediate=17, expert_intermediate=12 if experts else 0, n_experts=experts,
+            shared_intermediate=0, rms_eps=1e-6, rope_theta=1e4,
+            top_k=rng.randrange(1, experts + 1) if experts else 0, **mla_fields)
 
 
 def test_python_sizes_equal_the_core(asan_bins):
@@ -36,6 +47,8 @@ def test_python_sizes_equal_the_core(asan_bins):
         args = [ctx, r.hidden_size, r.n_layers, r.n_heads, r.n_kv_heads, r.head_dim,
                 r.max_context, r.dense_intermediate, r.expert_intermediate, r.n_experts,
                 r.shared_intermediate, r.top_k, batch, quantized]
+        if r.mla:
+            args += [r.q_lora_rank, r.kv_lora_rank, r.v_head_dim, r.rope_dim]
         out = subprocess.run([str(asan_bins / "sizes_dump"), *map(str, args)], check=True,
                              capture_output=True, text=True, timeout=30).stdout.split()
         want = [state_size(r, ctx), scratch_size(r, ctx, batch, bool(quantized))]

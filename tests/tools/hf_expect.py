@@ -7,6 +7,7 @@ wrong constant in the tools package cannot hide here.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -15,12 +16,13 @@ import torch
 GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
         "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
-        "gpt_oss": 12}
+        "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
-           "gpt_oss": 0}
-SIGMOID = ("glm4_moe", "dots1")  # DeepSeek-V3's router
+           "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0}
+SIGMOID = ("glm4_moe", "dots1", "deepseek_v3")  # DeepSeek-V3's router
+MLA = ("deepseek_v2", "deepseek_v3")  # Multi-head Latent Attention
 GRANITE = ("granitemoe", "granitemoeshared")
 
 
@@ -97,7 +99,7 @@ def _sigmoid_fields(model: Any, family: str) -> dict[str, Any]:
            "routed_scaling": float(np.float32(config.routed_scaling_factor)),
            "router_norm_topk": int(config.norm_topk_prob)}
     rotary = model.model.rotary_emb.inv_freq.shape[0] * 2
-    if rotary != model.model.layers[0].self_attn.head_dim:
+    if family not in MLA and rotary != model.model.layers[0].self_attn.head_dim:
         out["rope_dim"] = rotary
     return out
 
@@ -118,6 +120,45 @@ def _gpt_oss_fields(model: Any, family: str) -> dict[str, Any]:
             "attn_kinds": [int(t == "sliding_attention") for t in config.layer_types]}
 
 
+def _yarn_ramp(params: dict, dim: int) -> tuple[float, float]:
+    """transformers' YaRN correction range (floored / ceiled), as (low, high - low)."""
+    def dim_of(rotations: float) -> float:
+        return dim * math.log(params["original_max_position_embeddings"] /
+                              (rotations * 2 * math.pi)) / (2 * math.log(params["rope_theta"]))
+    low = max(math.floor(dim_of(params.get("beta_fast") or 32)), 0)
+    high = min(math.ceil(dim_of(params.get("beta_slow") or 1)), dim - 1)
+    return float(low), float(high - low if high != low else 0.001)
+
+
+def _mla_fields(model: Any, family: str) -> dict[str, Any]:
+    """DeepSeek-V2/V3: the MLA fields (format 1.6), its RoPE dimensions, YaRN and
+    the attention scale under YaRN; V2's softmax router."""
+    if family not in MLA:
+        return {}
+    config, attn = model.config, model.model.layers[0].self_attn
+    out = {"mla": 1, "q_lora_rank": attn.q_lora_rank or 0,
+           "kv_lora_rank": attn.kv_lora_rank, "v_head_dim": attn.v_head_dim,
+           "lora_eps": float(np.float32(attn.kv_a_layernorm.variance_epsilon)),
+           "rope_dim": attn.qk_rope_head_dim, "n_kv_heads": config.num_attention_heads}
+    params = config.rope_parameters
+    if params.get("rope_type") == "yarn":
+        low, width = _yarn_ramp(params, attn.qk_rope_head_dim)
+        out |= {"rope_kind": 1, "rope_factor": float(np.float32(params["factor"])),
+                "rope_ramp_low": low, "rope_ramp_width": float(np.float32(width)),
+                "rope_attn_factor": float(np.float32(model.model.rotary_emb.attention_scaling))}
+        if params.get("mscale_all_dim"):
+            out |= {"embedding_scale": 1.0, "residual_scale": 1.0, "logits_divisor": 1.0,
+                    "attention_scale": float(np.float32(attn.scaling))}
+    out["shared_gate"] = 0
+    if family == "deepseek_v2":
+        grouped = config.topk_method == "group_limited_greedy"
+        out |= {"router_score": 0, "router_norm_topk": 0,
+                "routed_scaling": float(np.float32(config.routed_scaling_factor)),
+                "n_group": config.n_group if grouped else 1,
+                "topk_group": config.topk_group if grouped else 1}
+    return out
+
+
 def expected_record(model: Any, family: str) -> dict[str, Any]:
     """Model record fields (docs/format.md 1.1) read off the HF modules and config."""
     config = model.config
@@ -125,13 +166,15 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
     attn = layers[0].self_attn
     moe = [layer for layer in layers if _is_moe(layer)]
     dense = [layer for layer in layers if not _is_moe(layer)]
-    biases = [attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias, attn.o_proj.bias]
+    biases = [getattr(getattr(attn, name, None), "bias", None)
+              for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
     shared = _shared_width(family, moe[0]) if moe else 0
     gate = _router(_block(moe[0])) if moe else None
     return {
         "arch": ARCH[family], "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
         "n_layers": len(layers), "n_heads": config.num_attention_heads,
-        "n_kv_heads": config.num_key_value_heads, "head_dim": attn.head_dim,
+        "n_kv_heads": config.num_key_value_heads,
+        "head_dim": getattr(attn, "head_dim", None) or attn.qk_head_dim,
         "max_context": config.max_position_embeddings,
         "dense_intermediate": dense[0].mlp.gate_proj.out_features if dense else 0,
         "expert_intermediate": _expert_width(_block(moe[0]).experts) if moe else 0,
@@ -150,15 +193,19 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0, "rope_dim": 0,
         "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
         "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
+        "mla": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "v_head_dim": 0, "lora_eps": 0.0,
         "attn_kinds": [0] * len(layers),
         "ffn_kinds": [1 if _is_moe(layer) else 0 for layer in layers],
     } | _granite_fields(config, family) | _phimoe_fields(model, family) | \
         _ernie_fields(model, family) | _sigmoid_fields(model, family) | \
-        _gpt_oss_fields(model, family)
+        _gpt_oss_fields(model, family) | _mla_fields(model, family)
 
 
 def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
     names = {16: "input_layernorm.weight", 17: "self_attn.q_proj.weight",
+             64: "self_attn.q_a_proj.weight", 65: "self_attn.q_a_layernorm.weight",
+             66: "self_attn.q_b_proj.weight", 67: "self_attn.kv_a_proj_with_mqa.weight",
+             68: "self_attn.kv_a_layernorm.weight", 69: "self_attn.kv_b_proj.weight",
              18: "self_attn.k_proj.weight", 19: "self_attn.v_proj.weight",
              20: "self_attn.o_proj.weight", 21: "self_attn.q_proj.bias",
              22: "self_attn.k_proj.bias", 23: "self_attn.v_proj.bias",
@@ -198,9 +245,10 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_experts.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
         out[(45, layer, GLOBAL)] = sd[p + "mlp.gate.moe_statics.e_score_correction_bias"][0]
-    if family in SIGMOID:
+    if family in SIGMOID or family in MLA:
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_experts.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
+    if family in SIGMOID:
         out[(45, layer, GLOBAL)] = sd[p + "mlp.gate.e_score_correction_bias"]
     if family == "qwen2_moe":
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_expert.{n}_proj.weight"]
@@ -251,7 +299,28 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
                 rows = out[(role, layer, GLOBAL)]
                 heads = rows.reshape(-1, hd // 2, 2, rows.shape[1])
                 out[(role, layer, GLOBAL)] = heads.transpose(0, 2, 1, 3).reshape(rows.shape)
+        if family in MLA:
+            _mla_interleave(model, out, layer)
     return out
+
+
+def _mla_interleave(model: Any, out: dict, layer: int) -> None:
+    """Interleaved RoPE (V2; V3 with rope_interleave): each q head's last rope_dim
+    rows and the RoPE key's rows of MLA_KV_A, pairs (2i, 2i+1) -> (i, i + d/2)."""
+    config, attn = model.config, model.model.layers[layer].self_attn
+    if not getattr(config, "rope_interleave", True):
+        return
+    d, hd = attn.qk_rope_head_dim, attn.qk_head_dim
+
+    def halves(rows: np.ndarray) -> np.ndarray:
+        return rows.reshape(d // 2, 2, -1).transpose(1, 0, 2).reshape(rows.shape)
+    q_role = 66 if (66, layer, GLOBAL) in out else 17
+    q = out[(q_role, layer, GLOBAL)].copy()
+    for h in range(config.num_attention_heads):
+        q[h * hd + hd - d:(h + 1) * hd] = halves(q[h * hd + hd - d:(h + 1) * hd])
+    kv = out[(67, layer, GLOBAL)].copy()
+    kv[attn.kv_lora_rank:] = halves(kv[attn.kv_lora_rank:])
+    out[(q_role, layer, GLOBAL)], out[(67, layer, GLOBAL)] = q, kv
 
 
 def hf_logits(model: Any, ids: list[int]) -> np.ndarray:

@@ -98,8 +98,38 @@ def _project(w: _Weights, h: np.ndarray, layer: int, role: Role, bias: Role) -> 
     return out + w.get(bias, layer) if w.has(bias, layer) else out
 
 
+def _mla_attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
+    """Multi-head Latent Attention (format 1.6) in the expanded form: every head's
+    key [W_uk c, RoPE key] and value W_uv c written out, as transformers does."""
+    r = w.image.record
+    n, hd, d, lkv = h.shape[0], r.head_dim, r.rope_dim, r.kv_lora_rank
+    nope = hd - d
+    if r.q_lora_rank:
+        qa = _rms(h @ w.get(Role.MLA_Q_A, layer).T, w.get(Role.MLA_Q_A_NORM, layer), r.lora_eps)
+        q = qa @ w.get(Role.MLA_Q_B, layer).T
+    else:
+        q = h @ w.get(Role.ATTN_Q, layer).T
+    q = q.reshape(n, r.n_heads, hd)
+    kv_a = h @ w.get(Role.MLA_KV_A, layer).T
+    latent = _rms(kv_a[:, :lkv], w.get(Role.MLA_KV_A_NORM, layer), r.lora_eps)
+    positions = np.arange(n, dtype=np.float64)
+    q = np.concatenate([q[..., :nope], _rope(q[..., nope:], positions, r)], -1)
+    k_pe = _rope(kv_a[:, None, lkv:], positions, r)
+    kv = (latent @ w.get(Role.MLA_KV_B, layer).T).reshape(n, r.n_heads, nope + r.v_head_dim)
+    k = np.concatenate([kv[..., :nope], np.broadcast_to(k_pe, (n, r.n_heads, d))], -1)
+    mask = np.triu(np.full((n, n), -np.inf), 1)
+    scale = r.attention_scale if r.has_scales else 1.0 / np.sqrt(hd)
+    out = np.empty((n, r.n_heads, r.v_head_dim))
+    for head in range(r.n_heads):
+        scores = q[:, head] @ k[:, head].T * scale + mask
+        out[:, head] = _softmax(scores) @ kv[:, head, nope:]
+    return _project(w, out.reshape(n, -1), layer, Role.ATTN_O, Role.ATTN_O_BIAS)
+
+
 def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     r = w.image.record
+    if r.mla:
+        return _mla_attention(w, h, layer)
     n, hd = h.shape[0], r.head_dim
     q = _project(w, h, layer, Role.ATTN_Q, Role.ATTN_Q_BIAS)
     k = _project(w, h, layer, Role.ATTN_K, Role.ATTN_K_BIAS)

@@ -17,7 +17,7 @@ from colibri_tools import convert, read_image
 from colibri_tools.convert import main
 from colibri_tools.errors import CheckpointError, OptionError
 from hf_expect import expected_record, expected_tensors, hf_logits
-from hf_models import FAMILIES
+from hf_models import FAMILIES, edit_config
 from numpy_reference import forward
 
 IDS = [3, 17, 42, 5, 88, 61, 0, 29, 73, 12, 50, 8, 91, 33]
@@ -235,3 +235,23 @@ def test_a_signal_mid_write_leaves_no_staged_file(signame, hf_checkpoint, tmp_pa
     assert stopped.value.code == 128 + getattr(signal, signame)
     assert not out.exists() or list(out.iterdir()) == []
     assert signal.getsignal(getattr(signal, signame)) is before  # the handler is put back
+
+
+def test_deepseek_v3_prediction_layers_are_left_out(hf_checkpoint, copy_checkpoint, tmp_path):
+    """DeepSeek-V3 checkpoints hold num_nextn_predict_layers multi-token-prediction
+    layers after the last one, which transformers does not run: the image is the
+    one without them; a tensor of a layer past those is still a stray."""
+    from safetensors.numpy import load_file, save_file
+
+    hf_dir = copy_checkpoint(hf_checkpoint("deepseek_v3"))
+    plain = convert(hf_checkpoint("deepseek_v3"), tmp_path / "plain", progress=False)
+    tensors = load_file(str(hf_dir / "model.safetensors"))
+    n_layers = json.loads((hf_dir / "config.json").read_text())["num_hidden_layers"]
+    extra = {f"model.layers.{n_layers}.eh_proj.weight": np.ones((4, 8), np.float32)}
+    save_file(tensors | extra, str(hf_dir / "model.safetensors"))
+    edit_config(hf_dir, num_nextn_predict_layers=1)
+    with_mtp = convert(hf_dir, tmp_path / "mtp", progress=False)
+    assert with_mtp.image_path.read_bytes() == plain.image_path.read_bytes()
+    edit_config(hf_dir, num_nextn_predict_layers=0)
+    with pytest.raises(CheckpointError, match="not used"):
+        convert(hf_dir, tmp_path / "stray", progress=False)

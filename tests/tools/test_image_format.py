@@ -52,6 +52,8 @@ RECORD_AT = {
     "rope_factor": (196, "f"), "rope_ramp_low": (200, "f"), "rope_ramp_width": (204, "f"),
     "rope_attn_factor": (208, "f"),
     "sliding_window": (212, "I"), "swiglu_limit": (216, "f"), "swiglu_alpha": (220, "f"),
+    "mla": (224, "I"), "q_lora_rank": (228, "I"), "kv_lora_rank": (232, "I"),
+    "v_head_dim": (236, "I"), "lora_eps": (240, "f"),
 }
 
 
@@ -107,7 +109,16 @@ def _doc_order(rec: dict) -> list[tuple]:
     if rec["attn_bias"] & 16:
         out.append((5, GLOBAL, GLOBAL, (v,)))
     for layer, kind in enumerate(rec["ffn_kinds"]):
-        rows = [(16, (h,)), (17, (q, h)), (18, (k, h)), (19, (k, h)), (20, (h, q))]
+        if rec["mla"] == 1:  # MLA (format 1.7)
+            lq, lkv, rope, v_dim = (rec["q_lora_rank"], rec["kv_lora_rank"], rec["rope_dim"],
+                                    rec["v_head_dim"])
+            rows = [(16, (h,))] + ([(17, (q, h))] if lq == 0 else
+                                   [(64, (lq, h)), (65, (lq,)), (66, (q, lq))])
+            rows += [(67, (lkv + rope, h)), (68, (lkv,)),
+                     (69, (rec["n_heads"] * (hd - rope + v_dim), lkv)),
+                     (20, (h, rec["n_heads"] * v_dim))]
+        else:
+            rows = [(16, (h,)), (17, (q, h)), (18, (k, h)), (19, (k, h)), (20, (h, q))]
         rows += [(21 + bit, shape) for bit, shape in enumerate([(q,), (k,), (k,), (h,)])
                  if rec["attn_bias"] & (1 << bit)]
         if rec["qk_norm"] == 1:
@@ -167,13 +178,16 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
         minor = 5  # section 7: sigmoid router, groups, RoPE fields, GLM-4.5 / dots1
     if rec["arch"] >= 12 or rec["sliding_window"] or rec["activation"] or rec["attn_bias"] & 0xE0:
         minor = 6  # section 7: gpt-oss
+    mla = rec["mla"] != 0  # the 1.7 MLA flag
+    if mla or rec["arch"] >= 13:
+        minor = 7  # section 7: Multi-head Latent Attention, DeepSeek-V2 / V3
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
     flags = int(scales) | 2 * int(rope) | (4 if rec["sliding_window"] else 0)  # SLIDING: 1.6
     assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
-        flags, alignment, rec["arch"])
+        flags | 8 * int(mla), alignment, rec["arch"])
     assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
-    assert _u("I", data, 60) == 0 and data[224:256] == bytes(32)
+    assert _u("I", data, 60) == 0 and data[244:256] == bytes(12)
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
     table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)

@@ -35,6 +35,14 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
   attention_bias, per-head q/k norm when use_qk_norm, RoPE over
   partial_rotary_factor of the head (frequencies of that width). dots1: q, k, v, o bias
   when attention_bias, per-head q/k norm always; sliding layers refused.
+- deepseek_v2, deepseek_v3 (models/deepseek_v{2,3}): Multi-head Latent Attention
+  (q_lora_rank or a plain q_proj, kv_lora_rank, qk_nope_head_dim + qk_rope_head_dim,
+  v_head_dim; the LoRA norms' eps is transformers' default 1e-6), RoPE on interleaved
+  pairs (V2 always, V3 when rope_interleave) stored as halves by reordering rows, the
+  attention scale times mscale(factor, mscale_all_dim)^2 under YaRN; first_k_dense_replace
+  dense layers, n_shared_experts shared experts. V2: softmax, greedy or
+  group_limited_greedy (groups ranked by their best score), no renormalisation, routed
+  scaling; V3: the sigmoid router above. attention_bias true is refused.
 - YaRN (rope_type "yarn") for the families that have RoPE parameters: the record's
   rope_kind 1 with the ramp and cos/sin factor transformers computes.
 - gpt_oss: per-head attention sinks; layer_types "sliding_attention" layers attend to the
@@ -68,6 +76,7 @@ from .image_spec import (
     BIAS_ROUTER,
     BIAS_SINKS,
     DEFAULT_ALIGNMENT,
+    MLA_LATENT,
     NORM_LAYER,
     ROPE_YARN,
     ROUTER_SIGMOID,
@@ -113,6 +122,8 @@ class ModelSpec:
     @property
     def interleaved_rope(self) -> bool:
         """RoPE on pairs (2i, 2i + 1) in the checkpoint: q and k rows get permuted."""
+        if self.family == "deepseek_v3":  # transformers' rope_interleave, True by default
+            return self.config.flag("rope_interleave", True)
         return self.family in INTERLEAVED_ROPE_FAMILIES
 
 
@@ -538,11 +549,70 @@ def _gpt_oss(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.GPT_OSS, fields, kinds
 
 
+def _mla(c: HFConfig, fields: dict) -> dict:
+    """Multi-head Latent Attention (DeepSeek-V2/V3): head_dim = qk_nope_head_dim +
+    qk_rope_head_dim, RoPE on the last qk_rope_head_dim of each q head and on the
+    one RoPE key, the LoRA ranks and v_head_dim; the attention scale times
+    mscale(factor, mscale_all_dim)^2 under YaRN (transformers' yarn_apply_mscale)."""
+    c.reject_if("attention_bias", lambda v: v is True, "MLA with biases is not supported")
+    nope = c.integer("qk_nope_head_dim", minimum=1)
+    rope = c.integer("qk_rope_head_dim", minimum=2)
+    c.reject_if("qk_rope_head_dim", lambda v: v % 2, "RoPE turns pairs: must be even")
+    head = nope + rope
+    q_lora = 0 if c.raw("q_lora_rank") is None else c.integer("q_lora_rank", minimum=1)
+    out = {"head_dim": head, "n_kv_heads": fields["n_heads"], "mla": MLA_LATENT,
+           "q_lora_rank": q_lora, "kv_lora_rank": c.integer("kv_lora_rank", minimum=1),
+           "v_head_dim": c.integer("v_head_dim", minimum=1), "lora_eps": 1e-6,
+           **rope_fields(c, head, 1e4, rope_dim=rope)}
+    params = _rope_parameters(c) or (c.raw("rope_scaling") or {})
+    kind = params.get("rope_type", params.get("type", "default"))
+    m_all = params.get("mscale_all_dim") or 0
+    if kind != "default" and m_all:
+        factor = float(params["factor"])
+        m = 1.0 if factor <= 1 else 0.1 * m_all * math.log(factor) + 1.0
+        out |= {"embedding_scale": 1.0, "residual_scale": 1.0, "logits_divisor": 1.0,
+                "attention_scale": head ** -0.5 * m * m}
+    return out
+
+
+def _deepseek_v2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """DeepSeek-V2: MLA with interleaved RoPE, a softmax router (greedy or
+    group-limited greedy: groups ranked by their best score), no renormalisation."""
+    fields = _attention(c, None)
+    kinds = _first_dense_kinds(c, fields["n_layers"])
+    method = c.get("topk_method", "greedy")
+    if method not in ("greedy", "group_limited_greedy"):
+        raise c.unsupported("topk_method", method, "DeepSeek-V2's routers are greedy and "
+                            "group_limited_greedy")
+    n_experts = c.integer("n_routed_experts", minimum=1)
+    width = c.integer("moe_intermediate_size", minimum=1)
+    fields |= _routing(c, kinds, n_experts, width, False)
+    if FfnKind.MOE in kinds:
+        grouped = method == "group_limited_greedy"
+        fields |= {"n_group": c.integer("n_group", minimum=1) if grouped else 1,
+                   "topk_group": c.integer("topk_group", minimum=1) if grouped else 1,
+                   "routed_scaling": c.number("routed_scaling_factor", 1.0),
+                   "shared_intermediate": c.integer("n_shared_experts", 0) * width}
+    fields |= {"dense_intermediate": _dense_width(c, kinds),
+               "rms_eps": c.number("rms_norm_eps", 1e-6), **_mla(c, fields)}
+    return Arch.DEEPSEEK_V2, fields, kinds
+
+
+def _deepseek_v3(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """DeepSeek-V3 (and Moonlight, Kimi K2): MLA (RoPE interleaved when
+    rope_interleave) and the sigmoid router."""
+    fields = _attention(c, None)
+    kinds = _first_dense_kinds(c, fields["n_layers"])
+    fields |= _sigmoid_router(c, kinds, True)
+    fields |= {"rms_eps": c.number("rms_norm_eps", 1e-6), **_mla(c, fields)}
+    return Arch.DEEPSEEK_V3, fields, kinds
+
+
 FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
             "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe,
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
-            "gpt_oss": _gpt_oss}
-INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe"}
+            "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3}
+INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2"}
 ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
               "phimoe": _uniform_window_kinds}
 

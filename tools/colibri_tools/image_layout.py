@@ -10,18 +10,23 @@ from dataclasses import dataclass, replace
 
 from .image_spec import (
     BIAS_ALL,
+    BIAS_ATTN,
     BIAS_EXPERTS,
     BIAS_LM_HEAD,
     BIAS_ROUTER,
     BIAS_SINKS,
     DATA_ALIGN,
+    FLAG_MLA,
     FLAG_ROPE,
     LIMITS,
     MAX_ALIGNMENT,
     MAX_GROUPS,
+    MAX_LORA_RANK,
     MAX_TOP_K,
     MIN_ALIGNMENT,
     MINOR_QUANT,
+    MLA_FIELDS,
+    MLA_LATENT,
     NO_EXPERT,
     NO_LAYER,
     NORM_LAYER,
@@ -91,6 +96,8 @@ MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing w
 def format_minor(arch: int, r: ModelRecord, quantized: bool = False) -> int:
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7)."""
+    if r.has_mla or arch >= Arch.DEEPSEEK_V2:
+        return 7
     if (arch >= Arch.GPT_OSS or r.sliding_window or r.activation
             or r.attn_bias & (BIAS_SINKS | BIAS_ROUTER | BIAS_EXPERTS)):
         return 6
@@ -259,6 +266,30 @@ def _rope_problems(r: ModelRecord, flags: int) -> list[Problem]:
     ], BAD_HYPERPARAMS)
 
 
+def _mla_problems(r: ModelRecord, flags: int) -> list[Problem]:
+    """Format 1.7 Multi-head Latent Attention fields, as sdk/src/hparams.c's check_mla."""
+    if not flags & FLAG_MLA:
+        return _check([(name, getattr(r, name), getattr(r, name) == 0,
+                        "must be 0 without the header flag MLA") for name in MLA_FIELDS],
+                      BAD_HYPERPARAMS)
+    kind = _check([("mla", r.mla, r.mla == MLA_LATENT,
+                    "only 1 (MLA) goes with the flag")], UNSUPPORTED_ARCH)
+    return kind + _check([
+        ("kv_lora_rank", r.kv_lora_rank, _in_range(r.kv_lora_rank, 1, MAX_LORA_RANK),
+         f"must be 1 .. {MAX_LORA_RANK}"),
+        ("q_lora_rank", r.q_lora_rank, _in_range(r.q_lora_rank, 0, MAX_LORA_RANK),
+         f"must be 0 .. {MAX_LORA_RANK}"),
+        ("v_head_dim", r.v_head_dim, _in_range(r.v_head_dim, 1, LIMITS["head_dim"]),
+         f"must be 1 .. {LIMITS['head_dim']}"),
+        ("lora_eps", r.lora_eps, _positive_finite(r.lora_eps), "must be finite and > 0"),
+        ("n_kv_heads", r.n_kv_heads, r.n_kv_heads == r.n_heads, "must equal n_heads with MLA"),
+        ("qk_norm", r.qk_norm, r.qk_norm == 0, "must be 0 with MLA"),
+        ("attn_bias", r.attn_bias, r.attn_bias & BIAS_ATTN == 0, "no q/k/v/o bias with MLA"),
+        ("rope_dim", r.rope_dim, 0 < r.rope_dim < r.head_dim,
+         "MLA needs the ROPE flag and rope_dim < head_dim"),
+    ], BAD_HYPERPARAMS)
+
+
 def record_problems(arch: int, alignment: int, record: ModelRecord,
                     flags: int | None = None) -> list[Problem]:
     """Defects of the header's arch and alignment and of the model record (section 1.1)
@@ -268,7 +299,8 @@ def record_problems(arch: int, alignment: int, record: ModelRecord,
         Problem("alignment", alignment, "must be a power of two, 64 .. 1 MiB", BAD_HYPERPARAMS)]
     flags = header_flags(record) if flags is None else flags
     return (out + _arch_problems(arch, record) + _attention_problems(record)
-            + _ffn_problems(record) + _router_problems(record) + _rope_problems(record, flags))
+            + _ffn_problems(record) + _router_problems(record) + _rope_problems(record, flags)
+            + _mla_problems(record, flags))
 
 
 _KIND_WIDTHS = {FfnKind.DENSE: ("dense_intermediate",),
@@ -315,9 +347,16 @@ def global_tensors(r: ModelRecord) -> list[TensorEntry]:
 def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]]:
     h, q, k = r.hidden_size, r.n_heads * r.head_dim, r.n_kv_heads * r.head_dim
     qn, kn = ((q,), (k,)) if r.qk_norm == 1 else ((r.head_dim,), (r.head_dim,))
+    mla, lq, lkv = r.mla, r.q_lora_rank, r.kv_lora_rank
+    kv_b = r.n_heads * (r.head_dim - (r.rope_dim or r.head_dim) + r.v_head_dim)
     return [
-        (Role.ATTN_NORM, (h,), True), (Role.ATTN_Q, (q, h), True), (Role.ATTN_K, (k, h), True),
-        (Role.ATTN_V, (k, h), True), (Role.ATTN_O, (h, q), True),
+        (Role.ATTN_NORM, (h,), True), (Role.ATTN_Q, (q, h), not mla or lq == 0),
+        (Role.MLA_Q_A, (lq, h), mla and lq > 0), (Role.MLA_Q_A_NORM, (lq,), mla and lq > 0),
+        (Role.MLA_Q_B, (q, lq), mla and lq > 0),
+        (Role.MLA_KV_A, (lkv + r.rope_dim, h), mla), (Role.MLA_KV_A_NORM, (lkv,), mla),
+        (Role.MLA_KV_B, (kv_b, lkv), mla),
+        (Role.ATTN_K, (k, h), not mla), (Role.ATTN_V, (k, h), not mla),
+        (Role.ATTN_O, (h, r.out_width), True),
         (Role.ATTN_Q_BIAS, (q,), bool(r.attn_bias & 1)),
         (Role.ATTN_K_BIAS, (k,), bool(r.attn_bias & 2)),
         (Role.ATTN_V_BIAS, (k,), bool(r.attn_bias & 4)),

@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.6 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.7 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 6  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 7  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
@@ -55,6 +55,8 @@ class Arch(IntEnum):
     GLM4_MOE = 10
     DOTS1 = 11
     GPT_OSS = 12
+    DEEPSEEK_V2 = 13
+    DEEPSEEK_V3 = 14
 
 
 class FfnKind(IntEnum):
@@ -98,6 +100,12 @@ class Role(IntEnum):
     EXPERT_GATE = 48
     EXPERT_UP = 49
     EXPERT_DOWN = 50
+    MLA_Q_A = 64  # format 1.6: Multi-head Latent Attention
+    MLA_Q_A_NORM = 65
+    MLA_Q_B = 66
+    MLA_KV_A = 67
+    MLA_KV_A_NORM = 68
+    MLA_KV_B = 69
 
 
 EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
@@ -160,17 +168,26 @@ MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("sliding_window", 212, "I"),  # format 1.6 (FLAG_SLIDING): a sliding layer's window
     ("swiglu_limit", 216, "f"),  # format 1.6, activation 1: the clamped SwiGLU's limit
     ("swiglu_alpha", 220, "f"),  # and its alpha
+    ("mla", 224, "I"),  # format 1.7 (FLAG_MLA): 1 Multi-head Latent Attention, else 0
+    ("q_lora_rank", 228, "I"),
+    ("kv_lora_rank", 232, "I"),
+    ("v_head_dim", 236, "I"),
+    ("lora_eps", 240, "f"),
 )
-MODEL_RECORD_END = 224  # bytes 224 .. 255 are reserved (zero)
+MODEL_RECORD_END = 244  # bytes 244 .. 255 are reserved (zero)
 SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
 ROPE_FIELDS = ("rope_dim", "rope_kind", "rope_factor", "rope_ramp_low", "rope_ramp_width",
                "rope_attn_factor")
 FLAG_SCALES = 1  # header flags bit 0: the record's four scales are set (format 1.1)
 FLAG_ROPE = 2  # bit 1: the record's RoPE fields are set (format 1.5)
 FLAG_SLIDING = 4  # bit 2: sliding_window and the layers' attn_kind (format 1.6)
-KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING
+FLAG_MLA = 8  # bit 3: the record's Multi-head Latent Attention fields are set (format 1.7)
+KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING | FLAG_MLA
 ACT_SILU, ACT_SWIGLU_CLAMPED = 0, 1  # activation values (1: gpt-oss, format 1.6)
 ATTN_FULL, ATTN_SLIDING = 0, 1  # a layer's attn_kind (format 1.6)
+MLA_FIELDS = ("mla", "q_lora_rank", "kv_lora_rank", "v_head_dim", "lora_eps")
+MLA_LATENT = 1  # the mla value (format 1.7)
+MAX_LORA_RANK = 65536  # = MAX_LORA_RANK in sdk/src/hparams.c
 ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER = 0, 1, 2, 3  # router_score
 ROUTER_SOFTMAX_BIASED = 4  # format 1.4: top-k of softmax + ROUTER_BIAS (ERNIE-4.5)
 NORM_RMS, NORM_LAYER = 0, 1  # norm_kind values (1: LayerNorm with bias, format 1.2)
@@ -246,6 +263,11 @@ class ModelRecord:
     sliding_window: int = 0  # format 1.6: positions a sliding layer attends to (0: none)
     swiglu_limit: float = 0.0  # format 1.6: activation 1's limit and alpha
     swiglu_alpha: float = 0.0
+    mla: int = 0  # format 1.7: 1 Multi-head Latent Attention (FLAG_MLA), else 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    v_head_dim: int = 0
+    lora_eps: float = 0.0
 
     @property
     def has_scales(self) -> bool:
@@ -255,11 +277,20 @@ class ModelRecord:
     def has_rope(self) -> bool:
         return any(getattr(self, name) != 0 for name in ROPE_FIELDS)
 
+    @property
+    def has_mla(self) -> bool:
+        return any(getattr(self, name) != 0 for name in MLA_FIELDS)
+
+    @property
+    def out_width(self) -> int:
+        """Columns of ATTN_O: n_heads * head_dim, with MLA n_heads * v_head_dim."""
+        return self.n_heads * (self.v_head_dim if self.mla else self.head_dim)
+
 
 def header_flags(record: ModelRecord) -> int:
     """The header's flags for this record (section 1)."""
     return ((FLAG_SCALES if record.has_scales else 0) | (FLAG_ROPE if record.has_rope else 0)
-            | (FLAG_SLIDING if record.sliding_window else 0))
+            | (FLAG_SLIDING if record.sliding_window else 0) | (FLAG_MLA if record.has_mla else 0))
 
 
 @dataclass(frozen=True)

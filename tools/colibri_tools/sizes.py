@@ -39,6 +39,8 @@ def _check_context(record: ModelRecord, context: int) -> None:
 def state_size(record: ModelRecord, context: int) -> int:
     """Bytes of K and V cache for `context` positions."""
     _check_context(record, context)
+    if record.mla:  # one latent and one RoPE key per position (docs/core.md)
+        return record.n_layers * context * (record.kv_lora_rank + record.rope_dim) * FLOAT_BYTES
     return 2 * record.n_layers * context * record.n_kv_heads * record.head_dim * FLOAT_BYTES
 
 
@@ -56,11 +58,16 @@ def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1,
     k = record.n_kv_heads * record.head_dim
     m = max(record.dense_intermediate, record.expert_intermediate, record.shared_intermediate)
     top_k = max(record.top_k, 1)
-    blocks = b * row_blocks(max(h, q, m)) * ACTIVATION_BLOCK_FLOATS if quantized else 0
-    return [b * h, b * h, b * h, b * h, b * q, b * k, b * k, b * q, record.n_heads * context,
-            b * m, b * m,
+    mla = record.mla  # k: latent + RoPE key, v: q LoRA, attn: n_heads * v_head_dim
+    kv_a = record.kv_lora_rank + record.rope_dim if mla else 0
+    q_lora = record.q_lora_rank if mla else 0
+    latent = 2 * record.n_heads * record.kv_lora_rank if mla else 0
+    widest = max(h, q, record.out_width, m)  # the widest input row of a product (ATTN_O's: MLA)
+    blocks = b * row_blocks(widest) * ACTIVATION_BLOCK_FLOATS if quantized else 0
+    return [b * h, b * h, b * h, b * h, b * q, b * max(k, kv_a), b * max(k, q_lora),
+            b * max(q, record.out_width), record.n_heads * context, b * m, b * m,
             b * max(record.n_experts, 1), b * record.head_dim, b * top_k, b * top_k, b * h, b, b,
-            blocks]
+            blocks, latent]
 
 
 def scratch_size(record: ModelRecord, context: int, batch: int = 1,

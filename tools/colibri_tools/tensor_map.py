@@ -44,6 +44,11 @@ _LAYER_NAMES = {
     Role.DENSE_GATE: "mlp.gate_proj.weight", Role.DENSE_UP: "mlp.up_proj.weight",
     Role.DENSE_DOWN: "mlp.down_proj.weight", Role.ATTN_NORM_BIAS: "input_layernorm.bias",
     Role.FFN_NORM_BIAS: "post_attention_layernorm.bias", Role.ATTN_SINKS: "self_attn.sinks",
+    Role.MLA_Q_A: "self_attn.q_a_proj.weight", Role.MLA_Q_A_NORM: "self_attn.q_a_layernorm.weight",
+    Role.MLA_Q_B: "self_attn.q_b_proj.weight",
+    Role.MLA_KV_A: "self_attn.kv_a_proj_with_mqa.weight",
+    Role.MLA_KV_A_NORM: "self_attn.kv_a_layernorm.weight",
+    Role.MLA_KV_B: "self_attn.kv_b_proj.weight",
 }
 
 _BLOCK_NAMES = {Role.ROUTER: "gate.weight", Role.SHARED_GATE: "shared_expert.gate_proj.weight",
@@ -179,6 +184,26 @@ class TensorMap:
             return array[rows]
         return load
 
+    def _mla_rope_rows(self, name: str, role: int) -> Loader:
+        """MLA with RoPE on pairs (2i, 2i + 1) (DeepSeek-V2, V3's rope_interleave): the
+        RoPE rows of each q head (its last rope_dim) and of the RoPE key (after the
+        latent) reordered even rows first, then odd: the image's pairs (i, i + d/2)."""
+        r = self.spec.record
+        d = r.rope_dim
+        order = np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])
+
+        def load() -> np.ndarray:
+            array = self._load(name)
+            rows = np.arange(array.shape[0])
+            if role == Role.MLA_KV_A:
+                rows[r.kv_lora_rank:] = r.kv_lora_rank + order
+            else:
+                for h in range(r.n_heads):
+                    start = h * r.head_dim + r.head_dim - d
+                    rows[start:start + d] = start + order
+            return array[rows]
+        return load
+
     def _plain(self, entry: TensorEntry) -> Loader:
         granite = self._granite_shared(entry)
         if granite is not None:
@@ -191,7 +216,10 @@ class TensorMap:
             return lambda: _deinterleave(self._load(name), axis=1)
         name = self.name_of(entry.role, entry.layer)
         self._expect(name, entry.shape)
-        if self.spec.interleaved_rope and entry.role in _ROPE_ROLES:
+        if self.spec.interleaved_rope and self.spec.record.mla:
+            if entry.role in (Role.ATTN_Q, Role.MLA_Q_B, Role.MLA_KV_A):
+                return self._mla_rope_rows(name, entry.role)
+        elif self.spec.interleaved_rope and entry.role in _ROPE_ROLES:
             return self._interleaved_rows(name)
         return lambda: self._load(name)
 
@@ -262,10 +290,19 @@ class TensorMap:
                 return False
         return True
 
+    def _prediction_layer(self, name: str) -> bool:
+        """DeepSeek-V3's multi-token-prediction layers (num_nextn_predict_layers of
+        them, after the last decoder layer): training-time, not run for generation
+        (transformers does not load them either)."""
+        extra = self.spec.config.get("num_nextn_predict_layers", 0)
+        n = self.spec.record.n_layers
+        return (self.spec.family == "deepseek_v3" and isinstance(extra, int)
+                and any(name.startswith(f"model.layers.{n + i}.") for i in range(extra)))
+
     def check_all_used(self) -> None:
         ignored = {_GLOBAL_NAMES[Role.LM_HEAD]} if self.spec.record.tie_embeddings else set()
         stray = [n for n in self.ckpt.names() if n not in self.used and n not in ignored
-                 and not n.endswith(_IGNORED_SUFFIXES)]
+                 and not n.endswith(_IGNORED_SUFFIXES) and not self._prediction_layer(n)]
         if stray:
             shown = ", ".join(sorted(stray)[:5]) + (" ..." if len(stray) > 5 else "")
             raise CheckpointError(f"{len(stray)} tensor(s) not used by the {self.spec.family} "
