@@ -3,7 +3,7 @@ least one QEMU board through the serial runner"): a tiny random-weight model of
 the family (tests/hf_models.py, its distinctive features on: Granite's
 multipliers, PhiMoE's LayerNorm and sparsemixer, ERNIE's layer pattern and
 biased router, GLM/dots1's sigmoid groups and partial RoPE, gpt-oss's sinks and
-sliding window), converted, built into the bare-metal serial_runner for QEMU's
+sliding window, DeepSeek's Multi-head Latent Attention), converted, built into the bare-metal serial_runner for QEMU's
 virt Cortex-A72 (NEON kernels) and run over the serial protocol against a
 golden suite transformers computes: greedy tokens identical and logits within
 the suite runner's tolerance. Every step is bounded: the firmware build by a
@@ -24,7 +24,8 @@ TOOLS = ("qemu-system-aarch64", "aarch64-linux-gnu-gcc")
 # The issue-11 families tests/hf_models.py builds (their default configs, and the
 # named YaRN variants).
 FAMILIES = ("granitemoe", "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1",
-            "gpt_oss", "glm4_moe_yarn", "gpt_oss_yarn")
+            "gpt_oss", "glm4_moe_yarn", "gpt_oss_yarn", "deepseek_v2", "deepseek_v3",
+            "deepseek_v3_yarn")
 BUILD_SECONDS = 600
 QEMU_SECONDS = 180
 
