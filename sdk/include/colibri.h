@@ -49,7 +49,7 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 6
+#define COLIBRI_FORMAT_MINOR 7
 
 /* Largest top_k an image may ask for, and largest max_context. The other
  * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */

@@ -3,11 +3,12 @@ least one QEMU board through the serial runner"): a tiny random-weight model of
 the family (tests/hf_models.py, its distinctive features on: Granite's
 multipliers, PhiMoE's LayerNorm and sparsemixer, ERNIE's layer pattern and
 biased router, GLM/dots1's sigmoid groups and partial RoPE, gpt-oss's sinks and
-sliding window, DeepSeek's Multi-head Latent Attention), converted, built into the bare-metal serial_runner for QEMU's
-virt Cortex-A72 (NEON kernels) and run over the serial protocol against a
-golden suite transformers computes: greedy tokens identical and logits within
-the suite runner's tolerance. Every step is bounded: the firmware build by a
-subprocess timeout, QEMU by the session's, each request by the client's."""
+sliding window, DeepSeek's Multi-head Latent Attention), converted, built into
+the bare-metal serial_runner for QEMU's virt Cortex-A72 (NEON kernels) and run
+over the serial protocol against a golden suite transformers computes: greedy
+tokens identical and logits within the suite runner's tolerance. Every step is
+bounded: the firmware build by a subprocess timeout, QEMU by the session's, each
+request by the client's."""
 from __future__ import annotations
 
 import shutil
