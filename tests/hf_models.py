@@ -206,6 +206,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # Mixtral's and PhiMoE's sliding_window, on every layer, shorter than the prompts.
     "mixtral_window": ("mixtral", {"sliding_window": 8}),
     "phimoe_window": ("phimoe", {"sliding_window": 8}),
+    # DeepSeek-V2 with a q LoRA, its greedy router (no groups) and default RoPE.
+    "deepseek_v2_greedy": ("deepseek_v2", {"q_lora_rank": 10, "topk_method": "greedy",
+                                           "n_group": None, "topk_group": None,
+                                           "rope_parameters": {"rope_type": "default",
+                                                               "rope_theta": 1e4}}),
     # DeepSeek-V3 without a q LoRA, RoPE as halves, YaRN with mscale != mscale_all_dim.
     "deepseek_v3_yarn": ("deepseek_v3", {"q_lora_rank": None, "rope_interleave": False,
                                          "max_position_embeddings": 64,

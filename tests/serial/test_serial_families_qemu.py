@@ -26,7 +26,7 @@ TOOLS = ("qemu-system-aarch64", "aarch64-linux-gnu-gcc")
 # named YaRN variants).
 FAMILIES = ("granitemoe", "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1",
             "gpt_oss", "glm4_moe_yarn", "gpt_oss_yarn", "deepseek_v2", "deepseek_v3",
-            "deepseek_v3_yarn")
+            "deepseek_v3_yarn", "deepseek_v2_greedy")
 BUILD_SECONDS = 600
 QEMU_SECONDS = 180
 
