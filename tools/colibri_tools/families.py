@@ -555,6 +555,8 @@ def _mla(c: HFConfig, fields: dict) -> dict:
     one RoPE key, the LoRA ranks and v_head_dim; the attention scale times
     mscale(factor, mscale_all_dim)^2 under YaRN (transformers' yarn_apply_mscale)."""
     c.reject_if("attention_bias", lambda v: v is True, "MLA with biases is not supported")
+    c.reject_if("quantization_config", lambda v: v is not None,
+                "quantized (FP8) checkpoints are not supported: dequantize to bf16 or f32")
     nope = c.integer("qk_nope_head_dim", minimum=1)
     rope = c.integer("qk_rope_head_dim", minimum=2)
     c.reject_if("qk_rope_head_dim", lambda v: v % 2, "RoPE turns pairs: must be even")
@@ -599,7 +601,7 @@ def _deepseek_v2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
 
 
 def _deepseek_v3(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    """DeepSeek-V3 (and Moonlight, Kimi K2): MLA (RoPE interleaved when
+    """DeepSeek-V3 (and Moonlight): MLA (RoPE interleaved when
     rope_interleave) and the sigmoid router."""
     fields = _attention(c, None)
     kinds = _first_dense_kinds(c, fields["n_layers"])
