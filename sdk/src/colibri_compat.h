@@ -63,12 +63,24 @@ static inline uint64_t colibri_rd_u64(const uint8_t *p)
     return (uint64_t)colibri_rd_u32(p) | ((uint64_t)colibri_rd_u32(p + 4) << 32);
 }
 
-static inline float colibri_rd_f32(const uint8_t *p)
+/* The float whose IEEE binary32 encoding is bits, and back. */
+static inline float colibri_f32_from_bits(uint32_t bits)
 {
-    uint32_t bits = colibri_rd_u32(p);
     float value;
     memcpy(&value, &bits, sizeof value);
     return value;
+}
+
+static inline uint32_t colibri_f32_bits(float value)
+{
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+static inline float colibri_rd_f32(const uint8_t *p)
+{
+    return colibri_f32_from_bits(colibri_rd_u32(p));
 }
 
 /* 1 if the n bytes at a and b are equal, else 0; the time does not depend
@@ -85,9 +97,7 @@ static inline int colibri_bytes_equal(const uint8_t *a, const uint8_t *b, size_t
 /* Bit test that does not depend on <math.h> classification macros. */
 static inline int colibri_is_finite(float value)
 {
-    uint32_t bits;
-    memcpy(&bits, &value, sizeof bits);
-    return (bits & 0x7F800000u) != 0x7F800000u;
+    return (colibri_f32_bits(value) & 0x7F800000u) != 0x7F800000u;
 }
 
 /* a * b + c with one rounding, the step of the canonical dot product

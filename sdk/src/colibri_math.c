@@ -13,20 +13,6 @@
 #define F32_QNAN 0x7FC00000u
 #define F32_INF 0x7F800000u
 
-static float f32_from_bits(uint32_t bits)
-{
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-static uint32_t f32_bits(float value)
-{
-    uint32_t bits;
-    memcpy(&bits, &value, sizeof bits);
-    return bits;
-}
-
 static double f64_from_bits(uint64_t bits)
 {
     double value;
@@ -37,7 +23,7 @@ static double f64_from_bits(uint64_t bits)
 /* 2^k as a float, for k in [-126, 127]. */
 static float f32_pow2(int32_t k)
 {
-    return f32_from_bits((uint32_t)(k + 127) << 23);
+    return colibri_f32_from_bits((uint32_t)(k + 127) << 23);
 }
 
 /* 2^k as a double, for k in [-1022, 1023]. */
@@ -75,12 +61,12 @@ static uint64_t isqrt_u64(uint64_t n)
 
 float colibri_sqrtf(float x)
 {
-    uint32_t ix = f32_bits(x);
+    uint32_t ix = colibri_f32_bits(x);
     if ((ix & 0x7FFFFFFFu) == 0 || ix == F32_INF) {
         return x; /* +-0, +inf */
     }
     if ((ix >> 31) != 0 || (ix & F32_INF) == F32_INF) {
-        return f32_from_bits(F32_QNAN); /* negative, NaN */
+        return colibri_f32_from_bits(F32_QNAN); /* negative, NaN */
     }
     int32_t e = (int32_t)(ix >> 23);
     uint64_t m = ix & 0x7FFFFFu;
@@ -104,7 +90,7 @@ float colibri_sqrtf(float x)
     uint64_t q = isqrt_u64(m << 25);
     uint32_t rounded = (uint32_t)((q + 1u) >> 1);
     uint32_t bits = ((uint32_t)(unbiased / 2 + 127) << 23) + rounded - 0x800000u;
-    return f32_from_bits(bits);
+    return colibri_f32_from_bits(bits);
 }
 
 /* ---- exp: float only, k ln2 + r, degree-7 Taylor polynomial ------------- */
@@ -115,7 +101,7 @@ float colibri_expf(float x)
         return x;
     }
     if (x >= COLIBRI_EXPF_OVERFLOW) {
-        return f32_from_bits(F32_INF);
+        return colibri_f32_from_bits(F32_INF);
     }
     if (x <= COLIBRI_EXPF_UNDERFLOW) {
         return 0.0f;
@@ -177,7 +163,7 @@ static double cos_poly(double r)
 void colibri_sincosf(float x, float *sin_out, float *cos_out)
 {
     if (!colibri_is_finite(x)) {
-        *sin_out = *cos_out = f32_from_bits(F32_QNAN);
+        *sin_out = *cos_out = colibri_f32_from_bits(F32_QNAN);
         return;
     }
     double xd = x;
@@ -266,13 +252,13 @@ static double exp_double(double z)
 
 float colibri_powf(float x, float y)
 {
-    uint32_t ix = f32_bits(x);
+    uint32_t ix = colibri_f32_bits(x);
     if ((ix >> 31) != 0 || ix == 0 || (ix & F32_INF) == F32_INF || y != y) {
-        return f32_from_bits(F32_QNAN); /* outside the domain: x finite > 0 */
+        return colibri_f32_from_bits(F32_QNAN); /* outside the domain: x finite > 0 */
     }
     double z = (double)y * log_positive((double)x);
     if (z >= 89.0) {
-        return f32_from_bits(F32_INF);
+        return colibri_f32_from_bits(F32_INF);
     }
     if (z <= -104.0) {
         return 0.0f;

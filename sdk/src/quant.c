@@ -13,20 +13,6 @@
  * even (ROUNDER is even), and the subtraction is exact. */
 #define ROUNDER 12582912.0f
 
-static float from_bits(uint32_t bits)
-{
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-static uint32_t bits_of(float value)
-{
-    uint32_t bits;
-    memcpy(&bits, &value, sizeof bits);
-    return bits;
-}
-
 /* A block whose inv is +inf (amax below 127 / FLT_MAX): v * inv is +-inf
  * for v != 0, clamped to +-127, and NaN for v = 0, which counts as 0. */
 static void quantize_tiny(int8_t *q, const float *v)
@@ -49,22 +35,22 @@ static void quantize_block(colibri_qblock *out, const float *x, uint32_t count)
         v = padded;
     }
     for (uint32_t i = 0; i < COLIBRI_QBLOCK; i++) {
-        int32_t a = (int32_t)(bits_of(v[i]) & F32_ABS_MASK); /* |v| orders as its bits */
+        int32_t a = (int32_t)(colibri_f32_bits(v[i]) & F32_ABS_MASK); /* |v| orders as its bits */
         amax_bits = a > amax_bits ? a : amax_bits;
     }
     memset(out->q, 0, sizeof out->q);
     if (amax_bits >= (int32_t)F32_INF_BITS) {
-        out->d = from_bits(F32_QNAN_BITS);
+        out->d = colibri_f32_from_bits(F32_QNAN_BITS);
         return;
     }
     if (amax_bits == 0) {
         out->d = 0.0f;
         return;
     }
-    float amax = from_bits((uint32_t)amax_bits);
+    float amax = colibri_f32_from_bits((uint32_t)amax_bits);
     float inv = 127.0f / amax;
     out->d = amax / 127.0f;
-    if (bits_of(inv) >= F32_INF_BITS) {
+    if (colibri_f32_bits(inv) >= F32_INF_BITS) {
         quantize_tiny(out->q, v);
         return;
     }

@@ -36,9 +36,7 @@ static inline float colibri_half_to_float(uint16_t h)
         }
         bits = sign | (e << 23) | ((mantissa & 0x3FFu) << 13);
     }
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
+    return colibri_f32_from_bits(bits);
 }
 
 /* The scale of a weight block (its first two bytes) as a float. */
