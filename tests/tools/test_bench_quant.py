@@ -149,6 +149,8 @@ def test_quantized_benchmark_runs_with_fidelity(quant, tmp_path):
         kind = {"int8": "Q8_0", "int4": "Q4_0"}[quant]
         assert rows[("llama.cpp", "F32")]["kl_max"] < 1e-6  # the peer's GGUF is the model
         assert rows[("llama.cpp", kind)]["kl_mean"] > 0
+        if quant == "int4":
+            assert rows[("llama.cpp", "Q4_0 all")]["kl_mean"] > 0
         assert {("llama.cpp", 1), ("llama.cpp", 2)} <= {(r["engine"], r["threads"])
                                                         for r in report["rows"]}
     assert "fidelity against transformers" in done.stdout

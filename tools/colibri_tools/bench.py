@@ -326,10 +326,14 @@ def _fidelity(args: argparse.Namespace, model, image: pathlib.Path, gguf, f32_gg
     rows = [{"engine": "colibri", "weights": args.quant,
              **fid.fidelity(reference, [colibri(ids) for ids in prompts])}]
     if gguf is not None:
-        from .bench_llama import build_llama_logits, llama_logits
+        from .bench_llama import build_llama_logits, llama_logits, quantize_gguf
 
         exe = build_llama_logits(pathlib.Path(args.llama_bench), work)
-        for path, kind in ((gguf, _llama_type(args)), (f32_gguf, "F32")):
+        peers = [(gguf, _llama_type(args)), (f32_gguf, "F32")]
+        if args.quant == "int4":  # llama-quantize's Q4_0 keeps a Q6_K output matrix: also all Q4_0
+            pure = quantize_gguf(pathlib.Path(args.llama_bench), f32_gguf, "Q4_0", pure=True)
+            peers.insert(1, (pure, "Q4_0 all"))
+        for path, kind in peers:
             got = [llama_logits(exe, path, ids, vocab) for ids in prompts]
             rows.append({"engine": "llama.cpp", "weights": kind,
                          **fid.fidelity(reference, got)})
@@ -362,9 +366,9 @@ def print_report(report: dict) -> None:
     if "fidelity" in report:
         print("fidelity against transformers float32 logits "
               f"({report['fidelity'][0]['positions']} positions):")
-        print(f"{'engine':10}{'weights':>8}{'KL mean':>12}{'KL max':>12}{'top-1':>9}")
+        print(f"{'engine':10}{'weights':>9}{'KL mean':>12}{'KL max':>12}{'top-1':>9}")
         for row in report["fidelity"]:
-            print(f"{row['engine']:10}{row['weights']:>8}{row['kl_mean']:12.3e}"
+            print(f"{row['engine']:10}{row['weights']:>9}{row['kl_mean']:12.3e}"
                   f"{row['kl_max']:12.3e}{row['top1_agreement']:9.1%}")
 
 

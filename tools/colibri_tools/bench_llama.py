@@ -126,12 +126,14 @@ def peer_tool(llama_bench: pathlib.Path, name: str) -> pathlib.Path:
     return path
 
 
-def quantize_gguf(llama_bench: pathlib.Path, f32: pathlib.Path, kind: str,
+def quantize_gguf(llama_bench: pathlib.Path, f32: pathlib.Path, kind: str, pure: bool = False,
                   timeout: float = 1800) -> pathlib.Path:
     """llama-quantize F32 -> kind (Q8_0, Q4_0) with its defaults, as a user of
-    that llama.cpp build would; the result sits beside f32."""
-    out = f32.with_name(f"{f32.stem}-{kind.lower()}.gguf")
-    cmd = [str(peer_tool(llama_bench, "llama-quantize")), str(f32), str(out), kind]
+    that llama.cpp build would (Q4_0 then stores the output matrix Q6_K), or
+    with `pure` every matrix as kind; the result sits beside f32."""
+    out = f32.with_name(f"{f32.stem}-{kind.lower()}{'-pure' if pure else ''}.gguf")
+    cmd = [str(peer_tool(llama_bench, "llama-quantize")), *(["--pure"] if pure else []),
+           str(f32), str(out), kind]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-5:])
