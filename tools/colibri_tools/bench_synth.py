@@ -157,8 +157,9 @@ def run_colibri(colibri_run: pathlib.Path, image: pathlib.Path, ids: list[int], 
 
 def projections(per_token: int, image_bytes: int, measured_fraction: float) -> list[dict]:
     """Decode speed projected to each board from its read bandwidth B:
-    bound = B / bytes per decoded token, expected = bound x the fraction of
-    this machine's measured bandwidth Colibri reached here."""
+    bound = B / bytes per decoded token, expected = bound x the best fraction
+    of this machine's measured bandwidth Colibri reached here (the machine is
+    shared: the best run is the nearest to what the engine does alone)."""
     rows = []
     for name in PROJECTED_BOARDS:
         bandwidth, source = _board_bandwidth(name)
