@@ -5,6 +5,7 @@
 # the default qemu_virt_a72), boot the board in QEMU and show the model
 # generating text on its serial console; then compare with transformers.
 #   scripts/demo.sh [--board qemu_virt_a72|qemu_an547|qemu_an500] [--prompt TEXT] [--gen N]
+#                   [--quant int8|int4]
 #   scripts/demo.sh --linux     the Linux-only demo (colibri-run vs transformers)
 set -euo pipefail
 cd "$(dirname "$0")/.."

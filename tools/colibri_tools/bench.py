@@ -277,7 +277,7 @@ def run_real(args: argparse.Namespace, membw: pathlib.Path) -> dict:
             "repetitions": args.repeat, "read_gb_per_s": bandwidth, "rows": rows,
             "load_average": os.getloadavg()[1],
             "projection": synth.projections(per_token, image_bytes,
-                                            max(r["bandwidth_fraction"] for r in rows))}
+                                            min(1.0, max(r["bandwidth_fraction"] for r in rows)))}
 
 
 def print_real(report: dict) -> None:

@@ -159,7 +159,8 @@ def projections(per_token: int, image_bytes: int, measured_fraction: float) -> l
     """Decode speed projected to each board from its read bandwidth B:
     bound = B / bytes per decoded token, expected = bound x the best fraction
     of this machine's measured bandwidth Colibri reached here (the machine is
-    shared: the best run is the nearest to what the engine does alone)."""
+    shared: the best run is the nearest to what the engine does alone; above
+    1 where the last-level cache held part of the image, so capped at 1)."""
     rows = []
     for name in PROJECTED_BOARDS:
         bandwidth, source = _board_bandwidth(name)
