@@ -46,6 +46,23 @@ def valid_mla_image(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def valid_family_images(tmp_path_factory) -> list[pathlib.Path]:
+    """Tiny PhiMoE, ERNIE-4.5 and gpt-oss images (LayerNorm and sparsemixer; the
+    biased softmax router; sinks, sliding window, biases and clamped SwiGLU)."""
+    from colibri_tools.convert import convert
+    from hf_models import build_model, save_checkpoint
+
+    out = []
+    for family in ("phimoe", "ernie4_5_moe", "gpt_oss"):
+        root = tmp_path_factory.mktemp(f"valid_{family}")
+        model, _ = build_model(family, seed=3)
+        save_checkpoint(model, root / "hf")
+        convert(root / "hf", root / "out", context=64, progress=False)
+        out.append(root / "out" / "model.bin")
+    return out
+
+
+@pytest.fixture(scope="session")
 def valid_q8_image(tmp_path_factory) -> pathlib.Path:
     """The same tiny Qwen2-MoE with its feed-forward matrices Q8 (format 1.3)."""
     return _quantized_image(tmp_path_factory, "int8")
