@@ -118,6 +118,20 @@ def test_kl_and_top1_are_the_textbook_ones():
     assert report["kl_max"] == pytest.approx(want)
 
 
+def test_kl_standard_error_is_over_prompts():
+    from colibri_tools.bench_fidelity import fidelity
+
+    ref = np.log(np.array([[0.5, 0.5]]))
+    far, near = np.log(np.array([[0.9, 0.1]])), np.log(np.array([[0.6, 0.4]]))
+    kl_far = 0.5 * math.log(0.5 / 0.9) + 0.5 * math.log(0.5 / 0.1)
+    kl_near = 0.5 * math.log(0.5 / 0.6) + 0.5 * math.log(0.5 / 0.4)
+    report = fidelity([ref, ref], [far, near])
+    assert report["kl_prompt_means"] == pytest.approx([kl_far, kl_near])
+    # two samples: s.d. |a - b| / sqrt(2), s.e. that / sqrt(2)
+    assert report["kl_mean_se"] == pytest.approx(abs(kl_far - kl_near) / 2)
+    assert fidelity([ref], [far])["kl_mean_se"] == 0.0
+
+
 @pytest.mark.parametrize("args, message", [
     (["--real", "olmoe-1b-7b"], "--real needs --quant"),
     (["--real", "olmoe-1b-7b", "--quant", "int4", "--torch"], "runs Colibri alone"),

@@ -80,7 +80,7 @@ def build_model(args: argparse.Namespace, work: pathlib.Path):
 
     from .convert import convert
 
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     model = transformers.AutoModelForCausalLM.from_config(_hf_config(args)).eval()
     with torch.no_grad():
         for param in model.parameters():
@@ -343,7 +343,7 @@ def _fidelity(args: argparse.Namespace, model, image: pathlib.Path, gguf, f32_gg
 
 def _shape(args: argparse.Namespace) -> dict:
     return {"family": args.family, **{k.replace("-", "_"): getattr(args, k.replace("-", "_"))
-                                      for k, _ in SHAPE}}
+                                      for k, _ in SHAPE}, "seed": args.seed}
 
 
 def print_report(report: dict) -> None:
@@ -367,10 +367,11 @@ def print_report(report: dict) -> None:
     if "fidelity" in report:
         print("fidelity against transformers float32 logits "
               f"({report['fidelity'][0]['positions']} positions):")
-        print(f"{'engine':10}{'weights':>9}{'KL mean':>12}{'KL max':>12}{'top-1':>9}")
+        print(f"{'engine':10}{'weights':>9}{'KL mean':>12}{'+- s.e.':>11}{'KL max':>12}"
+              f"{'top-1':>9}")
         for row in report["fidelity"]:
             print(f"{row['engine']:10}{row['weights']:>9}{row['kl_mean']:12.3e}"
-                  f"{row['kl_max']:12.3e}{row['top1_agreement']:9.1%}")
+                  f"{row['kl_mean_se']:11.1e}{row['kl_max']:12.3e}{row['top1_agreement']:9.1%}")
 
 
 def _threads(text: str) -> list[int]:
@@ -396,6 +397,8 @@ def _parser() -> argparse.ArgumentParser:
                    "llama.cpp: Q8_0/Q4_0) and a fidelity report")
     p.add_argument("--real", choices=sorted(REAL_SHAPES), help="a real checkpoint's shapes "
                    "with random quantized weights (needs --quant)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random model's weights "
+                   "(default 0): another seed, another draw of the same shape")
     p.add_argument("--fidelity-prompts", type=int, default=4, help="prompts for the fidelity "
                    "report (default 4)")
     p.add_argument("--fidelity-length", type=int, default=32, help="tokens per fidelity prompt")

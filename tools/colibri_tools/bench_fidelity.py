@@ -5,7 +5,10 @@ For each prompt (token ids) the reference is the transformers model's
 float32 logits at every position; an engine's logits at the same positions
 give, per position, KL(p_ref || p_engine) of the softmax distributions
 (computed in float64) and whether the argmax agrees. Reported: mean and
-largest KL, and the top-1 agreement over all positions of all prompts.
+largest KL, and the top-1 agreement over all positions of all prompts; each
+prompt's mean KL and the standard error of the mean KL over prompts (the
+positions of one prompt share its context, so they are not independent
+samples: the prompts are).
 """
 from __future__ import annotations
 
@@ -62,5 +65,8 @@ def fidelity(references: Sequence[np.ndarray], engine_logits: Sequence[np.ndarra
         kls.append(kl)
         agree.append(same)
     kl, same = np.concatenate(kls), np.concatenate(agree)
+    per_prompt = np.array([k.mean() for k in kls])
+    se = per_prompt.std(ddof=1) / np.sqrt(per_prompt.size) if per_prompt.size > 1 else 0.0
     return {"kl_mean": float(kl.mean()), "kl_max": float(kl.max()),
-            "top1_agreement": float(same.mean()), "positions": int(kl.size)}
+            "top1_agreement": float(same.mean()), "positions": int(kl.size),
+            "kl_prompt_means": per_prompt.tolist(), "kl_mean_se": float(se)}
