@@ -11,8 +11,10 @@
 #define PARALLEL_MIN_WORK (1u << 15)
 #define TASKS_PER_PRODUCT 16u
 #define TASK_MIN_WORK (1u << 14)
-/* Rows of a task: a multiple of the SIMD kernels' row block. */
-#define TASK_ROW_STEP 4u
+/* Rows of a task: a multiple of every SIMD kernel's row block (1, 2, 4, 8)
+ * and of the 16-row tile of the AVX-512 VNNI decode product, so that no task
+ * ends in a part tile, whose missing rows a kernel still computes. */
+#define TASK_ROW_STEP 16u
 
 typedef struct linear_job {
     const colibri_kernels *kernels;

@@ -272,13 +272,13 @@ enum {
     Q_MAX_COLS = 1000,
     Q_MAX_NB = (Q_MAX_COLS + QK - 1) / QK,
     Q_ROWS = 33,
-    Q_TOKENS = 9
+    Q_TOKENS = 17
 };
 /* rows 1..9 and, past the SIMD tiles (8 and 16 rows), 16, 17 and 33;
  * tokens 1..5 (every tile shape and a last partial one), 8 and 9 (tiles in
- * a row) */
+ * a row), 12 and 17 (the AVX-512 VNNI Q4 strips, from 12 tokens) */
 static const uint32_t q_rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33};
-static const uint32_t q_tokens[] = {1, 2, 3, 4, 5, 8, 9};
+static const uint32_t q_tokens[] = {1, 2, 3, 4, 5, 8, 9, 12, 17};
 enum { Q8 = 0, Q4 = 1 };
 
 /* binary16 bits h by the formula of IEEE 754 (not the core's bit moves). */
