@@ -20,6 +20,7 @@
 #include "colibri_compat.h"
 #include "kernels.h"
 #include "quant.h"
+#include "qtile.h"
 
 typedef struct qword2 {
     int32_t even, odd; /* elements 0, 2 and 1, 3 of four, as 16-bit lanes */
@@ -91,16 +92,7 @@ INLINE void q_tile_dsp(float *out, size_t stride, const uint8_t *w0, const uint8
             a11 = colibri_fmaf((float)s11, d1 * x1[b].d, a11);
         }
     }
-    out[0] = a00;
-    if (rows == 2u) {
-        out[1] = a01;
-    }
-    if (T == 2u) {
-        out[stride] = a10;
-        if (rows == 2u) {
-            out[stride + 1] = a11;
-        }
-    }
+    colibri_qtile_store(out, stride, rows, T, a00, a01, a10, a11);
 }
 
 INLINE void q_matmat_dsp(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,

@@ -18,6 +18,7 @@
 #include "colibri_math.h"
 #include "kernels.h"
 #include "quant.h"
+#include "qtile.h"
 
 typedef struct lanes16 {
     float32x4_t l0, l1, l2, l3; /* lanes 0..3, 4..7, 8..11, 12..15 */
@@ -214,16 +215,7 @@ static void q_tile_helium(float *out, size_t stride, const uint8_t *w0, const ui
             a11 = pair_step(a11, r1, d1, x1 + b);
         }
     }
-    out[0] = a00;
-    if (rows == 2u) {
-        out[1] = a01;
-    }
-    if (T == 2u) {
-        out[stride] = a10;
-        if (rows == 2u) {
-            out[stride + 1] = a11;
-        }
-    }
+    colibri_qtile_store(out, stride, rows, T, a00, a01, a10, a11);
 }
 
 static void q_matmat_helium(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
