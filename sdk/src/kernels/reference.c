@@ -237,29 +237,22 @@ static int32_t isum_q4(const uint8_t *block, const int8_t *xq)
 QUANT_DOT(dot_q8, isum_q8, COLIBRI_Q8_BLOCK_BYTES)
 QUANT_DOT(dot_q4, isum_q4, COLIBRI_Q4_BLOCK_BYTES)
 
-void colibri_k_matmat_q8(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
-                         uint32_t rows, uint32_t cols, uint32_t n)
-{
-    uint32_t nb = colibri_qblocks(cols);
-    for (uint32_t r = 0; r < rows; r++) {
-        const uint8_t *row = w + (size_t)r * nb * COLIBRI_Q8_BLOCK_BYTES;
-        for (uint32_t t = 0; t < n; t++) {
-            out[t * out_stride + r] = dot_q8(row, x + (size_t)t * nb, nb);
-        }
+/* out[t * out_stride + r] = the row r by token t dot, for every row and token. */
+#define QUANT_MATMAT(name, dot, block_bytes)                                                       \
+    void name(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,            \
+              uint32_t rows, uint32_t cols, uint32_t n)                                            \
+    {                                                                                              \
+        uint32_t nb = colibri_qblocks(cols);                                                       \
+        for (uint32_t r = 0; r < rows; r++) {                                                      \
+            const uint8_t *row = w + (size_t)r * nb * (block_bytes);                               \
+            for (uint32_t t = 0; t < n; t++) {                                                     \
+                out[t * out_stride + r] = dot(row, x + (size_t)t * nb, nb);                        \
+            }                                                                                      \
+        }                                                                                          \
     }
-}
 
-void colibri_k_matmat_q4(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
-                         uint32_t rows, uint32_t cols, uint32_t n)
-{
-    uint32_t nb = colibri_qblocks(cols);
-    for (uint32_t r = 0; r < rows; r++) {
-        const uint8_t *row = w + (size_t)r * nb * COLIBRI_Q4_BLOCK_BYTES;
-        for (uint32_t t = 0; t < n; t++) {
-            out[t * out_stride + r] = dot_q4(row, x + (size_t)t * nb, nb);
-        }
-    }
-}
+QUANT_MATMAT(colibri_k_matmat_q8, dot_q8, COLIBRI_Q8_BLOCK_BYTES)
+QUANT_MATMAT(colibri_k_matmat_q4, dot_q4, COLIBRI_Q4_BLOCK_BYTES)
 
 const colibri_kernels colibri_kernels_reference = {
     .name = "reference",
