@@ -16,9 +16,11 @@ KERNELS = Path(__file__).resolve().parents[1] / "sdk" / "src" / "kernels"
 KERNEL_CALLERS = frozenset({
     "colibri_forward", "chunk_forward", "decoder_layer", "norm_rows", "add_rows",
     "colibri_attention_forward", "project", "qk_normalise", "rope_heads", "attend_head",
-    "keys_of_token", "colibri_ffn_forward", "swiglu_mlp", "routed_experts", "shared_expert",
-    "colibri_router_select", "softmax_biased", "add_bias", "colibri_linear", "linear_rows",
-    "linear_task", "colibri_parallel_tasks", "head_task", "colibri_mla_forward", "queries",
+    "keys_of_token", "colibri_ffn_forward", "swiglu_mlp", "swiglu_mlps", "add_part_biases",
+    "activate_rows", "sum_group", "routed_experts", "shared_expert", "project_qkv",
+    "colibri_router_select", "softmax_biased", "add_bias", "colibri_linear", "group_end",
+    "group_parts", "prefetch_expert", "colibri_linear_group", "run_parallel", "product_rows",
+    "group_task", "colibri_parallel_tasks", "head_task", "colibri_mla_forward", "queries",
     "latent_of_token", "latent_head", "mla_head_task",
 })
 

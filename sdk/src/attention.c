@@ -6,17 +6,44 @@
 #include "colibri_math.h"
 #include "linear.h"
 
-/* One projection (colibri_linear, then the bias); returns whether xq holds
- * x's activation blocks for the next projection of the same rows. */
-static uint32_t project(const colibri_model *m, float *out, matrix_ref w, const float *bias,
-                        const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq,
-                        uint32_t xq_ready)
+/* One projection (colibri_linear, then the bias). */
+static void project(const colibri_model *m, float *out, matrix_ref w, const float *bias,
+                    const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq)
 {
-    xq_ready = colibri_linear(m, out, rows, w, x, rows, cols, n, xq, xq_ready);
+    colibri_linear(m, out, rows, w, x, rows, cols, n, xq, 0u);
     for (uint32_t t = 0; bias != NULL && t < n; t++) {
         m->kernels.add(out + (size_t)t * rows, bias, rows);
     }
-    return xq_ready;
+}
+
+/* q, k and v of n tokens as one group of products (they share their input,
+ * quantized once when any of them is Q8/Q4), then their biases. */
+static void project_qkv(const colibri_model *m, const layer_view *layer, workspace *ws, uint32_t n)
+{
+    const colibri_hparams *hp = &m->hp;
+    uint32_t h = hp->hidden_size, q_dim = hp->n_heads * hp->head_dim;
+    uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;
+    const colibri_qblock *xq = ws->xq;
+    linear_product p[3] = {
+        {ws->q, product_input(layer->wq, ws->xn, xq), layer->wq, q_dim, q_dim, h, n},
+        {ws->k, product_input(layer->wk, ws->xn, xq), layer->wk, kv_dim, kv_dim, h, n},
+        {ws->v, product_input(layer->wv, ws->xn, xq), layer->wv, kv_dim, kv_dim, h, n}};
+    if (layer->wq.dtype != DTYPE_F32 || layer->wk.dtype != DTYPE_F32 ||
+        layer->wv.dtype != DTYPE_F32) {
+        colibri_quantize_rows(ws->xq, ws->xn, h, n);
+    }
+    colibri_linear_group(m, p, 3u);
+    for (uint32_t t = 0; t < n; t++) {
+        if (layer->bq != NULL) {
+            m->kernels.add(ws->q + (size_t)t * q_dim, layer->bq, q_dim);
+        }
+        if (layer->bk != NULL) {
+            m->kernels.add(ws->k + (size_t)t * kv_dim, layer->bk, kv_dim);
+        }
+        if (layer->bv != NULL) {
+            m->kernels.add(ws->v + (size_t)t * kv_dim, layer->bv, kv_dim);
+        }
+    }
 }
 
 /* q/k normalisation of one token: over the whole projection (OLMoE) or per
@@ -150,20 +177,17 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
     k_cache = state->k_cache + layer_offset;
     v_cache = state->v_cache + layer_offset;
 
-    uint32_t ready = project(m, ws->q, layer->wq, layer->bq, ws->xn, q_dim, hp->hidden_size, n,
-                             ws->xq, 0u); /* q, k and v share their input's blocks */
-    ready =
-        project(m, ws->k, layer->wk, layer->bk, ws->xn, kv_dim, hp->hidden_size, n, ws->xq, ready);
-    project(m, ws->v, layer->wv, layer->bv, ws->xn, kv_dim, hp->hidden_size, n, ws->xq, ready);
+    project_qkv(m, layer, ws, n);
     for (uint32_t t = 0; t < n; t++) {
         keys_of_token(m, layer, k_cache, v_cache, state->pos + t, t, ws);
     }
     heads_job job = {m, layer, ws, k_cache, v_cache, state->pos, n};
-    if (!colibri_parallel_tasks(m, hp->n_heads, (uint64_t)n * (state->pos + n) * hd, head_task,
-                                &job)) {
+    /* every head: a score and a value sum over each position, for each token */
+    uint64_t work = (uint64_t)n * (state->pos + n) * hd * 2u * hp->n_heads;
+    if (!colibri_parallel_tasks(m, hp->n_heads, work, head_task, &job)) {
         for (uint32_t h = 0; h < hp->n_heads; h++) {
             head_task(&job, h);
         }
     }
-    project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n, ws->xq, 0u);
+    project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n, ws->xq);
 }

@@ -4,6 +4,7 @@
 #include "layers.h"
 #include "kernels.h"
 #include "linear.h"
+#include "quant.h"
 #include "router.h"
 
 /* The biases of one expert's gate, up and down projections (gpt-oss). */
@@ -20,20 +21,38 @@ static void add_bias(const colibri_model *m, float *rows, const float *bias, uin
     }
 }
 
-/* out rows = down(act(gate in, up in)) for n tokens through one SwiGLU MLP
- * of width `width` (act: SiLU, or gpt-oss's clamped form; with biases when
- * `bias` is not NULL); in and out rows are hidden_size floats. */
-static void swiglu_mlp(const colibri_model *m, matrix_ref gate, matrix_ref up, matrix_ref down,
-                       const mlp_bias *bias, uint32_t width, const float *in, float *out,
-                       uint32_t n, workspace *ws)
+/* At most this many MLPs in one group of products (their gate and up
+ * matrices make 2x as many products). */
+#define MLP_GROUP_MAX (COLIBRI_LINEAR_GROUP_MAX / 2u)
+
+/* One SwiGLU MLP of a group: its matrices and biases (NULL: none) and
+ * the rows [row, row + n) of the group's inputs, activations and outputs it
+ * takes. */
+typedef struct mlp_part {
+    matrix_ref gate, up, down;
+    const float *gate_bias, *up_bias, *down_bias; /* or NULL */
+    uint32_t row, n;
+} mlp_part;
+
+/* Biases of the parts added to their rows of `rows` (width floats each);
+ * which: 0 gate, 1 up, 2 down. */
+static void add_part_biases(const colibri_model *m, const mlp_part *parts, uint32_t count,
+                            uint32_t which, float *rows, uint32_t width)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        const mlp_part *p = &parts[i];
+        add_bias(m, rows + (size_t)p->row * width,
+                 which == 0u ? p->gate_bias : (which == 1u ? p->up_bias : p->down_bias), width,
+                 p->n);
+    }
+}
+
+/* The activation of `rows` rows: h1 = act(h1, h2) (SiLU, or gpt-oss's
+ * clamped form). */
+static void activate_rows(const colibri_model *m, uint32_t width, uint32_t rows, workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
-    uint32_t hidden = hp->hidden_size;
-    uint32_t ready = colibri_linear(m, ws->h1, width, gate, in, width, hidden, n, ws->xq, 0u);
-    colibri_linear(m, ws->h2, width, up, in, width, hidden, n, ws->xq, ready); /* same input */
-    add_bias(m, ws->h1, bias != NULL ? bias->gate : NULL, width, n);
-    add_bias(m, ws->h2, bias != NULL ? bias->up : NULL, width, n);
-    for (uint32_t t = 0; t < n; t++) {
+    for (uint32_t t = 0; t < rows; t++) {
         if (hp->activation == ACT_SWIGLU_CLAMPED) {
             colibri_k_swiglu_clamped(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width,
                                      hp->swiglu_limit, hp->swiglu_alpha);
@@ -41,8 +60,70 @@ static void swiglu_mlp(const colibri_model *m, matrix_ref gate, matrix_ref up, m
             m->kernels.swiglu(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width);
         }
     }
-    colibri_linear(m, out, hidden, down, ws->h1, hidden, width, n, ws->xq, 0u);
-    add_bias(m, out, bias != NULL ? bias->down : NULL, hidden, n);
+}
+
+/* The product of w on a part's rows: inputs x (rows of in_width floats) or
+ * their blocks xq, outputs out (rows of out_width floats), from row `row`
+ * on, n of them. */
+static linear_product part_product(matrix_ref w, float *out, uint32_t out_width, const float *x,
+                                   const colibri_qblock *xq, uint32_t in_width, uint32_t row,
+                                   uint32_t n)
+{
+    linear_product p;
+    p.out = out + (size_t)row * out_width;
+    p.in =
+        product_input(w, x + (size_t)row * in_width, xq + (size_t)row * colibri_qblocks(in_width));
+    p.w = w;
+    p.out_stride = out_width;
+    p.rows = out_width;
+    p.cols = in_width;
+    p.n = n;
+    return p;
+}
+
+/* For `count` (<= MLP_GROUP_MAX) SwiGLU MLPs of width `width`, each on its
+ * rows of in (hidden_size floats each; `rows` in all): out rows = down(act(
+ * gate in, up in)). Every gate and up product runs as one group, then every
+ * down product: the port's threads are woken twice, whatever the count.
+ * Inputs are quantized once for all of them when any matrix is Q8/Q4. */
+static void swiglu_mlps(const colibri_model *m, const mlp_part *parts, uint32_t count,
+                        uint32_t width, const float *in, float *out, uint32_t rows, workspace *ws)
+{
+    uint32_t hidden = m->hp.hidden_size, quantized = 0;
+    const colibri_qblock *xq = ws->xq;
+    linear_product p[2u * MLP_GROUP_MAX] = {{0}};
+    for (uint32_t i = 0; i < count; i++) {
+        const mlp_part *part = &parts[i];
+        p[2u * i] = part_product(part->gate, ws->h1, width, in, xq, hidden, part->row, part->n);
+        p[2u * i + 1u] = part_product(part->up, ws->h2, width, in, xq, hidden, part->row, part->n);
+        quantized |= part->gate.dtype != DTYPE_F32 || part->up.dtype != DTYPE_F32;
+    }
+    if (quantized) {
+        colibri_quantize_rows(ws->xq, in, hidden, rows);
+    }
+    colibri_linear_group(m, p, 2u * count);
+    add_part_biases(m, parts, count, 0u, ws->h1, width);
+    add_part_biases(m, parts, count, 1u, ws->h2, width);
+    activate_rows(m, width, rows, ws);
+    quantized = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const mlp_part *part = &parts[i];
+        p[i] = part_product(part->down, out, hidden, ws->h1, xq, width, part->row, part->n);
+        quantized |= part->down.dtype != DTYPE_F32;
+    }
+    if (quantized) {
+        colibri_quantize_rows(ws->xq, ws->h1, width, rows);
+    }
+    colibri_linear_group(m, p, count);
+    add_part_biases(m, parts, count, 2u, out, hidden);
+}
+
+/* One SwiGLU MLP without biases on n rows (dense FFN, shared expert). */
+static void swiglu_mlp(const colibri_model *m, matrix_ref gate, matrix_ref up, matrix_ref down,
+                       uint32_t width, const float *in, float *out, uint32_t n, workspace *ws)
+{
+    mlp_part part = {gate, up, down, NULL, NULL, NULL, 0u, n};
+    swiglu_mlps(m, &part, 1u, width, in, out, n, ws);
 }
 
 /* Expert e's biases, or NULL when the layer has none. */
@@ -59,11 +140,23 @@ static const mlp_bias *expert_bias(const colibri_model *m, const layer_view *lay
     return bias;
 }
 
-/* The tokens routed to `expert`: their indices, weights and inputs into
- * ws->sel, ws->sel_w and ws->xg rows. Returns how many. */
-static uint32_t gather_tokens(const colibri_model *m, uint32_t expert, uint32_t n, workspace *ws)
+/* How many tokens of the chunk are routed to `expert`. */
+static uint32_t routed_count(const colibri_model *m, uint32_t expert, uint32_t n,
+                             const workspace *ws)
 {
-    uint32_t hidden = m->hp.hidden_size, top_k = m->hp.top_k, count = 0;
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < n * m->hp.top_k; i++) {
+        count += ws->topk_i[i] == expert;
+    }
+    return count;
+}
+
+/* The tokens routed to `expert`: their indices, weights and inputs into
+ * ws->sel, ws->sel_w and ws->xg from row `row` on. Returns how many. */
+static uint32_t gather_tokens(const colibri_model *m, uint32_t expert, uint32_t n, uint32_t row,
+                              workspace *ws)
+{
+    uint32_t hidden = m->hp.hidden_size, top_k = m->hp.top_k, count = row;
     for (uint32_t t = 0; t < n; t++) {
         for (uint32_t j = 0; j < top_k; j++) {
             if (ws->topk_i[(size_t)t * top_k + j] == expert) {
@@ -75,24 +168,13 @@ static uint32_t gather_tokens(const colibri_model *m, uint32_t expert, uint32_t 
             }
         }
     }
-    return count;
-}
-
-/* Whether any token of the chunk is routed to `expert`. */
-static int expert_used(const colibri_model *m, uint32_t expert, uint32_t n, const workspace *ws)
-{
-    for (uint32_t i = 0; i < n * m->hp.top_k; i++) {
-        if (ws->topk_i[i] == expert) {
-            return 1;
-        }
-    }
-    return 0;
+    return count - row;
 }
 
 /* The first expert from `e` on that the chunk uses (n_experts: none). */
 static uint32_t used_from(const colibri_model *m, uint32_t e, uint32_t n, const workspace *ws)
 {
-    while (e < m->hp.n_experts && !expert_used(m, e, n, ws)) {
+    while (e < m->hp.n_experts && routed_count(m, e, n, ws) == 0u) {
         e++;
     }
     return e;
@@ -108,39 +190,94 @@ static void prefetch_expert(const colibri_model *m, const layer_view *layer, uin
     }
 }
 
-/* Routed experts in ascending expert order, so each token sums its experts
- * in ascending order (as transformers does) whatever the chunk. The port
- * hears of each expert's block one expert ahead, so it can fetch the next
- * block while this one computes. */
+/* The first used expert after the group that starts at used expert e
+ * (n_experts: none): at most MLP_GROUP_MAX used experts, whose tokens fit
+ * the workspace's rows together. The port hears of each of the group's
+ * expert blocks. */
+static uint32_t group_end(const colibri_model *m, const layer_view *layer, uint32_t e, uint32_t n,
+                          const workspace *ws)
+{
+    uint32_t count = 0, rows = 0;
+    while (e < m->hp.n_experts && count < MLP_GROUP_MAX) {
+        uint32_t taken = routed_count(m, e, n, ws);
+        if (rows + taken > ws->batch) {
+            break;
+        }
+        prefetch_expert(m, layer, e);
+        rows += taken;
+        count++;
+        e = used_from(m, e + 1u, n, ws);
+    }
+    return e;
+}
+
+/* Each expert of a group, in ascending order, added into its tokens' sums
+ * (so each token sums its experts in ascending order, as transformers
+ * does, whatever the chunk and the grouping). */
+static void sum_group(const colibri_model *m, uint32_t rows, workspace *ws)
+{
+    uint32_t hidden = m->hp.hidden_size;
+    for (uint32_t c = 0; c < rows; c++) {
+        m->kernels.add_scaled(ws->ffn_sum + (size_t)ws->sel[c] * hidden,
+                              ws->ffn_out + (size_t)c * hidden, ws->sel_w[c], hidden);
+    }
+}
+
+/* The used experts [e, end) as the parts of one group: their tokens
+ * gathered into consecutive rows. Returns how many parts, rows in *rows. */
+static uint32_t group_parts(const colibri_model *m, const layer_view *layer, uint32_t e,
+                            uint32_t end, uint32_t n, workspace *ws, mlp_part *parts,
+                            uint32_t *rows)
+{
+    uint32_t count = 0;
+    *rows = 0;
+    for (; e < end; e = used_from(m, e + 1u, n, ws)) {
+        expert_view ev;
+        mlp_bias bias;
+        uint32_t taken = gather_tokens(m, e, n, *rows, ws);
+        const mlp_bias *b = expert_bias(m, layer, e, &bias);
+        colibri_expert_view_load(m, layer, e, &ev);
+        parts[count] = (mlp_part){ev.gate, ev.up, ev.down, NULL, NULL, NULL, *rows, taken};
+        if (b != NULL) {
+            parts[count].gate_bias = b->gate;
+            parts[count].up_bias = b->up;
+            parts[count].down_bias = b->down;
+        }
+        count++;
+        *rows += taken;
+    }
+    return count;
+}
+
+/* The routed experts: used experts in ascending order, in groups whose
+ * tokens fit the workspace together (a decoded token's experts are one
+ * group when top_k <= MLP_GROUP_MAX, 2), each group's products run together.
+ * The port hears of each group's expert blocks before the group before it
+ * computes, so it can fetch them meanwhile. */
 static void routed_experts(const colibri_model *m, const layer_view *layer, uint32_t n,
                            workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
-    uint32_t hidden = hp->hidden_size, e;
-    colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts, hidden, n,
-                   ws->xq, 0u);
+    uint32_t e, end;
+    colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts,
+                   hp->hidden_size, n, ws->xq, 0u);
     add_bias(m, ws->router, layer->router_logit_bias, hp->n_experts, n);
     for (uint32_t t = 0; t < n; t++) {
         colibri_router_select(m, ws->router + (size_t)t * hp->n_experts, layer->router_bias,
                               ws->topk_i + (size_t)t * hp->top_k,
                               ws->topk_w + (size_t)t * hp->top_k);
     }
-    memset(ws->ffn_sum, 0, (size_t)n * hidden * sizeof(float));
+    memset(ws->ffn_sum, 0, (size_t)n * hp->hidden_size * sizeof(float));
     e = used_from(m, 0, n, ws);
-    prefetch_expert(m, layer, e);
+    end = group_end(m, layer, e, n, ws);
     while (e < hp->n_experts) {
-        expert_view ev;
-        mlp_bias bias;
-        uint32_t ahead = used_from(m, e + 1u, n, ws), count = gather_tokens(m, e, n, ws);
-        prefetch_expert(m, layer, ahead);
-        colibri_expert_view_load(m, layer, e, &ev);
-        swiglu_mlp(m, ev.gate, ev.up, ev.down, expert_bias(m, layer, e, &bias),
-                   hp->expert_intermediate, ws->xg, ws->ffn_out, count, ws);
-        for (uint32_t c = 0; c < count; c++) {
-            m->kernels.add_scaled(ws->ffn_sum + (size_t)ws->sel[c] * hidden,
-                                  ws->ffn_out + (size_t)c * hidden, ws->sel_w[c], hidden);
-        }
-        e = ahead;
+        mlp_part parts[MLP_GROUP_MAX];
+        uint32_t rows, count, after = group_end(m, layer, end, n, ws); /* the next group's */
+        count = group_parts(m, layer, e, end, n, ws, parts, &rows);
+        swiglu_mlps(m, parts, count, hp->expert_intermediate, ws->xg, ws->ffn_out, rows, ws);
+        sum_group(m, rows, ws);
+        e = end;
+        end = after;
     }
 }
 
@@ -149,8 +286,8 @@ static void shared_expert(const colibri_model *m, const layer_view *layer, uint3
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t hidden = hp->hidden_size;
-    swiglu_mlp(m, layer->shared_gate, layer->shared_up, layer->shared_down, NULL,
-               hp->shared_intermediate, ws->xn, ws->ffn_out, n, ws);
+    swiglu_mlp(m, layer->shared_gate, layer->shared_up, layer->shared_down, hp->shared_intermediate,
+               ws->xn, ws->ffn_out, n, ws);
     for (uint32_t t = 0; t < n; t++) {
         const float *xn = ws->xn + (size_t)t * hidden;
         float gate = 1.0f;
@@ -167,8 +304,8 @@ void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, worksp
 {
     const colibri_hparams *hp = &m->hp;
     if (layer->ffn_kind == FFN_DENSE) {
-        swiglu_mlp(m, layer->dense_gate, layer->dense_up, layer->dense_down, NULL,
-                   hp->dense_intermediate, ws->xn, ws->ffn_sum, n, ws);
+        swiglu_mlp(m, layer->dense_gate, layer->dense_up, layer->dense_down, hp->dense_intermediate,
+                   ws->xn, ws->ffn_sum, n, ws);
         return;
     }
     routed_experts(m, layer, n, ws);

@@ -1,10 +1,11 @@
-/* linear.c - colibri_linear: the matrix products, split by rows into tasks;
+/* linear.c - colibri_linear and colibri_linear_group: matrix products split
+ * by rows into tasks, several products in one batch of the port's threads;
  * float32 weights through matmat_f32, Q8/Q4 weights (docs/format.md 3.3)
- * through matmat_q8/q4 on the input rows quantized once per product. */
+ * through matmat_q8/q4 on input rows quantized once. */
 #include "linear.h"
 #include "quant.h"
 
-/* Multiply-adds below which a product runs on the calling thread (waking
+/* Multiply-adds below which a group runs on the calling thread (waking
  * workers costs more); tasks a product is cut into (enough to balance a few
  * threads, few enough that taking one costs nothing), each with at least
  * TASK_MIN_WORK multiply-adds. */
@@ -16,45 +17,49 @@
  * ends in a part tile, whose missing rows a kernel still computes. */
 #define TASK_ROW_STEP 16u
 
-typedef struct linear_job {
+typedef struct group_job {
     const colibri_kernels *kernels;
-    float *out;
-    size_t out_stride;
-    matrix_ref w;
-    const float *x;           /* float32 weights: the input rows */
-    const colibri_qblock *xq; /* Q8/Q4 weights: the input rows quantized */
-    uint32_t rows, cols, n, rows_per_task;
-} linear_job;
+    const linear_product *products;
+    uint32_t count;
+    uint32_t first_task[COLIBRI_LINEAR_GROUP_MAX + 1u]; /* product i: tasks [first, next first) */
+    uint32_t rows_per_task[COLIBRI_LINEAR_GROUP_MAX];
+} group_job;
 
-/* Bytes of one weight row of the job's dtype. */
-static size_t row_bytes(const linear_job *job)
+/* Bytes of one weight row of product p. */
+static size_t row_bytes(const linear_product *p)
 {
-    uint32_t block = job->w.dtype == DTYPE_Q8 ? COLIBRI_Q8_BLOCK_BYTES : COLIBRI_Q4_BLOCK_BYTES;
-    return job->w.dtype == DTYPE_F32 ? (size_t)job->cols * sizeof(float)
-                                     : (size_t)colibri_qblocks(job->cols) * block;
+    uint32_t block = p->w.dtype == DTYPE_Q8 ? COLIBRI_Q8_BLOCK_BYTES : COLIBRI_Q4_BLOCK_BYTES;
+    return p->w.dtype == DTYPE_F32 ? (size_t)p->cols * sizeof(float)
+                                   : (size_t)colibri_qblocks(p->cols) * block;
 }
 
-/* Output rows [first, first + rows) of the product. */
-static void linear_rows(const linear_job *job, uint32_t first, uint32_t rows)
+/* Output rows [first, first + rows) of product p. */
+static void product_rows(const colibri_kernels *k, const linear_product *p, uint32_t first,
+                         uint32_t rows)
 {
-    const colibri_kernels *k = job->kernels;
-    const uint8_t *w = (const uint8_t *)job->w.data + (size_t)first * row_bytes(job);
-    float *out = job->out + first;
-    if (job->w.dtype == DTYPE_Q8) {
-        k->matmat_q8(out, job->out_stride, w, job->xq, rows, job->cols, job->n);
-    } else if (job->w.dtype == DTYPE_Q4) {
-        k->matmat_q4(out, job->out_stride, w, job->xq, rows, job->cols, job->n);
+    const uint8_t *w = (const uint8_t *)p->w.data + (size_t)first * row_bytes(p);
+    float *out = p->out + first;
+    if (p->w.dtype == DTYPE_Q8) {
+        k->matmat_q8(out, p->out_stride, w, (const colibri_qblock *)p->in, rows, p->cols, p->n);
+    } else if (p->w.dtype == DTYPE_Q4) {
+        k->matmat_q4(out, p->out_stride, w, (const colibri_qblock *)p->in, rows, p->cols, p->n);
     } else {
-        k->matmat_f32(out, job->out_stride, (const float *)(const void *)w, job->x, rows, job->cols,
-                      job->n);
+        k->matmat_f32(out, p->out_stride, (const float *)(const void *)w, (const float *)p->in,
+                      rows, p->cols, p->n);
     }
 }
 
-static void linear_task(void *arg, uint32_t task)
+static void group_task(void *arg, uint32_t task)
 {
-    const linear_job *job = arg;
-    uint32_t first = task * job->rows_per_task, left = job->rows - first;
-    linear_rows(job, first, left < job->rows_per_task ? left : job->rows_per_task);
+    const group_job *job = arg;
+    uint32_t i = 0, first, left;
+    while (task >= job->first_task[i + 1u]) {
+        i++;
+    }
+    first = (task - job->first_task[i]) * job->rows_per_task[i];
+    left = job->products[i].rows - first;
+    product_rows(job->kernels, &job->products[i], first,
+                 left < job->rows_per_task[i] ? left : job->rows_per_task[i]);
 }
 
 /* 32-bit arithmetic only (cols * n <= 2^20 * 256 fits): no 64-bit division
@@ -72,30 +77,63 @@ static uint32_t rows_per_task(uint32_t rows, uint32_t cols, uint32_t n)
     return want < rows ? want : rows;
 }
 
+/* Products [0, count) (count <= COLIBRI_LINEAR_GROUP_MAX) as one batch of
+ * tasks; a product with no rows or no tokens gets none. */
+static void run_parallel(const colibri_model *m, const linear_product *p, uint32_t count)
+{
+    group_job job = {&m->kernels, p, count, {0}, {0}};
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t tasks = 0;
+        if (p[i].rows > 0u && p[i].n > 0u) {
+            job.rows_per_task[i] = rows_per_task(p[i].rows, p[i].cols, p[i].n);
+            tasks = (p[i].rows + job.rows_per_task[i] - 1u) / job.rows_per_task[i];
+        }
+        job.first_task[i + 1u] = job.first_task[i] + tasks;
+    }
+    if (job.first_task[count] == 1u) { /* one task: not worth a wake */
+        group_task(&job, 0u);
+    } else if (job.first_task[count] > 1u) {
+        m->port.parallel_for(m->port.ctx, job.first_task[count], group_task, &job);
+    }
+}
+
+void colibri_linear_group(const colibri_model *m, const linear_product *products, uint32_t count)
+{
+    uint64_t work = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        work += (uint64_t)products[i].rows * products[i].cols * products[i].n;
+    }
+    if (m->port.parallel_for == NULL || work < PARALLEL_MIN_WORK) {
+        for (uint32_t i = 0; i < count; i++) {
+            product_rows(&m->kernels, &products[i], 0, products[i].rows);
+        }
+        return;
+    }
+    for (uint32_t first = 0; first < count; first += COLIBRI_LINEAR_GROUP_MAX) {
+        uint32_t left = count - first;
+        run_parallel(m, products + first,
+                     left < COLIBRI_LINEAR_GROUP_MAX ? left : COLIBRI_LINEAR_GROUP_MAX);
+    }
+}
+
+void colibri_quantize_rows(void *xq, const float *x, uint32_t cols, uint32_t n)
+{
+    uint32_t blocks = colibri_qblocks(cols);
+    for (uint32_t t = 0; t < n; t++) {
+        colibri_quantize_row((colibri_qblock *)xq + (size_t)t * blocks, x + (size_t)t * cols, cols);
+    }
+}
+
 uint32_t colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
                         const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq,
                         uint32_t xq_ready)
 {
-    uint64_t work = (uint64_t)rows * cols * n;
-    linear_job job = {&m->kernels, out,  out_stride, w,   x, (const colibri_qblock *)xq,
-                      rows,        cols, n,          rows};
+    linear_product p = {out, product_input(w, x, xq), w, (uint32_t)out_stride, rows, cols, n};
     if (w.dtype != DTYPE_F32 && !xq_ready) { /* each input row quantized once, whatever the split */
-        uint32_t blocks = colibri_qblocks(cols);
-        for (uint32_t t = 0; t < n; t++) {
-            colibri_quantize_row((colibri_qblock *)xq + (size_t)t * blocks, x + (size_t)t * cols,
-                                 cols);
-        }
+        colibri_quantize_rows(xq, x, cols, n);
         xq_ready = 1u;
     }
-    if (m->port.parallel_for != NULL && work >= PARALLEL_MIN_WORK) {
-        job.rows_per_task = rows_per_task(rows, cols, n);
-    }
-    if (job.rows_per_task == rows) {
-        linear_rows(&job, 0, rows);
-    } else {
-        m->port.parallel_for(m->port.ctx, (rows + job.rows_per_task - 1u) / job.rows_per_task,
-                             linear_task, &job);
-    }
+    colibri_linear_group(m, &p, 1u);
     return xq_ready;
 }
 

@@ -1,4 +1,5 @@
-/* linear.h - n tokens through one weight matrix, on the port's threads. */
+/* linear.h - n tokens through one weight matrix, or through several at once,
+ * on the port's threads. */
 #ifndef COLIBRI_LINEAR_H
 #define COLIBRI_LINEAR_H
 
@@ -21,6 +22,44 @@
 uint32_t colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
                         const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq,
                         uint32_t xq_ready);
+
+/* Products colibri_linear_group runs in one batch of the port's threads
+ * (more are run as several batches): q, k and v, or the gate and up
+ * matrices of two routed experts (a top-2 model's decoded token). Small:
+ * the list lives on the stack, which may be an interrupt handler's, and a
+ * model with more experts per token has the time per token to wake the
+ * threads a few more times. */
+#define COLIBRI_LINEAR_GROUP_MAX 4u
+
+/* One product of a group: out[t * out_stride + r] = dot(w row r, input row
+ * t) for r < rows, t < n; the input `in` is float rows cols floats apart for
+ * float32 weights, n * ceil(cols / 32) activation blocks for Q8/Q4
+ * (product_input picks). */
+typedef struct linear_product {
+    float *out;
+    const void *in;
+    matrix_ref w;
+    uint32_t out_stride, rows, cols, n;
+} linear_product;
+
+/* The input of a product with weights w: x for float32, xq for Q8/Q4. */
+static inline const void *product_input(matrix_ref w, const float *x, const colibri_qblock *xq)
+{
+    return w.dtype == DTYPE_F32 ? (const void *)x : (const void *)xq;
+}
+
+/*
+ * Several products, with their inputs ready (Q8/Q4: already quantized by
+ * colibri_quantize_rows), as one batch of tasks: the workers are woken and
+ * waited for once, not once per product. Each result is the same bits as
+ * colibri_linear's; products with n = 0 are skipped. Outputs must not
+ * overlap each other or any input.
+ */
+void colibri_linear_group(const colibri_model *m, const linear_product *products, uint32_t count);
+
+/* Quantize n rows of cols floats (cols apart) into n * ceil(cols / 32)
+ * activation blocks at xq. */
+void colibri_quantize_rows(void *xq, const float *x, uint32_t cols, uint32_t n);
 
 /*
  * Run fn(arg, 0) .. fn(arg, n_tasks - 1) on the port's threads when there is

@@ -118,7 +118,8 @@ void colibri_mla_forward(const colibri_model *m, const layer_view *layer, uint32
         latent_of_token(m, layer, cache, state->pos + t, t, ws);
     }
     mla_job job = {m, layer, ws, cache, state->pos, n};
-    uint64_t work = (uint64_t)n * (state->pos + n) * (hp->kv_lora_rank + hp->rope_dim);
+    uint64_t work = (uint64_t)n * (state->pos + n) * (hp->kv_lora_rank + hp->rope_dim) * 2u *
+                    hp->n_heads; /* every head: scores and latent sums */
     if (!colibri_parallel_tasks(m, hp->n_heads, work, mla_head_task, &job)) {
         for (uint32_t h = 0; h < hp->n_heads; h++) {
             mla_head_task(&job, h);
