@@ -92,20 +92,43 @@ def test_convert_quantizes_the_roles_asked_for(hf_checkpoint, tmp_path):
            Role.SHARED_DOWN, Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN}
     attention = {Role.ATTN_Q, Role.ATTN_K, Role.ATTN_V, Role.ATTN_O}
     embeddings = {Role.TOKEN_EMBED, Role.LM_HEAD}
-    for args, quantized, dtype in ((["--quant", "int8"], ffn, Q8),
-                                   (["--quant", "int4", "--quant-attention"], ffn | attention, Q4),
-                                   (["--quant", "int8", "--quant-embeddings"], ffn | embeddings,
-                                    Q8)):
+    kv = {Role.ATTN_K, Role.ATTN_V}  # Q8 under int4 (with the LM head)
+    for args, quantized, dtype, q8 in (
+            (["--quant", "int8"], ffn, Q8, set()),
+            (["--quant", "int4", "--quant-attention"], ffn | attention - kv, Q4, kv),
+            (["--quant", "int8", "--quant-embeddings"], ffn | embeddings, Q8, set())):
         out = tmp_path / "_".join(args)
         assert main([str(hf), "-o", str(out), "--quiet", *args]) == 0
         image = read_image(out / "model.bin", verify_data=True)
         assert image.header["version_minor"] == 3
         assert {t.role for t in image.tensors if t.dtype == dtype} == quantized
-        assert all(t.dtype in (0, dtype) for t in image.tensors)
+        if dtype == Q4:
+            assert {t.role for t in image.tensors if t.dtype == Q8} == q8
+        assert all(t.dtype in (0, dtype) or t.role in q8 for t in image.tensors)
         assert "#define COLIBRI_MODEL_QUANTIZED" in (out / "model_config.h").read_text()
     assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-attention"]) == 1
     assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-embeddings"]) == 1
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("family, head", [("granitemoeshared", "LM_HEAD"),
+                                           ("granitemoe", "TOKEN_EMBED")])
+def test_int4_keeps_the_logits_matrix_in_q8(hf_checkpoint, tmp_path, family, head):
+    """--quant int4 --quant-attention --quant-embeddings: the matrix the
+    logits come from (the LM head; with tied embeddings the token embedding,
+    which is then the head too), K and V are Q8, every other quantized
+    matrix Q4."""
+    from colibri_tools.convert import main
+    from colibri_tools.image_format import Role, read_image
+
+    out = tmp_path / family
+    assert main([str(hf_checkpoint(family)), "-o", str(out), "--quiet", "--quant", "int4",
+                 "--quant-attention", "--quant-embeddings"]) == 0
+    image = read_image(out / "model.bin", verify_data=True)
+    q8 = {t.role for t in image.tensors if t.dtype == Q8}
+    assert q8 == {getattr(Role, head), Role.ATTN_K, Role.ATTN_V}
+    assert Role.TOKEN_EMBED in {t.role for t in image.tensors if t.dtype in (Q8, Q4)}
+    assert len([t for t in image.tensors if t.dtype == Q4]) > 10
 
 
 def test_mixed_keeps_the_experts_a_text_uses_most_in_int8(tmp_path):

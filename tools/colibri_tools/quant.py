@@ -76,13 +76,29 @@ def assign_dtypes(entries: list[TensorEntry], quant: str | None, attention: bool
                   embeddings: bool = False) -> list[TensorEntry]:
     """The entries with the dtype `quant` gives the feed-forward matrices (with
     `attention` the attention projections, with `embeddings` the token
-    embedding and LM head too); the rest float32."""
+    embedding and LM head too; under int4 K, V and the head Q8: _shared_roles);
+    the rest float32."""
     dtype = dtype_of(quant)
     roles = (FFN_ROLES | (ATTENTION_ROLES if attention else frozenset())
              | (EMBEDDING_ROLES if embeddings else frozenset()))
     if dtype == DTYPE_F32:
         return list(entries)
-    return [replace(e, dtype=dtype) if e.role in roles else e for e in entries]
+    shared = _shared_roles(entries)
+    return [replace(e, dtype=DTYPE_Q8 if dtype == DTYPE_Q4 and e.role in shared else dtype)
+            if e.role in roles else e for e in entries]
+
+
+def _shared_roles(entries: list[TensorEntry]) -> frozenset[int]:
+    """The roles stored Q8 under int4 (when quantized at all): the matrices
+    whose output everything after them shares, so their error is not diluted:
+    the key and value projections (every query head of a group reads the
+    same keys and values) and the matrix the logits come from (the LM head,
+    or with tied embeddings the token embedding). They are a few percent of
+    an MoE's weights. llama.cpp's Q4_0 files make the same choice for an
+    8-expert model (K and V Q8_0, the output Q6_K); docs/quantization.md has
+    the measurement."""
+    head = Role.LM_HEAD if any(e.role == Role.LM_HEAD for e in entries) else Role.TOKEN_EMBED
+    return frozenset({Role.ATTN_K, Role.ATTN_V, head})
 
 
 def _blocks(w: np.ndarray) -> np.ndarray:
