@@ -197,6 +197,98 @@ VNNI static INLINE void q_tile(float *out, size_t stride, const uint8_t *w, size
     tile_store(out, stride, acc, rows_left, tokens_left, R, T);
 }
 
+/* Decode (one token) of rows up to DECODE_PAIRS pairs of blocks long: the
+ * sixteen rows of a tile are read one whole row after the other, the order
+ * they lie in memory, and each (row, pair of blocks) integer sum waits in
+ * d[pair][row] until the last row is read; then isum16 and the float steps
+ * as in q_tile, pair by pair. Reading the rows interleaved (q_tile: two
+ * blocks of each row in turn) makes sixteen short streams, which on some
+ * CPUs come from DRAM at half the rate of one sequential stream (measured:
+ * docs/kernels.md); reading part rows in turn is no better. The results are
+ * q_tile's, bit for bit: the same sums in the same order. */
+enum { DECODE_PAIRS = 32 };
+
+typedef struct decode_x {
+    __m512i xq[DECODE_PAIRS];   /* the token's blocks of each pair, as pair_blocks loads them */
+    __m512i init[DECODE_PAIRS]; /* -bias * (sum of x) per group of four bytes */
+} decode_x;
+
+VNNI static void decode_x_load(decode_x *dx, const colibri_qblock *x, uint32_t nb, int q4)
+{
+    const __m512i bias = _mm512_set1_epi8(q4 ? 8 : (char)0x80), zero = _mm512_setzero_si512();
+    for (uint32_t p = 0; 2u * p < nb; p++) {
+        uint32_t b = 2u * p;
+        __m512i xq = load_pair(x[b].q, x[b + (b + 1u < nb ? 1u : 0u)].q, b + 1u < nb);
+        if (q4) {
+            xq = _mm512_shuffle_i32x4(xq, xq, _MM_SHUFFLE(3, 1, 2, 0));
+        }
+        dx->xq[p] = xq;
+        dx->init[p] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, xq));
+    }
+}
+
+/* One row's integer sums, pair by pair, into d[pair][lane]. */
+VNNI static INLINE void decode_row(__m512i (*d)[PAIRS], uint32_t lane, const uint8_t *row,
+                                   const decode_x *dx, uint32_t nb, int q4)
+{
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (uint32_t p = 0; 2u * p < nb; p++) {
+        uint32_t b = 2u * p;
+        int two = b + 1u < nb;
+        __m512i wv;
+        if (q4) {
+            const uint8_t *blk = row + b * 18u + 2u;
+            wv = load_nibbles(blk, blk + 18, two);
+        } else {
+            const uint8_t *blk = row + b * 34u + 2u;
+            wv = _mm512_xor_si512(load_pair(blk, blk + 34, two), bias);
+        }
+        d[p][lane] = _mm512_dpbusd_epi32(dx->init[p], wv, dx->xq[p]);
+    }
+}
+
+VNNI static void decode_tile(float *out, const uint8_t *w, size_t row_bytes, const decode_x *dx,
+                             const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
+                             size_t next_bytes, int q4)
+{
+    __m512i d[DECODE_PAIRS][PAIRS], first, second;
+    qtile q = tile_at(w, row_bytes, x, nb, rows_left, 1u, 16u, 1u);
+    uint32_t block_bytes = q4 ? 18u : 34u, pairs = (nb + 1u) / 2u;
+    const char *ahead = (const char *)(w + 16u * row_bytes), *ahead_end = ahead + next_bytes;
+    size_t per_pair = next_bytes / 64u / pairs + 1u; /* lines of the next tile per pair */
+    __m512 acc = _mm512_setzero_ps();
+    for (uint32_t r = 0; r < 16u; r++) {
+        decode_row(d, r, q.w[r], dx, nb, q4);
+    }
+    for (uint32_t p = 0; p < pairs; p++) {
+        uint32_t b = 2u * p;
+        /* the arithmetic below reads no memory: ask for the next tile meanwhile */
+        for (size_t k = 0; k < per_pair && ahead < ahead_end; k++, ahead += 64) {
+            _mm_prefetch(ahead, _MM_HINT_T0);
+        }
+        isum16(d[p], q4, &first, &second);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(first), tile_scales(&q, b, block_bytes, 16u, 1u),
+                              acc);
+        if (b + 1u < nb) {
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(second),
+                                  tile_scales(&q, b + 1u, block_bytes, 16u, 1u), acc);
+        }
+    }
+    tile_store(out, 1u, acc, rows_left, 1u, 16u, 1u);
+}
+
+VNNI static void decode_rows(float *out, const uint8_t *w, size_t row_bytes,
+                             const colibri_qblock *x, uint32_t rows, uint32_t nb, int q4)
+{
+    decode_x dx;
+    decode_x_load(&dx, x, nb, q4);
+    for (uint32_t r = 0; r < rows; r += 16u) {
+        uint32_t next = rows - r > 32u ? 16u : (rows - r > 16u ? rows - r - 16u : 0u);
+        decode_tile(out + r, w + r * row_bytes, row_bytes, &dx, x, nb, rows - r,
+                    (size_t)next * row_bytes, q4);
+    }
+}
+
 /* Q4 with many tokens (a prompt): a strip of sixteen rows is unpacked, a
  * chunk of blocks at a time, into the layout in which lane r of a vector is
  * row r: group g of block b holds elements 4g..4g+3 of each row as signed
@@ -294,7 +386,9 @@ VNNI static INLINE void q_matmat(float *out, size_t stride, const uint8_t *w,
 {
     uint32_t nb = colibri_qblocks(cols);
     size_t row_bytes = (size_t)nb * (q4 ? 18u : 34u);
-    if (n == 1u) {
+    if (n == 1u && nb <= 2u * DECODE_PAIRS) {
+        decode_rows(out, w, row_bytes, x, rows, nb, q4);
+    } else if (n == 1u) {
         for (uint32_t r = 0; r < rows; r += 16u) {
             q_tile(out + r, stride, w + r * row_bytes, row_bytes, x, nb, rows - r, 1u, q4, 16u, 1u);
         }
