@@ -204,8 +204,10 @@ VNNI static INLINE void q_tile(float *out, size_t stride, const uint8_t *w, size
  * as in q_tile, pair by pair. Reading the rows interleaved (q_tile: two
  * blocks of each row in turn) makes sixteen short streams, which on some
  * CPUs come from DRAM at half the rate of one sequential stream (measured:
- * docs/kernels.md); reading part rows in turn is no better. The results are
- * q_tile's, bit for bit: the same sums in the same order. */
+ * docs/kernels.md); reading part rows in turn is no better, nor was a
+ * software prefetch of the next tile. The price: d goes through the L1
+ * cache, so from the caches a block costs more than in q_tile. The results
+ * are q_tile's, bit for bit: the same sums in the same order. */
 enum { DECODE_PAIRS = 32 };
 
 typedef struct decode_x {
@@ -248,24 +250,17 @@ VNNI static INLINE void decode_row(__m512i (*d)[PAIRS], uint32_t lane, const uin
 }
 
 VNNI static void decode_tile(float *out, const uint8_t *w, size_t row_bytes, const decode_x *dx,
-                             const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
-                             size_t next_bytes, int q4)
+                             const colibri_qblock *x, uint32_t nb, uint32_t rows_left, int q4)
 {
     __m512i d[DECODE_PAIRS][PAIRS], first, second;
     qtile q = tile_at(w, row_bytes, x, nb, rows_left, 1u, 16u, 1u);
     uint32_t block_bytes = q4 ? 18u : 34u, pairs = (nb + 1u) / 2u;
-    const char *ahead = (const char *)(w + 16u * row_bytes), *ahead_end = ahead + next_bytes;
-    size_t per_pair = next_bytes / 64u / pairs + 1u; /* lines of the next tile per pair */
     __m512 acc = _mm512_setzero_ps();
     for (uint32_t r = 0; r < 16u; r++) {
         decode_row(d, r, q.w[r], dx, nb, q4);
     }
     for (uint32_t p = 0; p < pairs; p++) {
         uint32_t b = 2u * p;
-        /* the arithmetic below reads no memory: ask for the next tile meanwhile */
-        for (size_t k = 0; k < per_pair && ahead < ahead_end; k++, ahead += 64) {
-            _mm_prefetch(ahead, _MM_HINT_T0);
-        }
         isum16(d[p], q4, &first, &second);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(first), tile_scales(&q, b, block_bytes, 16u, 1u),
                               acc);
@@ -283,9 +278,7 @@ VNNI static void decode_rows(float *out, const uint8_t *w, size_t row_bytes,
     decode_x dx;
     decode_x_load(&dx, x, nb, q4);
     for (uint32_t r = 0; r < rows; r += 16u) {
-        uint32_t next = rows - r > 32u ? 16u : (rows - r > 16u ? rows - r - 16u : 0u);
-        decode_tile(out + r, w + r * row_bytes, row_bytes, &dx, x, nb, rows - r,
-                    (size_t)next * row_bytes, q4);
+        decode_tile(out + r, w + r * row_bytes, row_bytes, &dx, x, nb, rows - r, q4);
     }
 }
 
