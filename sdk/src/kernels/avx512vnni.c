@@ -199,15 +199,18 @@ VNNI static INLINE void q_tile(float *out, size_t stride, const uint8_t *w, size
 
 /* Decode (one token) of rows up to DECODE_PAIRS pairs of blocks long: the
  * sixteen rows of a tile are read one whole row after the other, the order
- * they lie in memory, and each (row, pair of blocks) integer sum waits in
- * d[pair][row] until the last row is read; then isum16 and the float steps
- * as in q_tile, pair by pair. Reading the rows interleaved (q_tile: two
- * blocks of each row in turn) makes sixteen short streams, which on some
- * CPUs come from DRAM at half the rate of one sequential stream (measured:
- * docs/kernels.md); reading part rows in turn is no better, nor was a
- * software prefetch of the next tile. The price: d goes through the L1
- * cache, so from the caches a block costs more than in q_tile. The results
- * are q_tile's, bit for bit: the same sums in the same order. */
+ * they lie in memory. Each row's blocks are reduced to their sixteen exact
+ * sums per group of sixteen blocks (row_sums8: lane = block) and wait in
+ * `sums` until the last row is read; a transpose then puts block b of all
+ * sixteen rows in one vector (lane = row) for the float steps, in block
+ * order, as in q_tile. Reading the rows interleaved (q_tile: two blocks of
+ * each row in turn) makes sixteen short streams, which on an AMD EPYC came
+ * from DRAM at a third to a half of the rate of one sequential stream
+ * (docs/kernels.md); reading part rows in turn was no better, nor was a
+ * software prefetch of the next tile, and gathers (of the sums, of the
+ * scales) cost more than the transpose. From the caches a block costs more
+ * than in q_tile (the sums go through memory). The results are q_tile's,
+ * bit for bit: the same exact sums, the same float steps in the same order. */
 enum { DECODE_PAIRS = 32 };
 
 typedef struct decode_x {
@@ -229,44 +232,108 @@ VNNI static void decode_x_load(decode_x *dx, const colibri_qblock *x, uint32_t n
     }
 }
 
-/* One row's integer sums, pair by pair, into d[pair][lane]. */
-VNNI static INLINE void decode_row(__m512i (*d)[PAIRS], uint32_t lane, const uint8_t *row,
+/* Eight pairs of one row (vectors of dpbusd sums, blocks as pair_blocks
+ * lays them out) -> its sixteen block sums, block 2i + k of the group in
+ * lane GROUP_LANE[2i + k]: the first three steps of isum16, on one row. */
+static const uint8_t GROUP_LANE[16] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
+
+VNNI static INLINE __m512i row_sums8(const __m512i *v, int q4)
+{
+    __m512i e[4], f[2];
+#pragma GCC unroll 4
+    for (uint32_t k = 0; k < 4u; k++) {
+        e[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
+                                _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+    }
+#pragma GCC unroll 2
+    for (uint32_t k = 0; k < 2u; k++) {
+        f[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(e[2 * k], e[2 * k + 1]),
+                                _mm512_unpackhi_epi64(e[2 * k], e[2 * k + 1]));
+    }
+    /* f[k], 128-bit lane L: the sums of lane L of v[4k .. 4k + 3] */
+    if (q4) { /* block 2i: lanes 0 and 2, 2i + 1: 1 and 3 */
+        return _mm512_add_epi32(_mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* One row's block sums, sixteen blocks at a time, into sums[group][lane]. */
+VNNI static INLINE void decode_row(__m512i (*sums)[PAIRS], uint32_t lane, const uint8_t *row,
                                    const decode_x *dx, uint32_t nb, int q4)
 {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
-    for (uint32_t p = 0; 2u * p < nb; p++) {
-        uint32_t b = 2u * p;
-        int two = b + 1u < nb;
-        __m512i wv;
-        if (q4) {
-            const uint8_t *blk = row + b * 18u + 2u;
-            wv = load_nibbles(blk, blk + 18, two);
-        } else {
-            const uint8_t *blk = row + b * 34u + 2u;
-            wv = _mm512_xor_si512(load_pair(blk, blk + 34, two), bias);
+    for (uint32_t g = 0; 16u * g < nb; g++) {
+        __m512i v[8];
+#pragma GCC unroll 8
+        for (uint32_t k = 0; k < 8u; k++) {
+            uint32_t p = 8u * g + k, b = 2u * p;
+            int two = b + 1u < nb;
+            __m512i wv;
+            if (b >= nb) { /* past the row: no sum */
+                v[k] = _mm512_setzero_si512();
+                continue;
+            }
+            if (q4) {
+                const uint8_t *blk = row + b * 18u + 2u;
+                wv = load_nibbles(blk, blk + 18, two);
+            } else {
+                const uint8_t *blk = row + b * 34u + 2u;
+                wv = _mm512_xor_si512(load_pair(blk, blk + 34, two), bias);
+            }
+            v[k] = _mm512_dpbusd_epi32(dx->init[p], wv, dx->xq[p]);
         }
-        d[p][lane] = _mm512_dpbusd_epi32(dx->init[p], wv, dx->xq[p]);
+        sums[g][lane] = row_sums8(v, q4);
+    }
+}
+
+/* c[k] = lane k of r[0 .. 15], in lanes 0 .. 15: a 16 x 16 transpose. */
+VNNI static INLINE void transpose16(const __m512i *r, __m512i *c)
+{
+    __m512i t[16], u[16];
+#pragma GCC unroll 8
+    for (uint32_t i = 0; i < 8u; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (uint32_t i = 0; i < 4u; i++) { /* u[4i + k], 128-bit lane L: column 4L + k, rows 4i.. */
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+#pragma GCC unroll 4
+    for (uint32_t k = 0; k < 4u; k++) {
+        __m512i x0 = _mm512_shuffle_i32x4(u[k], u[4 + k], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512i x1 = _mm512_shuffle_i32x4(u[k], u[4 + k], _MM_SHUFFLE(3, 2, 3, 2));
+        __m512i y0 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512i y1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], _MM_SHUFFLE(3, 2, 3, 2));
+        c[k] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0));
+        c[4 + k] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1));
+        c[8 + k] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0));
+        c[12 + k] = _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1));
     }
 }
 
 VNNI static void decode_tile(float *out, const uint8_t *w, size_t row_bytes, const decode_x *dx,
                              const colibri_qblock *x, uint32_t nb, uint32_t rows_left, int q4)
 {
-    __m512i d[DECODE_PAIRS][PAIRS], first, second;
+    __m512i sums[DECODE_PAIRS / 8u][PAIRS]; /* [group of 16 blocks][row] */
     qtile q = tile_at(w, row_bytes, x, nb, rows_left, 1u, 16u, 1u);
-    uint32_t block_bytes = q4 ? 18u : 34u, pairs = (nb + 1u) / 2u;
+    uint32_t block_bytes = q4 ? 18u : 34u;
     __m512 acc = _mm512_setzero_ps();
     for (uint32_t r = 0; r < 16u; r++) {
-        decode_row(d, r, q.w[r], dx, nb, q4);
+        decode_row(sums, r, q.w[r], dx, nb, q4);
     }
-    for (uint32_t p = 0; p < pairs; p++) {
-        uint32_t b = 2u * p;
-        isum16(d[p], q4, &first, &second);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(first), tile_scales(&q, b, block_bytes, 16u, 1u),
-                              acc);
-        if (b + 1u < nb) {
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(second),
-                                  tile_scales(&q, b + 1u, block_bytes, 16u, 1u), acc);
+    for (uint32_t g = 0; 16u * g < nb; g++) {
+        __m512i col[16]; /* col[GROUP_LANE[j]]: block 16g + j of every row */
+        transpose16(sums[g], col);
+        for (uint32_t j = 0; j < 16u && 16u * g + j < nb; j++) {
+            uint32_t b = 16u * g + j;
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col[GROUP_LANE[j]]),
+                                  tile_scales(&q, b, block_bytes, 16u, 1u), acc);
         }
     }
     tile_store(out, 1u, acc, rows_left, 1u, 16u, 1u);
