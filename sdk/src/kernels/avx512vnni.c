@@ -88,37 +88,45 @@ VNNI static INLINE __m512 tile_scales(const qtile *q, uint32_t b, size_t block_b
     return _mm512_mul_ps(dw, dx);
 }
 
-/* Sixteen vectors of int32 partial sums -> the sixteen totals of blocks b
- * and b + 1 (lane p from vector p). Q8: block b's eight partial sums in
- * each vector's low half, block b + 1's in its high half; Q4: b's in the
- * 128-bit lanes 0 and 2, b + 1's in lanes 1 and 3 (load_nibbles). */
-VNNI static INLINE void isum16(const __m512i *d, int q4, __m512i *first, __m512i *second)
+/* n (8 or 16) vectors of int32 partial sums -> n / 4 vectors f: 128-bit
+ * lane L of f[k] holds the sums of lane L of v[4k], v[4k + 1], v[4k + 2]
+ * and v[4k + 3], in that order. */
+VNNI static INLINE void quarter_sums(const __m512i *v, uint32_t n, __m512i *f)
 {
-    __m512i e[8], f[4];
+    __m512i e[8];
 #pragma GCC unroll 8
-    for (uint32_t k = 0; k < 8u; k++) {
-        e[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(d[2 * k], d[2 * k + 1]),
-                                _mm512_unpackhi_epi32(d[2 * k], d[2 * k + 1]));
+    for (uint32_t k = 0; k < n / 2u; k++) {
+        e[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
+                                _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
     }
 #pragma GCC unroll 4
-    for (uint32_t k = 0; k < 4u; k++) {
+    for (uint32_t k = 0; k < n / 4u; k++) {
         f[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(e[2 * k], e[2 * k + 1]),
                                 _mm512_unpackhi_epi64(e[2 * k], e[2 * k + 1]));
     }
-    /* f[k], 128-bit lanes: pairs 4k..4k+3, each lane a quarter of a block;
-     * g: their halves of block b, of b + 1, of b, of b + 1 added */
-    __m512i g0, g1;
+}
+
+/* Two such f -> the block totals of their eight vectors: lanes 0-3 the
+ * first block of v[0..3] (a vector holds two blocks), 4-7 their second
+ * block, 8-15 the same for v[4..7]. Q8: a vector's first block is in its
+ * 128-bit lanes 0 and 1; Q4: in 0 and 2 (load_nibbles). */
+VNNI static INLINE __m512i block_totals(__m512i f0, __m512i f1, int q4)
+{
     if (q4) {
-        g0 = _mm512_add_epi32(_mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(3, 2, 3, 2)));
-        g1 = _mm512_add_epi32(_mm512_shuffle_i32x4(f[2], f[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_i32x4(f[2], f[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    } else {
-        g0 = _mm512_add_epi32(_mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(3, 1, 3, 1)));
-        g1 = _mm512_add_epi32(_mm512_shuffle_i32x4(f[2], f[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_i32x4(f[2], f[3], _MM_SHUFFLE(3, 1, 3, 1)));
+        return _mm512_add_epi32(_mm512_shuffle_i32x4(f0, f1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_i32x4(f0, f1, _MM_SHUFFLE(3, 2, 3, 2)));
     }
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(f0, f1, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(f0, f1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Sixteen vectors of int32 partial sums, blocks b and b + 1 each -> the
+ * sixteen totals of block b and of block b + 1 (lane p from vector p). */
+VNNI static INLINE void isum16(const __m512i *d, int q4, __m512i *first, __m512i *second)
+{
+    __m512i f[4];
+    quarter_sums(d, 16u, f);
+    __m512i g0 = block_totals(f[0], f[1], q4), g1 = block_totals(f[2], f[3], q4);
     *first = _mm512_shuffle_i32x4(g0, g1, _MM_SHUFFLE(2, 0, 2, 0));
     *second = _mm512_shuffle_i32x4(g0, g1, _MM_SHUFFLE(3, 1, 3, 1));
 }
@@ -234,29 +242,14 @@ VNNI static void decode_x_load(decode_x *dx, const colibri_qblock *x, uint32_t n
 
 /* Eight pairs of one row (vectors of dpbusd sums, blocks as pair_blocks
  * lays them out) -> its sixteen block sums, block 2i + k of the group in
- * lane GROUP_LANE[2i + k]: the first three steps of isum16, on one row. */
+ * lane GROUP_LANE[2i + k] (block_totals' order). */
 static const uint8_t GROUP_LANE[16] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
 
 VNNI static INLINE __m512i row_sums8(const __m512i *v, int q4)
 {
-    __m512i e[4], f[2];
-#pragma GCC unroll 4
-    for (uint32_t k = 0; k < 4u; k++) {
-        e[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
-                                _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
-    }
-#pragma GCC unroll 2
-    for (uint32_t k = 0; k < 2u; k++) {
-        f[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(e[2 * k], e[2 * k + 1]),
-                                _mm512_unpackhi_epi64(e[2 * k], e[2 * k + 1]));
-    }
-    /* f[k], 128-bit lane L: the sums of lane L of v[4k .. 4k + 3] */
-    if (q4) { /* block 2i: lanes 0 and 2, 2i + 1: 1 and 3 */
-        return _mm512_add_epi32(_mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                _mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    }
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                            _mm512_shuffle_i32x4(f[0], f[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512i f[2];
+    quarter_sums(v, 8u, f);
+    return block_totals(f[0], f[1], q4);
 }
 
 /* One row's block sums, sixteen blocks at a time, into sums[group][lane]. */
