@@ -252,30 +252,42 @@ VNNI static INLINE __m512i row_sums8(const __m512i *v, int q4)
     return block_totals(f[0], f[1], q4);
 }
 
-/* One row's block sums, sixteen blocks at a time, into sums[group][lane]. */
+/* The dpbusd sums of pair p of a row (blocks 2p and 2p + 1; only 2p if
+ * !two). */
+VNNI static INLINE __m512i decode_pair(const uint8_t *row, const decode_x *dx, uint32_t p, int two,
+                                       int q4)
+{
+    __m512i wv;
+    if (q4) {
+        const uint8_t *blk = row + p * 36u + 2u;
+        wv = load_nibbles(blk, blk + 18, two);
+    } else {
+        const uint8_t *blk = row + p * 68u + 2u;
+        wv = _mm512_xor_si512(load_pair(blk, blk + 34, two), _mm512_set1_epi8((char)0x80));
+    }
+    return _mm512_dpbusd_epi32(dx->init[p], wv, dx->xq[p]);
+}
+
+/* One row's block sums, sixteen blocks at a time, into sums[group][lane]:
+ * whole groups without a test per pair, then the last, part group. */
 VNNI static INLINE void decode_row(__m512i (*sums)[PAIRS], uint32_t lane, const uint8_t *row,
                                    const decode_x *dx, uint32_t nb, int q4)
 {
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
-    for (uint32_t g = 0; 16u * g < nb; g++) {
+    uint32_t g = 0;
+    for (; 16u * g + 16u <= nb; g++) {
         __m512i v[8];
 #pragma GCC unroll 8
         for (uint32_t k = 0; k < 8u; k++) {
-            uint32_t p = 8u * g + k, b = 2u * p;
-            int two = b + 1u < nb;
-            __m512i wv;
-            if (b >= nb) { /* past the row: no sum */
-                v[k] = _mm512_setzero_si512();
-                continue;
-            }
-            if (q4) {
-                const uint8_t *blk = row + b * 18u + 2u;
-                wv = load_nibbles(blk, blk + 18, two);
-            } else {
-                const uint8_t *blk = row + b * 34u + 2u;
-                wv = _mm512_xor_si512(load_pair(blk, blk + 34, two), bias);
-            }
-            v[k] = _mm512_dpbusd_epi32(dx->init[p], wv, dx->xq[p]);
+            v[k] = decode_pair(row, dx, 8u * g + k, 1, q4);
+        }
+        sums[g][lane] = row_sums8(v, q4);
+    }
+    if (16u * g < nb) {
+        __m512i v[8];
+        for (uint32_t k = 0; k < 8u; k++) {
+            uint32_t p = 8u * g + k; /* pairs past the row: no sum */
+            v[k] = 2u * p < nb ? decode_pair(row, dx, p, 2u * p + 1u < nb, q4)
+                               : _mm512_setzero_si512();
         }
         sums[g][lane] = row_sums8(v, q4);
     }
