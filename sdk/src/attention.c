@@ -10,7 +10,7 @@
 static void project(const colibri_model *m, float *out, matrix_ref w, const float *bias,
                     const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq)
 {
-    colibri_linear(m, out, rows, w, x, rows, cols, n, xq, 0u);
+    colibri_linear(m, out, rows, w, x, rows, cols, n, xq);
     for (uint32_t t = 0; bias != NULL && t < n; t++) {
         m->kernels.add(out + (size_t)t * rows, bias, rows);
     }
@@ -28,8 +28,7 @@ static void project_qkv(const colibri_model *m, const layer_view *layer, workspa
         {ws->q, product_input(layer->wq, ws->xn, xq), layer->wq, q_dim, q_dim, h, n},
         {ws->k, product_input(layer->wk, ws->xn, xq), layer->wk, kv_dim, kv_dim, h, n},
         {ws->v, product_input(layer->wv, ws->xn, xq), layer->wv, kv_dim, kv_dim, h, n}};
-    if (layer->wq.dtype != DTYPE_F32 || layer->wk.dtype != DTYPE_F32 ||
-        layer->wv.dtype != DTYPE_F32) {
+    if (colibri_products_quantized(p, 3u)) {
         colibri_quantize_rows(ws->xq, ws->xn, h, n);
     }
     colibri_linear_group(m, p, 3u);

@@ -7,11 +7,6 @@
 #include "quant.h"
 #include "router.h"
 
-/* The biases of one expert's gate, up and down projections (gpt-oss). */
-typedef struct mlp_bias {
-    const float *gate, *up, *down;
-} mlp_bias;
-
 /* rows[t] += bias for n rows of `width` floats (bias NULL: nothing). */
 static void add_bias(const colibri_model *m, float *rows, const float *bias, uint32_t width,
                      uint32_t n)
@@ -28,22 +23,21 @@ static void add_bias(const colibri_model *m, float *rows, const float *bias, uin
 /* One SwiGLU MLP of a group: its matrices and biases (NULL: none) and
  * the rows [row, row + n) of the group's inputs, activations and outputs it
  * takes. */
+enum { BIAS_GATE, BIAS_UP, BIAS_DOWN };
+
 typedef struct mlp_part {
     matrix_ref gate, up, down;
-    const float *gate_bias, *up_bias, *down_bias; /* or NULL */
+    const float *bias[3]; /* [BIAS_GATE], [BIAS_UP], [BIAS_DOWN]: gpt-oss's, or NULL */
     uint32_t row, n;
 } mlp_part;
 
-/* Biases of the parts added to their rows of `rows` (width floats each);
- * which: 0 gate, 1 up, 2 down. */
+/* Bias `which` of each part added to its rows of `rows` (width floats each). */
 static void add_part_biases(const colibri_model *m, const mlp_part *parts, uint32_t count,
                             uint32_t which, float *rows, uint32_t width)
 {
     for (uint32_t i = 0; i < count; i++) {
         const mlp_part *p = &parts[i];
-        add_bias(m, rows + (size_t)p->row * width,
-                 which == 0u ? p->gate_bias : (which == 1u ? p->up_bias : p->down_bias), width,
-                 p->n);
+        add_bias(m, rows + (size_t)p->row * width, p->bias[which], width, p->n);
     }
 }
 
@@ -89,55 +83,53 @@ static linear_product part_product(matrix_ref w, float *out, uint32_t out_width,
 static void swiglu_mlps(const colibri_model *m, const mlp_part *parts, uint32_t count,
                         uint32_t width, const float *in, float *out, uint32_t rows, workspace *ws)
 {
-    uint32_t hidden = m->hp.hidden_size, quantized = 0;
+    uint32_t hidden = m->hp.hidden_size;
     const colibri_qblock *xq = ws->xq;
     linear_product p[2u * MLP_GROUP_MAX] = {{0}};
     for (uint32_t i = 0; i < count; i++) {
         const mlp_part *part = &parts[i];
         p[2u * i] = part_product(part->gate, ws->h1, width, in, xq, hidden, part->row, part->n);
         p[2u * i + 1u] = part_product(part->up, ws->h2, width, in, xq, hidden, part->row, part->n);
-        quantized |= part->gate.dtype != DTYPE_F32 || part->up.dtype != DTYPE_F32;
     }
-    if (quantized) {
+    if (colibri_products_quantized(p, 2u * count)) {
         colibri_quantize_rows(ws->xq, in, hidden, rows);
     }
     colibri_linear_group(m, p, 2u * count);
-    add_part_biases(m, parts, count, 0u, ws->h1, width);
-    add_part_biases(m, parts, count, 1u, ws->h2, width);
+    add_part_biases(m, parts, count, BIAS_GATE, ws->h1, width);
+    add_part_biases(m, parts, count, BIAS_UP, ws->h2, width);
     activate_rows(m, width, rows, ws);
-    quantized = 0;
     for (uint32_t i = 0; i < count; i++) {
         const mlp_part *part = &parts[i];
         p[i] = part_product(part->down, out, hidden, ws->h1, xq, width, part->row, part->n);
-        quantized |= part->down.dtype != DTYPE_F32;
     }
-    if (quantized) {
+    if (colibri_products_quantized(p, count)) {
         colibri_quantize_rows(ws->xq, ws->h1, width, rows);
     }
     colibri_linear_group(m, p, count);
-    add_part_biases(m, parts, count, 2u, out, hidden);
+    add_part_biases(m, parts, count, BIAS_DOWN, out, hidden);
 }
 
 /* One SwiGLU MLP without biases on n rows (dense FFN, shared expert). */
 static void swiglu_mlp(const colibri_model *m, matrix_ref gate, matrix_ref up, matrix_ref down,
                        uint32_t width, const float *in, float *out, uint32_t n, workspace *ws)
 {
-    mlp_part part = {gate, up, down, NULL, NULL, NULL, 0u, n};
+    mlp_part part = {gate, up, down, {NULL, NULL, NULL}, 0u, n};
     swiglu_mlps(m, &part, 1u, width, in, out, n, ws);
 }
 
-/* Expert e's biases, or NULL when the layer has none. */
-static const mlp_bias *expert_bias(const colibri_model *m, const layer_view *layer, uint32_t e,
-                                   mlp_bias *bias)
+/* Expert e's gate, up and down biases into part->bias (NULL when the layer
+ * has none). */
+static void expert_biases(const colibri_model *m, const layer_view *layer, uint32_t e,
+                          mlp_part *part)
 {
     uint32_t inter = m->hp.expert_intermediate;
     if (layer->expert_gate_up_bias.data == NULL) {
-        return NULL;
+        return;
     }
-    bias->gate = (const float *)layer->expert_gate_up_bias.data + (size_t)e * 2u * inter;
-    bias->up = bias->gate + inter;
-    bias->down = (const float *)layer->expert_down_bias.data + (size_t)e * m->hp.hidden_size;
-    return bias;
+    part->bias[BIAS_GATE] = (const float *)layer->expert_gate_up_bias.data + (size_t)e * 2u * inter;
+    part->bias[BIAS_UP] = part->bias[BIAS_GATE] + inter;
+    part->bias[BIAS_DOWN] =
+        (const float *)layer->expert_down_bias.data + (size_t)e * m->hp.hidden_size;
 }
 
 /* How many tokens of the chunk are routed to `expert`. */
@@ -233,16 +225,10 @@ static uint32_t group_parts(const colibri_model *m, const layer_view *layer, uin
     *rows = 0;
     for (; e < end; e = used_from(m, e + 1u, n, ws)) {
         expert_view ev;
-        mlp_bias bias;
         uint32_t taken = gather_tokens(m, e, n, *rows, ws);
-        const mlp_bias *b = expert_bias(m, layer, e, &bias);
         colibri_expert_view_load(m, layer, e, &ev);
-        parts[count] = (mlp_part){ev.gate, ev.up, ev.down, NULL, NULL, NULL, *rows, taken};
-        if (b != NULL) {
-            parts[count].gate_bias = b->gate;
-            parts[count].up_bias = b->up;
-            parts[count].down_bias = b->down;
-        }
+        parts[count] = (mlp_part){ev.gate, ev.up, ev.down, {NULL, NULL, NULL}, *rows, taken};
+        expert_biases(m, layer, e, &parts[count]);
         count++;
         *rows += taken;
     }
@@ -260,7 +246,7 @@ static void routed_experts(const colibri_model *m, const layer_view *layer, uint
     const colibri_hparams *hp = &m->hp;
     uint32_t e, end;
     colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts,
-                   hp->hidden_size, n, ws->xq, 0u);
+                   hp->hidden_size, n, ws->xq);
     add_bias(m, ws->router, layer->router_logit_bias, hp->n_experts, n);
     for (uint32_t t = 0; t < n; t++) {
         colibri_router_select(m, ws->router + (size_t)t * hp->n_experts, layer->router_bias,

@@ -119,7 +119,7 @@ static void chunk_forward(const colibri_model *m, colibri_state *state, const in
         const float *x = ws->x + (size_t)first_logits * hidden;
         norm_rows(m, ws->xn, x, m->output_norm, m->output_norm_bias, rows);
         colibri_linear(m, logits, hp->vocab_size, output_projection(m), ws->xn, hp->vocab_size,
-                       hidden, rows, ws->xq, 0u);
+                       hidden, rows, ws->xq);
         for (uint32_t t = 0; m->lm_head_bias != NULL && t < rows; t++) {
             m->kernels.add(logits + (size_t)t * hp->vocab_size, m->lm_head_bias, hp->vocab_size);
         }

@@ -124,17 +124,14 @@ void colibri_quantize_rows(void *xq, const float *x, uint32_t cols, uint32_t n)
     }
 }
 
-uint32_t colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
-                        const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq,
-                        uint32_t xq_ready)
+void colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
+                    const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq)
 {
     linear_product p = {out, product_input(w, x, xq), w, (uint32_t)out_stride, rows, cols, n};
-    if (w.dtype != DTYPE_F32 && !xq_ready) { /* each input row quantized once, whatever the split */
+    if (w.dtype != DTYPE_F32) { /* each input row quantized once, whatever the split */
         colibri_quantize_rows(xq, x, cols, n);
-        xq_ready = 1u;
     }
     colibri_linear_group(m, &p, 1u);
-    return xq_ready;
 }
 
 int colibri_parallel_tasks(const colibri_model *m, uint32_t n_tasks, uint64_t work,

@@ -13,15 +13,11 @@
  * interrupt handler) the kernel runs here. A Q8/Q4 matrix first quantizes
  * the n input rows into xq (the workspace's activation blocks, n *
  * ceil(cols / 32) of them; unused for float32) and takes the quantized dot
- * of docs/kernels.md: the same bits for every split and every n. With
- * xq_ready, xq already holds these rows' blocks (the previous product on the
- * same rows made them) and they are not made again. Returns whether xq holds
- * the blocks of x afterwards: pass it as xq_ready to the next product on the
- * same, unchanged rows.
+ * of docs/kernels.md: the same bits for every split and every n. Products
+ * that share their input or need nothing from each other: colibri_linear_group.
  */
-uint32_t colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
-                        const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq,
-                        uint32_t xq_ready);
+void colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
+                    const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq);
 
 /* Products colibri_linear_group runs in one batch of the port's threads
  * (more are run as several batches): q, k and v, or the gate and up
@@ -56,6 +52,18 @@ static inline const void *product_input(matrix_ref w, const float *x, const coli
  * overlap each other or any input.
  */
 void colibri_linear_group(const colibri_model *m, const linear_product *products, uint32_t count);
+
+/* Whether any of the products has Q8/Q4 weights (its input must be
+ * quantized first). */
+static inline int colibri_products_quantized(const linear_product *p, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        if (p[i].w.dtype != DTYPE_F32) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 /* Quantize n rows of cols floats (cols apart) into n * ceil(cols / 32)
  * activation blocks at xq. */

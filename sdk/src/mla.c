@@ -25,15 +25,15 @@ static void queries(const colibri_model *m, const layer_view *layer, workspace *
     const colibri_hparams *hp = &m->hp;
     uint32_t q_dim = hp->n_heads * hp->head_dim, rank = hp->q_lora_rank;
     if (rank == 0) {
-        colibri_linear(m, ws->q, q_dim, layer->wq, ws->xn, q_dim, hp->hidden_size, n, ws->xq, 0u);
+        colibri_linear(m, ws->q, q_dim, layer->wq, ws->xn, q_dim, hp->hidden_size, n, ws->xq);
         return;
     }
-    colibri_linear(m, ws->v, rank, layer->q_a, ws->xn, rank, hp->hidden_size, n, ws->xq, 0u);
+    colibri_linear(m, ws->v, rank, layer->q_a, ws->xn, rank, hp->hidden_size, n, ws->xq);
     for (uint32_t t = 0; t < n; t++) {
         m->kernels.rmsnorm(ws->v + (size_t)t * rank, ws->v + (size_t)t * rank, layer->q_a_norm,
                            rank, hp->lora_eps);
     }
-    colibri_linear(m, ws->q, q_dim, layer->wq, ws->v, q_dim, rank, n, ws->xq, 0u);
+    colibri_linear(m, ws->q, q_dim, layer->wq, ws->v, q_dim, rank, n, ws->xq);
 }
 
 /* Token t's latent (normed) and RoPE key (rotated) into the cache at pos,
@@ -113,7 +113,7 @@ void colibri_mla_forward(const colibri_model *m, const layer_view *layer, uint32
     uint32_t stride = cache_stride(hp), out_dim = hp->n_heads * hp->v_head_dim;
     float *cache = state->k_cache + (size_t)layer_index * state->max_context * stride;
     queries(m, layer, ws, n);
-    colibri_linear(m, ws->k, stride, layer->kv_a, ws->xn, stride, hp->hidden_size, n, ws->xq, 0u);
+    colibri_linear(m, ws->k, stride, layer->kv_a, ws->xn, stride, hp->hidden_size, n, ws->xq);
     for (uint32_t t = 0; t < n; t++) {
         latent_of_token(m, layer, cache, state->pos + t, t, ws);
     }
@@ -126,5 +126,5 @@ void colibri_mla_forward(const colibri_model *m, const layer_view *layer, uint32
         }
     }
     colibri_linear(m, ws->ffn_out, hp->hidden_size, layer->wo, ws->attn, hp->hidden_size, out_dim,
-                   n, ws->xq, 0u);
+                   n, ws->xq);
 }
