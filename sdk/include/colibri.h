@@ -49,7 +49,7 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 7
+#define COLIBRI_FORMAT_MINOR 8
 
 /* Largest top_k an image may ask for, and largest max_context. The other
  * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
@@ -182,6 +182,15 @@ typedef struct colibri_port {
 #define COLIBRI_Q8_BLOCK_BYTES 34u
 #define COLIBRI_Q4_BLOCK_BYTES 18u
 
+/* The same blocks in groups of 16 rows (format 1.8, dtypes Q8_R16 and
+ * Q4_R16): a group is ceil(cols / 32) tiles in block order, tile b holding
+ * block b of each of its 16 rows: the 16 binary16 scales (row i at 2i), then
+ * 64-byte chunks k where bytes 4i .. 4i + 3 belong to row i: Q8 (8 chunks)
+ * its elements 4k .. 4k + 3; Q4 (4 chunks) elements 4k .. 4k + 3 in the low
+ * nibbles and 16 + 4k .. 16 + 4k + 3 in the high ones. A matrix's last group
+ * is padded with zero rows. 16 * 34 = 544 and 16 * 18 = 288 bytes a tile. */
+#define COLIBRI_QGROUP_ROWS 16u
+
 /* One block of 32 quantized activations: x[i] ~ d * q[i], q in [-127, 127]
  * (the core's one activation quantizer makes them, docs/kernels.md). A row
  * of cols activations is ceil(cols / 32) of these. */
@@ -224,6 +233,14 @@ typedef struct colibri_kernels {
     /* The same with Q4 weight blocks (18 bytes each). */
     void (*matmat_q4)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
                       uint32_t rows, uint32_t cols, uint32_t n);
+    /* The same products with the weights in groups of 16 rows (Q8_R16,
+     * Q4_R16 above): w is a group's first tile; rows need not be a multiple
+     * of 16 (the last group's padding rows are not written). Same bits as
+     * matmat_q8/q4 on the same blocks. */
+    void (*matmat_q8r16)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                         uint32_t rows, uint32_t cols, uint32_t n);
+    void (*matmat_q4r16)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                         uint32_t rows, uint32_t cols, uint32_t n);
 } colibri_kernels;
 
 /* The portable C kernels: always built, the definition of every result. */

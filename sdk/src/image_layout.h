@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "colibri.h"
+
 #define IMG_MAGIC "COLIBRI\x1a"
 #define IMG_MAGIC_SIZE 8u
 #define IMG_HEADER_SIZE 256u
@@ -129,9 +131,24 @@ enum {
     TEN_BLOCK = 48,     /* format 1.3, quantized dtypes: weights per block */
     TEN_ROW_BLOCKS = 52 /* and blocks per row */
 };
-/* Tensor dtypes (section 3.3): float32, and the blockwise Q8 and Q4 (1.3),
- * whose block sizes are COLIBRI_QBLOCK and COLIBRI_Q8/Q4_BLOCK_BYTES. */
-enum { DTYPE_F32 = 0, DTYPE_Q8 = 1, DTYPE_Q4 = 2 };
+/* Tensor dtypes (section 3.3): float32, the blockwise Q8 and Q4 (1.3),
+ * whose block sizes are COLIBRI_QBLOCK and COLIBRI_Q8/Q4_BLOCK_BYTES, and
+ * the same blocks in groups of COLIBRI_QGROUP_ROWS rows (1.8). */
+enum { DTYPE_F32 = 0, DTYPE_Q8 = 1, DTYPE_Q4 = 2, DTYPE_Q8_R16 = 3, DTYPE_Q4_R16 = 4 };
+
+/* Bytes of one block of a quantized dtype (0 for float32). */
+static inline uint32_t dtype_block_bytes(uint32_t dtype)
+{
+    return dtype == DTYPE_Q8 || dtype == DTYPE_Q8_R16   ? COLIBRI_Q8_BLOCK_BYTES
+           : dtype == DTYPE_Q4 || dtype == DTYPE_Q4_R16 ? COLIBRI_Q4_BLOCK_BYTES
+                                                        : 0u;
+}
+
+/* Whether a dtype stores its rows in groups of 16 (1.8). */
+static inline int dtype_row_groups(uint32_t dtype)
+{
+    return dtype == DTYPE_Q8_R16 || dtype == DTYPE_Q4_R16;
+}
 
 /* Tensor roles (section 3.1). */
 enum {

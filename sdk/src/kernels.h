@@ -29,6 +29,11 @@ void colibri_k_matmat_q8(float *out, size_t out_stride, const uint8_t *w, const 
                          uint32_t rows, uint32_t cols, uint32_t n);
 void colibri_k_matmat_q4(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
                          uint32_t rows, uint32_t cols, uint32_t n);
+/* The same with the weights in groups of 16 rows (Q8_R16, Q4_R16). */
+void colibri_k_matmat_q8r16(float *out, size_t out_stride, const uint8_t *w,
+                            const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n);
+void colibri_k_matmat_q4r16(float *out, size_t out_stride, const uint8_t *w,
+                            const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n);
 
 /* sum_i a[i] * b[i], in the canonical order (16 lanes, then a pairwise tree). */
 float colibri_k_dot(const float *a, const float *b, uint32_t n);

@@ -25,12 +25,25 @@ typedef struct group_job {
     uint32_t rows_per_task[COLIBRI_LINEAR_GROUP_MAX];
 } group_job;
 
-/* Bytes of one weight row of product p. */
+/* Bytes of one weight row of product p (of 16 rows in a group: first is
+ * a multiple of 16, TASK_ROW_STEP). */
 static size_t row_bytes(const linear_product *p)
 {
-    uint32_t block = p->w.dtype == DTYPE_Q8 ? COLIBRI_Q8_BLOCK_BYTES : COLIBRI_Q4_BLOCK_BYTES;
-    return p->w.dtype == DTYPE_F32 ? (size_t)p->cols * sizeof(float)
-                                   : (size_t)colibri_qblocks(p->cols) * block;
+    return p->w.dtype == DTYPE_F32
+               ? (size_t)p->cols * sizeof(float)
+               : (size_t)colibri_qblocks(p->cols) * dtype_block_bytes(p->w.dtype);
+}
+
+/* The quantized product slot of a dtype. */
+typedef void (*qmatmat_fn)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                           uint32_t rows, uint32_t cols, uint32_t n);
+
+static qmatmat_fn quantized_product(const colibri_kernels *k, uint32_t dtype)
+{
+    return dtype == DTYPE_Q8       ? k->matmat_q8
+           : dtype == DTYPE_Q4     ? k->matmat_q4
+           : dtype == DTYPE_Q8_R16 ? k->matmat_q8r16
+                                   : k->matmat_q4r16;
 }
 
 /* Output rows [first, first + rows) of product p. */
@@ -39,13 +52,12 @@ static void product_rows(const colibri_kernels *k, const linear_product *p, uint
 {
     const uint8_t *w = (const uint8_t *)p->w.data + (size_t)first * row_bytes(p);
     float *out = p->out + first;
-    if (p->w.dtype == DTYPE_Q8) {
-        k->matmat_q8(out, p->out_stride, w, (const colibri_qblock *)p->in, rows, p->cols, p->n);
-    } else if (p->w.dtype == DTYPE_Q4) {
-        k->matmat_q4(out, p->out_stride, w, (const colibri_qblock *)p->in, rows, p->cols, p->n);
-    } else {
+    if (p->w.dtype == DTYPE_F32) {
         k->matmat_f32(out, p->out_stride, (const float *)(const void *)w, (const float *)p->in,
                       rows, p->cols, p->n);
+    } else {
+        quantized_product(k, p->w.dtype)(out, p->out_stride, w, (const colibri_qblock *)p->in, rows,
+                                         p->cols, p->n);
     }
 }
 

@@ -114,19 +114,26 @@ static int role_quantizable(uint16_t role)
            (role >= ROLE_EXPERT_GATE && role <= ROLE_EXPERT_DOWN);
 }
 
+/* Rows in groups of 16 (1.8) only where the rows go through a product: not
+ * the token embedding, whose rows are read one by one. */
 static int dtype_allowed(uint16_t role, uint32_t dtype)
 {
     return dtype == DTYPE_F32 ||
-           ((dtype == DTYPE_Q8 || dtype == DTYPE_Q4) && role_quantizable(role));
+           ((dtype == DTYPE_Q8 || dtype == DTYPE_Q4) && role_quantizable(role)) ||
+           (dtype_row_groups(dtype) && role_quantizable(role) && role != ROLE_TOKEN_EMBED);
 }
 
 /* The size a tensor's dtype and shape give (section 3.3): float32 elements,
- * or rows of blocks (block fields checked first). */
+ * or rows of blocks, whole groups of 16 rows for the R16 dtypes (block
+ * fields checked first). */
 static colibri_status size_matches(const uint8_t *e, const expected_tensor *want, uint32_t dtype)
 {
     uint64_t size = colibri_rd_u64(e + TEN_SIZE), rows = want->rows;
     uint32_t row_blocks = (want->cols + COLIBRI_QBLOCK - 1u) / COLIBRI_QBLOCK;
-    uint64_t block_bytes = dtype == DTYPE_Q8 ? COLIBRI_Q8_BLOCK_BYTES : COLIBRI_Q4_BLOCK_BYTES;
+    uint64_t block_bytes = dtype_block_bytes(dtype);
+    if (dtype_row_groups(dtype)) {
+        rows = (rows + COLIBRI_QGROUP_ROWS - 1u) / COLIBRI_QGROUP_ROWS * COLIBRI_QGROUP_ROWS;
+    }
     if (dtype == DTYPE_F32) {
         uint64_t elements = rows * (want->cols ? want->cols : 1u);
         return size == elements * sizeof(float) ? COLIBRI_OK : COLIBRI_E_BAD_SHAPE;

@@ -10,21 +10,25 @@ static int tensor_intact(const colibri_model *m, uint32_t index)
     return colibri_crc32_update(0, data, size) == colibri_rd_u32(e + TEN_CRC);
 }
 
-/* Every block's binary16 scale of a Q8/Q4 tensor is finite (exponent bits
- * not all ones); float32 tensors have no scales. */
+/* Every block's binary16 scale of a quantized tensor is finite (exponent
+ * bits not all ones): the first 2 bytes of each block, or the first 32 of
+ * each tile of 16 (R16 dtypes); float32 tensors have no scales. */
 static int scales_finite(const colibri_model *m, uint32_t index)
 {
     const uint8_t *e = tensor_entry(m, index);
     uint32_t dtype = colibri_rd_u16(e + TEN_DTYPE);
     const uint8_t *data = m->image + colibri_rd_u64(e + TEN_OFFSET);
     uint64_t size = colibri_rd_u64(e + TEN_SIZE);
-    uint64_t step = dtype == DTYPE_Q8 ? COLIBRI_Q8_BLOCK_BYTES : COLIBRI_Q4_BLOCK_BYTES;
+    uint32_t scales = dtype_row_groups(dtype) ? COLIBRI_QGROUP_ROWS : 1u;
+    uint64_t step = (uint64_t)dtype_block_bytes(dtype) * scales;
     if (dtype == DTYPE_F32) {
         return 1;
     }
     for (uint64_t at = 0; at < size; at += step) {
-        if ((colibri_rd_u16(data + at) & 0x7C00u) == 0x7C00u) {
-            return 0;
+        for (uint32_t i = 0; i < scales; i++) {
+            if ((colibri_rd_u16(data + at + 2u * i) & 0x7C00u) == 0x7C00u) {
+                return 0;
+            }
         }
     }
     return 1;

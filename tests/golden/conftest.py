@@ -51,7 +51,8 @@ def quantized(converted):
     """(family, quant) -> (hf_model, model.bin path): the model of `converted`
     with its feed-forward matrices stored Q8 ("int8") or Q4 ("int4"); with
     "+attention" appended, the attention projections too, with "+embeddings"
-    the token embedding and LM head."""
+    the token embedding and LM head; with "+rows16" in groups of 16 rows
+    (colibri-convert --row-groups)."""
     from colibri_tools.convert import convert
 
     cache: dict[tuple[str, str], tuple] = {}
@@ -63,7 +64,8 @@ def quantized(converted):
             bits, *parts = quant.split("+")
             out = root / quant.replace("+", "_")
             convert(root / "hf", out, context=64, progress=False, quant=bits,
-                    quant_attention="attention" in parts, quant_embeddings="embeddings" in parts)
+                    quant_attention="attention" in parts, quant_embeddings="embeddings" in parts,
+                    row_groups="rows16" in parts)
             cache[family, quant] = (model, out / "model.bin")
         return cache[family, quant]
 

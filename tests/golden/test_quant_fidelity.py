@@ -141,6 +141,26 @@ def test_quantized_kernel_tables_bit_identical(family, quant, table, quantized, 
     assert got == want
 
 
+@pytest.mark.parametrize("quant", ["int8+attention", "int4+attention+embeddings"])
+@pytest.mark.parametrize("family", ["qwen2_moe", "olmoe", "granitemoeshared", "gpt_oss"])
+def test_row_groups_give_the_same_bits(family, quant, quantized, colibri_run, tmp_path):
+    """The same blocks in groups of 16 rows (format 1.8): the logits of the
+    row-by-row image (reference kernels, one thread, one token at a time) bit
+    for bit, with the fastest table here and threads and chunks, and with the
+    reference kernels."""
+    model, image = quantized(family, quant)
+    _, grouped = quantized(family, quant + "+rows16")
+    assert grouped.read_bytes()[10] == 8 and grouped.read_bytes() != image.read_bytes()
+    vocab = model.config.vocab_size
+    ids = [(7 * i + 3) % vocab for i in range(40)]
+    want = _logits(colibri_run, image, ids, tmp_path / "rows.bin", vocab, "--kernels", "reference",
+                   "--threads", "1", "--batch", "1")
+    for options in (("--kernels", "reference"), ("--threads", "2", "--batch", "7"),
+                    ("--threads", "1", "--batch", "1")):
+        got = _logits(colibri_run, grouped, ids, tmp_path / "groups.bin", vocab, *options)
+        assert got == want, options
+
+
 # Router agreement (colibri-quant-report's figures) on the same prompts: the
 # fraction of (token, MoE layer) pairs whose expert set differs from the
 # float32 image's. Measured (docs/quantization.md): int8 0-3.1 %, int4 0.6-16.9 %

@@ -3,10 +3,10 @@ colibri_verify) must report. Built from one valid image by editing bytes at
 the offsets docs/format.md gives; written here on their own, independent of
 the converter's code, so a mistake in the writer cannot hide here.
 
-    python tests/sdk/broken_images.py VALID_MODEL_BIN OUT_DIR [VALID_Q8_MODEL_BIN]
+    python tests/sdk/broken_images.py VALID_MODEL_BIN OUT_DIR [VALID_Q8_MODEL_BIN [VALID_R16_MODEL_BIN]]
 writes one file per defect plus manifest.json (name -> expected statuses);
 with an image whose feed-forward matrices are Q8 (format 1.3), also the
-quantized defects.
+quantized defects, and with one whose are Q4_R16 (1.8), those of row groups.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ QUANT_SIZE, QUANT_BLOCKS, QUANT_SCALE = 31, 32, 33
 
 HEADER, LAYER_ENTRY, TENSOR_ENTRY = 256, 16, 64
 ROLE_ATTN_NORM, ROLE_ROUTER, ROLE_EXPERT_GATE = 16, 40, 48
-DTYPE_Q8, DTYPE_Q4 = 1, 2
+DTYPE_Q8, DTYPE_Q4, DTYPE_Q8_R16, DTYPE_Q4_R16 = 1, 2, 3, 4
+ROLE_TOKEN_EMBED = 1
 
 
 def put(img: bytearray, offset: int, fmt: str, value) -> None:
@@ -300,7 +301,7 @@ def _quant_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "q8_size_one_row_long": (edited(v, set_at(gate + 40, "Q", size + get(v, gate + 52, "I")
                                                   * 34)), init(QUANT_SIZE)),
         "q8_read_as_q4": (edited(v, set_at(gate + 6, "H", DTYPE_Q4)), init(QUANT_SIZE)),
-        "q8_dtype_unknown": (edited(v, set_at(gate + 6, "H", 3)), init(UNSUPPORTED_DTYPE)),
+        "q8_dtype_unknown": (edited(v, set_at(gate + 6, "H", 5)), init(UNSUPPORTED_DTYPE)),
         "q8_router": (edited(v, set_at(router + 6, "H", DTYPE_Q8)), init(UNSUPPORTED_DTYPE)),
         "q4_norm": (edited(v, set_at(norm + 6, "H", DTYPE_Q4)), init(UNSUPPORTED_DTYPE)),
         "q8_scale_nan": (edited(v, scale(0x7E00, 1)), {"init": OK, "verify": QUANT_SCALE}),
@@ -309,13 +310,55 @@ def _quant_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     }
 
 
-def write_broken_images(valid: bytes, out_dir: pathlib.Path,
-                        quantized: bytes | None = None) -> dict[str, dict]:
+def _row_group_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
+    """Defects of a format 1.8 image whose expert matrices are Q4_R16: tiles
+    of 16 rows (16 binary16 scales, then 256 bytes of nibbles), the last
+    group of a matrix padded to 16 rows."""
+    gate = tensor(v, first_expert_gate(v))
+    embed = tensor(v, first_role(v, ROLE_TOKEN_EMBED))
+    data_at, size = get(v, gate + 32, "Q"), get(v, gate + 40, "Q")
+    rows, row_blocks = get(v, gate + 12, "I"), get(v, gate + 52, "I")
+    assert get(v, gate + 6, "H") == DTYPE_Q4_R16 and rows % 16 != 0
+    tile = 16 * 18
+
+    def set_at(offset: int, fmt: str, value):
+        return lambda img: put(img, offset, fmt, value)
+
+    def scale(bits: int, at: int):
+        """The scale at data byte `at` set to the binary16 `bits`, data CRC made right."""
+        def edit(img: bytearray) -> None:
+            put(img, data_at + at, "H", bits)
+            put(img, gate + 28, "I", zlib.crc32(bytes(img[data_at:data_at + size])))
+        return edit
+
+    init = lambda status: {"init": status}  # noqa: E731
+    last_group = (rows // 16) * row_blocks * tile  # its tile 0; rows past `rows` are padding
+    return {
+        "r16_size_rows_not_padded": (edited(v, set_at(gate + 40, "Q", rows * row_blocks * 18)),
+                                     init(QUANT_SIZE)),
+        "r16_size_one_tile_short": (edited(v, set_at(gate + 40, "Q", size - tile)),
+                                    init(QUANT_SIZE)),
+        "r16_token_embedding": (edited(v, set_at(embed + 6, "H", DTYPE_Q4_R16)),
+                                init(UNSUPPORTED_DTYPE)),
+        "r16_read_as_q4": (edited(v, set_at(gate + 6, "H", DTYPE_Q4)), init(QUANT_SIZE)),
+        "r16_scale_nan": (edited(v, scale(0x7E00, tile + 2 * 5)),
+                          {"init": OK, "verify": QUANT_SCALE}),
+        "r16_padding_row_scale_infinite": (edited(v, scale(0x7C00, last_group + 2 * 15)),
+                                           {"init": OK, "verify": QUANT_SCALE}),
+    }
+
+
+def write_broken_images(valid: bytes, out_dir: pathlib.Path, quantized: bytes | None = None,
+                        row_groups: bytes | None = None) -> dict[str, dict]:
+    """Write every defect of `valid` (and of the Q8 image `quantized`, the
+    Q4_R16 image `row_groups` when given) with a manifest of the statuses."""
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {}
     defects = _defects(valid)
     if quantized is not None:
         defects.update(_quant_defects(quantized))
+    if row_groups is not None:
+        defects.update(_row_group_defects(row_groups))
     for name, (data, expect) in defects.items():
         (out_dir / f"{name}.bin").write_bytes(data)
         manifest[name] = expect
@@ -325,4 +368,5 @@ def write_broken_images(valid: bytes, out_dir: pathlib.Path,
 
 if __name__ == "__main__":
     write_broken_images(pathlib.Path(sys.argv[1]).read_bytes(), pathlib.Path(sys.argv[2]),
-                        pathlib.Path(sys.argv[3]).read_bytes() if len(sys.argv) > 3 else None)
+                        pathlib.Path(sys.argv[3]).read_bytes() if len(sys.argv) > 3 else None,
+                        pathlib.Path(sys.argv[4]).read_bytes() if len(sys.argv) > 4 else None)

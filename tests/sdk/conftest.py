@@ -75,7 +75,15 @@ def valid_q4_image(tmp_path_factory) -> pathlib.Path:
     return _quantized_image(tmp_path_factory, "int4", attention=True)
 
 
-def _quantized_image(tmp_path_factory, quant: str, attention: bool = False) -> pathlib.Path:
+@pytest.fixture(scope="session")
+def valid_r16_image(tmp_path_factory) -> pathlib.Path:
+    """The Q4 image above with its matrices (but the token embedding) in groups
+    of 16 rows (format 1.8: Q4_R16, and Q8_R16 for K, V and the LM head)."""
+    return _quantized_image(tmp_path_factory, "int4", attention=True, row_groups=True)
+
+
+def _quantized_image(tmp_path_factory, quant: str, attention: bool = False,
+                     row_groups: bool = False) -> pathlib.Path:
     from colibri_tools.convert import convert
     from hf_models import build_model, save_checkpoint
 
@@ -83,5 +91,5 @@ def _quantized_image(tmp_path_factory, quant: str, attention: bool = False) -> p
     model, _ = build_model("qwen2_moe", seed=3)
     save_checkpoint(model, root / "hf")
     convert(root / "hf", root / "out", context=64, progress=False, quant=quant,
-            quant_attention=attention, quant_embeddings=attention)
+            quant_attention=attention, quant_embeddings=attention, row_groups=row_groups)
     return root / "out" / "model.bin"

@@ -75,17 +75,20 @@ def test_valid_image_loads_verifies_and_runs(asan_bins, valid_image):
     assert probe(asan_bins, valid_image) == {"init": 0, "verify": 0, "forward": 0}
 
 
-def test_quantized_images_load_verify_and_run(asan_bins, valid_q8_image, valid_q4_image):
-    """Format 1.3: Q8 feed-forward matrices; Q4 feed-forward and attention
-    (under ASan/UBSan: no read past a quantized tensor)."""
-    for image in (valid_q8_image, valid_q4_image):
-        assert image.read_bytes()[10] == 3  # version_minor
+def test_quantized_images_load_verify_and_run(asan_bins, valid_q8_image, valid_q4_image,
+                                              valid_r16_image):
+    """Format 1.3: Q8 feed-forward matrices; Q4 feed-forward and attention;
+    1.8: the same in groups of 16 rows (under ASan/UBSan: no read past a
+    quantized tensor, nor past a padded last group)."""
+    for image, minor in ((valid_q8_image, 3), (valid_q4_image, 3), (valid_r16_image, 8)):
+        assert image.read_bytes()[10] == minor  # version_minor
         assert probe(asan_bins, image) == {"init": 0, "verify": 0, "forward": 0}
 
 
-def test_broken_images_each_report_their_status(asan_bins, valid_image, valid_q8_image, tmp_path):
+def test_broken_images_each_report_their_status(asan_bins, valid_image, valid_q8_image,
+                                                valid_r16_image, tmp_path):
     manifest = write_broken_images(valid_image.read_bytes(), tmp_path / "broken",
-                                   valid_q8_image.read_bytes())
+                                   valid_q8_image.read_bytes(), valid_r16_image.read_bytes())
     wrong = {}
     for name, expect in manifest.items():
         got = probe(asan_bins, tmp_path / "broken" / f"{name}.bin")
@@ -102,7 +105,7 @@ def test_fingerprint_mismatch_is_refused(asan_bins, valid_image):
 
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="libFuzzer needs clang")
-def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_mla_image,
+def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_r16_image, valid_mla_image,
                                  valid_family_images, tmp_path, record_property):
     """Bounded libFuzzer run seeded with a valid image, a Multi-head Latent
     Attention one, PhiMoE, ERNIE-4.5 and gpt-oss ones and the broken ones;
@@ -111,7 +114,8 @@ def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_mla_image,
     docs/core.md, "Fuzzing"."""
     subprocess.run(["make", "-s", "fuzz"], cwd=REPO, check=True)
     corpus = tmp_path / "corpus"
-    write_broken_images(valid_image.read_bytes(), corpus, valid_q8_image.read_bytes())
+    write_broken_images(valid_image.read_bytes(), corpus, valid_q8_image.read_bytes(),
+                        valid_r16_image.read_bytes())
     (corpus / "manifest.json").unlink()
     (corpus / "valid_mla.bin").write_bytes(valid_mla_image.read_bytes())
     for image in valid_family_images:
@@ -127,14 +131,16 @@ def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_mla_image,
     assert runs >= 500 * int(seconds), f"only {runs} executions in {seconds} s"
 
 
-def test_python_reader_agrees_with_the_core(valid_image, valid_q8_image, tmp_path):
+def test_python_reader_agrees_with_the_core(valid_image, valid_q8_image, valid_r16_image,
+                                            tmp_path):
     """The tools' image reader reports the same status as colibri_init (and,
     for an image colibri_init accepts, as colibri_verify)."""
     from colibri_tools.errors import ImageFormatError
     from colibri_tools.image_format import read_image
     from colibri_tools.status import Status
 
-    manifest = write_broken_images(valid_image.read_bytes(), tmp_path, valid_q8_image.read_bytes())
+    manifest = write_broken_images(valid_image.read_bytes(), tmp_path, valid_q8_image.read_bytes(),
+                                   valid_r16_image.read_bytes())
     for name, expect in manifest.items():
         data = (tmp_path / f"{name}.bin").read_bytes()
         if expect["init"] == 0:

@@ -280,6 +280,8 @@ enum {
 static const uint32_t q_rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33};
 static const uint32_t q_tokens[] = {1, 2, 3, 4, 5, 8, 9, 12, 17};
 enum { Q8 = 0, Q4 = 1 };
+/* How the blocks are laid out: row after row, or in groups of 16 rows (R16). */
+enum { BY_ROW = 0, R16 = 1, G = 16 };
 
 /* binary16 bits h by the formula of IEEE 754 (not the core's bit moves). */
 static float spec_half(uint16_t h)
@@ -325,6 +327,29 @@ typedef struct qweights {
 static size_t qblock_bytes(int kind)
 {
     return kind == Q8 ? 34u : 18u;
+}
+
+/* R16 (colibri.h): tile (group g, block b) = 16 scales, then chunks of 64
+ * bytes, row i's 4 bytes of chunk k at 4i. Padding rows: all bytes 0xFF (a
+ * NaN scale), which no output may show. */
+static void qpack_r16(uint8_t *out, const qweights *w)
+{
+    size_t bytes = qblock_bytes(w->kind), groups = (w->rows + G - 1) / G;
+    memset(out, 0xFF, groups * G * w->nb * bytes);
+    for (uint32_t r = 0; r < w->rows; r++) {
+        for (uint32_t b = 0; b < w->nb; b++) {
+            uint8_t *tile = out + ((r / G) * w->nb + b) * G * bytes;
+            const int16_t *v = &w->v[r][b * QK];
+            uint32_t i = r % G;
+            tile[2 * i] = (uint8_t)(w->h[r][b] & 0xFF),
+                     tile[2 * i + 1] = (uint8_t)(w->h[r][b] >> 8);
+            for (uint32_t e = 0; e < (w->kind == Q8 ? 32u : 16u); e++) {
+                tile[32 + 64 * (e / 4) + 4 * i + e % 4] =
+                    w->kind == Q8 ? (uint8_t)(int8_t)v[e]
+                                  : (uint8_t)((v[e] + 8) | ((v[e + 16] + 8) << 4));
+            }
+        }
+    }
 }
 
 static void qpack(uint8_t *out, const qweights *w)
@@ -434,7 +459,7 @@ static void activations_fill(float *x, uint32_t cols, uint32_t t, int kind)
     }
 }
 
-static _Alignas(64) uint8_t q_packed[Q_ROWS * Q_MAX_NB * 34u + 64u];
+static _Alignas(64) uint8_t q_packed[(Q_ROWS + G - 1) / G * G * Q_MAX_NB * 34u + 64u];
 static qweights q_w;
 static float q_x[Q_TOKENS][Q_MAX_COLS], q_d[Q_TOKENS][Q_MAX_NB];
 static int8_t q_q[Q_TOKENS][Q_MAX_NB * QK];
@@ -459,14 +484,31 @@ static void check_quantizer(uint32_t cols, int kind)
     check(ok, &colibri_kernels_reference, "quantize_row", cols, 0, kind);
 }
 
-/* rows 1..9, 16, 17, 33 and n 1..5, 8, 9 for one cols, weights kind and activations kind;
- * the output's gap columns must stay as they were. shift: weights at an
- * odd address (blocks have no alignment). */
-static void test_quant_matmat(const colibri_kernels *k, int wkind, uint32_t cols, int akind,
-                              uint32_t shift)
+typedef void (*qmatmat_fn)(float *, size_t, const uint8_t *, const colibri_qblock *, uint32_t,
+                           uint32_t, uint32_t);
+
+static qmatmat_fn qslot(const colibri_kernels *k, int wkind, int layout)
+{
+    if (layout == R16) {
+        return wkind == Q8 ? k->matmat_q8r16 : k->matmat_q4r16;
+    }
+    return wkind == Q8 ? k->matmat_q8 : k->matmat_q4;
+}
+
+static const char *qslot_name(int wkind, int layout)
+{
+    static const char *names[2][2] = {{"matmat_q8", "matmat_q4"}, {"matmat_q8r16", "matmat_q4r16"}};
+    return names[layout][wkind];
+}
+
+/* rows 1..9, 16, 17, 33 and n 1..5, 8, 9 for one cols, weights kind, layout
+ * and activations kind; the output's gap columns must stay as they were.
+ * shift: weights at an odd address (blocks have no alignment). */
+static void test_quant_matmat(const colibri_kernels *k, int wkind, int layout, uint32_t cols,
+                              int akind, uint32_t shift)
 {
     qweights_fill(&q_w, wkind, Q_ROWS, cols, akind % 2);
-    qpack(q_packed + shift, &q_w);
+    (layout == R16 ? qpack_r16 : qpack)(q_packed + shift, &q_w);
     check_quantizer(cols, akind);
     int ok = 1;
     for (size_t ri = 0; ri < sizeof q_rows / sizeof q_rows[0]; ri++) {
@@ -475,8 +517,7 @@ static void test_quant_matmat(const colibri_kernels *k, int wkind, uint32_t cols
             for (uint32_t i = 0; i < Q_TOKENS * Q_OUT_STRIDE; i++) {
                 got[i] = want[i] = (float)i;
             }
-            (wkind == Q8 ? k->matmat_q8 : k->matmat_q4)(got, Q_OUT_STRIDE, q_packed + shift,
-                                                        q_blocks, rows, cols, n);
+            qslot(k, wkind, layout)(got, Q_OUT_STRIDE, q_packed + shift, q_blocks, rows, cols, n);
             for (uint32_t t = 0; t < n; t++) {
                 for (uint32_t r = 0; r < rows; r++) {
                     want[t * Q_OUT_STRIDE + r] = spec_qdot(&q_w, r, q_d[t], q_q[t]);
@@ -485,7 +526,7 @@ static void test_quant_matmat(const colibri_kernels *k, int wkind, uint32_t cols
             ok = ok && same(got, want, Q_TOKENS * Q_OUT_STRIDE);
         }
     }
-    check(ok, k, wkind == Q8 ? "matmat_q8" : "matmat_q4", cols, shift, akind);
+    check(ok, k, qslot_name(wkind, layout), cols, shift, akind);
 }
 
 /* Every binary16 value through the core's conversion. */
@@ -499,12 +540,16 @@ static void test_half_to_float(void)
     check(ok, &colibri_kernels_reference, "half_to_float", 65536, 0, DATA_NORMAL);
 }
 
-static void test_quantized(const colibri_kernels *k)
+/* own_r16: the table has its own R16 slots (a NULL one is the reference's,
+ * checked with the reference table). */
+static void test_quantized(const colibri_kernels *k, int own_r16)
 {
     for (size_t c = 0; c < sizeof q_cols / sizeof q_cols[0]; c++) {
         for (int akind = 0; akind < Q_ACT_KINDS; akind++) {
-            for (int wkind = Q8; wkind <= Q4; wkind++) {
-                test_quant_matmat(k, wkind, q_cols[c], akind, (uint32_t)(c % 2u));
+            for (int layout = BY_ROW; layout <= (own_r16 ? R16 : BY_ROW); layout++) {
+                for (int wkind = Q8; wkind <= Q4; wkind++) {
+                    test_quant_matmat(k, wkind, layout, q_cols[c], akind, (uint32_t)(c % 2u));
+                }
             }
         }
     }
@@ -531,6 +576,7 @@ int main(void)
         resolved.matmat_f32 = resolved.matmat_f32 ? resolved.matmat_f32 : ref->matmat_f32;
         resolved.matmat_q8 = resolved.matmat_q8 ? resolved.matmat_q8 : ref->matmat_q8;
         resolved.matmat_q4 = resolved.matmat_q4 ? resolved.matmat_q4 : ref->matmat_q4;
+        int own_r16 = tables[t]->matmat_q8r16 != NULL && tables[t]->matmat_q4r16 != NULL;
         for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
             for (uint32_t shift = 0; shift < 2; shift++) {
                 for (int kind = 0; kind < DATA_KINDS; kind++) {
@@ -547,7 +593,7 @@ int main(void)
             printf("%s: fp32 slots not checked on subnormal inputs (flushed here)\n", k->name);
         }
         test_swiglu_range(k);
-        test_quantized(k);
+        test_quantized(k, own_r16);
         printf("%s: checked\n", k->name);
     }
     printf("%d passed, %d failed\n", passed, failed);

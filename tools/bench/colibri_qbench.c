@@ -1,6 +1,7 @@
 /*
- * colibri_qbench.c - speed of the quantized products (matmat_q8, matmat_q4)
- * of every kernel table this CPU runs, on one thread, against the reference:
+ * colibri_qbench.c - speed of the quantized products (matmat_q8, matmat_q4,
+ * and the same blocks in groups of 16 rows: matmat_q8r16, matmat_q4r16) of
+ * every kernel table this CPU runs, on one thread, against the reference:
  *
  *   colibri-qbench [--rows R] [--cols C] [--tokens N] [--reps K]
  *
@@ -12,7 +13,8 @@
  * ns_per_block: per block of 32 weights and token; weights_gb_per_s: weight
  * bytes per second (decode's figure: what memory must deliver); speedup: the
  * reference's time over this table's; digest: FNV-1a of the output bits,
- * the same on every line of a dtype (the tables agree bit for bit). First,
+ * the same on every line of a dtype and of its r16 twin (the tables and the
+ * layouts agree bit for bit). First,
  * the activation quantizer's ns per block of 32 (every product runs it once
  * per token, whatever the table).
  */
@@ -66,6 +68,25 @@ static uint64_t digest(const float *v, size_t n)
     return h;
 }
 
+/* The blocks of rows x nb (row after row) in groups of 16 rows (colibri.h,
+ * COLIBRI_QGROUP_ROWS); padding rows zero. */
+static void pack_r16(uint8_t *dst, const uint8_t *src, size_t rows, size_t nb, size_t block_bytes)
+{
+    size_t g_rows = COLIBRI_QGROUP_ROWS, tile = g_rows * block_bytes;
+    memset(dst, 0, (rows + g_rows - 1) / g_rows * nb * tile);
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = src + (r * nb + b) * block_bytes;
+            uint8_t *t = dst + ((r / g_rows) * nb + b) * tile;
+            size_t i = r % g_rows;
+            t[2 * i] = blk[0], t[2 * i + 1] = blk[1];
+            for (size_t e = 0; e + 2 < block_bytes; e++) {
+                t[32 + 64 * (e / 4) + 4 * i + e % 4] = blk[2 + e];
+            }
+        }
+    }
+}
+
 typedef void (*qmatmat_fn)(float *, size_t, const uint8_t *, const colibri_qblock *, uint32_t,
                            uint32_t, uint32_t);
 
@@ -105,11 +126,12 @@ int main(int argc, char **argv)
     uint32_t nb = colibri_qblocks((uint32_t)cols);
     size_t blocks = (size_t)rows * nb;
     uint8_t *w = malloc(blocks * COLIBRI_Q8_BLOCK_BYTES);
+    uint8_t *w16 = malloc(((size_t)rows + 15u) / 16u * 16u * nb * COLIBRI_Q8_BLOCK_BYTES);
     float *xf = malloc((size_t)cols * sizeof(float));
     colibri_qblock *x = malloc((size_t)n * nb * sizeof *x),
                    *xs = malloc((size_t)n * nb * sizeof *x);
     float *out = malloc((size_t)n * (size_t)rows * sizeof(float));
-    if (w == NULL || xf == NULL || x == NULL || xs == NULL || out == NULL) {
+    if (w == NULL || w16 == NULL || xf == NULL || x == NULL || xs == NULL || out == NULL) {
         fprintf(stderr, "colibri-qbench: out of memory\n");
         return 1;
     }
@@ -143,26 +165,37 @@ int main(int argc, char **argv)
             order[n_tables++] = tok;
         }
     }
-    for (int q4 = 0; q4 < 2; q4++) {
+    static const char *dtype_names[4] = {"q8", "q4", "q8r16", "q4r16"};
+    for (int dtype = 0; dtype < 4; dtype++) {
+        int q4 = dtype % 2, r16 = dtype / 2;
         size_t block_bytes = q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES;
         uint64_t reference_ns = 0;
+        rng = 2463534242u + (uint32_t)q4; /* the r16 twin gets the same blocks */
         fill_weights(w, blocks, block_bytes);
+        if (r16) {
+            pack_r16(w16, w, (size_t)rows, nb, block_bytes);
+        }
         for (int i = 0; i < n_tables; i++) {
             const colibri_kernels *k = colibri_linux_kernels(order[i]);
-            qmatmat_fn f = k == NULL ? NULL : q4 ? k->matmat_q4 : k->matmat_q8;
+            qmatmat_fn slots[4] = {0};
+            if (k != NULL) {
+                slots[0] = k->matmat_q8, slots[1] = k->matmat_q4;
+                slots[2] = k->matmat_q8r16, slots[3] = k->matmat_q4r16;
+            }
+            qmatmat_fn f = slots[dtype];
             if (f == NULL) {
                 continue; /* not for this CPU, or the reference's slot */
             }
-            uint64_t ns =
-                best_time(f, out, w, x, (uint32_t)rows, (uint32_t)cols, (uint32_t)n, reps);
+            uint64_t ns = best_time(f, out, r16 ? w16 : w, x, (uint32_t)rows, (uint32_t)cols,
+                                    (uint32_t)n, reps);
             reference_ns = i == 0 ? ns : reference_ns;
             printf("table=%s dtype=%s tokens=%d ns_per_block=%.3f weights_gb_per_s=%.2f "
                    "speedup=%.2f digest=%016llx\n",
-                   order[i], q4 ? "q4" : "q8", n, (double)ns / (double)(blocks * (size_t)n),
+                   order[i], dtype_names[dtype], n, (double)ns / (double)(blocks * (size_t)n),
                    (double)(blocks * block_bytes) / (double)ns, (double)reference_ns / (double)ns,
                    (unsigned long long)digest(out, (size_t)n * (size_t)rows));
         }
     }
-    free(w), free(xf), free(x), free(xs), free(out);
+    free(w), free(w16), free(xf), free(x), free(xs), free(out);
     return 0;
 }

@@ -88,7 +88,8 @@ def build_model(args: argparse.Namespace, work: pathlib.Path):
                 param.normal_(0.0, param.shape[-1] ** -0.5)
     model.save_pretrained(work / "hf")
     convert(work / "hf", work / "out", progress=False, quant=args.quant,
-            quant_attention=args.quant is not None, quant_embeddings=args.quant is not None)
+            quant_attention=args.quant is not None, quant_embeddings=args.quant is not None,
+            row_groups=args.row_groups)
     return model, work / "out" / "model.bin"
 
 
@@ -235,7 +236,7 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         report["same_greedy_tokens"] = all(t == tokens[0] for t in tokens)
         report["load_average"] = os.getloadavg()[1]  # 5 minutes: how shared the cores were
         if model is not None and args.quant:
-            report["weights"] = {"colibri": args.quant, "llama.cpp": _llama_type(args)}
+            report["weights"] = {"colibri": _weights(args), "llama.cpp": _llama_type(args)}
             report["fidelity"] = _fidelity(args, model, image, gguf, f32_gguf, vocab,
                                            pathlib.Path(tmp))
     return report
@@ -250,14 +251,15 @@ def run_real(args: argparse.Namespace, membw: pathlib.Path) -> dict:
 
     colibri_run = REPO / "build" / "host" / "colibri-run"
     work = args.work or pathlib.Path(tempfile.gettempdir())
-    need, free = synth.planned_size(args.real, args.quant), shutil.disk_usage(work).free
+    need = synth.planned_size(args.real, args.quant, row_groups=args.row_groups)
+    free = shutil.disk_usage(work).free
     if free < need + (2 << 30):
         raise BenchError(f"{work}: {free / 1e9:.1f} GB free, the {args.real} {args.quant} image "
                          f"needs {need / 1e9:.1f} GB and 2 GiB to spare (--work DIR elsewhere)")
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         path = pathlib.Path(tmp) / f"{args.real}-{args.quant}.bin"
         start = time.perf_counter()
-        synth.synthesize(args.real, args.quant, path)
+        synth.synthesize(args.real, args.quant, path, row_groups=args.row_groups)
         write_s = time.perf_counter() - start
         params, per_token, vocab = bytes_per_token(path)
         bandwidth = {t: read_bandwidth(membw, t) for t in args.threads}
@@ -271,7 +273,7 @@ def run_real(args: argparse.Namespace, membw: pathlib.Path) -> dict:
             row["bandwidth_fraction"] = row["decode_tok_s"] * per_token / (
                 bandwidth[row["threads"]] * 1e9)
         image_bytes = path.stat().st_size
-    return {"model": args.real, "quant": args.quant, "parameters": params,
+    return {"model": args.real, "quant": _weights(args), "parameters": params,
             "image_bytes": image_bytes, "bytes_per_decoded_token": per_token,
             "write_seconds": write_s, "prompt_tokens": args.prompt, "decoded_tokens": args.gen,
             "repetitions": args.repeat, "read_gb_per_s": bandwidth, "rows": rows,
@@ -299,6 +301,11 @@ def print_real(report: dict) -> None:
               f"{row['bound_tok_s']:7.1f} tok/s  expected {row['expected_tok_s']:7.1f} tok/s")
 
 
+def _weights(args: argparse.Namespace) -> str:
+    """Colibri's weights as the report names them."""
+    return args.quant + (" (rows in groups of 16)" if args.row_groups else "")
+
+
 def _llama_type(args: argparse.Namespace) -> str:
     from .bench_llama import LLAMA_TYPES
 
@@ -324,7 +331,7 @@ def _fidelity(args: argparse.Namespace, model, image: pathlib.Path, gguf, f32_gg
     prompts = fid.prompts(vocab, args.fidelity_prompts, args.fidelity_length)
     reference = [fid.torch_logits(model, ids) for ids in prompts]
     colibri = fid.colibri_logits(image)
-    rows = [{"engine": "colibri", "weights": args.quant,
+    rows = [{"engine": "colibri", "weights": _weights(args),
              **fid.fidelity(reference, [colibri(ids) for ids in prompts])}]
     if gguf is not None:
         from .bench_llama import build_llama_logits, llama_logits, quantize_gguf
@@ -395,6 +402,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--torch", action="store_true", help="also time transformers (1 thread)")
     p.add_argument("--quant", choices=["int8", "int4"], help="quantized weights (Q8/Q4; "
                    "llama.cpp: Q8_0/Q4_0) and a fidelity report")
+    p.add_argument("--row-groups", action="store_true", help="with --quant: the quantized "
+                   "matrices in groups of 16 rows (colibri-convert --row-groups), the layout the "
+                   "AVX-512 VNNI kernels read fastest")
     p.add_argument("--real", choices=sorted(REAL_SHAPES), help="a real checkpoint's shapes "
                    "with random quantized weights (needs --quant)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random model's weights "
@@ -422,6 +432,8 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return "--llama-bench runs on the benchmark's own model: drop -m"
     if args.real and (args.quant is None or args.model or args.llama_bench or args.torch):
         return "--real needs --quant and runs Colibri alone (no -m, --llama-bench, --torch)"
+    if args.row_groups and args.quant is None:
+        return "--row-groups needs --quant"
     if args.llama_bench and args.family != "mixtral":
         return "--llama-bench takes the mixtral family"
     if min(args.fidelity_prompts, args.fidelity_length) < 1 or args.fidelity_length > 512:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import pathlib
+from dataclasses import replace
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from .families import model_spec
 from .image_layout import canonical_tensors
 from .image_spec import BLOCK_BYTES, DTYPE_Q8, QBLOCK, QUANT_DTYPES, TensorEntry, row_blocks
 from .image_writer import SourceTensor, WrittenImage, write_image
-from .quant import assign_dtypes, tensor_size
+from .quant import BY_ROW, assign_dtypes, in_row_groups, tensor_size, to_row_groups
 
 # config.json values of public checkpoints (only the fields the converter reads).
 REAL_SHAPES: dict[str, dict] = {
@@ -85,6 +86,9 @@ def random_tensor(seed: int, entry: TensorEntry) -> np.ndarray:
     """One tensor's data: blocks when quantized, else float32 (vectors: norms
     at 1; matrices: normal with standard deviation cols^-0.5)."""
     rng = np.random.default_rng([seed, entry.role, entry.layer & 0xFFFFFFFF, entry.expert & 0xFFFFFFFF])
+    if entry.dtype in BY_ROW:  # the same blocks, in groups of 16 rows
+        plain = random_blocks(rng, replace(entry, dtype=BY_ROW[entry.dtype]))
+        return to_row_groups(entry.dtype, plain)
     if entry.dtype in QUANT_DTYPES:
         return random_blocks(rng, entry)
     if len(entry.shape) == 1:
@@ -94,26 +98,31 @@ def random_tensor(seed: int, entry: TensorEntry) -> np.ndarray:
     return out
 
 
-def synthesize(name: str, quant: str, path: pathlib.Path, *, seed: int = 0,
-               every_matrix: bool = True, progress=None) -> WrittenImage:
-    """Write the image of REAL_SHAPES[name] with random `quant` weights to path:
-    every matrix but the routers quantized (as colibri-convert --quant-attention
-    --quant-embeddings does), or with every_matrix False the feed-forward ones."""
+def _entries(name: str, quant: str, every_matrix: bool, row_groups: bool):
     spec = model_spec(REAL_SHAPES[name], f"<{name} config>")
     entries, _ = canonical_tensors(spec.record, spec.ffn_kinds)
     entries = assign_dtypes(entries, quant, every_matrix, every_matrix)
+    return spec, in_row_groups(entries) if row_groups else entries
+
+
+def synthesize(name: str, quant: str, path: pathlib.Path, *, seed: int = 0,
+               every_matrix: bool = True, row_groups: bool = False,
+               progress=None) -> WrittenImage:
+    """Write the image of REAL_SHAPES[name] with random `quant` weights to path:
+    every matrix but the routers quantized (as colibri-convert --quant-attention
+    --quant-embeddings does), or with every_matrix False the feed-forward ones;
+    with row_groups in groups of 16 rows (--row-groups)."""
+    spec, entries = _entries(name, quant, every_matrix, row_groups)
     sources = [SourceTensor(e, functools.partial(random_tensor, seed, e)) for e in entries]
     return write_image(path, arch=spec.arch, record=spec.record, ffn_kinds=spec.ffn_kinds,
                        sources=sources, progress=progress)
 
 
-def planned_size(name: str, quant: str, every_matrix: bool = True) -> int:
+def planned_size(name: str, quant: str, every_matrix: bool = True,
+                 row_groups: bool = False) -> int:
     """Bytes of tensor data the image of `name` holds (before alignment), for
     checking the disk before writing."""
-    spec = model_spec(REAL_SHAPES[name], f"<{name} config>")
-    entries, _ = canonical_tensors(spec.record, spec.ffn_kinds)
-    return sum(tensor_size(e) for e in assign_dtypes(entries, quant, every_matrix,
-                                                     every_matrix))
+    return sum(tensor_size(e) for e in _entries(name, quant, every_matrix, row_groups)[1])
 
 
 # A board without a board file, for the projection (docs/performance.md).

@@ -35,7 +35,14 @@ from .families import ModelSpec, as_switch, model_spec, switch_candidate
 from .image_reader import ModelImage, read_image
 from .image_spec import DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MIN_ALIGNMENT, FfnKind, ModelRecord
 from .image_writer import SourceTensor, WrittenImage, write_image
-from .quant import QUANT_NAMES, assign_dtypes, mixed_dtypes, most_used_experts, tensor_size
+from .quant import (
+    QUANT_NAMES,
+    assign_dtypes,
+    in_row_groups,
+    mixed_dtypes,
+    most_used_experts,
+    tensor_size,
+)
 from .sizes import MAX_BATCH, scratch_size, state_size
 from .status import Status
 from .tensor_map import TensorMap
@@ -70,6 +77,7 @@ class ConvertResult:
     quant: str | None = None
     quant_attention: bool = False
     quant_embeddings: bool = False
+    row_groups: bool = False
 
 
 def _check_alignment(alignment: int) -> None:
@@ -211,7 +219,8 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
             alignment: int = DEFAULT_ALIGNMENT, progress: bool = True,
             batch: int = 1, board=None, app: str = "serial_runner", quant: str | None = None,
             quant_attention: bool = False, quant_embeddings: bool = False,
-            calibration: str | Path | None = None, int8_share: float = 0.25) -> ConvertResult:
+            calibration: str | Path | None = None, int8_share: float = 0.25,
+            row_groups: bool = False) -> ConvertResult:
     """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
     scratch sized for prompt chunks of `batch` tokens) and (when the
     checkpoint has tokenizer.json) model_tokenizer.json into out_dir. With
@@ -221,14 +230,18 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
     projections too, with `quant_embeddings` the token embedding and LM head
     (docs/format.md 3.3). `quant` "mixed" stores the `int8_share` of each
     layer's experts that the `calibration` text uses most as Q8 and the others
-    as Q4 (the rest of the feed-forward Q8; docs/quantization.md)."""
+    as Q4 (the rest of the feed-forward Q8; docs/quantization.md). `row_groups`
+    stores those matrices (but the token embedding) in groups of 16 rows
+    (Q8_R16, Q4_R16: docs/format.md 3.4), the layout the AVX-512 VNNI kernels
+    read fastest."""
     _check_alignment(alignment)
     if quant is not None and quant not in (*QUANT_NAMES, "mixed"):
         raise OptionError(f"--quant {quant}: one of {', '.join(QUANT_NAMES)}, mixed")
     if (quant == "mixed") != (calibration is not None):
         raise OptionError("--quant mixed and --calibration TEXT go together")
-    if (quant_attention or quant_embeddings) and quant is None:
-        raise OptionError("--quant-attention and --quant-embeddings need --quant int8 or int4")
+    if (quant_attention or quant_embeddings or row_groups) and quant is None:
+        raise OptionError("--quant-attention, --quant-embeddings and --row-groups need --quant "
+                          "int8, int4 or mixed")
     if not 1 <= batch <= MAX_BATCH:
         raise OptionError(f"--batch {batch}: must be 1 .. {MAX_BATCH}")
     out_dir = Path(out_dir)
@@ -244,6 +257,9 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         if mixed:
             sources = _mixed_sources(spec, sources, ckpt, Path(calibration), int8_share, alignment,
                                      quant_attention, quant_embeddings)
+        if row_groups:
+            entries = in_row_groups([s.entry for s in sources])
+            sources = [replace(s, entry=e) for s, e in zip(sources, entries)]
         names = [IMAGE_NAME, HEADER_NAME] + ([TOKENIZER_OUT_NAME] if ckpt.tokenizer_path else [])
         # generation settings and the chat template, copied as they are (colibri-generate)
         companions = [n for s, n in COMPANION_FILES.items() if (ckpt.path / s).is_file()]
@@ -261,7 +277,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         spec.family, int(spec.arch), spec.record, spec.ffn_kinds, image.fingerprint,
         image.image_size, len(image.tensors), alignment, context, batch,
         state_size(spec.record, context), scratch_size(spec.record, context, batch, image.quantized),
-        dropped, quant, quant_attention, quant_embeddings)
+        dropped, quant, quant_attention, quant_embeddings, row_groups)
 
 
 def summary(result: ConvertResult) -> str:
@@ -279,6 +295,7 @@ def summary(result: ConvertResult) -> str:
         f"{result.alignment}, fingerprint 0x{result.fingerprint:08X}"
         + (f", {result.quant} feed-forward" + (", attention" if result.quant_attention else "")
            + (", embedding, LM head" if result.quant_embeddings else "") + " matrices"
+           + (" in groups of 16 rows" if result.row_groups else "")
            if result.quant else ""),
         f"context {result.context}: state {result.state_bytes} bytes, "
         f"scratch {result.scratch_bytes} bytes (prompt chunks of {result.batch})",
@@ -314,6 +331,10 @@ def _parser() -> argparse.ArgumentParser:
                    "projections (q, k, v, o) too")
     p.add_argument("--quant-embeddings", action="store_true", help="with --quant: the token "
                    "embedding and the output projection (LM head) too")
+    p.add_argument("--row-groups", action="store_true", help="with --quant: store the "
+                   "quantized matrices (but the token embedding) in groups of 16 rows, format "
+                   "1.8 (docs/format.md 3.4): the same results, read fastest by the AVX-512 VNNI "
+                   "kernels; other kernel tables read it with the portable C kernel (slower)")
     p.add_argument("--calibration", type=Path, help="with --quant mixed: a text; the experts it "
                    "uses most are stored int8, the others int4")
     p.add_argument("--int8-share", type=float, default=0.25, help="with --quant mixed: the "
@@ -353,7 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              board=args.board, app=args.app, quant=args.quant,
                              quant_attention=args.quant_attention,
                              quant_embeddings=args.quant_embeddings,
-                             calibration=args.calibration, int8_share=args.int8_share)
+                             calibration=args.calibration, int8_share=args.int8_share,
+                             row_groups=args.row_groups)
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1

@@ -90,7 +90,8 @@ HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n
                   "swiglu_alpha", "mla", "q_lora_rank", "kv_lora_rank", "v_head_dim",
                   "lora_eps")
 KERNEL_SLOTS = ("dot", "matvec_f32", "rmsnorm", "softmax", "swiglu", "add", "add_scaled",
-                "rope_apply", "matmat_f32", "matmat_q8", "matmat_q4")
+                "rope_apply", "matmat_f32", "matmat_q8", "matmat_q4", "matmat_q8r16",
+                "matmat_q4r16")
 
 ROUTE_FN = ctypes.CFUNCTYPE(None, _ptr, _u32, _u32, _u32, _u32, ctypes.POINTER(_u32),
                             ctypes.POINTER(_f32))

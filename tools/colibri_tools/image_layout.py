@@ -25,6 +25,7 @@ from .image_spec import (
     MAX_TOP_K,
     MIN_ALIGNMENT,
     MINOR_QUANT,
+    MINOR_ROW_GROUPS,
     MLA_FIELDS,
     MLA_LATENT,
     NO_EXPERT,
@@ -93,9 +94,12 @@ MAX_ROUTER_JITTER = 1.0  # = MAX_ROUTER_JITTER there: sparsemixer's epsilon
 MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing weights' sum
 
 
-def format_minor(arch: int, r: ModelRecord, quantized: bool = False) -> int:
+def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
+                 row_groups: bool = False) -> int:
     """The minor format version an image needs: the newest feature it uses
-    (docs/format.md section 7)."""
+    (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor."""
+    if row_groups:
+        return MINOR_ROW_GROUPS
     if r.has_mla or arch >= Arch.DEEPSEEK_V2:
         return 7
     if (arch >= Arch.GPT_OSS or r.sliding_window or r.activation

@@ -54,7 +54,14 @@ from .image_spec import (
     unpack_layer,
     unpack_tensor,
 )
-from .quant import dequantize, first_bad_scale, matrix_bytes, quantizable
+from .quant import (
+    DTYPE_NAMES,
+    allowed_dtypes,
+    dequantize,
+    dtype_allowed,
+    first_bad_scale,
+    matrix_bytes,
+)
 from .status import Status
 
 Source = str | Path | bytes | bytearray | memoryview
@@ -260,9 +267,9 @@ class _Checker:
         """Identity is checked by the caller; then dtype, placement (3.2), shape, size (3.3)."""
         t, ndim, raw_shape, blocks = actual
         name = f"tensor #{index} {want.describe()}"
-        if t.dtype != 0 and not (t.dtype in QUANT_DTYPES and quantizable(t.role)):
-            raise self.fail(f"{name}: dtype {t.dtype} (this role: 0 = F32"
-                            f"{', 1 = Q8, 2 = Q4' if quantizable(t.role) else ''})",
+        if not dtype_allowed(t.role, t.dtype):
+            raise self.fail(f"{name}: dtype {t.dtype} (this role: "
+                            f"{', '.join(f'{d} = {DTYPE_NAMES[d]}' for d in allowed_dtypes(t.role))})",
                             Status.E_UNSUPPORTED_DTYPE.c_name, offset + 6)
         if t.offset + t.size > header["image_size"]:
             raise self.fail(f"{name}: data [{t.offset}, {t.offset + t.size}) past image_size "

@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.7 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.8 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 7  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 8  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
@@ -27,10 +27,16 @@ NO_EXPERT = 0xFFFF              # expert of a non-expert tensor
 DTYPE_F32 = 0
 DTYPE_Q8 = 1                    # format 1.3 (section 3.3): blocks of 32 int8 and a binary16 scale
 DTYPE_Q4 = 2                    # format 1.3: blocks of 32 4-bit weights and a binary16 scale
-QUANT_DTYPES = (DTYPE_Q8, DTYPE_Q4)
+DTYPE_Q8_R16 = 3                # format 1.8 (section 3.4): Q8 blocks in groups of 16 rows
+DTYPE_Q4_R16 = 4                # format 1.8: Q4 blocks in groups of 16 rows
+R16_DTYPES = (DTYPE_Q8_R16, DTYPE_Q4_R16)
+QUANT_DTYPES = (DTYPE_Q8, DTYPE_Q4) + R16_DTYPES
 QBLOCK = 32                     # weights per block of a quantized row
-BLOCK_BYTES = {DTYPE_Q8: 34, DTYPE_Q4: 18}  # bytes per block, scale included
+GROUP_ROWS = 16                 # rows of a group of the R16 dtypes
+BLOCK_BYTES = {DTYPE_Q8: 34, DTYPE_Q4: 18,  # bytes per block, scale included
+               DTYPE_Q8_R16: 34, DTYPE_Q4_R16: 18}
 MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
+MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16 tensor
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is

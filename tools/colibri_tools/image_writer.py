@@ -24,6 +24,7 @@ from .image_spec import (
     LAYER_ENTRY_SIZE,
     MAGIC,
     QUANT_DTYPES,
+    R16_DTYPES,
     TENSOR_ENTRY_SIZE,
     VERSION_MAJOR,
     LayerEntry,
@@ -36,7 +37,7 @@ from .image_spec import (
     pack_tensor,
     tables_end,
 )
-from .quant import first_bad_scale, quantizable, quantize, tensor_size
+from .quant import dtype_allowed, first_bad_scale, quantize, tensor_size
 from .status import Status
 
 _ZEROS = bytes(1 << 16)
@@ -82,7 +83,7 @@ def _check_inputs(path: Path, arch: int, alignment: int, record: ModelRecord,
         raise ImageFormatError(f"tensor #{index} given to the writer is not the one "
                                f"section 3.1 asks for", status=Status.E_BAD_TENSOR_TABLE.c_name, path=path)
     for s in sources:
-        if s.entry.dtype != 0 and not (s.entry.dtype in QUANT_DTYPES and quantizable(s.entry.role)):
+        if not dtype_allowed(s.entry.role, s.entry.dtype):
             raise ImageFormatError(f"{s.entry.describe()}: dtype {s.entry.dtype} is not one this "
                                    "role may have (docs/format.md 3.3)",
                                    status=Status.E_UNSUPPORTED_DTYPE.c_name, path=path)
@@ -148,8 +149,9 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
     end = tables_end(len(layers), len(tensors))
     buf = bytearray(end)
     quantized = any(t.dtype in QUANT_DTYPES for t in tensors)
+    row_groups = any(t.dtype in R16_DTYPES for t in tensors)
     header = {"magic": MAGIC, "version_major": VERSION_MAJOR,
-              "version_minor": format_minor(arch, record, quantized),
+              "version_minor": format_minor(arch, record, quantized, row_groups),
               "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0,
               "flags": header_flags(record),
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,

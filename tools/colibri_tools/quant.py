@@ -6,6 +6,11 @@ Q8: per block of 32 weights of a row, a binary16 scale d and 32 int8 q;
 weight = d * q. Q4: d and 16 bytes, byte j holding weight j in its low nibble
 and weight j + 16 in its high nibble; weight = d * (nibble - 8). A row's last
 block is padded with zero weights (Q8 q = 0, Q4 nibble 8).
+
+Q8_R16 and Q4_R16 (format 1.8, docs/format.md 3.4) hold the same blocks in
+groups of 16 rows: per group and block a tile of the 16 scales and then
+64-byte chunks in which each row has 4 bytes, the layout in which a SIMD lane
+is a row (colibri-convert --row-groups).
 """
 
 from __future__ import annotations
@@ -20,9 +25,13 @@ from .image_spec import (
     BLOCK_BYTES,
     DTYPE_F32,
     DTYPE_Q4,
+    DTYPE_Q4_R16,
     DTYPE_Q8,
+    DTYPE_Q8_R16,
+    GROUP_ROWS,
     QBLOCK,
     QUANT_DTYPES,
+    R16_DTYPES,
     Role,
     TensorEntry,
     row_blocks,
@@ -30,7 +39,11 @@ from .image_spec import (
 
 # colibri-convert --quant NAME -> dtype
 QUANT_NAMES = {"int8": DTYPE_Q8, "int4": DTYPE_Q4}
-DTYPE_NAMES = {DTYPE_F32: "F32", DTYPE_Q8: "Q8", DTYPE_Q4: "Q4"}
+DTYPE_NAMES = {DTYPE_F32: "F32", DTYPE_Q8: "Q8", DTYPE_Q4: "Q4", DTYPE_Q8_R16: "Q8_R16",
+               DTYPE_Q4_R16: "Q4_R16"}
+# A dtype's twin in groups of 16 rows, and back.
+IN_ROW_GROUPS = {DTYPE_Q8: DTYPE_Q8_R16, DTYPE_Q4: DTYPE_Q4_R16}
+BY_ROW = {v: k for k, v in IN_ROW_GROUPS.items()}
 # Quantized by default: the feed-forward matrices (routed experts, shared
 # expert, dense layers), which hold nearly all of an MoE's weights.
 FFN_ROLES = frozenset({Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.SHARED_GATE,
@@ -49,6 +62,27 @@ def quantizable(role: int) -> bool:
     return role in QUANTIZABLE_ROLES
 
 
+def allowed_dtypes(role: int) -> tuple[int, ...]:
+    """The dtypes a reader accepts for a role (sdk/src/tensor_check.c): row
+    groups for every quantizable matrix but the token embedding, whose rows
+    are read one by one."""
+    if not quantizable(role):
+        return (DTYPE_F32,)
+    return (DTYPE_F32, DTYPE_Q8, DTYPE_Q4) + (R16_DTYPES if role != Role.TOKEN_EMBED else ())
+
+
+def dtype_allowed(role: int, dtype: int) -> bool:
+    return dtype in allowed_dtypes(role)
+
+
+def in_row_groups(entries: list[TensorEntry]) -> list[TensorEntry]:
+    """colibri-convert --row-groups: every Q8/Q4 matrix that may be (all but
+    the token embedding) in groups of 16 rows instead."""
+    return [replace(e, dtype=IN_ROW_GROUPS[e.dtype])
+            if e.dtype in IN_ROW_GROUPS and dtype_allowed(e.role, IN_ROW_GROUPS[e.dtype]) else e
+            for e in entries]
+
+
 def dtype_of(name: str | None) -> int:
     """The dtype of a --quant name (None: float32)."""
     if name is None:
@@ -62,7 +96,12 @@ def matrix_bytes(dtype: int, rows: int, cols: int) -> int:
     """Bytes of a [rows, cols] matrix stored as `dtype`."""
     if dtype == DTYPE_F32:
         return 4 * rows * cols
-    return rows * row_blocks(cols) * BLOCK_BYTES[dtype]
+    return _stored_rows(dtype, rows) * row_blocks(cols) * BLOCK_BYTES[dtype]
+
+
+def _stored_rows(dtype: int, rows: int) -> int:
+    """Rows a quantized matrix stores: whole groups of 16 for the R16 dtypes."""
+    return -(-rows // GROUP_ROWS) * GROUP_ROWS if dtype in R16_DTYPES else rows
 
 
 def tensor_size(entry: TensorEntry) -> int:
@@ -150,18 +189,48 @@ def quantize(dtype: int, w: np.ndarray, what: str = "tensor") -> bytes:
     if not np.all(np.isfinite(w)):
         raise OptionError(f"{what}: weights are not all finite")
     blocks = _blocks(w)
-    d16, payload = (_q8 if dtype == DTYPE_Q8 else _q4)(blocks, what)
+    d16, payload = (_q8 if BY_ROW.get(dtype, dtype) == DTYPE_Q8 else _q4)(blocks, what)
     rows, nb, _ = blocks.shape
     out = np.empty((rows, nb, BLOCK_BYTES[dtype]), dtype=np.uint8)
     out[..., :2] = d16.astype("<f2").view(np.uint8).reshape(rows, nb, 2)
     out[..., 2:] = payload.view(np.uint8)
-    return out.tobytes()
+    return (to_row_groups(dtype, out) if dtype in R16_DTYPES else out).tobytes()
+
+
+def to_row_groups(dtype: int, blocks: np.ndarray) -> np.ndarray:
+    """[rows, nb, block bytes] blocks (row after row) -> the R16 layout, flat:
+    per group of 16 rows (the last padded with zero rows) and block a tile of
+    the 16 scales and then chunks k of 64 bytes, row i's bytes 2 + 4k .. 2 +
+    4k + 3 of its block at 4i (docs/format.md 3.4)."""
+    rows, nb, width = blocks.shape
+    padded = np.zeros((_stored_rows(dtype, rows), nb, width), dtype=np.uint8)
+    padded[..., 2:] = 0x88 if BY_ROW[dtype] == DTYPE_Q4 else 0  # zero weights
+    padded[:rows] = blocks
+    groups = padded.reshape(-1, GROUP_ROWS, nb, width).transpose(0, 2, 1, 3)  # [g, nb, 16, w]
+    chunks = groups[..., 2:].reshape(*groups.shape[:3], -1, 4).transpose(0, 1, 3, 2, 4)
+    tiles = np.concatenate([groups[..., :2].reshape(*groups.shape[:2], -1),
+                            chunks.reshape(*groups.shape[:2], -1)], axis=2)
+    return np.ascontiguousarray(tiles).reshape(-1)
+
+
+def from_row_groups(dtype: int, data: np.ndarray, rows: int, nb: int) -> np.ndarray:
+    """The inverse of to_row_groups: [rows, nb, block bytes]."""
+    width = BLOCK_BYTES[dtype]
+    tiles = np.asarray(data, dtype=np.uint8).reshape(-1, nb, GROUP_ROWS * width)
+    scales = tiles[..., :2 * GROUP_ROWS].reshape(*tiles.shape[:2], GROUP_ROWS, 2)
+    chunks = tiles[..., 2 * GROUP_ROWS:].reshape(*tiles.shape[:2], -1, GROUP_ROWS, 4)
+    payload = chunks.transpose(0, 1, 3, 2, 4).reshape(*tiles.shape[:2], GROUP_ROWS, -1)
+    blocks = np.concatenate([scales, payload], axis=3).transpose(0, 2, 1, 3)
+    return blocks.reshape(-1, nb, width)[:rows]
 
 
 def _split(dtype: int, data: bytes | np.ndarray, rows: int, cols: int) -> tuple[np.ndarray,
                                                                                   np.ndarray]:
     raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
-    blocks = raw.reshape(rows, row_blocks(cols), BLOCK_BYTES[dtype])
+    if dtype in R16_DTYPES:
+        blocks = from_row_groups(dtype, raw, rows, row_blocks(cols))
+    else:
+        blocks = raw.reshape(rows, row_blocks(cols), BLOCK_BYTES[dtype])
     d = np.ascontiguousarray(blocks[..., :2]).view("<f2")[..., 0].astype(np.float32)
     return d, blocks[..., 2:]
 
@@ -171,7 +240,7 @@ def quantized_values(dtype: int, data: bytes | np.ndarray,
     """(scales [rows, nb] float32, q [rows, nb, 32] int: the signed levels)."""
     rows, cols = shape
     d, payload = _split(dtype, data, rows, cols)
-    if dtype == DTYPE_Q8:
+    if BY_ROW.get(dtype, dtype) == DTYPE_Q8:
         return d, payload.view(np.int8).astype(np.int32)
     low, high = payload & 0x0F, payload >> 4
     return d, np.concatenate([low, high], axis=2).astype(np.int32) - 8
@@ -186,21 +255,23 @@ def dequantize(dtype: int, data: bytes | np.ndarray, shape: tuple[int, ...]) -> 
 
 
 def first_bad_scale(dtype: int, data: np.ndarray) -> int | None:
-    """Byte offset (in the tensor's data) of the first block whose binary16
-    scale is infinite or NaN; None when all are finite or the dtype has none."""
+    """Byte offset (in the tensor's data) of the first binary16 scale that is
+    infinite or NaN; None when all are finite or the dtype has none."""
     if dtype not in QUANT_DTYPES:
         return None
-    raw = np.asarray(data, dtype=np.uint8).reshape(-1, BLOCK_BYTES[dtype])
-    halves = raw[:, 0].astype(np.uint16) | (raw[:, 1].astype(np.uint16) << 8)
-    bad = np.flatnonzero((halves & 0x7C00) == 0x7C00)
-    return int(bad[0]) * BLOCK_BYTES[dtype] if bad.size else None
+    per_tile = GROUP_ROWS if dtype in R16_DTYPES else 1
+    tile = per_tile * BLOCK_BYTES[dtype]
+    raw = np.asarray(data, dtype=np.uint8).reshape(-1, tile)[:, :2 * per_tile]
+    halves = raw.reshape(-1, per_tile, 2).astype(np.uint16)
+    bad = np.flatnonzero(((halves[..., 0] | (halves[..., 1] << 8)) & 0x7C00) == 0x7C00)
+    return int(bad[0] // per_tile * tile + 2 * (bad[0] % per_tile)) if bad.size else None
 
 
 def weights_name(tensors: list[TensorEntry]) -> str:
     """The --quant name of the dtype of an image's quantized matrices: fp32,
     int8, int4, or mixed (both)."""
     names = {QUANT_NAMES[n]: n for n in QUANT_NAMES}
-    found = {names[t.dtype] for t in tensors if t.dtype in names}
+    found = {names[BY_ROW.get(t.dtype, t.dtype)] for t in tensors if t.dtype in QUANT_DTYPES}
     return found.pop() if len(found) == 1 else "mixed" if found else "fp32"
 
 

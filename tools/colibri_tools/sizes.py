@@ -24,7 +24,7 @@ from .image_spec import (
     row_blocks,
     tables_end,
 )
-from .quant import assign_dtypes, tensor_size
+from .quant import assign_dtypes, in_row_groups, tensor_size
 
 FLOAT_BYTES = 4
 SCRATCH_ROUND = 16  # each scratch float count is rounded up to a multiple of this
@@ -91,13 +91,16 @@ def logits_size(record: ModelRecord) -> int:
 def placed_tensors(record: ModelRecord, ffn_kinds: Sequence[int],
                    alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
                    quant_attention: bool = False,
-                   quant_embeddings: bool = False) -> tuple[list[TensorEntry], int]:
+                   quant_embeddings: bool = False,
+                   row_groups: bool = False) -> tuple[list[TensorEntry], int]:
     """Every tensor of the image with its dtype, offset and size, and the image
-    size (docs/format.md 3.1 - 3.3), without any weights: what colibri-convert
+    size (docs/format.md 3.1 - 3.4), without any weights: what colibri-convert
     writes with --quant `quant` ("int8", "int4"; None: float32),
-    --quant-attention and --quant-embeddings."""
+    --quant-attention, --quant-embeddings and --row-groups."""
     tensors, layers = canonical_tensors(record, list(ffn_kinds))
     tensors = assign_dtypes(tensors, quant, quant_attention, quant_embeddings)
+    if row_groups:
+        tensors = in_row_groups(tensors)
     start = align_up(tables_end(len(layers), len(tensors)), DATA_ALIGN)
     return place_tensors(tensors, start, alignment, tensor_size)
 

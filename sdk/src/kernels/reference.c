@@ -254,6 +254,64 @@ QUANT_DOT(dot_q4, isum_q4, COLIBRI_Q4_BLOCK_BYTES)
 QUANT_MATMAT(colibri_k_matmat_q8, dot_q8, COLIBRI_Q8_BLOCK_BYTES)
 QUANT_MATMAT(colibri_k_matmat_q4, dot_q4, COLIBRI_Q4_BLOCK_BYTES)
 
+/* ---- the same in groups of 16 rows (Q8_R16, Q4_R16: colibri.h) ------- */
+
+/* Row i's block in a tile: Q8 element 4k + j at 32 + 64k + 4i + j. */
+static int32_t isum_q8r16(const uint8_t *tile, uint32_t i, const int8_t *xq)
+{
+    int32_t sum = 0;
+    for (uint32_t e = 0; e < COLIBRI_QBLOCK; e++) {
+        sum += (int32_t)(int8_t)tile[32u + 64u * (e / 4u) + 4u * i + e % 4u] * xq[e];
+    }
+    return sum;
+}
+
+/* Q4: the byte of elements 4k + j (low nibble) and 16 + 4k + j (high) at
+ * 32 + 64k + 4i + j. */
+static int32_t isum_q4r16(const uint8_t *tile, uint32_t i, const int8_t *xq)
+{
+    int32_t sum = 0;
+    for (uint32_t e = 0; e < COLIBRI_QBLOCK / 2u; e++) {
+        uint8_t byte = tile[32u + 64u * (e / 4u) + 4u * i + e % 4u];
+        sum += ((int32_t)(byte & 0x0Fu) - 8) * xq[e];
+        sum += ((int32_t)(byte >> 4) - 8) * xq[e + 16u];
+    }
+    return sum;
+}
+
+/* Row i of a group (its tiles at w), block by block as QUANT_DOT. */
+#define QUANT_DOT_R16(name, isum, block_bytes)                                                     \
+    static float name(const uint8_t *w, uint32_t i, const colibri_qblock *x, uint32_t nb)          \
+    {                                                                                              \
+        float acc = 0.0f;                                                                          \
+        for (uint32_t b = 0; b < nb; b++, w += COLIBRI_QGROUP_ROWS * (block_bytes)) {              \
+            float s = colibri_qblock_scale(w + 2u * i) * x[b].d;                                   \
+            acc = colibri_fmaf((float)isum(w, i, x[b].q), s, acc);                                 \
+        }                                                                                          \
+        return acc;                                                                                \
+    }
+
+QUANT_DOT_R16(dot_q8r16, isum_q8r16, COLIBRI_Q8_BLOCK_BYTES)
+QUANT_DOT_R16(dot_q4r16, isum_q4r16, COLIBRI_Q4_BLOCK_BYTES)
+
+#define QUANT_MATMAT_R16(name, dot, block_bytes)                                                   \
+    void name(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,            \
+              uint32_t rows, uint32_t cols, uint32_t n)                                            \
+    {                                                                                              \
+        uint32_t nb = colibri_qblocks(cols);                                                       \
+        for (uint32_t r = 0; r < rows; r++) {                                                      \
+            const uint8_t *group =                                                                 \
+                w + (size_t)(r / COLIBRI_QGROUP_ROWS) * nb * COLIBRI_QGROUP_ROWS * (block_bytes);  \
+            for (uint32_t t = 0; t < n; t++) {                                                     \
+                out[t * out_stride + r] =                                                          \
+                    dot(group, r % COLIBRI_QGROUP_ROWS, x + (size_t)t * nb, nb);                   \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+QUANT_MATMAT_R16(colibri_k_matmat_q8r16, dot_q8r16, COLIBRI_Q8_BLOCK_BYTES)
+QUANT_MATMAT_R16(colibri_k_matmat_q4r16, dot_q4r16, COLIBRI_Q4_BLOCK_BYTES)
+
 const colibri_kernels colibri_kernels_reference = {
     .name = "reference",
     .dot = colibri_k_dot,
@@ -267,4 +325,6 @@ const colibri_kernels colibri_kernels_reference = {
     .matmat_f32 = colibri_k_matmat,
     .matmat_q8 = colibri_k_matmat_q8,
     .matmat_q4 = colibri_k_matmat_q4,
+    .matmat_q8r16 = colibri_k_matmat_q8r16,
+    .matmat_q4r16 = colibri_k_matmat_q4r16,
 };
