@@ -12,7 +12,7 @@ import torch
 from colibri_tools.errors import OptionError
 from colibri_tools.quant import dequantize, first_bad_scale, matrix_bytes, quantize
 
-Q8, Q4 = 1, 2
+Q8, Q4, Q8_R16, Q4_R16 = 1, 2, 3, 4
 
 
 def _half(value: float) -> bytes:
@@ -108,6 +108,55 @@ def test_convert_quantizes_the_roles_asked_for(hf_checkpoint, tmp_path):
         assert "#define COLIBRI_MODEL_QUANTIZED" in (out / "model_config.h").read_text()
     assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-attention"]) == 1
     assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-embeddings"]) == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_row_group_layout_by_hand():
+    """Q8_R16 / Q4_R16 (docs/format.md 3.4) from the row-by-row blocks: tile
+    (group, block) = the 16 scales, then chunk k with row i's 4 bytes at
+    32 + 64k + 4i; a last group of 3 rows padded with zero rows."""
+    rng = np.random.default_rng(5)
+    w = rng.normal(0, 0.1, size=(19, 40)).astype(np.float32)
+    for plain, grouped, width, zero in ((Q8, Q8_R16, 34, 0x00), (Q4, Q4_R16, 18, 0x88)):
+        rows = np.frombuffer(quantize(plain, w), dtype=np.uint8).reshape(19, 2, width)
+        data = quantize(grouped, w)
+        assert len(data) == matrix_bytes(grouped, 19, 40) == 2 * 16 * 2 * width
+        tile = 16 * width
+        for r in range(32):
+            for b in range(2):
+                at = ((r // 16) * 2 + b) * tile
+                i = r % 16
+                scale = data[at + 2 * i:at + 2 * i + 2]
+                values = bytes(data[at + 32 + 64 * k + 4 * i + j]
+                               for k in range((width - 2) // 4) for j in range(4))
+                if r < 19:
+                    assert scale + values == rows[r, b].tobytes(), (r, b)
+                else:
+                    assert scale == bytes(2) and values == bytes([zero]) * (width - 2)
+        assert np.array_equal(dequantize(grouped, data, w.shape), dequantize(plain, quantize(plain, w),
+                                                                            w.shape))
+        bad = bytearray(data)
+        bad[tile + 2 * 7 + 1] = 0x7C  # block 1 of row 7: +infinity
+        assert first_bad_scale(grouped, np.frombuffer(bytes(bad), dtype=np.uint8)) == tile + 14
+
+
+def test_convert_row_groups(hf_checkpoint, tmp_path):
+    """--row-groups: every quantized matrix but the token embedding in groups
+    of 16 rows, format 1.8; only with --quant."""
+    from colibri_tools.convert import main
+    from colibri_tools.image_format import Role, read_image
+
+    hf = hf_checkpoint("qwen2_moe")
+    out = tmp_path / "r16"
+    assert main([str(hf), "-o", str(out), "--quiet", "--quant", "int4", "--quant-attention",
+                 "--quant-embeddings", "--row-groups"]) == 0
+    image = read_image(out / "model.bin", verify_data=True)
+    assert image.header["version_minor"] == 8
+    dtypes = {t.role: t.dtype for t in image.tensors}
+    assert dtypes[Role.TOKEN_EMBED] == Q4 and dtypes[Role.ATTN_K] == Q8_R16
+    assert dtypes[Role.LM_HEAD] == Q8_R16 and dtypes[Role.EXPERT_DOWN] == Q4_R16
+    assert {t.dtype for t in image.tensors} == {0, Q4, Q8_R16, Q4_R16}
+    assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--row-groups"]) == 1
     assert not (tmp_path / "x").exists()
 
 

@@ -302,8 +302,9 @@ def print_real(report: dict) -> None:
 
 
 def _weights(args: argparse.Namespace) -> str:
-    """Colibri's weights as the report names them."""
-    return args.quant + (" (rows in groups of 16)" if args.row_groups else "")
+    """Colibri's weights as the report names them ("r16": in groups of 16 rows,
+    --row-groups)."""
+    return args.quant + (" r16" if args.row_groups else "")
 
 
 def _llama_type(args: argparse.Namespace) -> str:
