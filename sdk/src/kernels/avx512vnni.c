@@ -504,7 +504,7 @@ VNNI static void matmat_q4_vnni(float *out, size_t stride, const uint8_t *w,
  * Q8 as is) with x + 128 as the unsigned operand, each row's sum starting at
  * -128 * (its sum of the block's weights), paid once per tile for up to
  * eight tokens. */
-enum { R16_ROWS = 16, R16_CHUNK = 128, R16_TOKENS = 8 };
+enum { R16_ROWS = 16, R16_CHUNK = 64, R16_TOKENS = 8 };
 
 /* Four bytes of x as one int32 (a broadcast operand). */
 static INLINE int32_t x_dword(const int8_t *q, uint32_t k)
