@@ -46,6 +46,133 @@ DOTPROD static void matmat_q4_neondot(float *out, size_t stride, const uint8_t *
     neon_q_matmat(out, stride, w, x, rows, cols, n, 1, isum_dot);
 }
 
+/* ---- weights in groups of 16 rows (Q8_R16, Q4_R16: colibri.h) ---------
+ * A tile's 64-byte chunk k is four registers of four rows each, lane = row,
+ * four weights of that row per lane (Q8: elements 4k .. 4k + 3; Q4: the
+ * low nibbles those, the high ones 16 + 4k ..): one SDOT by element (x's
+ * word k) adds four products into each row's own lane, so no pairwise sums
+ * are left; the float steps are the reference's, lane = row. */
+enum { R16_ROWS = 16 };
+
+/* Chunk k's weights for x words j (w) and, Q4 only, j + 4 (w_high). */
+DOTPROD static inline void r16_chunk(const uint8_t *chunk, int q4, int8x16_t *w, int8x16_t *w_high)
+{
+    for (uint32_t q = 0; q < 4u; q++) {
+        if (q4) {
+            uint8x16_t raw = vld1q_u8(chunk + 16u * q);
+            int8x16_t eight = vdupq_n_s8(8);
+            w[q] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, vdupq_n_u8(0x0F))), eight);
+            w_high[q] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
+        } else {
+            w[q] = vld1q_s8((const int8_t *)(chunk + 16u * q));
+        }
+    }
+}
+
+/* acc[q] += the dot of each lane of w[q] with x word `lane` of xv. */
+#define R16_SDOT(acc, w, xv, lane)                                                                 \
+    do {                                                                                           \
+        for (uint32_t q_ = 0; q_ < 4u; q_++) {                                                     \
+            (acc)[q_] = vdotq_laneq_s32((acc)[q_], (w)[q_], (xv), (lane));                         \
+        }                                                                                          \
+    } while (0)
+
+/* Chunk k of a Q8 tile (x word `lane` of xv); of a Q4 tile (x0 and x1 word k). */
+#define R16_Q8_CHUNK(acc, c, xv, k, lane)                                                          \
+    do {                                                                                           \
+        int8x16_t w_[4], unused_[4];                                                               \
+        r16_chunk((c) + 64u * (k), 0, w_, unused_);                                                \
+        R16_SDOT(acc, w_, xv, lane);                                                               \
+    } while (0)
+#define R16_Q4_CHUNK(acc, c, x0, x1, k)                                                            \
+    do {                                                                                           \
+        int8x16_t w_[4], high_[4];                                                                 \
+        r16_chunk((c) + 64u * (k), 1, w_, high_);                                                  \
+        R16_SDOT(acc, w_, x0, k);                                                                  \
+        R16_SDOT(acc, high_, x1, k);                                                               \
+    } while (0)
+
+/* One tile (block b of 16 rows) times one token's block: the 16 exact sums. */
+DOTPROD static inline void r16_tile_sums(const uint8_t *tile, const colibri_qblock *xb, int q4,
+                                         int32x4_t *sum)
+{
+    int8x16_t x0 = vld1q_s8(xb->q), x1 = vld1q_s8(xb->q + 16);
+    for (uint32_t q = 0; q < 4u; q++) {
+        sum[q] = vdupq_n_s32(0);
+    }
+    const uint8_t *c = tile + 2u * R16_ROWS;
+    if (q4) { /* chunk k: elements 4k.. (x0 word k) and 16 + 4k.. (x1 word k) */
+        R16_Q4_CHUNK(sum, c, x0, x1, 0);
+        R16_Q4_CHUNK(sum, c, x0, x1, 1);
+        R16_Q4_CHUNK(sum, c, x0, x1, 2);
+        R16_Q4_CHUNK(sum, c, x0, x1, 3);
+        return;
+    }
+    R16_Q8_CHUNK(sum, c, x0, 0, 0);
+    R16_Q8_CHUNK(sum, c, x0, 1, 1);
+    R16_Q8_CHUNK(sum, c, x0, 2, 2);
+    R16_Q8_CHUNK(sum, c, x0, 3, 3);
+    R16_Q8_CHUNK(sum, c, x1, 4, 0);
+    R16_Q8_CHUNK(sum, c, x1, 5, 1);
+    R16_Q8_CHUNK(sum, c, x1, 6, 2);
+    R16_Q8_CHUNK(sum, c, x1, 7, 3);
+}
+
+/* One group of rows (rows_left of them real) by one token. */
+DOTPROD static void r16_group(float *out, const uint8_t *group, size_t tile_bytes,
+                              const colibri_qblock *x, uint32_t nb, uint32_t rows_left, int q4)
+{
+    float32x4_t acc[4];
+    for (uint32_t q = 0; q < 4u; q++) {
+        acc[q] = vdupq_n_f32(0.0f);
+    }
+    for (uint32_t b = 0; b < nb; b++) {
+        const uint8_t *tile = group + (size_t)b * tile_bytes;
+        int32x4_t sum[4];
+        r16_tile_sums(tile, x + b, q4, sum);
+        for (uint32_t q = 0; q < 4u; q++) {
+            uint16x4_t h = vld1_u16((const uint16_t *)(const void *)(tile + 8u * q));
+            float32x4_t scale = vmulq_n_f32(vcvt_f32_f16(vreinterpret_f16_u16(h)), x[b].d);
+            acc[q] = vfmaq_f32(acc[q], vcvtq_f32_s32(sum[q]), scale);
+        }
+    }
+    float v[R16_ROWS];
+    for (uint32_t q = 0; q < 4u; q++) {
+        vst1q_f32(v + 4u * q, acc[q]);
+    }
+    for (uint32_t r = 0; r < R16_ROWS && r < rows_left; r++) {
+        out[r] = v[r];
+    }
+}
+
+DOTPROD static void r16_matmat(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                               uint32_t rows, uint32_t cols, uint32_t n, int q4)
+{
+    uint32_t nb = colibri_qblocks(cols);
+    size_t tile_bytes = R16_ROWS * (q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES);
+    for (uint32_t r = 0; r < rows; r += R16_ROWS) {
+        const uint8_t *group = w + (size_t)(r / R16_ROWS) * nb * tile_bytes;
+        for (uint32_t t = 0; t < n; t++) { /* the group stays in cache while the tokens pass */
+            r16_group(out + t * stride + r, group, tile_bytes, x + (size_t)t * nb, nb, rows - r,
+                      q4);
+        }
+    }
+}
+
+DOTPROD static void matmat_q8r16_neondot(float *out, size_t stride, const uint8_t *w,
+                                         const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                         uint32_t n)
+{
+    r16_matmat(out, stride, w, x, rows, cols, n, 0);
+}
+
+DOTPROD static void matmat_q4r16_neondot(float *out, size_t stride, const uint8_t *w,
+                                         const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                         uint32_t n)
+{
+    r16_matmat(out, stride, w, x, rows, cols, n, 1);
+}
+
 /* softmax and swiglu are the reference's (NULL), as in neon. */
 const colibri_kernels colibri_kernels_neondot = {
     .name = "neondot",
@@ -58,4 +185,6 @@ const colibri_kernels colibri_kernels_neondot = {
     .matmat_f32 = colibri_neon_matmat,
     .matmat_q8 = matmat_q8_neondot,
     .matmat_q4 = matmat_q4_neondot,
+    .matmat_q8r16 = matmat_q8r16_neondot,
+    .matmat_q4r16 = matmat_q4r16_neondot,
 };
