@@ -39,7 +39,8 @@ H750 = "stm32h750b_dk"
 TWISTER_RUNS = {"native_sim": [NATIVE_SIM],
                 "cortex_m": [AN547, AN385, H747, f"{H750}/stm32h750xx"]}
 TWISTER_SUITE_ROOTS = ["tests/zephyr", "samples/zephyr"]
-# The twister test suite that builds an app as `west build` would (no extra configuration).
+# The twister test suite that builds an app as `west build` would: no extra configuration
+# (twister adds its run id and suite name, which only ztest's output shows).
 TWISTER_SUITE_OF = {"tests/zephyr/colibri_core": "colibri.core",
                     "samples/zephyr/hello_moe": "sample.colibri.hello_moe",
                     "samples/zephyr/isr_forward": "sample.colibri.isr_forward",
