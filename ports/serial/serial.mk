@@ -36,11 +36,14 @@ $(SERIAL_CROSS_OBJ): CORE_INC += -Iports/serial
 $(SERIAL_CROSS_OBJ): $(SERIAL_HDR)
 
 # libFuzzer target: the byte stream a host sends, into the runner.
-$(BUILD)/fuzz/fuzz_serial_runner: tests/serial/fuzz_serial_runner.c $(SERIAL_SRC) $(SDK_SRC) $(SERIAL_HDR)
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -std=c11 -g -O1 $(FP_STRICT) -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all $(CORE_INC) -Iports/serial \
-	    $(filter %.c,$^) -o $@
+# The core's objects are the loader fuzzer's (Makefile, FUZZ_SDK_OBJ).
+SERIAL_FUZZ_OBJ := $(patsubst %.c,$(BUILD)/fuzz/%.o,$(SERIAL_SRC))
+$(SERIAL_FUZZ_OBJ): FUZZ_CFLAGS += -Iports/serial
+$(SERIAL_FUZZ_OBJ): $(SERIAL_HDR)
+$(BUILD)/fuzz/fuzz_serial_runner: tests/serial/fuzz_serial_runner.c $(SERIAL_FUZZ_OBJ) $(FUZZ_SDK_OBJ) \
+        $(SERIAL_HDR)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Iports/serial -fsanitize=fuzzer,address,undefined \
+	    $(filter-out %.h,$^) -o $@
 
 .PHONY: serial-cross serial
 serial: $(BUILD)/host/serial_runner $(BUILD)/asan/serial_runner

@@ -112,7 +112,7 @@ def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_r16_image, v
     any crash, sanitizer report, leak or timeout fails the test, and so does a
     run too short to matter (the executions are recorded). Longer campaigns:
     docs/core.md, "Fuzzing"."""
-    subprocess.run(["make", "-s", "fuzz"], cwd=REPO, check=True)
+    subprocess.run(["make", "-s", "-j2", "fuzz"], cwd=REPO, check=True)
     corpus = tmp_path / "corpus"
     write_broken_images(valid_image.read_bytes(), corpus, valid_q8_image.read_bytes(),
                         valid_r16_image.read_bytes())

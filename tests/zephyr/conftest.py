@@ -1,7 +1,7 @@
 """Fixtures for the Zephyr port tests: the Zephyr tree (or a skip saying why
 not), a tiny converted model in a stable folder (so Zephyr builds stay
-incremental between sessions), the Linux reference engine, and builds that
-are made once per session."""
+incremental between sessions), the Linux reference engine, and builds and
+twister runs that are made once per session."""
 from __future__ import annotations
 
 import filecmp
@@ -22,9 +22,14 @@ from zephyr_helpers import (  # noqa: E402
     BUILD_ROOT,
     GENERATE,
     PROMPT,
+    TWISTER_RUNS,
+    TWISTER_SUITE_OF,
     Build,
+    TwisterRun,
     find_env,
     missing_for_board,
+    twister,
+    twister_run_of,
     west_build,
 )
 
@@ -80,9 +85,28 @@ def reference_tokens(colibri_run, zephyr_model) -> list[int]:
 
 
 @pytest.fixture(scope="session")
-def zephyr_build(zephyr, zephyr_model, colibri_run):
-    """build(app, board) -> Build, once per session (colibri_run: the ztest
-    suite's golden values come from it at build time)."""
+def twister_run(zephyr, zephyr_model, colibri_run):
+    """run(name) -> TwisterRun of TWISTER_RUNS[name], once per session
+    (colibri_run: the ztest suite's golden values come from it at build time)."""
+    runs: dict[str, TwisterRun] = {}
+
+    def run(name: str) -> TwisterRun:
+        if name not in runs:
+            runs[name] = twister(zephyr, zephyr_model, name)
+        return runs[name]
+
+    return run
+
+
+def _twister_can_run(zephyr, name: str) -> bool:
+    return all(missing_for_board(zephyr, board) is None for board in TWISTER_RUNS[name])
+
+
+@pytest.fixture(scope="session")
+def zephyr_build(zephyr, zephyr_model, colibri_run, twister_run):
+    """build(app, board) -> Build, once per session: twister's build when
+    its run for the board builds app unchanged (TWISTER_SUITE_OF) and can run
+    here, else `west build`."""
     built: dict[tuple[str, str], Build] = {}
 
     def build(app: str, board: str) -> Build:
@@ -90,7 +114,11 @@ def zephyr_build(zephyr, zephyr_model, colibri_run):
         if reason:
             pytest.skip(reason)
         if (app, board) not in built:
-            built[app, board] = west_build(zephyr, app, board, zephyr_model)
+            run = twister_run_of(board)
+            if app in TWISTER_SUITE_OF and run and _twister_can_run(zephyr, run):
+                built[app, board] = twister_run(run).build(app, board)
+            else:
+                built[app, board] = west_build(zephyr, app, board, zephyr_model)
         return built[app, board]
 
     return build

@@ -1,8 +1,8 @@
-"""The Zephyr samples built with `west build` and run in QEMU (MPS3 AN547,
-Cortex-M55): hello_moe prints the Linux build's tokens, isr_forward gets the
-same bits in a k_timer expiry as in thread mode, and serial_runner passes
-colibri-test (golden values from transformers) with logits bit-identical to
-the Linux build."""
+"""The Zephyr samples, as twister's Cortex-M run built them (conftest.py,
+zephyr_build), run in QEMU (MPS3 AN547, Cortex-M55): hello_moe prints the
+Linux build's tokens, isr_forward gets the same bits in a k_timer expiry as
+in thread mode, and serial_runner passes colibri-test (golden values from
+transformers) with logits bit-identical to the Linux build."""
 from __future__ import annotations
 
 import re
@@ -17,16 +17,15 @@ from zephyr_helpers import (
     Process,
     free_port,
     qemu_argv,
+    qemu_run,
     tokens_line,
-    west_run,
 )
 
 
-def test_hello_moe_an547_prints_the_reference_tokens(zephyr, zephyr_build, need_qemu,
-                                                     reference_tokens):
+def test_hello_moe_an547_prints_the_reference_tokens(zephyr_build, need_qemu, reference_tokens):
     build = zephyr_build("samples/zephyr/hello_moe", AN547)
     assert build.weights()["address"] == "0x90000000"
-    output = west_run(zephyr, build, r"^(done|error: .*)$", timeout=120)
+    output = qemu_run(build, r"^(done|error: .*)$", timeout=120)
     assert "colibri: init ok" in output, output[-3000:]
     assert re.search(r"^weights: 0x90000000, \d+ of 268435456 bytes \(devicetree\)", output, re.M)
     assert re.search(r"^prompt: 1 2 3$", output, re.M)
@@ -34,9 +33,9 @@ def test_hello_moe_an547_prints_the_reference_tokens(zephyr, zephyr_build, need_
     assert re.search(r"^timing: prefill 3 ids: [1-9]\d* cycles", output, re.M)
 
 
-def test_isr_forward_an547_matches_thread_mode(zephyr, zephyr_build, need_qemu):
+def test_isr_forward_an547_matches_thread_mode(zephyr_build, need_qemu):
     build = zephyr_build("samples/zephyr/isr_forward", AN547)
-    output = west_run(zephyr, build, r"^(done|error: .*|MISMATCH.*)$", timeout=120)
+    output = qemu_run(build, r"^(done|error: .*|MISMATCH.*)$", timeout=120)
     assert re.search(r"^isr: in interrupt 1, status 0, steps 8, interrupt stack used "
                      r"[1-9]\d* of 4096 bytes$", output, re.M), output[-3000:]
     assert tokens_line(output, "tokens (isr)") == tokens_line(output, "tokens (thread)")

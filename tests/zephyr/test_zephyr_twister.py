@@ -4,7 +4,9 @@ mps3/corstone300/an547 (Cortex-M55) and mps2/an385 (soft-float Cortex-M3) in
 QEMU, built only for the two STM32H7 boards (gnuarmemb). Every configuration
 must pass, on every board that runs it the ztest suite must find the logits
 bit-identical to the Linux build, and the size table of docs/zephyr.md must
-be what these builds' linker memory reports say.
+be what these builds' linker memory reports say. The runs (zephyr_helpers.twister)
+are made once per session: the other Zephyr tests take their builds of the
+samples and the suite on AN547 and native_sim (conftest.zephyr_build).
 
 `--disable-warnings-as-errors`: the pruned Zephyr 4.3 copy this runs against in
 CI has a warning in kernel/sched.c under -Werror (not in Colibri's sources,
@@ -12,58 +14,35 @@ which CONFIG_COLIBRI_WARNINGS_AS_ERRORS keeps at -Werror).
 """
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 
 import pytest
 from zephyr_helpers import (
     AN385,
     AN547,
-    BUILD_ROOT,
-    H747,
-    H750,
     NATIVE_SIM,
     REPO,
-    board_env,
-    die_with_pytest,
+    TWISTER_RUNS,
     memory_report,
     missing_for_board,
 )
 
-SUITES = ["tests/zephyr", "samples/zephyr"]
-# One twister run per toolchain: native_sim builds with the host's, the rest with gnuarmemb.
-# (twister names the STM32H750 board with its SoC qualifier)
-H750_FULL = f"{H750}/stm32h750xx"
-RUNS = {"native_sim": [NATIVE_SIM], "cortex_m": [AN547, AN385, H747, H750_FULL]}
 EMULATED = {NATIVE_SIM, AN547, AN385}
 SAMPLES = ["hello_moe", "isr_forward", "serial_runner"]
 DOC = REPO / "docs" / "zephyr.md"
 
 
-def _twister(zephyr, model_dir, name: str, platforms: list[str]):
-    outdir = BUILD_ROOT / "twister" / name
-    argv = [zephyr.west, "twister", *[a for s in SUITES for a in ("-T", s)],
-            *[a for p in platforms for a in ("-p", p)], "--outdir", str(outdir),
-            "--clobber-output", "--disable-warnings-as-errors", "-j", "2", "--inline-logs"]
-    env = board_env(platforms[0])
-    env["COLIBRI_MODEL_DIR"] = str(model_dir)
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200,
-                          preexec_fn=die_with_pytest)
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, f"twister failed:\n{log[-8000:]}"
-    return json.loads((outdir / "twister.json").read_text()), log, outdir
-
-
-@pytest.mark.parametrize("name", list(RUNS))
-def test_twister(zephyr, zephyr_model, colibri_run, need_qemu, name, twister_summary):
-    platforms = RUNS[name]
+@pytest.mark.parametrize("name", list(TWISTER_RUNS))
+def test_twister(zephyr, need_qemu, name, twister_run, twister_summary):
+    platforms = TWISTER_RUNS[name]
     for board in platforms:
-        reason = missing_for_board(zephyr, H750 if board == H750_FULL else board)
+        reason = missing_for_board(zephyr, board)
         if reason:
             pytest.skip(reason)
-    report, log, outdir = _twister(zephyr, zephyr_model, name, platforms)
-    suites = report["testsuites"]
+    run = twister_run(name)
+    assert run.returncode == 0, f"twister failed:\n{run.log[-8000:]}"
+    outdir, log = run.outdir, run.log
+    suites = run.report()["testsuites"]
     ran = [s for s in suites if s["status"] != "filtered"]
     assert {s["platform"] for s in ran} == set(platforms), "a board ran nothing"
     want = {b: ("passed" if b in EMULATED else "not run") for b in platforms}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from zephyr_helpers import AN547, NATIVE_SIM, run_until, west_run
+from zephyr_helpers import AN547, NATIVE_SIM, qemu_run, run_until
 
 APP = "tests/zephyr/colibri_core"
 END = r"PROJECT EXECUTION (SUCCESSFUL|FAILED)"
@@ -23,9 +23,9 @@ def test_ztest_native_sim(zephyr_build):
     _check(run_until([str(build.exe)], END, timeout=60))
 
 
-def test_ztest_an547_in_qemu(zephyr, zephyr_build, need_qemu):
+def test_ztest_an547_in_qemu(zephyr_build, need_qemu):
     build = zephyr_build(APP, AN547)
-    output = west_run(zephyr, build, END, timeout=120)
+    output = qemu_run(build, END, timeout=120)
     _check(output)
     used = int(re.search(r"interrupt stack used: (\d+) of", output).group(1))
     assert 0 < used < 4096

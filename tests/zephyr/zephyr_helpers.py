@@ -1,5 +1,5 @@
-"""Build Zephyr applications of this repository with `west build` and run them
-(native_sim executables, QEMU), for the tests in tests/zephyr.
+"""Build Zephyr applications of this repository with `west build` or twister
+and run them (native_sim executables, QEMU), for the tests in tests/zephyr.
 
 Nothing here downloads Zephyr: ZEPHYR_BASE must name a Zephyr tree (with the
 CMSIS_6 module beside it for Cortex-M; scripts/setup-zephyr.sh prepares one).
@@ -33,6 +33,18 @@ AN547 = "mps3/corstone300/an547"
 AN385 = "mps2/an385"
 H747 = "stm32h747i_disco/stm32h747xx/m7"
 H750 = "stm32h750b_dk"
+
+# One twister run per toolchain: native_sim builds with the host's, the rest with gnuarmemb.
+# (twister names the STM32H750 board with its SoC qualifier)
+TWISTER_RUNS = {"native_sim": [NATIVE_SIM],
+                "cortex_m": [AN547, AN385, H747, f"{H750}/stm32h750xx"]}
+TWISTER_SUITE_ROOTS = ["tests/zephyr", "samples/zephyr"]
+# The twister test suite that builds an app as `west build` would: no extra configuration
+# (twister adds its run id and suite name, which only ztest's output shows).
+TWISTER_SUITE_OF = {"tests/zephyr/colibri_core": "colibri.core",
+                    "samples/zephyr/hello_moe": "sample.colibri.hello_moe",
+                    "samples/zephyr/isr_forward": "sample.colibri.isr_forward",
+                    "samples/zephyr/serial_runner": "sample.colibri.serial_runner"}
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -107,7 +119,8 @@ def missing_for_board(env: ZephyrEnv, board: str) -> str | None:
     """Why `board` cannot be built or run here, or None."""
     if board != NATIVE_SIM and shutil.which("arm-none-eabi-gcc") is None:
         return "arm-none-eabi-gcc not installed (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi)"
-    for module in BOARD_MODULES.get(board, []):
+    # (a board qualified with its SoC, as twister names it, needs what the board needs)
+    for module in BOARD_MODULES.get(board) or BOARD_MODULES.get(board.split("/")[0], []):
         if not (env.workspace / module / "zephyr" / "module.yml").is_file():
             return f"{env.workspace / module} missing (the Zephyr module {board} needs); {SETUP_HINT}"
     return None
@@ -143,6 +156,46 @@ def west_build(env: ZephyrEnv, app: str, board: str, model_dir: Path, *,
     if done.returncode != 0:
         raise AssertionError(f"west build {app} for {board} failed:\n{log[-6000:]}")
     return Build(app, board, directory, log)
+
+
+@dataclass(frozen=True)
+class TwisterRun:
+    """One `west twister` over the module's suites and samples, on platforms."""
+    platforms: list[str]
+    outdir: Path
+    returncode: int
+    log: str
+
+    def report(self) -> dict:
+        return json.loads((self.outdir / "twister.json").read_text())
+
+    def build(self, app: str, board: str) -> Build:
+        """The build twister made of app (TWISTER_SUITE_OF) for board."""
+        suite = TWISTER_SUITE_OF[app]
+        found = sorted((self.outdir / board.replace("/", "_")).glob(f"**/{app}/{suite}/build.log"))
+        if not found or not (found[0].parent / "zephyr" / "zephyr.elf").is_file():
+            raise AssertionError(f"twister built no {app} for {board}:\n{self.log[-6000:]}")
+        return Build(app, board, found[0].parent, found[0].read_text())
+
+
+def twister(env: ZephyrEnv, model_dir: Path, name: str) -> TwisterRun:
+    """`west twister` on TWISTER_RUNS[name] against the converted model in
+    model_dir, into BUILD_ROOT/twister/name (a fresh folder)."""
+    platforms = TWISTER_RUNS[name]
+    outdir = BUILD_ROOT / "twister" / name
+    argv = [env.west, "twister", *[a for s in TWISTER_SUITE_ROOTS for a in ("-T", s)],
+            *[a for p in platforms for a in ("-p", p)], "--outdir", str(outdir),
+            "--clobber-output", "--disable-warnings-as-errors", "-j", "2", "--inline-logs"]
+    run_env = board_env(platforms[0])
+    run_env["COLIBRI_MODEL_DIR"] = str(model_dir)
+    done = subprocess.run(argv, cwd=REPO, env=run_env, capture_output=True, text=True,
+                          timeout=1200, preexec_fn=die_with_pytest)
+    return TwisterRun(platforms, outdir, done.returncode, done.stdout + done.stderr)
+
+
+def twister_run_of(board: str) -> str | None:
+    """The twister run that builds for board, if one does."""
+    return next((name for name, platforms in TWISTER_RUNS.items() if board in platforms), None)
 
 
 def memory_report(log: str) -> dict[str, tuple[int, int]]:
@@ -219,11 +272,9 @@ def run_until(argv: list[str], pattern: str, timeout: float, **kwargs) -> str:
         return proc.read_until(pattern, timeout)
 
 
-def west_run(env: ZephyrEnv, build: Build, pattern: str, timeout: float) -> str:
-    """`west build -t run` (QEMU through the board's runner, with the module's
-    loader flags) until pattern appears in the output."""
-    return run_until([env.west, "build", "-d", str(build.directory), "-t", "run"], pattern,
-                     timeout, cwd=REPO, env=board_env(build.board))
+def qemu_run(build: Build, pattern: str, timeout: float) -> str:
+    """The build in QEMU (qemu_argv) until pattern appears in its output."""
+    return run_until(qemu_argv(build), pattern, timeout)
 
 
 def free_port() -> int:
