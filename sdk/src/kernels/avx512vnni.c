@@ -514,6 +514,7 @@ static INLINE int32_t x_dword(const int8_t *q, uint32_t k)
     return v;
 }
 
+/* A tile's eight weight vectors, signed (sign) or unsigned (as above). */
 VNNI static INLINE void r16_weights(const uint8_t *tile, int q4, int sign, __m512i *wv)
 {
     const __m512i low = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
