@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-make -s host
+make -s -j2 host
 if [ -z "${ZEPHYR_BASE:-}" ] && [ -f ../shared/zephyr/colibri-env.sh ]; then
   . ../shared/zephyr/colibri-env.sh
 fi

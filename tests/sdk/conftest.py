@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO / "tests" / "sdk"))
 
 @pytest.fixture(scope="session")
 def asan_bins() -> pathlib.Path:
-    subprocess.run(["make", "-s", "test-bins"], cwd=REPO, check=True)
+    subprocess.run(["make", "-s", "-j2", "test-bins"], cwd=REPO, check=True)
     return REPO / "build" / "asan"
 
 

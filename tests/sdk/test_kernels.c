@@ -565,10 +565,24 @@ static void test_quantized(const colibri_kernels *k, int own_r16)
     }
 }
 
-int main(void)
+/* No arguments: every table; else only the tables named. */
+static int table_asked(const colibri_kernels *k, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], k->name) == 0) {
+            return 1;
+        }
+    }
+    return argc < 2;
+}
+
+int main(int argc, char **argv)
 {
     test_half_to_float();
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+        if (!table_asked(tables[t], argc, argv)) {
+            continue;
+        }
         if (!table_runs_here(tables[t])) {
             printf("%s: skipped, this CPU cannot run it\n", tables[t]->name);
             continue;

@@ -56,7 +56,7 @@ def test_fuzz_ota_parsers_for_a_while(update_images, tmp_path, record_property):
     store = b"\xff" * 512 + (signed + b"\xff" * (slot - len(signed))) * 2
     (corpus / "signed").write_bytes(b"\0" + signed)
     (corpus / "store").write_bytes(b"\1" + store)
-    seconds = os.environ.get("COLIBRI_FUZZ_OTA_SECONDS", "20")
+    seconds = os.environ.get("COLIBRI_FUZZ_OTA_SECONDS", "10")
     done = subprocess.run(
         [str(REPO / "build" / "fuzz" / "fuzz_ota"), f"-max_total_time={seconds}", "-timeout=10",
          "-rss_limit_mb=2048", f"-artifact_prefix={tmp_path}/", str(corpus)],

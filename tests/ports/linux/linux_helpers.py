@@ -11,8 +11,8 @@ RUN_TIMEOUT = 120
 
 
 def make(target: str) -> subprocess.CompletedProcess:
-    """`make -s target` in the repository."""
-    return subprocess.run(["make", "-s", target], cwd=REPO, capture_output=True, text=True,
+    """`make -s -j2 target` in the repository (two cores here)."""
+    return subprocess.run(["make", "-s", "-j2", target], cwd=REPO, capture_output=True, text=True,
                           timeout=900, check=False)
 
 
