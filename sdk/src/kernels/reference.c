@@ -201,116 +201,92 @@ void colibri_k_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
 
 /* ---- quantized products (docs/kernels.md, "Quantized products") -------- */
 
-/* One block's exact integer sum of products, Q8 weights. */
-static int32_t isum_q8(const uint8_t *block, const int8_t *xq)
+/* One block's exact integer sum of products: block (or tile) at w, row i of
+ * its group (0 row by row). Q8 row by row: element e at 2 + e. */
+static int32_t isum_q8(const uint8_t *w, uint32_t i, const int8_t *xq)
 {
     int32_t sum = 0;
-    for (uint32_t i = 0; i < COLIBRI_QBLOCK; i++) {
-        sum += (int32_t)(int8_t)block[2u + i] * xq[i];
+    (void)i;
+    for (uint32_t e = 0; e < COLIBRI_QBLOCK; e++) {
+        sum += (int32_t)(int8_t)w[2u + e] * xq[e];
     }
     return sum;
 }
 
-/* The same for Q4: byte j holds element j (low nibble) and j + 16 (high). */
-static int32_t isum_q4(const uint8_t *block, const int8_t *xq)
+/* Q4 row by row: byte j holds element j (low nibble) and j + 16 (high). */
+static int32_t isum_q4(const uint8_t *w, uint32_t i, const int8_t *xq)
 {
     int32_t sum = 0;
+    (void)i;
     for (uint32_t j = 0; j < COLIBRI_QBLOCK / 2u; j++) {
-        sum += ((int32_t)(block[2u + j] & 0x0Fu) - 8) * xq[j];
-        sum += ((int32_t)(block[2u + j] >> 4) - 8) * xq[j + 16u];
+        sum += ((int32_t)(w[2u + j] & 0x0Fu) - 8) * xq[j];
+        sum += ((int32_t)(w[2u + j] >> 4) - 8) * xq[j + 16u];
     }
     return sum;
 }
 
-/* acc = fma((float)isum, d_w * d_x, acc), block by block in order. */
-#define QUANT_DOT(name, isum, block_bytes)                                                         \
-    static float name(const uint8_t *w, const colibri_qblock *x, uint32_t nb)                      \
-    {                                                                                              \
-        float acc = 0.0f;                                                                          \
-        for (uint32_t b = 0; b < nb; b++, w += (block_bytes)) {                                    \
-            float s = colibri_qblock_scale(w) * x[b].d;                                            \
-            acc = colibri_fmaf((float)isum(w, x[b].q), s, acc);                                    \
-        }                                                                                          \
-        return acc;                                                                                \
-    }
-
-QUANT_DOT(dot_q8, isum_q8, COLIBRI_Q8_BLOCK_BYTES)
-QUANT_DOT(dot_q4, isum_q4, COLIBRI_Q4_BLOCK_BYTES)
-
-/* out[t * out_stride + r] = the row r by token t dot, for every row and token. */
-#define QUANT_MATMAT(name, dot, block_bytes)                                                       \
-    void name(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,            \
-              uint32_t rows, uint32_t cols, uint32_t n)                                            \
-    {                                                                                              \
-        uint32_t nb = colibri_qblocks(cols);                                                       \
-        for (uint32_t r = 0; r < rows; r++) {                                                      \
-            const uint8_t *row = w + (size_t)r * nb * (block_bytes);                               \
-            for (uint32_t t = 0; t < n; t++) {                                                     \
-                out[t * out_stride + r] = dot(row, x + (size_t)t * nb, nb);                        \
-            }                                                                                      \
-        }                                                                                          \
-    }
-
-QUANT_MATMAT(colibri_k_matmat_q8, dot_q8, COLIBRI_Q8_BLOCK_BYTES)
-QUANT_MATMAT(colibri_k_matmat_q4, dot_q4, COLIBRI_Q4_BLOCK_BYTES)
-
-/* ---- the same in groups of 16 rows (Q8_R16, Q4_R16: colibri.h) ------- */
-
-/* Row i's block in a tile: Q8 element 4k + j at 32 + 64k + 4i + j. */
-static int32_t isum_q8r16(const uint8_t *tile, uint32_t i, const int8_t *xq)
+/* Q8 in groups of 16 rows (colibri.h): row i's element 4k + j at
+ * 32 + 64k + 4i + j of the tile. */
+static int32_t isum_q8r16(const uint8_t *w, uint32_t i, const int8_t *xq)
 {
     int32_t sum = 0;
     for (uint32_t e = 0; e < COLIBRI_QBLOCK; e++) {
-        sum += (int32_t)(int8_t)tile[32u + 64u * (e / 4u) + 4u * i + e % 4u] * xq[e];
+        sum += (int32_t)(int8_t)w[32u + 64u * (e / 4u) + 4u * i + e % 4u] * xq[e];
     }
     return sum;
 }
 
-/* Q4: the byte of elements 4k + j (low nibble) and 16 + 4k + j (high) at
- * 32 + 64k + 4i + j. */
-static int32_t isum_q4r16(const uint8_t *tile, uint32_t i, const int8_t *xq)
+/* Q4 in groups of 16 rows: the byte of elements 4k + j (low nibble) and
+ * 16 + 4k + j (high) at 32 + 64k + 4i + j. */
+static int32_t isum_q4r16(const uint8_t *w, uint32_t i, const int8_t *xq)
 {
     int32_t sum = 0;
     for (uint32_t e = 0; e < COLIBRI_QBLOCK / 2u; e++) {
-        uint8_t byte = tile[32u + 64u * (e / 4u) + 4u * i + e % 4u];
+        uint8_t byte = w[32u + 64u * (e / 4u) + 4u * i + e % 4u];
         sum += ((int32_t)(byte & 0x0Fu) - 8) * xq[e];
         sum += ((int32_t)(byte >> 4) - 8) * xq[e + 16u];
     }
     return sum;
 }
 
-/* Row i of a group (its tiles at w), block by block as QUANT_DOT. */
-#define QUANT_DOT_R16(name, isum, block_bytes)                                                     \
+/* Row i of a group of G rows (G = 1: row by row; its blocks, or tiles, at
+ * w, G * block_bytes apart, row i's scale at 2i of each):
+ * acc = fma((float)isum, d_w * d_x, acc), block by block in order. */
+#define QUANT_DOT(name, isum, G, block_bytes)                                                      \
     static float name(const uint8_t *w, uint32_t i, const colibri_qblock *x, uint32_t nb)          \
     {                                                                                              \
         float acc = 0.0f;                                                                          \
-        for (uint32_t b = 0; b < nb; b++, w += COLIBRI_QGROUP_ROWS * (block_bytes)) {              \
+        for (uint32_t b = 0; b < nb; b++, w += (G) * (block_bytes)) {                              \
             float s = colibri_qblock_scale(w + 2u * i) * x[b].d;                                   \
             acc = colibri_fmaf((float)isum(w, i, x[b].q), s, acc);                                 \
         }                                                                                          \
         return acc;                                                                                \
     }
 
-QUANT_DOT_R16(dot_q8r16, isum_q8r16, COLIBRI_Q8_BLOCK_BYTES)
-QUANT_DOT_R16(dot_q4r16, isum_q4r16, COLIBRI_Q4_BLOCK_BYTES)
+QUANT_DOT(dot_q8, isum_q8, 1u, COLIBRI_Q8_BLOCK_BYTES)
+QUANT_DOT(dot_q4, isum_q4, 1u, COLIBRI_Q4_BLOCK_BYTES)
+QUANT_DOT(dot_q8r16, isum_q8r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q8_BLOCK_BYTES)
+QUANT_DOT(dot_q4r16, isum_q4r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q4_BLOCK_BYTES)
 
-#define QUANT_MATMAT_R16(name, dot, block_bytes)                                                   \
+/* out[t * out_stride + r] = the row r by token t dot, for every row and
+ * token; row r is row r % G of group r / G. */
+#define QUANT_MATMAT(name, dot, G, block_bytes)                                                    \
     void name(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,            \
               uint32_t rows, uint32_t cols, uint32_t n)                                            \
     {                                                                                              \
         uint32_t nb = colibri_qblocks(cols);                                                       \
         for (uint32_t r = 0; r < rows; r++) {                                                      \
-            const uint8_t *group =                                                                 \
-                w + (size_t)(r / COLIBRI_QGROUP_ROWS) * nb * COLIBRI_QGROUP_ROWS * (block_bytes);  \
+            const uint8_t *group = w + (size_t)(r / (G)) * nb * (G) * (block_bytes);               \
             for (uint32_t t = 0; t < n; t++) {                                                     \
-                out[t * out_stride + r] =                                                          \
-                    dot(group, r % COLIBRI_QGROUP_ROWS, x + (size_t)t * nb, nb);                   \
+                out[t * out_stride + r] = dot(group, r % (G), x + (size_t)t * nb, nb);             \
             }                                                                                      \
         }                                                                                          \
     }
 
-QUANT_MATMAT_R16(colibri_k_matmat_q8r16, dot_q8r16, COLIBRI_Q8_BLOCK_BYTES)
-QUANT_MATMAT_R16(colibri_k_matmat_q4r16, dot_q4r16, COLIBRI_Q4_BLOCK_BYTES)
+QUANT_MATMAT(colibri_k_matmat_q8, dot_q8, 1u, COLIBRI_Q8_BLOCK_BYTES)
+QUANT_MATMAT(colibri_k_matmat_q4, dot_q4, 1u, COLIBRI_Q4_BLOCK_BYTES)
+QUANT_MATMAT(colibri_k_matmat_q8r16, dot_q8r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q8_BLOCK_BYTES)
+QUANT_MATMAT(colibri_k_matmat_q4r16, dot_q4r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q4_BLOCK_BYTES)
 
 const colibri_kernels colibri_kernels_reference = {
     .name = "reference",
