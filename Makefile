@@ -13,20 +13,21 @@ FP_STRICT := -ffp-contract=off -fno-fast-math
 OPT       ?= -O2
 CORE_INC  := -Isdk/include -Isdk/src
 
-# Kernel tables built into the core (sdk/src/kernels/<name>.c, each defining
-# colibri_kernels_<name>), most preferred first; the reference is always
-# built, and is the last choice. The host default follows what cc targets.
+# Kernel tables built into the core (sdk/src/kernels/tables.mk: each table's
+# files, the first defining colibri_kernels_<name>), most preferred first; the
+# reference is always built, and is the last choice. The host default follows
+# what cc targets.
 HOST_MACHINE := $(shell $(CC) -dumpmachine)
 KERNELS   ?= $(if $(findstring x86_64,$(HOST_MACHINE)),avx512vnni avx512 avx2,$(if $(findstring aarch64,$(HOST_MACHINE)),neon))
 AARCH64_KERNELS ?= neondot neon
-CORE_SRC  := $(sort $(wildcard sdk/src/*.c))
+# The model (sdk/src), A/B weight slots and signed images (ota/) and their
+# crypto (crypto/); the Zephyr module builds the last two only with slots.
+CORE_SRC  := $(sort $(wildcard sdk/src/*.c sdk/src/ota/*.c sdk/src/crypto/*.c))
+CORE_HDR  := $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/*/*.h sdk/src/kernels/*/*.h)
+include sdk/src/kernels/tables.mk
 kernel_list = $(filter-out reference,$(1)) reference
-# A table may point at another table's functions (x86.h, neon.h): its file is
-# built with the files it needs.
-KERNEL_NEEDS_avx512 := avx2
-KERNEL_NEEDS_avx512vnni := avx512 avx2
-KERNEL_NEEDS_neondot := neon
-kernel_src = $(patsubst %,sdk/src/kernels/%.c,$(sort $(foreach k,$(call kernel_list,$(1)),$(k) $(KERNEL_NEEDS_$(k)))))
+kernel_files = $(if $(KERNEL_SOURCES_$(1)),$(KERNEL_SOURCES_$(1)),$(error no kernel table '$(1)' in sdk/src/kernels/tables.mk))
+kernel_src = $(addprefix sdk/src/kernels/,$(sort $(foreach k,$(call kernel_list,$(1)),$(call kernel_files,$(k)))))
 # "&colibri_kernels_a,&colibri_kernels_b,...,&colibri_kernels_reference,"
 kernel_tables = $(foreach k,$(call kernel_list,$(1)),&colibri_kernels_$(k),)
 SDK_SRC   := $(CORE_SRC) $(call kernel_src,$(KERNELS))
@@ -63,7 +64,7 @@ host: $(BUILD)/host/libcolibri.a $(BUILD)/host/libcolibri.so $(BUILD)/host/colib
 # What the Python package's wheel carries (setup.py): the two shared libraries.
 shared: $(BUILD)/host/libcolibri.so $(BUILD)/host/libcolibri_linux.so
 
-$(BUILD)/host/%.o: %.c $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.h ports/linux/*.h)
+$(BUILD)/host/%.o: %.c $(CORE_HDR) $(wildcard ports/linux/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(HOST_CFLAGS) -Iports/linux -c $< -o $@
 
@@ -141,7 +142,7 @@ ASAN_CFLAGS := $(WARN) $(FP_STRICT) -O1 -g -fno-omit-frame-pointer \
                -fsanitize=address,undefined -fno-sanitize-recover=all $(CORE_INC)
 asan: $(BUILD)/asan/colibri-run $(BUILD)/asan/libcolibri.a
 
-$(BUILD)/asan/%.o: %.c $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.h ports/linux/*.h)
+$(BUILD)/asan/%.o: %.c $(CORE_HDR) $(wildcard ports/linux/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ASAN_CFLAGS) -Iports/linux -c $< -o $@
 
@@ -216,7 +217,7 @@ FUZZ_CFLAGS := -std=c11 -g -O1 $(FP_STRICT) -fno-sanitize-recover=all $(CORE_INC
 FUZZ_SDK_OBJ := $(patsubst %.c,$(BUILD)/fuzz/%.o,$(filter sdk/src/kernels/%,$(SDK_SRC)) $(CORE_SRC))
 fuzz: $(BUILD)/fuzz/fuzz_image $(BUILD)/fuzz/fuzz_ota
 
-$(BUILD)/fuzz/%.o: %.c $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.h)
+$(BUILD)/fuzz/%.o: %.c $(CORE_HDR)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
 

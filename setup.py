@@ -3,13 +3,14 @@
 A wheel (`pip wheel .`) carries:
   * the board files: boards/*.toml mapped into the package as
     colibri_tools.board_files (one copy in git: the repository's boards/),
-    with the list of kernel tables of sdk/src/kernels beside them;
+    with the list of kernel tables of sdk/src/kernels/tables.mk beside them;
   * the engine: libcolibri and libcolibri_linux built here with `make shared`
     and copied into colibri_tools/lib/, so installing needs no compiler. The
     wheel is therefore tagged for this platform (py3-none-linux_<arch>).
 An editable install (`pip install -e .`) builds nothing: the source tree's
 boards/ and build/host (make host) are used in place.
 """
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,7 +30,8 @@ class BuildPyWithEngine(build_py):
         if self.editable_mode:
             return
         package = Path(self.build_lib) / "colibri_tools"
-        kernels = sorted(p.stem for p in (ROOT / "sdk" / "src" / "kernels").glob("*.c"))
+        tables_mk = (ROOT / "sdk" / "src" / "kernels" / "tables.mk").read_text()
+        kernels = sorted(re.findall(r"^KERNEL_SOURCES_(\w+)\s*:=", tables_mk, re.MULTILINE))
         (package / "board_files" / "kernel_tables.txt").write_text("\n".join(kernels) + "\n")
         work = Path(self.get_finalized_command("build").build_temp).resolve() / "colibri-c"
         subprocess.run(["make", "-s", "-j2", f"BUILD={work}", "shared"], cwd=ROOT, check=True)

@@ -1,7 +1,8 @@
 """The core's calls through its kernel table, for the static stack bounds of
 the bare-metal ports: which kernels a slot call may reach (read from the
-definitions of the tables a firmware has, sdk/src/kernels/<name>.c: the one
-source; a slot a SIMD table leaves NULL is the reference's),
+definitions of the tables a firmware has, in the first of each table's files
+in sdk/src/kernels/tables.mk: the one source; a slot a SIMD table leaves NULL
+is the reference's),
 and which core functions make such calls (a new one must be added here, so a
 stack bound never silently skips a path)."""
 from __future__ import annotations
@@ -25,13 +26,21 @@ KERNEL_CALLERS = frozenset({
 })
 
 
+def kernel_sources(table: str) -> list[Path]:
+    """A table's files (tables.mk), the one defining colibri_kernels_<table> first."""
+    text = (KERNELS / "tables.mk").read_text()
+    found = re.search(rf"^KERNEL_SOURCES_{table}\s*:=(.*)$", text, re.MULTILINE)
+    assert found, f"no kernel table '{table}' in sdk/src/kernels/tables.mk"
+    return [KERNELS / name for name in found[1].split()]
+
+
 def kernel_functions(tables: tuple[str, ...] = ()) -> list[str]:
     """The functions the reference table and the named tables point at."""
     names: list[str] = []
     for table in ("reference", *tables):
-        source = (KERNELS / f"{table}.c").read_text()
+        source = kernel_sources(table)[0].read_text()
         body = source.split(f"colibri_kernels_{table} =", 1)[1]
         found = re.findall(r"\.\w+ = (\w+),", body)
-        assert found, f"no kernel table in {table}.c"
+        assert found, f"no kernel table in {kernel_sources(table)[0]}"
         names += [n for n in found if n not in names]
     return names

@@ -31,7 +31,7 @@ linux-cross-board-check:
 	    "'$(BOARD_PORT)', not linux (try BOARD=rpi4 or BOARD=jetson_orin_nano)" >&2; exit 1; }
 
 $(LINUX_CROSS_DIR)/%.o: %.c $(LINUX_CROSS_DIR)/board.mk \
-        $(wildcard sdk/include/*.h sdk/src/*.h sdk/src/kernels/*.h ports/linux/*.h) \
+        $(CORE_HDR) $(wildcard ports/linux/*.h) \
         | linux-cross-board-check
 	@mkdir -p $(dir $@)
 	$(BOARD_CC) $(LINUX_CROSS_CFLAGS) -c $< -o $@

@@ -48,7 +48,7 @@ static void activate_rows(const colibri_model *m, uint32_t width, uint32_t rows,
     const colibri_hparams *hp = &m->hp;
     for (uint32_t t = 0; t < rows; t++) {
         if (hp->activation == ACT_SWIGLU_CLAMPED) {
-            colibri_k_swiglu_clamped(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width,
+            colibri_reference_swiglu_clamped(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width,
                                      hp->swiglu_limit, hp->swiglu_alpha);
         } else {
             m->kernels.swiglu(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width);
@@ -278,7 +278,7 @@ static void shared_expert(const colibri_model *m, const layer_view *layer, uint3
         const float *xn = ws->xn + (size_t)t * hidden;
         float gate = 1.0f;
         if (hp->shared_gate) {
-            gate = colibri_k_sigmoid(
+            gate = colibri_reference_sigmoid(
                 m->kernels.dot((const float *)layer->shared_expert_gate.data, xn, hidden));
         }
         m->kernels.add_scaled(ws->ffn_sum + (size_t)t * hidden, ws->ffn_out + (size_t)t * hidden,

@@ -20,7 +20,7 @@ void colibri_rope_table(const colibri_hparams *hp, float *cos_sin, uint32_t pos)
 {
     uint32_t half = hp->rope_dim / 2u;
     if (hp->rope_kind != ROPE_YARN) {
-        colibri_k_rope_table(cos_sin, pos, hp->rope_dim, hp->rope_theta);
+        colibri_reference_rope_table(cos_sin, pos, hp->rope_dim, hp->rope_theta);
         return;
     }
     for (uint32_t i = 0; i < half; i++) {

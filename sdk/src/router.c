@@ -162,7 +162,7 @@ static void sigmoid_select(const colibri_model *m, float *scores, const float *b
                            float *weight)
 {
     for (uint32_t e = 0; e < m->hp.n_experts; e++) {
-        scores[e] = colibri_k_sigmoid(scores[e]);
+        scores[e] = colibri_reference_sigmoid(scores[e]);
     }
     select_in_groups(&m->hp, scores, bias, idx, weight);
 }

@@ -1,4 +1,4 @@
-"""The core's SHA-512 and Ed25519 verifier (sdk/src/sha512.c, ed25519.c,
+"""The core's SHA-512 and Ed25519 verifier (sdk/src/crypto/sha512.c, ed25519.c,
 field25519.c) against the standard vectors (FIPS 180-4 examples, RFC 8032
 section 7.1), against OpenSSL (hashlib, and signatures made with the
 `cryptography` package), and against the refusals RFC 8032 5.1.7 asks for:

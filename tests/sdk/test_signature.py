@@ -136,7 +136,7 @@ def test_tampered_data_is_found_block_by_block(asan_bins, signed, valid_image, t
 def test_layout_constants_equal_the_c_header():
     import pathlib
     import re
-    text = (pathlib.Path(__file__).resolve().parents[2] / "sdk/src/signature_layout.h").read_text()
+    text = (pathlib.Path(__file__).resolve().parents[2] / "sdk/src/ota/signature_layout.h").read_text()
     c = {m[0]: int(m[1]) for m in re.findall(r"SIG_(\w+) = (\d+)", text)}
     for name, (offset, _) in signing.FIELDS.items():
         if name != "magic":

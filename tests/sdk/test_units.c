@@ -89,19 +89,19 @@ static void test_kernels(void)
     const float w[4] = {1.0f, 0.5f, 2.0f, -1.0f};
     float out[4], sm[3] = {1.0f, 2.0f, 3.0f}, head[4] = {1.0f, 2.0f, 3.0f, 4.0f}, cs[4];
     double ms = (1.0 + 4.0 + 9.0 + 0.25) / 4.0, inv = 1.0 / sqrt(ms + 1e-5);
-    colibri_k_rmsnorm(out, x, w, 4, 1e-5f);
+    colibri_reference_rmsnorm(out, x, w, 4, 1e-5f);
     for (int i = 0; i < 4; i++) {
         CHECK(fabs(out[i] - w[i] * x[i] * inv) < 1e-6);
     }
-    colibri_k_softmax(sm, 3);
+    colibri_reference_softmax(sm, 3);
     CHECK(fabs(sm[0] + sm[1] + sm[2] - 1.0) < 1e-6 && sm[2] > sm[1] && sm[1] > sm[0]);
-    colibri_k_rope_table(cs, 0, 4, 10000.0f);
-    colibri_k_rope_apply(head, cs, 4);
+    colibri_reference_rope_table(cs, 0, 4, 10000.0f);
+    colibri_reference_rope_apply(head, cs, 4);
     CHECK(head[0] == 1.0f && head[1] == 2.0f && head[2] == 3.0f && head[3] == 4.0f);
-    colibri_k_rope_table(cs, 3, 4, 10000.0f);
+    colibri_reference_rope_table(cs, 3, 4, 10000.0f);
     CHECK(fabs(cs[0] - cos(3.0)) < 1e-6 && fabs(cs[2] - sin(3.0)) < 1e-6);
     CHECK(fabs(cs[1] - cos(3.0 / 100.0)) < 1e-6);
-    CHECK(fabs(colibri_k_sigmoid(0.0f) - 0.5f) < 1e-7);
+    CHECK(fabs(colibri_reference_sigmoid(0.0f) - 0.5f) < 1e-7);
 }
 
 static void test_init_arguments(void)

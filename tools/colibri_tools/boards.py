@@ -86,7 +86,7 @@ class SlotLayout:
     """A/B weight slots (docs/ota.md): two record copies of one sector each
     at origin and origin + sector, slot A at origin + 2 sectors, slot B right
     after it, each (length - 2 sectors) / 2 rounded down to a sector. The
-    same rule is colibri_slots_layout() in C (sdk/src/slot_record.c)."""
+    same rule is colibri_slots_layout() in C (sdk/src/ota/slot_record.c)."""
     origin: int
     length: int
     sector: int
@@ -167,14 +167,14 @@ def _region(data: dict, key: str, where: str) -> Region | None:
     return Region(origin, length)
 
 
-KERNELS_DIR = pathlib.Path(__file__).resolve().parents[2] / "sdk" / "src" / "kernels"
-KERNELS_LIST = PACKAGE_BOARDS / "kernel_tables.txt"  # a wheel's list of sdk/src/kernels/*.c
+KERNELS_MK = pathlib.Path(__file__).resolve().parents[2] / "sdk" / "src" / "kernels" / "tables.mk"
+KERNELS_LIST = PACKAGE_BOARDS / "kernel_tables.txt"  # a wheel's copy of tables.mk's names
 
 
 def kernel_tables() -> list[str]:
-    """The kernel tables sdk/src/kernels has (a wheel: the list setup.py wrote from it)."""
-    if KERNELS_DIR.is_dir():
-        return sorted(p.stem for p in KERNELS_DIR.glob("*.c"))
+    """The kernel tables of sdk/src/kernels/tables.mk (a wheel: the list setup.py wrote from it)."""
+    if KERNELS_MK.is_file():
+        return sorted(re.findall(r"^KERNEL_SOURCES_(\w+)\s*:=", KERNELS_MK.read_text(), re.MULTILINE))
     return KERNELS_LIST.read_text().split() if KERNELS_LIST.is_file() else []
 
 
@@ -185,7 +185,7 @@ def _kernels(data: dict, where: str) -> tuple[str, ...]:
     known = kernel_tables()
     for name in names:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name not in known:
-            raise BoardError(f"{where}: kernels: no table '{name}' (sdk/src/kernels has: "
+            raise BoardError(f"{where}: kernels: no table '{name}' (sdk/src/kernels/tables.mk has: "
                              f"{', '.join(known)})")
     if len(set(names)) != len(names):
         raise BoardError(f"{where}: kernels: a table is named twice")

@@ -1,7 +1,7 @@
 """Signed model images (docs/format.md, section 8): an Ed25519 signature over
 a signature block that follows the image bytes and holds the SHA-512 of each
 block of the image. Signing needs the private key, so it happens here, on the
-host, with the `cryptography` package; devices only verify (sdk/src/signature.c).
+host, with the `cryptography` package; devices only verify (sdk/src/ota/signature.c).
 
     colibri-sign keygen -o keys/release            keys/release.pem (private, 0600) + .pub
     colibri-sign sign model.bin --key keys/release.pem --image-version 7 -o model.signed.bin
@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from .errors import ColibriError
 from .version import add_version_option
 
-# The block's layout: sdk/src/signature_layout.h mirrors the same text
+# The block's layout: sdk/src/ota/signature_layout.h mirrors the same text
 # (tests/tools/test_signing.py compares the two).
 MAGIC = b"COLISIG\x1a"
 IMAGE_MAGIC = b"COLIBRI\x1a"
@@ -216,7 +216,7 @@ def _edwards_add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
 
 
 def key_is_usable(key: bytes) -> bool:
-    """The device's rule for a public key (sdk/src/ed25519.c): it decodes as
+    """The device's rule for a public key (sdk/src/crypto/ed25519.c): it decodes as
     RFC 8032 5.1.3 says and is not of small order (8 A != identity)."""
     y = int.from_bytes(key, "little") & ((1 << 255) - 1)
     sign = key[31] >> 7

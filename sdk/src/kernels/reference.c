@@ -55,7 +55,7 @@ static float lanes_reduce(float *lane)
 
 _Static_assert(COLIBRI_LANES == 16u, "the reference kernels name sixteen lanes");
 
-float colibri_k_dot(const float *a, const float *b, uint32_t n)
+float colibri_reference_dot(const float *a, const float *b, uint32_t n)
 {
     LANES_DECLARE;
     uint32_t i = 0;
@@ -87,56 +87,56 @@ static float sum_canonical(const float *x, uint32_t n)
     return lanes_reduce(lane);
 }
 
-void colibri_k_matvec(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
+void colibri_reference_matvec_f32(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
 {
     for (uint32_t r = 0; r < rows; r++) {
-        out[r] = colibri_k_dot(w + (size_t)r * cols, x, cols);
+        out[r] = colibri_reference_dot(w + (size_t)r * cols, x, cols);
     }
 }
 
 /* Row by row, every token for each row: the row stays in cache. */
-void colibri_k_matmat(float *out, size_t out_stride, const float *w, const float *x, uint32_t rows,
+void colibri_reference_matmat_f32(float *out, size_t out_stride, const float *w, const float *x, uint32_t rows,
                       uint32_t cols, uint32_t n)
 {
     for (uint32_t r = 0; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
             out[t * out_stride + r] =
-                colibri_k_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+                colibri_reference_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
         }
     }
 }
 
-void colibri_k_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
+void colibri_reference_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
 {
-    float inv = 1.0f / colibri_sqrtf(colibri_k_dot(x, x, n) / (float)n + eps);
+    float inv = 1.0f / colibri_sqrtf(colibri_reference_dot(x, x, n) / (float)n + eps);
     for (uint32_t i = 0; i < n; i++) {
         out[i] = w[i] * (x[i] * inv);
     }
 }
 
-void colibri_k_layernorm(float *out, const float *x, const float *w, const float *b, uint32_t n,
+void colibri_reference_layernorm(float *out, const float *x, const float *w, const float *b, uint32_t n,
                          float eps)
 {
     float mean = sum_canonical(x, n) / (float)n, inv;
     for (uint32_t i = 0; i < n; i++) {
         out[i] = x[i] - mean;
     }
-    inv = 1.0f / colibri_sqrtf(colibri_k_dot(out, out, n) / (float)n + eps);
+    inv = 1.0f / colibri_sqrtf(colibri_reference_dot(out, out, n) / (float)n + eps);
     for (uint32_t i = 0; i < n; i++) {
         out[i] = out[i] * inv * w[i] + b[i];
     }
 }
 
-void colibri_k_swiglu_clamped(float *a, const float *b, uint32_t n, float limit, float alpha)
+void colibri_reference_swiglu_clamped(float *a, const float *b, uint32_t n, float limit, float alpha)
 {
     for (uint32_t i = 0; i < n; i++) {
         float g = a[i] < limit ? a[i] : limit;
         float u = b[i] < -limit ? -limit : (b[i] < limit ? b[i] : limit);
-        a[i] = (u + 1.0f) * (g * colibri_k_sigmoid(g * alpha));
+        a[i] = (u + 1.0f) * (g * colibri_reference_sigmoid(g * alpha));
     }
 }
 
-void colibri_k_softmax(float *x, uint32_t n)
+void colibri_reference_softmax(float *x, uint32_t n)
 {
     float max = x[0], sum;
     for (uint32_t i = 1; i < n; i++) {
@@ -151,33 +151,33 @@ void colibri_k_softmax(float *x, uint32_t n)
     }
 }
 
-float colibri_k_sigmoid(float v)
+float colibri_reference_sigmoid(float v)
 {
     return 1.0f / (1.0f + colibri_expf(-v));
 }
 
-void colibri_k_swiglu(float *a, const float *b, uint32_t n)
+void colibri_reference_swiglu(float *a, const float *b, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         a[i] = a[i] / (1.0f + colibri_expf(-a[i])) * b[i];
     }
 }
 
-void colibri_k_add(float *y, const float *x, uint32_t n)
+void colibri_reference_add(float *y, const float *x, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         y[i] = y[i] + x[i];
     }
 }
 
-void colibri_k_add_scaled(float *y, const float *x, float s, uint32_t n)
+void colibri_reference_add_scaled(float *y, const float *x, float s, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         y[i] = y[i] + x[i] * s;
     }
 }
 
-void colibri_k_rope_table(float *cos_sin, uint32_t pos, uint32_t head_dim, float theta)
+void colibri_reference_rope_table(float *cos_sin, uint32_t pos, uint32_t head_dim, float theta)
 {
     uint32_t half = head_dim / 2u;
     for (uint32_t i = 0; i < half; i++) {
@@ -188,7 +188,7 @@ void colibri_k_rope_table(float *cos_sin, uint32_t pos, uint32_t head_dim, float
     }
 }
 
-void colibri_k_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
+void colibri_reference_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
 {
     uint32_t half = head_dim / 2u;
     for (uint32_t i = 0; i < half; i++) {
@@ -283,24 +283,24 @@ QUANT_DOT(dot_q4r16, isum_q4r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q4_BLOCK_BYTES)
         }                                                                                          \
     }
 
-QUANT_MATMAT(colibri_k_matmat_q8, dot_q8, 1u, COLIBRI_Q8_BLOCK_BYTES)
-QUANT_MATMAT(colibri_k_matmat_q4, dot_q4, 1u, COLIBRI_Q4_BLOCK_BYTES)
-QUANT_MATMAT(colibri_k_matmat_q8r16, dot_q8r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q8_BLOCK_BYTES)
-QUANT_MATMAT(colibri_k_matmat_q4r16, dot_q4r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q4_BLOCK_BYTES)
+QUANT_MATMAT(colibri_reference_matmat_q8, dot_q8, 1u, COLIBRI_Q8_BLOCK_BYTES)
+QUANT_MATMAT(colibri_reference_matmat_q4, dot_q4, 1u, COLIBRI_Q4_BLOCK_BYTES)
+QUANT_MATMAT(colibri_reference_matmat_q8r16, dot_q8r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q8_BLOCK_BYTES)
+QUANT_MATMAT(colibri_reference_matmat_q4r16, dot_q4r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q4_BLOCK_BYTES)
 
 const colibri_kernels colibri_kernels_reference = {
     .name = "reference",
-    .dot = colibri_k_dot,
-    .matvec_f32 = colibri_k_matvec,
-    .rmsnorm = colibri_k_rmsnorm,
-    .softmax = colibri_k_softmax,
-    .swiglu = colibri_k_swiglu,
-    .add = colibri_k_add,
-    .add_scaled = colibri_k_add_scaled,
-    .rope_apply = colibri_k_rope_apply,
-    .matmat_f32 = colibri_k_matmat,
-    .matmat_q8 = colibri_k_matmat_q8,
-    .matmat_q4 = colibri_k_matmat_q4,
-    .matmat_q8r16 = colibri_k_matmat_q8r16,
-    .matmat_q4r16 = colibri_k_matmat_q4r16,
+    .dot = colibri_reference_dot,
+    .matvec_f32 = colibri_reference_matvec_f32,
+    .rmsnorm = colibri_reference_rmsnorm,
+    .softmax = colibri_reference_softmax,
+    .swiglu = colibri_reference_swiglu,
+    .add = colibri_reference_add,
+    .add_scaled = colibri_reference_add_scaled,
+    .rope_apply = colibri_reference_rope_apply,
+    .matmat_f32 = colibri_reference_matmat_f32,
+    .matmat_q8 = colibri_reference_matmat_q8,
+    .matmat_q4 = colibri_reference_matmat_q4,
+    .matmat_q8r16 = colibri_reference_matmat_q8r16,
+    .matmat_q4r16 = colibri_reference_matmat_q4r16,
 };

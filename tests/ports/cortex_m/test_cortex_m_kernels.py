@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from cm_helpers import CC, QEMU, REPO, missing_tools, qemu_argv
+from kernel_slots import kernel_sources
 from colibri_tools import boards
 
 HERE = REPO / "tests" / "ports" / "cortex_m" / "kernels_m"
@@ -30,7 +31,7 @@ def _build(board_name: str, out: pathlib.Path) -> pathlib.Path:
     board = boards.load(board_name)
     subprocess.run([sys.executable, "-m", "colibri_tools.boards", "ld", board_name, "-o",
                     str(out / "memory.ld")], cwd=REPO, check=True, timeout=60)
-    tables = [*board.kernels, "reference"]  # (no Cortex-M table needs another's file)
+    tables = [*board.kernels, "reference"]
     table_list = "".join(f"&colibri_kernels_{name}," for name in tables)
     flags = [*board.cflags, "-std=c11", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
              "-fno-fast-math", "-O2", f"-I{REPO / 'sdk/include'}", f"-I{REPO / 'sdk/src'}",
@@ -41,7 +42,7 @@ def _build(board_name: str, out: pathlib.Path) -> pathlib.Path:
     _cc([*flags, "-fno-tree-vectorize", "-c", str(REPO / "tests/sdk/test_kernels.c"), "-o",
          str(spec)])
     sources = [*sorted(HERE.glob("*.c")), *sorted((REPO / "sdk/src").glob("*.c")),
-               *(REPO / f"sdk/src/kernels/{name}.c" for name in tables)]
+               *sorted({path for name in tables for path in kernel_sources(name)})]
     elf = out / "test_kernels.elf"
     _cc([*flags, "--specs=rdimon.specs", f"-L{out}", "-T", str(HERE / "link.ld"), str(spec),
          *map(str, sources), "-lm", "-o", str(elf)])

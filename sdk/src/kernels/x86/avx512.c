@@ -14,7 +14,7 @@
 #include "colibri_compat.h"
 #include "colibri_math.h"
 #include "kernels.h"
-#include "x86.h"
+#include "kernels/borrowed.h"
 
 #define AVX512 __attribute__((target("avx512f,fma")))
 
@@ -81,7 +81,7 @@ AVX512 static void rows4_avx512(float *out, const float *w, const float *x, uint
     out[3] = lanes_reduce(a3);
 }
 
-AVX512 void colibri_avx512_matvec(float *out, const float *w, const float *x, uint32_t rows,
+AVX512 void colibri_avx512_matvec_f32(float *out, const float *w, const float *x, uint32_t rows,
                                   uint32_t cols)
 {
     uint32_t r = 0;
@@ -173,7 +173,7 @@ AVX512 static void block4x2_avx512(float *out, size_t stride, const float *w, co
 
 /* Blocks of four rows; within one, blocks of four tokens, then a pair, then
  * one (the rows stay in cache while the tokens pass). */
-AVX512 void colibri_avx512_matmat(float *out, size_t stride, const float *w, const float *x,
+AVX512 void colibri_avx512_matmat_f32(float *out, size_t stride, const float *w, const float *x,
                                   uint32_t rows, uint32_t cols, uint32_t n)
 {
     uint32_t r = 0;
@@ -306,12 +306,12 @@ const colibri_kernels colibri_kernels_avx512 = {
     .name = "avx512",
     .dot = colibri_avx512_dot,
     .swiglu = colibri_avx512_swiglu,
-    .matvec_f32 = colibri_avx512_matvec,
+    .matvec_f32 = colibri_avx512_matvec_f32,
     .rmsnorm = colibri_avx512_rmsnorm,
     .add = colibri_avx512_add,
     .add_scaled = colibri_avx512_add_scaled,
     .rope_apply = colibri_avx512_rope_apply,
-    .matmat_f32 = colibri_avx512_matmat,
+    .matmat_f32 = colibri_avx512_matmat_f32,
     /* the quantized products: avx2's (the VNNI ones: avx512vnni.c) */
     .matmat_q8 = colibri_avx2_matmat_q8,
     .matmat_q4 = colibri_avx2_matmat_q4,

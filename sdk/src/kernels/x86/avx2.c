@@ -17,7 +17,7 @@
 #include "colibri_math.h"
 #include "kernels.h"
 #include "quant.h"
-#include "x86.h"
+#include "kernels/borrowed.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
 /* The quantized kernels convert binary16 scales with F16C (the port checks
@@ -69,7 +69,7 @@ AVX2 static lanes16 lanes_add_tail(lanes16 l, const float *a, const float *b, ui
     return l;
 }
 
-AVX2 static float dot_avx2(const float *a, const float *b, uint32_t n)
+AVX2 static float colibri_avx2_dot(const float *a, const float *b, uint32_t n)
 {
     lanes16 l = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     uint32_t i = 0;
@@ -83,7 +83,7 @@ AVX2 static float dot_avx2(const float *a, const float *b, uint32_t n)
 }
 
 /* ROW_BLOCK rows at once: each 16 floats of x are loaded once for all. */
-AVX2 static void rows4_avx2(float *out, const float *w, const float *x, uint32_t cols)
+AVX2 static void rows4(float *out, const float *w, const float *x, uint32_t cols)
 {
     lanes16 l[ROW_BLOCK];
     uint32_t i = 0;
@@ -106,40 +106,40 @@ AVX2 static void rows4_avx2(float *out, const float *w, const float *x, uint32_t
     }
 }
 
-AVX2 static void matvec_avx2(float *out, const float *w, const float *x, uint32_t rows,
+AVX2 static void colibri_avx2_matvec_f32(float *out, const float *w, const float *x, uint32_t rows,
                              uint32_t cols)
 {
     uint32_t r = 0;
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
-        rows4_avx2(out + r, w + (size_t)r * cols, x, cols);
+        rows4(out + r, w + (size_t)r * cols, x, cols);
     }
     for (; r < rows; r++) {
-        out[r] = dot_avx2(w + (size_t)r * cols, x, cols);
+        out[r] = colibri_avx2_dot(w + (size_t)r * cols, x, cols);
     }
 }
 
 /* Blocks of four rows, every token through each block while it is in cache. */
-AVX2 static void matmat_avx2(float *out, size_t stride, const float *w, const float *x,
+AVX2 static void colibri_avx2_matmat_f32(float *out, size_t stride, const float *w, const float *x,
                              uint32_t rows, uint32_t cols, uint32_t n)
 {
     uint32_t r = 0;
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
         for (uint32_t t = 0; t < n; t++) {
-            rows4_avx2(out + t * stride + r, w + (size_t)r * cols, x + (size_t)t * cols, cols);
+            rows4(out + t * stride + r, w + (size_t)r * cols, x + (size_t)t * cols, cols);
         }
     }
     for (; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
-            out[t * stride + r] = dot_avx2(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+            out[t * stride + r] = colibri_avx2_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
         }
     }
 }
 
 /* Element-wise slots: eight at a time, the rest one by one; every element
  * gets the same operations as in the reference. */
-AVX2 static void rmsnorm_avx2(float *out, const float *x, const float *w, uint32_t n, float eps)
+AVX2 static void colibri_avx2_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
 {
-    float inv = 1.0f / colibri_sqrtf(dot_avx2(x, x, n) / (float)n + eps);
+    float inv = 1.0f / colibri_sqrtf(colibri_avx2_dot(x, x, n) / (float)n + eps);
     __m256 inv_v = _mm256_set1_ps(inv);
     uint32_t i = 0;
     for (; i + 8u <= n; i += 8u) {
@@ -152,7 +152,7 @@ AVX2 static void rmsnorm_avx2(float *out, const float *x, const float *w, uint32
     }
 }
 
-AVX2 static void add_avx2(float *y, const float *x, uint32_t n)
+AVX2 static void colibri_avx2_add(float *y, const float *x, uint32_t n)
 {
     uint32_t i = 0;
     for (; i + 8u <= n; i += 8u) {
@@ -163,7 +163,7 @@ AVX2 static void add_avx2(float *y, const float *x, uint32_t n)
     }
 }
 
-AVX2 static void add_scaled_avx2(float *y, const float *x, float s, uint32_t n)
+AVX2 static void colibri_avx2_add_scaled(float *y, const float *x, float s, uint32_t n)
 {
     __m256 sv = _mm256_set1_ps(s);
     uint32_t i = 0;
@@ -176,7 +176,7 @@ AVX2 static void add_scaled_avx2(float *y, const float *x, float s, uint32_t n)
     }
 }
 
-AVX2 static void rope_apply_avx2(float *x, const float *cos_sin, uint32_t head_dim)
+AVX2 static void colibri_avx2_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
 {
     uint32_t half = head_dim / 2u, i = 0;
     for (; i + 8u <= half; i += 8u) {
@@ -372,13 +372,13 @@ AVX2Q void colibri_avx2_matmat_q4(float *out, size_t stride, const uint8_t *w,
 
 const colibri_kernels colibri_kernels_avx2 = {
     .name = "avx2",
-    .dot = dot_avx2,
-    .matvec_f32 = matvec_avx2,
-    .rmsnorm = rmsnorm_avx2,
-    .add = add_avx2,
-    .add_scaled = add_scaled_avx2,
-    .rope_apply = rope_apply_avx2,
-    .matmat_f32 = matmat_avx2,
+    .dot = colibri_avx2_dot,
+    .matvec_f32 = colibri_avx2_matvec_f32,
+    .rmsnorm = colibri_avx2_rmsnorm,
+    .add = colibri_avx2_add,
+    .add_scaled = colibri_avx2_add_scaled,
+    .rope_apply = colibri_avx2_rope_apply,
+    .matmat_f32 = colibri_avx2_matmat_f32,
     .matmat_q8 = colibri_avx2_matmat_q8,
     .matmat_q4 = colibri_avx2_matmat_q4,
 };

@@ -78,7 +78,7 @@ static lanes16 lanes_blocks(lanes16 l, const float **pa, const float **pb, uint3
     return l;
 }
 
-static float dot_helium(const float *a, const float *b, uint32_t n)
+static float colibri_helium_dot(const float *a, const float *b, uint32_t n)
 {
     float32x4_t z = vdupq_n_f32(0.0f);
     lanes16 l = {z, z, z, z};
@@ -96,28 +96,28 @@ static float dot_helium(const float *a, const float *b, uint32_t n)
     return lanes_reduce(l);
 }
 
-static void matmat_helium(float *out, size_t stride, const float *w, const float *x, uint32_t rows,
+static void colibri_helium_matmat_f32(float *out, size_t stride, const float *w, const float *x, uint32_t rows,
                           uint32_t cols, uint32_t n)
 {
     for (uint32_t r = 0; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
-            out[t * stride + r] = dot_helium(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+            out[t * stride + r] = colibri_helium_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
         }
     }
 }
 
-static void matvec_helium(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
+static void colibri_helium_matvec_f32(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
 {
     for (uint32_t r = 0; r < rows; r++) {
-        out[r] = dot_helium(w + (size_t)r * cols, x, cols);
+        out[r] = colibri_helium_dot(w + (size_t)r * cols, x, cols);
     }
 }
 
 /* Element-wise slots: four at a time with a predicated last group; every
  * element gets the same operations as in the reference. */
-static void rmsnorm_helium(float *out, const float *x, const float *w, uint32_t n, float eps)
+static void colibri_helium_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
 {
-    float32x4_t inv = vdupq_n_f32(1.0f / colibri_sqrtf(dot_helium(x, x, n) / (float)n + eps));
+    float32x4_t inv = vdupq_n_f32(1.0f / colibri_sqrtf(colibri_helium_dot(x, x, n) / (float)n + eps));
     for (uint32_t i = 0; i < n; i += 4u) {
         mve_pred16_t p = vctp32q(n - i);
         float32x4_t v = vmulq_f32(vldrwq_z_f32(w + i, p), vmulq_f32(vldrwq_z_f32(x + i, p), inv));
@@ -125,7 +125,7 @@ static void rmsnorm_helium(float *out, const float *x, const float *w, uint32_t 
     }
 }
 
-static void add_helium(float *y, const float *x, uint32_t n)
+static void colibri_helium_add(float *y, const float *x, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i += 4u) {
         mve_pred16_t p = vctp32q(n - i);
@@ -133,7 +133,7 @@ static void add_helium(float *y, const float *x, uint32_t n)
     }
 }
 
-static void add_scaled_helium(float *y, const float *x, float s, uint32_t n)
+static void colibri_helium_add_scaled(float *y, const float *x, float s, uint32_t n)
 {
     float32x4_t sv = vdupq_n_f32(s);
     for (uint32_t i = 0; i < n; i += 4u) {
@@ -143,7 +143,7 @@ static void add_scaled_helium(float *y, const float *x, float s, uint32_t n)
     }
 }
 
-static void rope_apply_helium(float *x, const float *cos_sin, uint32_t head_dim)
+static void colibri_helium_rope_apply(float *x, const float *cos_sin, uint32_t head_dim)
 {
     uint32_t half = head_dim / 2u;
     for (uint32_t i = 0; i < half; i += 4u) {
@@ -199,7 +199,7 @@ static float pair_step(float acc, qrow w, float dw, const colibri_qblock *x)
 }
 
 /* Rows w0, w1 by tokens x0, x1 (T of them) through every block. */
-static void q_tile_helium(float *out, size_t stride, const uint8_t *w0, const uint8_t *w1,
+static void q_tile(float *out, size_t stride, const uint8_t *w0, const uint8_t *w1,
                           const colibri_qblock *x0, const colibri_qblock *x1, uint32_t nb, int q4,
                           uint32_t rows, uint32_t T)
 {
@@ -218,7 +218,7 @@ static void q_tile_helium(float *out, size_t stride, const uint8_t *w0, const ui
     colibri_qtile_store(out, stride, rows, T, a00, a01, a10, a11);
 }
 
-static void q_matmat_helium(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+static void q_matmat(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                             uint32_t rows, uint32_t cols, uint32_t n, int q4)
 {
     uint32_t nb = colibri_qblocks(cols);
@@ -229,7 +229,7 @@ static void q_matmat_helium(float *out, size_t stride, const uint8_t *w, const c
         for (uint32_t t = 0; t < n; t += 2u) {
             uint32_t T = n - t >= 2u ? 2u : 1u;
             const colibri_qblock *x0 = x + (size_t)t * nb;
-            q_tile_helium(out + t * stride + r, stride, w0, w1, x0, x0 + (T - 1u) * nb, nb, q4,
+            q_tile(out + t * stride + r, stride, w0, w1, x0, x0 + (T - 1u) * nb, nb, q4,
                           rows_here, T);
         }
     }
@@ -238,26 +238,26 @@ static void q_matmat_helium(float *out, size_t stride, const uint8_t *w, const c
 static void matmat_q8_helium(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                              uint32_t rows, uint32_t cols, uint32_t n)
 {
-    q_matmat_helium(out, stride, w, x, rows, cols, n, 0);
+    q_matmat(out, stride, w, x, rows, cols, n, 0);
 }
 
 static void matmat_q4_helium(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                              uint32_t rows, uint32_t cols, uint32_t n)
 {
-    q_matmat_helium(out, stride, w, x, rows, cols, n, 1);
+    q_matmat(out, stride, w, x, rows, cols, n, 1);
 }
 
 /* softmax and swiglu are the reference's (NULL): their cost is exp, which
  * this table does not reimplement. */
 const colibri_kernels colibri_kernels_helium = {
     .name = "helium",
-    .dot = dot_helium,
-    .matvec_f32 = matvec_helium,
-    .rmsnorm = rmsnorm_helium,
-    .add = add_helium,
-    .add_scaled = add_scaled_helium,
-    .rope_apply = rope_apply_helium,
-    .matmat_f32 = matmat_helium,
+    .dot = colibri_helium_dot,
+    .matvec_f32 = colibri_helium_matvec_f32,
+    .rmsnorm = colibri_helium_rmsnorm,
+    .add = colibri_helium_add,
+    .add_scaled = colibri_helium_add_scaled,
+    .rope_apply = colibri_helium_rope_apply,
+    .matmat_f32 = colibri_helium_matmat_f32,
     .matmat_q8 = matmat_q8_helium,
     .matmat_q4 = matmat_q4_helium,
 };

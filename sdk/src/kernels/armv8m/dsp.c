@@ -116,13 +116,13 @@ INLINE void q_matmat_dsp(float *out, size_t stride, const uint8_t *w, const coli
     }
 }
 
-static void matmat_q8_dsp(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+static void colibri_dsp_matmat_q8(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                           uint32_t rows, uint32_t cols, uint32_t n)
 {
     q_matmat_dsp(out, stride, w, x, rows, cols, n, 0);
 }
 
-static void matmat_q4_dsp(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+static void colibri_dsp_matmat_q4(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                           uint32_t rows, uint32_t cols, uint32_t n)
 {
     q_matmat_dsp(out, stride, w, x, rows, cols, n, 1);
@@ -130,6 +130,6 @@ static void matmat_q4_dsp(float *out, size_t stride, const uint8_t *w, const col
 
 const colibri_kernels colibri_kernels_dsp = {
     .name = "dsp",
-    .matmat_q8 = matmat_q8_dsp,
-    .matmat_q4 = matmat_q4_dsp,
+    .matmat_q8 = colibri_dsp_matmat_q8,
+    .matmat_q4 = colibri_dsp_matmat_q4,
 };

@@ -14,7 +14,7 @@
 #include "colibri_compat.h"
 #include "colibri_math.h"
 #include "kernels.h"
-#include "neon.h"
+#include "kernels/borrowed.h"
 #include "neon_quant.h"
 
 /* Rows of a matvec that share each load of x. */
@@ -104,7 +104,7 @@ static void rows4_neon(float *out, size_t stride, const float *w, const float *x
 }
 
 /* Blocks of four rows, every token through each block while it is in cache. */
-void colibri_neon_matmat(float *out, size_t stride, const float *w, const float *x, uint32_t rows,
+void colibri_neon_matmat_f32(float *out, size_t stride, const float *w, const float *x, uint32_t rows,
                          uint32_t cols, uint32_t n)
 {
     uint32_t r = 0;
@@ -121,9 +121,9 @@ void colibri_neon_matmat(float *out, size_t stride, const float *w, const float 
     }
 }
 
-void colibri_neon_matvec(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
+void colibri_neon_matvec_f32(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
 {
-    colibri_neon_matmat(out, rows, w, x, rows, cols, 1);
+    colibri_neon_matmat_f32(out, rows, w, x, rows, cols, 1);
 }
 
 /* Element-wise slots: four at a time, the rest one by one; every element
@@ -198,13 +198,13 @@ NEON_Q_INLINE int32x4_t isum_widening(const neon_qrows *w, int8x16_t xlo, int8x1
         row_isum(w->lo[2], w->hi[2], xlo, xhi), row_isum(w->lo[3], w->hi[3], xlo, xhi));
 }
 
-static void matmat_q8_neon(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+static void colibri_neon_matmat_q8(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                            uint32_t rows, uint32_t cols, uint32_t n)
 {
     neon_q_matmat(out, stride, w, x, rows, cols, n, 0, isum_widening);
 }
 
-static void matmat_q4_neon(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+static void colibri_neon_matmat_q4(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                            uint32_t rows, uint32_t cols, uint32_t n)
 {
     neon_q_matmat(out, stride, w, x, rows, cols, n, 1, isum_widening);
@@ -215,12 +215,12 @@ static void matmat_q4_neon(float *out, size_t stride, const uint8_t *w, const co
 const colibri_kernels colibri_kernels_neon = {
     .name = "neon",
     .dot = colibri_neon_dot,
-    .matvec_f32 = colibri_neon_matvec,
+    .matvec_f32 = colibri_neon_matvec_f32,
     .rmsnorm = colibri_neon_rmsnorm,
     .add = colibri_neon_add,
     .add_scaled = colibri_neon_add_scaled,
     .rope_apply = colibri_neon_rope_apply,
-    .matmat_f32 = colibri_neon_matmat,
-    .matmat_q8 = matmat_q8_neon,
-    .matmat_q4 = matmat_q4_neon,
+    .matmat_f32 = colibri_neon_matmat_f32,
+    .matmat_q8 = colibri_neon_matmat_q8,
+    .matmat_q4 = colibri_neon_matmat_q4,
 };

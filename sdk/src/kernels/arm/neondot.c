@@ -3,7 +3,7 @@
  * dot-product extension (SDOT: four int8 products added into each int32
  * lane; Cortex-A76 and later, e.g. a Raspberry Pi 5 or a Jetson Orin, not
  * the Pi 4's Cortex-A72). Its fp32 slots are neon.c's (built with it,
- * Makefile KERNEL_NEEDS_neondot). Only the functions here carry the
+ * kernels/tables.mk; kernels/borrowed.h). Only the functions here carry the
  * extension (COLIBRI_TARGET_DOTPROD, colibri_compat.h); the Linux port runs
  * the table only where the kernel reports it (HWCAP_ASIMDDP,
  * ports/linux/colibri_linux_kernels.c); a board names it only for a CPU that
@@ -13,7 +13,8 @@
 
 #include "colibri_compat.h"
 #include "kernels.h"
-#include "neon.h"
+#include "kernels/borrowed.h"
+#include "kernels/r16.h"
 #include "neon_quant.h"
 
 #define DOTPROD COLIBRI_TARGET_DOTPROD
@@ -32,14 +33,14 @@ DOTPROD static int32x4_t isum_dot(const neon_qrows *w, int8x16_t xlo, int8x16_t 
         row_isum_dot(w->lo[2], w->hi[2], xlo, xhi), row_isum_dot(w->lo[3], w->hi[3], xlo, xhi));
 }
 
-DOTPROD static void matmat_q8_neondot(float *out, size_t stride, const uint8_t *w,
+DOTPROD static void colibri_neondot_matmat_q8(float *out, size_t stride, const uint8_t *w,
                                       const colibri_qblock *x, uint32_t rows, uint32_t cols,
                                       uint32_t n)
 {
     neon_q_matmat(out, stride, w, x, rows, cols, n, 0, isum_dot);
 }
 
-DOTPROD static void matmat_q4_neondot(float *out, size_t stride, const uint8_t *w,
+DOTPROD static void colibri_neondot_matmat_q4(float *out, size_t stride, const uint8_t *w,
                                       const colibri_qblock *x, uint32_t rows, uint32_t cols,
                                       uint32_t n)
 {
@@ -52,8 +53,6 @@ DOTPROD static void matmat_q4_neondot(float *out, size_t stride, const uint8_t *
  * low nibbles those, the high ones 16 + 4k ..): one SDOT by element (x's
  * word k) adds four products into each row's own lane, so no pairwise sums
  * are left; the float steps are the reference's, lane = row. */
-enum { R16_ROWS = 16 };
-
 /* Chunk k's weights for x words j (w) and, Q4 only, j + 4 (w_high). */
 DOTPROD static inline void r16_chunk(const uint8_t *chunk, int q4, int8x16_t *w, int8x16_t *w_high)
 {
@@ -100,7 +99,7 @@ DOTPROD static inline void r16_tile_sums(const uint8_t *tile, const colibri_qblo
     for (uint32_t q = 0; q < 4u; q++) {
         sum[q] = vdupq_n_s32(0);
     }
-    const uint8_t *c = tile + 2u * R16_ROWS;
+    const uint8_t *c = tile + 2u * COLIBRI_R16_ROWS;
     if (q4) { /* chunk k: elements 4k.. (x0 word k) and 16 + 4k.. (x1 word k) */
         R16_Q4_CHUNK(sum, c, x0, x1, 0);
         R16_Q4_CHUNK(sum, c, x0, x1, 1);
@@ -118,10 +117,13 @@ DOTPROD static inline void r16_tile_sums(const uint8_t *tile, const colibri_qblo
     R16_Q8_CHUNK(sum, c, x1, 7, 3);
 }
 
-/* One group of rows (rows_left of them real) by one token. */
-DOTPROD static void r16_group(float *out, const uint8_t *group, size_t tile_bytes,
-                              const colibri_qblock *x, uint32_t nb, uint32_t rows_left, int q4)
+/* One group of rows (rows_left of them real) by one token: r16.h's pass. */
+DOTPROD static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group,
+                                 size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
+                                 uint32_t rows_left, uint32_t tokens_left, int q4)
 {
+    (void)stride;
+    (void)tokens_left;
     float32x4_t acc[4];
     for (uint32_t q = 0; q < 4u; q++) {
         acc[q] = vdupq_n_f32(0.0f);
@@ -136,55 +138,42 @@ DOTPROD static void r16_group(float *out, const uint8_t *group, size_t tile_byte
             acc[q] = vfmaq_f32(acc[q], vcvtq_f32_s32(sum[q]), scale);
         }
     }
-    float v[R16_ROWS];
+    float v[COLIBRI_R16_ROWS];
     for (uint32_t q = 0; q < 4u; q++) {
         vst1q_f32(v + 4u * q, acc[q]);
     }
-    for (uint32_t r = 0; r < R16_ROWS && r < rows_left; r++) {
+    for (uint32_t r = 0; r < COLIBRI_R16_ROWS && r < rows_left; r++) {
         out[r] = v[r];
     }
+    return 1u;
 }
 
-DOTPROD static void r16_matmat(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
-                               uint32_t rows, uint32_t cols, uint32_t n, int q4)
-{
-    uint32_t nb = colibri_qblocks(cols);
-    size_t tile_bytes = R16_ROWS * (q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES);
-    for (uint32_t r = 0; r < rows; r += R16_ROWS) {
-        const uint8_t *group = w + (size_t)(r / R16_ROWS) * nb * tile_bytes;
-        for (uint32_t t = 0; t < n; t++) { /* the group stays in cache while the tokens pass */
-            r16_group(out + t * stride + r, group, tile_bytes, x + (size_t)t * nb, nb, rows - r,
-                      q4);
-        }
-    }
-}
-
-DOTPROD static void matmat_q8r16_neondot(float *out, size_t stride, const uint8_t *w,
+DOTPROD static void colibri_neondot_matmat_q8r16(float *out, size_t stride, const uint8_t *w,
                                          const colibri_qblock *x, uint32_t rows, uint32_t cols,
                                          uint32_t n)
 {
-    r16_matmat(out, stride, w, x, rows, cols, n, 0);
+    colibri_r16_walk(out, stride, w, x, rows, cols, n, 0, r16_pass);
 }
 
-DOTPROD static void matmat_q4r16_neondot(float *out, size_t stride, const uint8_t *w,
+DOTPROD static void colibri_neondot_matmat_q4r16(float *out, size_t stride, const uint8_t *w,
                                          const colibri_qblock *x, uint32_t rows, uint32_t cols,
                                          uint32_t n)
 {
-    r16_matmat(out, stride, w, x, rows, cols, n, 1);
+    colibri_r16_walk(out, stride, w, x, rows, cols, n, 1, r16_pass);
 }
 
 /* softmax and swiglu are the reference's (NULL), as in neon. */
 const colibri_kernels colibri_kernels_neondot = {
     .name = "neondot",
     .dot = colibri_neon_dot,
-    .matvec_f32 = colibri_neon_matvec,
+    .matvec_f32 = colibri_neon_matvec_f32,
     .rmsnorm = colibri_neon_rmsnorm,
     .add = colibri_neon_add,
     .add_scaled = colibri_neon_add_scaled,
     .rope_apply = colibri_neon_rope_apply,
-    .matmat_f32 = colibri_neon_matmat,
-    .matmat_q8 = matmat_q8_neondot,
-    .matmat_q4 = matmat_q4_neondot,
-    .matmat_q8r16 = matmat_q8r16_neondot,
-    .matmat_q4r16 = matmat_q4r16_neondot,
+    .matmat_f32 = colibri_neon_matmat_f32,
+    .matmat_q8 = colibri_neondot_matmat_q8,
+    .matmat_q4 = colibri_neondot_matmat_q4,
+    .matmat_q8r16 = colibri_neondot_matmat_q8r16,
+    .matmat_q4r16 = colibri_neondot_matmat_q4r16,
 };

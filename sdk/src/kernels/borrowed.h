@@ -1,0 +1,57 @@
+/*
+ * borrowed.h - where every kernel table's slots come from: the one place
+ * that says which slots a table takes from another table and which it
+ * leaves NULL (NULL = the reference's, filled in by colibri_init). The
+ * tables, their files and the files they borrow from are listed in
+ * tables.mk; every slot function is named colibri_<table>_<slot>.
+ *
+ *   table       own slots                       borrowed                        NULL
+ *   reference   all                             -                               -
+ *   avx2        fp32 (no swiglu), q8, q4        -                               softmax, swiglu, q8r16, q4r16
+ *   avx512      fp32                            q8, q4 from avx2                softmax, q8r16, q4r16
+ *   avx512vnni  q8, q4, q8r16, q4r16            fp32 from avx512                softmax
+ *   neon        fp32 (no swiglu), q8, q4        -                               softmax, swiglu, q8r16, q4r16
+ *   neondot     q8, q4, q8r16, q4r16            fp32 from neon                  softmax, swiglu
+ *   helium      fp32 (no swiglu), q8, q4        -                               softmax, swiglu, q8r16, q4r16
+ *   dsp         q8, q4                          -                               every fp32 slot, q8r16, q4r16
+ *
+ * "fp32" = dot, matvec_f32, matmat_f32, rmsnorm, add, add_scaled,
+ * rope_apply and swiglu; the quantized slots are matmat_q8, matmat_q4,
+ * matmat_q8r16, matmat_q4r16. Each function carries its own target
+ * attribute; the contracts are colibri.h's and docs/kernels.md's.
+ */
+#ifndef COLIBRI_KERNELS_BORROWED_H
+#define COLIBRI_KERNELS_BORROWED_H
+
+#include "colibri.h"
+
+/* x86/avx2.c (AVX2, FMA, F16C), borrowed by avx512. */
+void colibri_avx2_matmat_q8(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                            uint32_t rows, uint32_t cols, uint32_t n);
+void colibri_avx2_matmat_q4(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                            uint32_t rows, uint32_t cols, uint32_t n);
+
+/* x86/avx512.c (AVX-512F, FMA), borrowed by avx512vnni. */
+float colibri_avx512_dot(const float *a, const float *b, uint32_t n);
+void colibri_avx512_matvec_f32(float *out, const float *w, const float *x, uint32_t rows,
+                               uint32_t cols);
+void colibri_avx512_matmat_f32(float *out, size_t stride, const float *w, const float *x,
+                               uint32_t rows, uint32_t cols, uint32_t n);
+void colibri_avx512_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps);
+void colibri_avx512_add(float *y, const float *x, uint32_t n);
+void colibri_avx512_add_scaled(float *y, const float *x, float s, uint32_t n);
+void colibri_avx512_rope_apply(float *x, const float *cos_sin, uint32_t head_dim);
+void colibri_avx512_swiglu(float *a, const float *b, uint32_t n);
+
+/* arm/neon.c (AArch64 Advanced SIMD), borrowed by neondot. */
+float colibri_neon_dot(const float *a, const float *b, uint32_t n);
+void colibri_neon_matvec_f32(float *out, const float *w, const float *x, uint32_t rows,
+                             uint32_t cols);
+void colibri_neon_matmat_f32(float *out, size_t stride, const float *w, const float *x,
+                             uint32_t rows, uint32_t cols, uint32_t n);
+void colibri_neon_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps);
+void colibri_neon_add(float *y, const float *x, uint32_t n);
+void colibri_neon_add_scaled(float *y, const float *x, float s, uint32_t n);
+void colibri_neon_rope_apply(float *x, const float *cos_sin, uint32_t head_dim);
+
+#endif
