@@ -48,8 +48,8 @@ static void activate_rows(const colibri_model *m, uint32_t width, uint32_t rows,
     const colibri_hparams *hp = &m->hp;
     for (uint32_t t = 0; t < rows; t++) {
         if (hp->activation == ACT_SWIGLU_CLAMPED) {
-            colibri_reference_swiglu_clamped(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width,
-                                     hp->swiglu_limit, hp->swiglu_alpha);
+            colibri_reference_swiglu_clamped(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width,
+                                             width, hp->swiglu_limit, hp->swiglu_alpha);
         } else {
             m->kernels.swiglu(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width, width);
         }

@@ -11,8 +11,8 @@ static void norm_rows(const colibri_model *m, float *out, const float *x, const 
     uint32_t hidden = m->hp.hidden_size;
     for (uint32_t t = 0; t < n; t++) {
         if (m->hp.norm_kind == NORM_LAYER) {
-            colibri_reference_layernorm(out + (size_t)t * hidden, x + (size_t)t * hidden, w, bias, hidden,
-                                m->hp.rms_eps);
+            colibri_reference_layernorm(out + (size_t)t * hidden, x + (size_t)t * hidden, w, bias,
+                                        hidden, m->hp.rms_eps);
         } else {
             m->kernels.rmsnorm(out + (size_t)t * hidden, x + (size_t)t * hidden, w, hidden,
                                m->hp.rms_eps);

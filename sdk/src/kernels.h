@@ -16,24 +16,27 @@
 #define COLIBRI_LANES 16u
 
 /* out[r] = sum_c w[r * cols + c] * x[c], r < rows. out must not alias x. */
-void colibri_reference_matvec_f32(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols);
+void colibri_reference_matvec_f32(float *out, const float *w, const float *x, uint32_t rows,
+                                  uint32_t cols);
 
 /* out[t * out_stride + r] = dot(w row r, x row t), r < rows, t < n. */
-void colibri_reference_matmat_f32(float *out, size_t out_stride, const float *w, const float *x, uint32_t rows,
-                      uint32_t cols, uint32_t n);
+void colibri_reference_matmat_f32(float *out, size_t out_stride, const float *w, const float *x,
+                                  uint32_t rows, uint32_t cols, uint32_t n);
 
 /* Quantized weights times quantized activations (colibri.h, docs/kernels.md):
  * out[t * out_stride + r] = the block-by-block dot of weight row r with
  * activation row t. */
-void colibri_reference_matmat_q8(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
-                         uint32_t rows, uint32_t cols, uint32_t n);
-void colibri_reference_matmat_q4(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
-                         uint32_t rows, uint32_t cols, uint32_t n);
+void colibri_reference_matmat_q8(float *out, size_t out_stride, const uint8_t *w,
+                                 const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n);
+void colibri_reference_matmat_q4(float *out, size_t out_stride, const uint8_t *w,
+                                 const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n);
 /* The same with the weights in groups of 16 rows (Q8_R16, Q4_R16). */
 void colibri_reference_matmat_q8r16(float *out, size_t out_stride, const uint8_t *w,
-                            const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n);
+                                    const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                    uint32_t n);
 void colibri_reference_matmat_q4r16(float *out, size_t out_stride, const uint8_t *w,
-                            const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n);
+                                    const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                    uint32_t n);
 
 /* sum_i a[i] * b[i], in the canonical order (16 lanes, then a pairwise tree). */
 float colibri_reference_dot(const float *a, const float *b, uint32_t n);
@@ -44,12 +47,13 @@ void colibri_reference_rmsnorm(float *out, const float *x, const float *w, uint3
 /* LayerNorm with bias (not a table slot: the same code under every table):
  * d = x - mean(x); out[i] = d[i] / sqrt(mean(d^2) + eps) * w[i] + b[i]; out
  * may alias x. */
-void colibri_reference_layernorm(float *out, const float *x, const float *w, const float *b, uint32_t n,
-                         float eps);
+void colibri_reference_layernorm(float *out, const float *x, const float *w, const float *b,
+                                 uint32_t n, float eps);
 
 /* gpt-oss's clamped SwiGLU (not a table slot): g = min(a[i], limit),
  * u = clamp(b[i], -limit, limit), a[i] = (u + 1) * (g * sigmoid(g * alpha)). */
-void colibri_reference_swiglu_clamped(float *a, const float *b, uint32_t n, float limit, float alpha);
+void colibri_reference_swiglu_clamped(float *a, const float *b, uint32_t n, float limit,
+                                      float alpha);
 
 /* x[i] = exp(x[i] - max) / sum, in place. n >= 1. */
 void colibri_reference_softmax(float *x, uint32_t n);

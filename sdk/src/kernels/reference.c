@@ -87,7 +87,8 @@ static float sum_canonical(const float *x, uint32_t n)
     return lanes_reduce(lane);
 }
 
-void colibri_reference_matvec_f32(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
+void colibri_reference_matvec_f32(float *out, const float *w, const float *x, uint32_t rows,
+                                  uint32_t cols)
 {
     for (uint32_t r = 0; r < rows; r++) {
         out[r] = colibri_reference_dot(w + (size_t)r * cols, x, cols);
@@ -95,8 +96,8 @@ void colibri_reference_matvec_f32(float *out, const float *w, const float *x, ui
 }
 
 /* Row by row, every token for each row: the row stays in cache. */
-void colibri_reference_matmat_f32(float *out, size_t out_stride, const float *w, const float *x, uint32_t rows,
-                      uint32_t cols, uint32_t n)
+void colibri_reference_matmat_f32(float *out, size_t out_stride, const float *w, const float *x,
+                                  uint32_t rows, uint32_t cols, uint32_t n)
 {
     for (uint32_t r = 0; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
@@ -114,8 +115,8 @@ void colibri_reference_rmsnorm(float *out, const float *x, const float *w, uint3
     }
 }
 
-void colibri_reference_layernorm(float *out, const float *x, const float *w, const float *b, uint32_t n,
-                         float eps)
+void colibri_reference_layernorm(float *out, const float *x, const float *w, const float *b,
+                                 uint32_t n, float eps)
 {
     float mean = sum_canonical(x, n) / (float)n, inv;
     for (uint32_t i = 0; i < n; i++) {
@@ -127,7 +128,8 @@ void colibri_reference_layernorm(float *out, const float *x, const float *w, con
     }
 }
 
-void colibri_reference_swiglu_clamped(float *a, const float *b, uint32_t n, float limit, float alpha)
+void colibri_reference_swiglu_clamped(float *a, const float *b, uint32_t n, float limit,
+                                      float alpha)
 {
     for (uint32_t i = 0; i < n; i++) {
         float g = a[i] < limit ? a[i] : limit;

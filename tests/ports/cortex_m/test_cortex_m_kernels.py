@@ -15,8 +15,8 @@ import sys
 
 import pytest
 from cm_helpers import CC, QEMU, REPO, missing_tools, qemu_argv
-from kernel_slots import kernel_sources
 from colibri_tools import boards
+from kernel_slots import kernel_sources
 
 HERE = REPO / "tests" / "ports" / "cortex_m" / "kernels_m"
 BOARDS = ("qemu_an547", "qemu_an500")  # Helium (Cortex-M55), DSP (Cortex-M7)

@@ -104,8 +104,8 @@ static void rows4_neon(float *out, size_t stride, const float *w, const float *x
 }
 
 /* Blocks of four rows, every token through each block while it is in cache. */
-void colibri_neon_matmat_f32(float *out, size_t stride, const float *w, const float *x, uint32_t rows,
-                         uint32_t cols, uint32_t n)
+void colibri_neon_matmat_f32(float *out, size_t stride, const float *w, const float *x,
+                             uint32_t rows, uint32_t cols, uint32_t n)
 {
     uint32_t r = 0;
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
@@ -121,7 +121,8 @@ void colibri_neon_matmat_f32(float *out, size_t stride, const float *w, const fl
     }
 }
 
-void colibri_neon_matvec_f32(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
+void colibri_neon_matvec_f32(float *out, const float *w, const float *x, uint32_t rows,
+                             uint32_t cols)
 {
     colibri_neon_matmat_f32(out, rows, w, x, rows, cols, 1);
 }
@@ -198,14 +199,16 @@ NEON_Q_INLINE int32x4_t isum_widening(const neon_qrows *w, int8x16_t xlo, int8x1
         row_isum(w->lo[2], w->hi[2], xlo, xhi), row_isum(w->lo[3], w->hi[3], xlo, xhi));
 }
 
-static void colibri_neon_matmat_q8(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
-                           uint32_t rows, uint32_t cols, uint32_t n)
+static void colibri_neon_matmat_q8(float *out, size_t stride, const uint8_t *w,
+                                   const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                   uint32_t n)
 {
     neon_q_matmat(out, stride, w, x, rows, cols, n, 0, isum_widening);
 }
 
-static void colibri_neon_matmat_q4(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
-                           uint32_t rows, uint32_t cols, uint32_t n)
+static void colibri_neon_matmat_q4(float *out, size_t stride, const uint8_t *w,
+                                   const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                   uint32_t n)
 {
     neon_q_matmat(out, stride, w, x, rows, cols, n, 1, isum_widening);
 }

@@ -34,15 +34,15 @@ DOTPROD static int32x4_t isum_dot(const neon_qrows *w, int8x16_t xlo, int8x16_t 
 }
 
 DOTPROD static void colibri_neondot_matmat_q8(float *out, size_t stride, const uint8_t *w,
-                                      const colibri_qblock *x, uint32_t rows, uint32_t cols,
-                                      uint32_t n)
+                                              const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                              uint32_t n)
 {
     neon_q_matmat(out, stride, w, x, rows, cols, n, 0, isum_dot);
 }
 
 DOTPROD static void colibri_neondot_matmat_q4(float *out, size_t stride, const uint8_t *w,
-                                      const colibri_qblock *x, uint32_t rows, uint32_t cols,
-                                      uint32_t n)
+                                              const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                              uint32_t n)
 {
     neon_q_matmat(out, stride, w, x, rows, cols, n, 1, isum_dot);
 }
@@ -118,9 +118,9 @@ DOTPROD static inline void r16_tile_sums(const uint8_t *tile, const colibri_qblo
 }
 
 /* One group of rows (rows_left of them real) by one token: r16.h's pass. */
-DOTPROD static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group,
-                                 size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
-                                 uint32_t rows_left, uint32_t tokens_left, int q4)
+DOTPROD static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
+                                 const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
+                                 uint32_t tokens_left, int q4)
 {
     (void)stride;
     (void)tokens_left;
@@ -149,15 +149,15 @@ DOTPROD static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group
 }
 
 DOTPROD static void colibri_neondot_matmat_q8r16(float *out, size_t stride, const uint8_t *w,
-                                         const colibri_qblock *x, uint32_t rows, uint32_t cols,
-                                         uint32_t n)
+                                                 const colibri_qblock *x, uint32_t rows,
+                                                 uint32_t cols, uint32_t n)
 {
     colibri_r16_walk(out, stride, w, x, rows, cols, n, 0, r16_pass);
 }
 
 DOTPROD static void colibri_neondot_matmat_q4r16(float *out, size_t stride, const uint8_t *w,
-                                         const colibri_qblock *x, uint32_t rows, uint32_t cols,
-                                         uint32_t n)
+                                                 const colibri_qblock *x, uint32_t rows,
+                                                 uint32_t cols, uint32_t n)
 {
     colibri_r16_walk(out, stride, w, x, rows, cols, n, 1, r16_pass);
 }

@@ -116,14 +116,14 @@ INLINE void q_matmat_dsp(float *out, size_t stride, const uint8_t *w, const coli
     }
 }
 
-static void colibri_dsp_matmat_q8(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
-                          uint32_t rows, uint32_t cols, uint32_t n)
+static void colibri_dsp_matmat_q8(float *out, size_t stride, const uint8_t *w,
+                                  const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n)
 {
     q_matmat_dsp(out, stride, w, x, rows, cols, n, 0);
 }
 
-static void colibri_dsp_matmat_q4(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
-                          uint32_t rows, uint32_t cols, uint32_t n)
+static void colibri_dsp_matmat_q4(float *out, size_t stride, const uint8_t *w,
+                                  const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n)
 {
     q_matmat_dsp(out, stride, w, x, rows, cols, n, 1);
 }

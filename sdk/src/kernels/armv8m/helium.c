@@ -96,17 +96,19 @@ static float colibri_helium_dot(const float *a, const float *b, uint32_t n)
     return lanes_reduce(l);
 }
 
-static void colibri_helium_matmat_f32(float *out, size_t stride, const float *w, const float *x, uint32_t rows,
-                          uint32_t cols, uint32_t n)
+static void colibri_helium_matmat_f32(float *out, size_t stride, const float *w, const float *x,
+                                      uint32_t rows, uint32_t cols, uint32_t n)
 {
     for (uint32_t r = 0; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
-            out[t * stride + r] = colibri_helium_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+            out[t * stride + r] =
+                colibri_helium_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
         }
     }
 }
 
-static void colibri_helium_matvec_f32(float *out, const float *w, const float *x, uint32_t rows, uint32_t cols)
+static void colibri_helium_matvec_f32(float *out, const float *w, const float *x, uint32_t rows,
+                                      uint32_t cols)
 {
     for (uint32_t r = 0; r < rows; r++) {
         out[r] = colibri_helium_dot(w + (size_t)r * cols, x, cols);
@@ -115,9 +117,11 @@ static void colibri_helium_matvec_f32(float *out, const float *w, const float *x
 
 /* Element-wise slots: four at a time with a predicated last group; every
  * element gets the same operations as in the reference. */
-static void colibri_helium_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
+static void colibri_helium_rmsnorm(float *out, const float *x, const float *w, uint32_t n,
+                                   float eps)
 {
-    float32x4_t inv = vdupq_n_f32(1.0f / colibri_sqrtf(colibri_helium_dot(x, x, n) / (float)n + eps));
+    float32x4_t inv =
+        vdupq_n_f32(1.0f / colibri_sqrtf(colibri_helium_dot(x, x, n) / (float)n + eps));
     for (uint32_t i = 0; i < n; i += 4u) {
         mve_pred16_t p = vctp32q(n - i);
         float32x4_t v = vmulq_f32(vldrwq_z_f32(w + i, p), vmulq_f32(vldrwq_z_f32(x + i, p), inv));
@@ -200,8 +204,8 @@ static float pair_step(float acc, qrow w, float dw, const colibri_qblock *x)
 
 /* Rows w0, w1 by tokens x0, x1 (T of them) through every block. */
 static void q_tile(float *out, size_t stride, const uint8_t *w0, const uint8_t *w1,
-                          const colibri_qblock *x0, const colibri_qblock *x1, uint32_t nb, int q4,
-                          uint32_t rows, uint32_t T)
+                   const colibri_qblock *x0, const colibri_qblock *x1, uint32_t nb, int q4,
+                   uint32_t rows, uint32_t T)
 {
     float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f; /* a<token><row> */
     size_t step = q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES;
@@ -219,7 +223,7 @@ static void q_tile(float *out, size_t stride, const uint8_t *w0, const uint8_t *
 }
 
 static void q_matmat(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
-                            uint32_t rows, uint32_t cols, uint32_t n, int q4)
+                     uint32_t rows, uint32_t cols, uint32_t n, int q4)
 {
     uint32_t nb = colibri_qblocks(cols);
     size_t row_bytes = (size_t)nb * (q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES);
@@ -229,8 +233,8 @@ static void q_matmat(float *out, size_t stride, const uint8_t *w, const colibri_
         for (uint32_t t = 0; t < n; t += 2u) {
             uint32_t T = n - t >= 2u ? 2u : 1u;
             const colibri_qblock *x0 = x + (size_t)t * nb;
-            q_tile(out + t * stride + r, stride, w0, w1, x0, x0 + (T - 1u) * nb, nb, q4,
-                          rows_here, T);
+            q_tile(out + t * stride + r, stride, w0, w1, x0, x0 + (T - 1u) * nb, nb, q4, rows_here,
+                   T);
         }
     }
 }

@@ -107,7 +107,7 @@ AVX2 static void rows4(float *out, const float *w, const float *x, uint32_t cols
 }
 
 AVX2 static void colibri_avx2_matvec_f32(float *out, const float *w, const float *x, uint32_t rows,
-                             uint32_t cols)
+                                         uint32_t cols)
 {
     uint32_t r = 0;
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
@@ -120,7 +120,7 @@ AVX2 static void colibri_avx2_matvec_f32(float *out, const float *w, const float
 
 /* Blocks of four rows, every token through each block while it is in cache. */
 AVX2 static void colibri_avx2_matmat_f32(float *out, size_t stride, const float *w, const float *x,
-                             uint32_t rows, uint32_t cols, uint32_t n)
+                                         uint32_t rows, uint32_t cols, uint32_t n)
 {
     uint32_t r = 0;
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
@@ -130,14 +130,16 @@ AVX2 static void colibri_avx2_matmat_f32(float *out, size_t stride, const float 
     }
     for (; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
-            out[t * stride + r] = colibri_avx2_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
+            out[t * stride + r] =
+                colibri_avx2_dot(w + (size_t)r * cols, x + (size_t)t * cols, cols);
         }
     }
 }
 
 /* Element-wise slots: eight at a time, the rest one by one; every element
  * gets the same operations as in the reference. */
-AVX2 static void colibri_avx2_rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
+AVX2 static void colibri_avx2_rmsnorm(float *out, const float *x, const float *w, uint32_t n,
+                                      float eps)
 {
     float inv = 1.0f / colibri_sqrtf(colibri_avx2_dot(x, x, n) / (float)n + eps);
     __m256 inv_v = _mm256_set1_ps(inv);

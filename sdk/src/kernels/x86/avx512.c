@@ -82,7 +82,7 @@ AVX512 static void rows4_avx512(float *out, const float *w, const float *x, uint
 }
 
 AVX512 void colibri_avx512_matvec_f32(float *out, const float *w, const float *x, uint32_t rows,
-                                  uint32_t cols)
+                                      uint32_t cols)
 {
     uint32_t r = 0;
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
@@ -174,7 +174,7 @@ AVX512 static void block4x2_avx512(float *out, size_t stride, const float *w, co
 /* Blocks of four rows; within one, blocks of four tokens, then a pair, then
  * one (the rows stay in cache while the tokens pass). */
 AVX512 void colibri_avx512_matmat_f32(float *out, size_t stride, const float *w, const float *x,
-                                  uint32_t rows, uint32_t cols, uint32_t n)
+                                      uint32_t rows, uint32_t cols, uint32_t n)
 {
     uint32_t r = 0;
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {

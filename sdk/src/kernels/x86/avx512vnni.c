@@ -71,7 +71,8 @@ VNNI static INLINE void q_matmat(float *out, size_t stride, const uint8_t *w,
         }
     } else if (q4 && n >= STRIP_MIN_TOKENS) {
         for (uint32_t r = 0; r < rows; r += STRIP) {
-            colibri_avx512vnni_q4_strip(out + r, stride, w + r * row_bytes, row_bytes, x, nb, rows - r, n);
+            colibri_avx512vnni_q4_strip(out + r, stride, w + r * row_bytes, row_bytes, x, nb,
+                                        rows - r, n);
         }
     } else {
         for (uint32_t r = 0; r < rows; r += 4u) {
@@ -84,13 +85,15 @@ VNNI static INLINE void q_matmat(float *out, size_t stride, const uint8_t *w,
 }
 
 VNNI static void colibri_avx512vnni_matmat_q8(float *out, size_t stride, const uint8_t *w,
-                                const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n)
+                                              const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                              uint32_t n)
 {
     q_matmat(out, stride, w, x, rows, cols, n, 0);
 }
 
 VNNI static void colibri_avx512vnni_matmat_q4(float *out, size_t stride, const uint8_t *w,
-                                const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n)
+                                              const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                              uint32_t n)
 {
     q_matmat(out, stride, w, x, rows, cols, n, 1);
 }

@@ -25,9 +25,9 @@ VNNI void colibri_avx512vnni_decode_rows(float *out, const uint8_t *w, size_t ro
                                          const colibri_qblock *x, uint32_t rows, uint32_t nb,
                                          int q4);
 /* n tokens through one strip of up to STRIP Q4 rows. */
-VNNI void colibri_avx512vnni_q4_strip(float *out, size_t stride, const uint8_t *w,
-                                      size_t row_bytes, const colibri_qblock *x, uint32_t nb,
-                                      uint32_t rows_left, uint32_t n);
+VNNI void colibri_avx512vnni_q4_strip(float *out, size_t stride, const uint8_t *w, size_t row_bytes,
+                                      const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
+                                      uint32_t n);
 /* The Q8_R16 and Q4_R16 slots. */
 VNNI void colibri_avx512vnni_matmat_q8r16(float *out, size_t stride, const uint8_t *w,
                                           const colibri_qblock *x, uint32_t rows, uint32_t cols,
@@ -41,8 +41,9 @@ typedef struct qtile {
     const colibri_qblock *x[PAIRS]; /* its tokens (T used) */
 } qtile;
 
-VNNI static inline qtile tile_at(const uint8_t *w, size_t row_bytes, const colibri_qblock *x, uint32_t nb,
-                          uint32_t rows_left, uint32_t tokens_left, uint32_t R, uint32_t T)
+VNNI static inline qtile tile_at(const uint8_t *w, size_t row_bytes, const colibri_qblock *x,
+                                 uint32_t nb, uint32_t rows_left, uint32_t tokens_left, uint32_t R,
+                                 uint32_t T)
 {
     qtile q;
     for (uint32_t r = 0; r < R; r++) {
@@ -55,7 +56,7 @@ VNNI static inline qtile tile_at(const uint8_t *w, size_t row_bytes, const colib
 }
 
 VNNI static inline void tile_store(float *out, size_t stride, __m512 acc, uint32_t rows_left,
-                            uint32_t tokens_left, uint32_t R, uint32_t T)
+                                   uint32_t tokens_left, uint32_t R, uint32_t T)
 {
     float v[PAIRS];
     _mm512_storeu_ps(v, acc);

@@ -135,7 +135,8 @@ VNNI static void decode_tile(float *out, const uint8_t *w, size_t row_bytes, con
 }
 
 VNNI void colibri_avx512vnni_decode_rows(float *out, const uint8_t *w, size_t row_bytes,
-                             const colibri_qblock *x, uint32_t rows, uint32_t nb, int q4)
+                                         const colibri_qblock *x, uint32_t rows, uint32_t nb,
+                                         int q4)
 {
     decode_x dx;
     decode_x_load(&dx, x, nb, q4);

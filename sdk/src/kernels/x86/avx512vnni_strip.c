@@ -74,7 +74,8 @@ VNNI static INLINE __m512i q4_strip_block(const q4_chunk *c, uint32_t bb, const 
 }
 
 VNNI void colibri_avx512vnni_q4_strip(float *out, size_t stride, const uint8_t *w, size_t row_bytes,
-                          const colibri_qblock *x, uint32_t nb, uint32_t rows_left, uint32_t n)
+                                      const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
+                                      uint32_t n)
 {
     q4_chunk c;
     __mmask16 keep = rows_left >= STRIP ? (__mmask16)0xFFFF : (__mmask16)((1u << rows_left) - 1u);
