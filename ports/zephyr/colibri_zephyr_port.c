@@ -1,6 +1,7 @@
 /*
- * colibri_zephyr_port.c - the tick source of the Zephyr port: the system
- * timer's hardware cycle counter, as colibri_port.ticks.
+ * colibri_zephyr_port.c - the Zephyr port's colibri_port: the system timer's
+ * hardware cycle counter as its ticks, and the kernel table the Kconfig
+ * options built (Helium before DSP; neither: the reference).
  */
 #include <zephyr/kernel.h>
 #include <zephyr/logging/log.h>
@@ -49,9 +50,23 @@ static uint64_t port_ticks(void *ctx)
     return colibri_zephyr_ticks();
 }
 
+#if defined(CONFIG_COLIBRI_KERNELS_HELIUM)
+#define COLIBRI_ZEPHYR_KERNELS (&colibri_kernels_helium)
+#elif defined(CONFIG_COLIBRI_KERNELS_DSP)
+#define COLIBRI_ZEPHYR_KERNELS (&colibri_kernels_dsp)
+#else
+#define COLIBRI_ZEPHYR_KERNELS (&colibri_kernels_reference)
+#endif
+
+const colibri_kernels *colibri_zephyr_kernels(void)
+{
+    return COLIBRI_ZEPHYR_KERNELS;
+}
+
 const colibri_port *colibri_zephyr_port(void)
 {
-    static const colibri_port port = {.version = COLIBRI_PORT_VERSION, .ticks = port_ticks};
+    static const colibri_port port = {
+        .version = COLIBRI_PORT_VERSION, .ticks = port_ticks, .kernels = COLIBRI_ZEPHYR_KERNELS};
     return &port;
 }
 

@@ -78,3 +78,33 @@ def test_a_model_too_big_for_sram_stops_before_the_link_naming_a_context_that_fi
     code, log = _west(zephyr, AN547, _convert(tmp_path, "fits", "--context", str(fit)),
                       tmp_path / "b2", cmake_only=False)
     assert code == 0, log[-3000:]
+
+
+OTA_SYMBOLS = re.compile(r"\b(colibri_slots?_\w+|colibri_signature_\w+|colibri_ed25519_\w+|"
+                         r"colibri_sha512\w*|colibri_fe_\w+)\b")
+
+
+def _symbols(nm: str, path) -> str:
+    done = subprocess.run([nm, str(path)], capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
+
+
+def test_an547_build_has_the_helium_table_and_no_ota_without_slots(zephyr_build):
+    """CONFIG_COLIBRI_KERNELS_HELIUM defaults on for the Cortex-M55 (MVE with
+    floating point), and sdk/src/ota and sdk/src/crypto are compiled only with
+    CONFIG_COLIBRI_SLOTS: neither the firmware nor the colibri library of a
+    build without slots has a symbol of theirs."""
+    nm = shutil.which("arm-none-eabi-nm")
+    if nm is None:
+        pytest.skip("arm-none-eabi-nm not installed (Debian: binutils-arm-none-eabi)")
+    build = zephyr_build("samples/zephyr/hello_moe", AN547)
+    libraries = sorted(build.directory.glob("**/libcolibri.a"))
+    assert len(libraries) == 1, libraries
+    for path in (build.elf, libraries[0]):
+        text = _symbols(nm, path)
+        assert re.search(r"\bcolibri_kernels_helium\b", text), f"{path}: no Helium table"
+        assert sorted(set(OTA_SYMBOLS.findall(text))) == [], f"{path}: OTA/crypto compiled in"
+    members = subprocess.run(["arm-none-eabi-ar", "t", str(libraries[0])], capture_output=True,
+                             text=True, timeout=60, check=True).stdout.split()
+    assert {"helium.c.obj", "dsp.c.obj", "reference.c.obj"} <= set(members), members
+    assert not {m for m in members if m.startswith(("slot_", "signature", "ed25519", "sha512"))}

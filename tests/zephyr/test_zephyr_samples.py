@@ -27,6 +27,8 @@ def test_hello_moe_an547_prints_the_reference_tokens(zephyr_build, need_qemu, re
     assert build.weights()["address"] == "0x90000000"
     output = qemu_run(build, r"^(done|error: .*)$", timeout=120)
     assert "colibri: init ok" in output, output[-3000:]
+    assert re.search(r"^colibri: init ok: .*, kernels helium$", output, re.M), \
+        "the Cortex-M55 build does not run the Helium table (CONFIG_COLIBRI_KERNELS_HELIUM)"
     assert re.search(r"^weights: 0x90000000, \d+ of 268435456 bytes \(devicetree\)", output, re.M)
     assert re.search(r"^prompt: 1 2 3$", output, re.M)
     assert tokens_line(output) == reference_tokens

@@ -64,9 +64,9 @@ static colibri_status init_model(void)
         return s;
     }
     printk("colibri: init ok: arch %u, vocab %u, hidden %u, layers %u, experts %u (top %u), "
-           "fingerprint 0x%08x\n",
+           "fingerprint 0x%08x, kernels %s\n",
            model.hp.arch, model.hp.vocab_size, model.hp.hidden_size, model.hp.n_layers,
-           model.hp.n_experts, model.hp.top_k, model.fingerprint);
+           model.hp.n_experts, model.hp.top_k, model.fingerprint, model.kernels.name);
     uint32_t bad = 0;
     uint64_t t0 = colibri_zephyr_ticks();
     s = colibri_verify(&model, &bad);
