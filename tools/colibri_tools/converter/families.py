@@ -63,7 +63,6 @@ from ..image.image_layout import (
     MAX_ROUTER_JITTER,
     MAX_ROUTER_NORM_MIN,
     MAX_SCALE,
-    MIN_ROPE_THETA,
     model_problems,
 )
 from ..image.image_spec import (
@@ -77,7 +76,6 @@ from ..image.image_spec import (
     DEFAULT_ALIGNMENT,
     MLA_LATENT,
     NORM_LAYER,
-    ROPE_YARN,
     ROUTER_SIGMOID,
     ROUTER_SOFTMAX_BIASED,
     ROUTER_SPARSEMIXER,
@@ -86,11 +84,19 @@ from ..image.image_spec import (
     FfnKind,
     ModelRecord,
 )
-from .hf_config import HFConfig, float32_number
-
-MAX_CONTEXT_CAP = 1 << 24
-ALL_BIASES = 0b1111
-QKV_BIASES = 0b0111
+from .family_fields import (
+    ALL_BIASES,
+    MAX_CONTEXT_CAP,
+    QKV_BIASES,
+    attention_fields,
+    check_common,
+    dense_width,
+    rope_fields,
+    rope_parameters,
+    rope_theta,
+    routing_fields,
+)
+from .hf_config import HFConfig
 
 # Record field -> the config field it comes from, to name it in errors.
 _SOURCE_FIELDS = {
@@ -127,176 +133,11 @@ class ModelSpec:
         return self.family in INTERLEAVED_ROPE_FAMILIES
 
 
-def _check_common(c: HFConfig) -> None:
-    c.reject_if("hidden_act", lambda v: (v or "silu") != "silu", "only SiLU (SwiGLU) is supported")
-
-
-def _reject_partial_rope(c: HFConfig) -> None:
-    c.reject_if("partial_rotary_factor", lambda v: v not in (None, 1, 1.0),
-                "RoPE over part of the head is not supported")
-
-
-def _is_plain_rope(params: object) -> bool:
-    if not isinstance(params, dict):
-        return False
-    kind = params.get("rope_type", params.get("type", "default"))
-    return kind == "default" and params.get("partial_rotary_factor") in (None, 1, 1.0)
-
-
-def _rope_parameters(c: HFConfig) -> dict:
-    params = c.raw("rope_parameters")
-    if params is None:
-        return {}
-    if not isinstance(params, dict):
-        raise c.unsupported("rope_parameters", params, "must be an object")
-    nested = [v for v in params.values() if isinstance(v, dict)]
-    if nested:  # per-layer-type parameters: accept only if they are all the same
-        if len(nested) != len(params) or any(v != nested[0] for v in nested):
-            raise c.unsupported("rope_parameters", params, "differs between layer types")
-        params = nested[0]
-    return params
-
-
-def rope_theta(c: HFConfig, default: float) -> float:
-    """RoPE base from rope_parameters.rope_theta (or legacy rope_theta); plain RoPE only."""
-    _reject_partial_rope(c)
-    scaling = c.raw("rope_scaling")
-    if scaling not in (None, {}) and not _is_plain_rope(scaling):
-        raise c.unsupported("rope_scaling", scaling, "RoPE scaling is not supported")
-    params = _rope_parameters(c)
-    kind = params.get("rope_type", params.get("type", "default"))
-    if kind != "default":
-        raise c.unsupported("rope_parameters.rope_type", kind, "only default RoPE is supported")
-    if params.get("partial_rotary_factor") not in (None, 1, 1.0):
-        raise c.unsupported("rope_parameters.partial_rotary_factor",
-                            params["partial_rotary_factor"], "partial RoPE is not supported")
-    theta = params.get("rope_theta", c.get("rope_theta", default))
-    if not float32_number(theta) or not theta >= MIN_ROPE_THETA:
-        raise c.unsupported("rope_parameters.rope_theta", theta,
-                            "must be a number >= 1 that a float32 holds")
-    return float(theta)
-
-
-def _theta(c: HFConfig, params: dict, default: float) -> float:
-    theta = params.get("rope_theta", c.get("rope_theta", default))
-    if not float32_number(theta) or not theta >= MIN_ROPE_THETA:
-        raise c.unsupported("rope_parameters.rope_theta", theta,
-                            "must be a number >= 1 that a float32 holds")
-    return float(theta)
-
-
-def _yarn(c: HFConfig, params: dict, dim: int, theta: float, max_context: int) -> dict:
-    """YaRN as transformers' _compute_yarn_parameters: the ramp between the correction
-    dimensions of beta_fast and beta_slow (floored / ceiled unless truncate is false),
-    the cos/sin factor (attention_factor, or mscale / mscale_all_dim, or
-    0.1 ln(factor) + 1)."""
-    def number(key: str, default: float | None) -> float:
-        value = params.get(key)
-        value = default if value is None else value
-        if not float32_number(value) or value <= 0:
-            raise c.unsupported(f"rope_parameters.{key}", value, "must be a number > 0")
-        return float(value)
-
-    original = params.get("original_max_position_embeddings")
-    if not isinstance(original, int) or isinstance(original, bool) or original < 1:
-        raise c.unsupported("rope_parameters.original_max_position_embeddings", original,
-                            "YaRN needs a positive integer")
-    factor = params.get("factor")
-    factor = max_context / original if factor is None else number("factor", None)
-
-    def mscale(scale: float, m: float = 1.0) -> float:
-        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-
-    attention = params.get("attention_factor")
-    if attention is None:
-        m, m_all = params.get("mscale"), params.get("mscale_all_dim")
-        attention = mscale(factor, m) / mscale(factor, m_all) if m and m_all else mscale(factor)
-    else:
-        attention = number("attention_factor", None)
-    beta_fast, beta_slow = params.get("beta_fast") or 32, params.get("beta_slow") or 1
-
-    def correction(rotations: float) -> float:
-        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
-
-    low, high = correction(number("beta_fast", beta_fast)), correction(number("beta_slow", beta_slow))
-    truncate = params.get("truncate", True)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    if low == high:
-        high += 0.001
-    if not 0 < high - low:
-        raise c.unsupported("rope_parameters.beta_fast", beta_fast,
-                            "YaRN's ramp must run upward (beta_fast > beta_slow)")
-    return {"rope_kind": ROPE_YARN, "rope_factor": factor, "rope_ramp_low": float(low),
-            "rope_ramp_width": float(high - low), "rope_attn_factor": float(attention)}
-
-
-def rope_fields(c: HFConfig, head_dim: int, default_theta: float, partial: bool = False,
-                rope_dim: int | None = None) -> dict:
-    """rope_theta and the format 1.5 RoPE fields: RoPE over rope_dim (or
-    partial_rotary_factor of the head, for a family that has it), default or YaRN.
-    Plain RoPE over the whole head gives the 1.0 record (RoPE fields 0)."""
-    scaling = c.raw("rope_scaling")
-    params = _rope_parameters(c)
-    if scaling not in (None, {}) and not params:
-        if not isinstance(scaling, dict):
-            raise c.unsupported("rope_scaling", scaling, "must be an object")
-        params = scaling
-    kind = params.get("rope_type", params.get("type", "default"))
-    if kind not in ("default", "yarn"):
-        raise c.unsupported("rope_parameters.rope_type", kind, "only default and yarn RoPE are "
-                            "supported")
-    theta = _theta(c, params, default_theta)
-    factor = params.get("partial_rotary_factor", c.raw("partial_rotary_factor"))
-    if rope_dim is None:
-        if not partial and factor not in (None, 1, 1.0):
-            raise c.unsupported("partial_rotary_factor", factor, "partial RoPE is not supported "
-                                "for this family")
-        share = 1.0 if factor is None else factor
-        if not float32_number(share) or not 0 < share <= 1:
-            raise c.unsupported("partial_rotary_factor", factor, "must be a number in (0, 1]")
-        rope_dim = int(head_dim * share)
-    if rope_dim < 2 or rope_dim % 2:
-        raise c.unsupported("partial_rotary_factor", factor,
-                            f"RoPE must turn an even number >= 2 of dimensions (here {rope_dim})")
-    fields = {"rope_theta": theta}
-    if kind == "yarn":
-        max_context = c.integer("max_position_embeddings", minimum=1)
-        fields |= _yarn(c, params, rope_dim, theta, max_context)
-    if kind == "yarn" or rope_dim != head_dim:
-        fields["rope_dim"] = rope_dim
-    return fields
-
-
-def _attention(c: HFConfig, head_dim_key: str | None) -> dict:
-    hidden = c.integer("hidden_size", minimum=1)
-    heads = c.integer("num_attention_heads", minimum=1)
-    kv_heads = c.integer("num_key_value_heads", heads, minimum=1)
-    head_dim = c.integer(head_dim_key, 0) if head_dim_key else 0
-    return {"vocab_size": c.integer("vocab_size", minimum=1), "hidden_size": hidden,
-            "n_layers": c.integer("num_hidden_layers", minimum=1), "n_heads": heads,
-            "n_kv_heads": kv_heads, "head_dim": head_dim or hidden // heads,
-            "max_context": min(c.integer("max_position_embeddings", minimum=1), MAX_CONTEXT_CAP),
-            "tie_embeddings": int(c.flag("tie_word_embeddings", False))}
-
-
 def _qwen_ffn_kinds(c: HFConfig, n_layers: int, n_experts: int) -> list[int]:
     mlp_only = c.int_list("mlp_only_layers")
     step = c.integer("decoder_sparse_step", 1, minimum=1)
     return [FfnKind.MOE if (i not in mlp_only and n_experts > 0 and (i + 1) % step == 0)
             else FfnKind.DENSE for i in range(n_layers)]
-
-
-def _routing(c: HFConfig, kinds: list[int], n_experts: int, width: int, norm: bool) -> dict:
-    if FfnKind.MOE not in kinds:
-        return {"n_experts": 0, "expert_intermediate": 0, "top_k": 0, "router_norm_topk": 0}
-    return {"n_experts": n_experts, "expert_intermediate": width,
-            "top_k": c.integer("num_experts_per_tok", minimum=1), "router_norm_topk": int(norm)}
-
-
-def _dense_width(c: HFConfig, kinds: list[int]) -> int:
-    return c.integer("intermediate_size", minimum=1) if FfnKind.DENSE in kinds else 0
 
 
 def _reject_sliding_window_qwen(c: HFConfig) -> None:
@@ -306,11 +147,11 @@ def _reject_sliding_window_qwen(c: HFConfig) -> None:
 
 
 def _mixtral(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    fields = _attention(c, "head_dim")
+    fields = attention_fields(c, "head_dim")
     fields["sliding_window"] = _uniform_window(c)
     kinds = [FfnKind.MOE] * fields["n_layers"]
     _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
-    fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), True)
+    fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), True)
     fields |= {"rope_theta": rope_theta(c, 1e6), "rms_eps": c.number("rms_norm_eps", 1e-5)}
     return Arch.MIXTRAL, fields, kinds
 
@@ -318,18 +159,18 @@ def _mixtral(c: HFConfig) -> tuple[Arch, dict, list[int]]:
 def _qwen_common(c: HFConfig) -> tuple[dict, list[int]]:
     """What Qwen2-MoE and Qwen3-MoE configs share: attention, layer kinds, routing."""
     _reject_sliding_window_qwen(c)
-    fields = _attention(c, "head_dim")
+    fields = attention_fields(c, "head_dim")
     _, n_experts = c.first_integer(("num_experts", "num_local_experts"))
     kinds = _qwen_ffn_kinds(c, fields["n_layers"], n_experts)
     moe_width = c.integer("moe_intermediate_size", minimum=1) if n_experts else 0
-    fields |= _routing(c, kinds, n_experts, moe_width, c.flag("norm_topk_prob", False))
+    fields |= routing_fields(c, kinds, n_experts, moe_width, c.flag("norm_topk_prob", False))
     return fields, kinds
 
 
 def _qwen2_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     fields, kinds = _qwen_common(c)
     shared = c.integer("shared_expert_intermediate_size", 0) if FfnKind.MOE in kinds else 0
-    fields |= {"dense_intermediate": _dense_width(c, kinds), "shared_intermediate": shared,
+    fields |= {"dense_intermediate": dense_width(c, kinds), "shared_intermediate": shared,
                "shared_gate": int(shared > 0),
                "attn_bias": QKV_BIASES if c.flag("qkv_bias", True) else 0,
                "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-6)}
@@ -338,14 +179,14 @@ def _qwen2_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
 
 def _olmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     c.reject_if("clip_qkv", lambda v: v is not None, "clipping q, k and v is not supported")
-    fields = _attention(c, "head_dim")
+    fields = attention_fields(c, "head_dim")
     hidden, heads = fields["hidden_size"], fields["n_heads"]
     if hidden % heads or fields["head_dim"] != hidden // heads:
         raise c.unsupported("head_dim", fields["head_dim"], f"OLMoE's q/k norm needs head_dim == "
                             f"hidden_size / num_attention_heads ({hidden} / {heads})")
     kinds = [FfnKind.MOE] * fields["n_layers"]
     _, n_experts = c.first_integer(("num_experts", "num_local_experts"))
-    fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1),
+    fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1),
                        c.flag("norm_topk_prob", False))
     fields |= {"attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 1,
                "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-5)}
@@ -354,7 +195,7 @@ def _olmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
 
 def _qwen3_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     fields, kinds = _qwen_common(c)
-    fields |= {"dense_intermediate": _dense_width(c, kinds),
+    fields |= {"dense_intermediate": dense_width(c, kinds),
                "attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 2,
                "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-6)}
     return Arch.QWEN3_MOE, fields, kinds
@@ -373,10 +214,10 @@ def _granitemoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     attention and experts, top-k of the router logits then a softmax over the
     k, and four multipliers."""
     c.reject_if("attention_bias", bool, "attention biases are not supported for granitemoe")
-    fields = _attention(c, None)
+    fields = attention_fields(c, None)
     kinds = [FfnKind.MOE] * fields["n_layers"]
     _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
-    fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
+    fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
     shared = c.integer("shared_intermediate_size", 0)
     fields |= {"router_score": ROUTER_TOPK_SOFTMAX, "shared_intermediate": shared,
                "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-6),
@@ -401,7 +242,7 @@ def _uniform_window_kinds(c: HFConfig, n_layers: int) -> list[int] | None:
 def _phimoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     """PhiMoE: Mixtral-like attention and experts with LayerNorm (and biases)
     and the sparsemixer router."""
-    fields = _attention(c, None)
+    fields = attention_fields(c, None)
     fields["sliding_window"] = _uniform_window(c)
     c.reject_if("num_experts_per_tok", lambda v: v != 2,
                 "PhiMoE's sparsemixer routes every token to exactly 2 experts")
@@ -410,7 +251,7 @@ def _phimoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
         raise c.unsupported("router_jitter_noise", jitter, "must be 0 .. 1")
     kinds = [FfnKind.MOE] * fields["n_layers"]
     _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
-    fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
+    fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
     biases = (ALL_BIASES if c.flag("attention_bias", False) else 0) | \
         (BIAS_LM_HEAD if c.flag("lm_head_bias", False) else 0)
     fields |= {"router_score": ROUTER_SPARSEMIXER, "router_jitter": jitter,
@@ -435,7 +276,7 @@ def _ernie4_5_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     """ERNIE-4.5 MoE: dense and MoE layers by start/end/interval, shared experts,
     softmax router with a selection bias and a floor on the weights' sum."""
     c.reject_if("use_bias", bool, "biases on projections and MLPs are not supported")
-    fields = _attention(c, "head_dim")
+    fields = attention_fields(c, "head_dim")
     fields["tie_embeddings"] = int(c.flag("tie_word_embeddings", True))
     _, n_experts = c.first_integer(("moe_num_experts", "num_experts"), minimum=1)
     kinds = _ernie_ffn_kinds(c, fields["n_layers"])
@@ -450,7 +291,7 @@ def _ernie4_5_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
                if moe else 0, "router_norm_topk": int(moe),
                "router_score": ROUTER_SOFTMAX_BIASED if moe else 0,
                "router_norm_min": norm_min if moe else 0.0,
-               "dense_intermediate": _dense_width(c, kinds), "shared_intermediate": shared,
+               "dense_intermediate": dense_width(c, kinds), "shared_intermediate": shared,
                "rope_theta": rope_theta(c, 500000.0), "rms_eps": c.number("rms_norm_eps", 1e-5)}
     return Arch.ERNIE4_5_MOE, fields, kinds
 
@@ -470,19 +311,19 @@ def _sigmoid_router(c: HFConfig, kinds: list[int], norm_default: bool) -> dict:
     c.reject_if("scoring_func", lambda v: v not in (None, "sigmoid"), "only sigmoid scores")
     n_experts = c.integer("n_routed_experts", minimum=1)
     width = c.integer("moe_intermediate_size", minimum=1)
-    fields = _routing(c, kinds, n_experts, width, c.flag("norm_topk_prob", norm_default))
+    fields = routing_fields(c, kinds, n_experts, width, c.flag("norm_topk_prob", norm_default))
     if FfnKind.MOE not in kinds:
-        return fields | {"dense_intermediate": _dense_width(c, kinds)}
+        return fields | {"dense_intermediate": dense_width(c, kinds)}
     return fields | {
         "router_score": ROUTER_SIGMOID, "n_group": c.integer("n_group", 1, minimum=1),
         "topk_group": c.integer("topk_group", 1, minimum=1),
         "routed_scaling": c.number("routed_scaling_factor", 1.0),
         "shared_intermediate": c.integer("n_shared_experts", 0) * width,
-        "dense_intermediate": _dense_width(c, kinds)}
+        "dense_intermediate": dense_width(c, kinds)}
 
 
 def _glm4_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    fields = _attention(c, "head_dim")
+    fields = attention_fields(c, "head_dim")
     kinds = _first_dense_kinds(c, fields["n_layers"])
     fields |= _sigmoid_router(c, kinds, True)
     fields |= {"attn_bias": QKV_BIASES if c.flag("attention_bias", False) else 0,
@@ -493,7 +334,7 @@ def _glm4_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
 
 
 def _dots1(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    fields = _attention(c, "head_dim")
+    fields = attention_fields(c, "head_dim")
     types = c.raw("layer_types")
     if types is None:  # Dots1Config's rule: sliding from max_window_layers on
         window, start = c.raw("sliding_window"), c.integer("max_window_layers", fields["n_layers"])
@@ -529,12 +370,12 @@ def _gpt_oss(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     everywhere, top-k-then-softmax router with a bias, clamped SwiGLU experts."""
     c.reject_if("quantization_config", lambda v: v is not None,
                 "quantized (MXFP4) checkpoints are not supported: dequantize to bf16 or f32")
-    fields = _attention(c, "head_dim")
+    fields = attention_fields(c, "head_dim")
     kinds = [FfnKind.MOE] * fields["n_layers"]
     attn = _gpt_oss_attn_kinds(c, fields["n_layers"])
     window = c.integer("sliding_window", minimum=1) if ATTN_SLIDING in attn else 0
     _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
-    fields |= _routing(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
+    fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
     limit, alpha = c.number("swiglu_limit", 7.0), c.number("swiglu_alpha", 1.702)
     for key, value in (("swiglu_limit", limit), ("swiglu_alpha", alpha)):
         if not 0.0 < value <= MAX_SCALE:
@@ -566,7 +407,7 @@ def _mla(c: HFConfig, fields: dict) -> dict:
            "q_lora_rank": q_lora, "kv_lora_rank": c.integer("kv_lora_rank", minimum=1),
            "v_head_dim": c.integer("v_head_dim", minimum=1), "lora_eps": 1e-6,
            **rope_fields(c, head, 1e4, rope_dim=rope)}
-    params = _rope_parameters(c) or (c.raw("rope_scaling") or {})
+    params = rope_parameters(c) or (c.raw("rope_scaling") or {})
     kind = params.get("rope_type", params.get("type", "default"))
     m_all = params.get("mscale_all_dim") or 0
     if kind != "default" and m_all:
@@ -580,7 +421,7 @@ def _mla(c: HFConfig, fields: dict) -> dict:
 def _deepseek_v2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     """DeepSeek-V2: MLA with interleaved RoPE, a softmax router (greedy or
     group-limited greedy: groups ranked by their best score), no renormalisation."""
-    fields = _attention(c, None)
+    fields = attention_fields(c, None)
     kinds = _first_dense_kinds(c, fields["n_layers"])
     method = c.get("topk_method", "greedy")
     if method not in ("greedy", "group_limited_greedy"):
@@ -588,14 +429,14 @@ def _deepseek_v2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
                             "group_limited_greedy")
     n_experts = c.integer("n_routed_experts", minimum=1)
     width = c.integer("moe_intermediate_size", minimum=1)
-    fields |= _routing(c, kinds, n_experts, width, False)
+    fields |= routing_fields(c, kinds, n_experts, width, False)
     if FfnKind.MOE in kinds:
         grouped = method == "group_limited_greedy"
         fields |= {"n_group": c.integer("n_group", minimum=1) if grouped else 1,
                    "topk_group": c.integer("topk_group", minimum=1) if grouped else 1,
                    "routed_scaling": c.number("routed_scaling_factor", 1.0),
                    "shared_intermediate": c.integer("n_shared_experts", 0) * width}
-    fields |= {"dense_intermediate": _dense_width(c, kinds),
+    fields |= {"dense_intermediate": dense_width(c, kinds),
                "rms_eps": c.number("rms_norm_eps", 1e-6), **_mla(c, fields)}
     return Arch.DEEPSEEK_V2, fields, kinds
 
@@ -603,7 +444,7 @@ def _deepseek_v2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
 def _deepseek_v3(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     """DeepSeek-V3 (and Moonlight): MLA (RoPE interleaved when
     rope_interleave) and the sigmoid router."""
-    fields = _attention(c, None)
+    fields = attention_fields(c, None)
     kinds = _first_dense_kinds(c, fields["n_layers"])
     fields |= _sigmoid_router(c, kinds, True)
     fields |= {"rms_eps": c.number("rms_norm_eps", 1e-6), **_mla(c, fields)}
@@ -650,7 +491,7 @@ def model_spec(config: dict, path: str | Path) -> ModelSpec:
         raise c.unsupported("model_type", family, f"must be a string; supported: {', '.join(FAMILIES)}")
     if family not in FAMILIES:
         raise c.unsupported("model_type", family, f"supported: {', '.join(FAMILIES)}")
-    _check_common(c)
+    check_common(c)
     arch, fields, kinds = FAMILIES[family](c)
     record = ModelRecord(**(_RECORD_DEFAULTS | fields))
     _check_limits(c, arch, record, kinds)
