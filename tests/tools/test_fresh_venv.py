@@ -82,6 +82,11 @@ def test_the_wheel_carries_boards_and_the_engine(wheel):
     assert any(n.endswith("colibri_tools/lib/libcolibri_linux.so.0") for n in names)
     assert any(n.endswith("colibri_tools/lib/libcolibri.so.0") for n in names)
     assert "-py3-none-linux_" in wheel.name  # the libraries make it platform-specific
+    # every module of every sub-package (package discovery in setup.py)
+    sources = sorted(str(p.relative_to(REPO / "tools"))
+                     for p in (REPO / "tools" / "colibri_tools").rglob("*.py"))
+    carried = {n[n.index("colibri_tools/"):] for n in names if "colibri_tools/" in n}
+    assert sources and set(sources) <= carried, sorted(set(sources) - carried)
     # one copy of each board file in git: the package maps boards/, it holds none itself
     tracked = subprocess.run(["git", "ls-files", "*.toml"], cwd=REPO, capture_output=True,
                              text=True, check=True).stdout.split()
