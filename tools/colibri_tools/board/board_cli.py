@@ -20,13 +20,13 @@ from ..version import add_version_option
 from .boards import (
     Board,
     BoardError,
-    _source,
     board_dirs,
     board_names,
     config_header,
     linker_memory,
     load,
     make_vars,
+    shown_path,
     write_generated,
 )
 
@@ -62,7 +62,7 @@ def _value_text(key: str, value: Any) -> str:
 
 def show_text(board: Board) -> str:
     """The loaded board, readable: regions as hex ranges with sizes, tables as key = value."""
-    lines = [f"{board.name}: {board.description}", f"  file          {_source(board)}",
+    lines = [f"{board.name}: {board.description}", f"  file          {shown_path(board)}",
              f"  arch, cpu     {board.arch}, {board.cpu}", f"  port          {board.port}",
              f"  toolchain     {board.cross_prefix or '(host)'}gcc {' '.join(board.cflags)}"
              + (f" {' '.join(board.ldflags)}" if board.ldflags else ""),

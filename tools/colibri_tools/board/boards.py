@@ -367,7 +367,7 @@ def board_names() -> list[str]:
     return sorted({p.stem for d in board_dirs() for p in d.glob("*.toml")})
 
 
-def _source(board: Board) -> str:
+def shown_path(board: Board) -> str:
     """The board file's path as shown in generated files (relative to the repo if inside)."""
     try:
         return str(board.path.resolve().relative_to(REPO))
@@ -381,7 +381,7 @@ def linker_memory(board: Board) -> str:
         raise BoardError(f"{board.name}: port {board.port} has no linker script")
     w = board.weights
     return "\n".join([
-        f"/* Generated from {_source(board)} by colibri-board; do not edit. */",
+        f"/* Generated from {shown_path(board)} by colibri-board; do not edit. */",
         "MEMORY",
         "{",
         f"    CODE (rx)     : ORIGIN = 0x{board.code.origin:08X}, LENGTH = 0x{board.code.length:X}",
@@ -403,7 +403,7 @@ def config_header(board: Board) -> str:
     up = board.name.upper()
     uart = board.uart
     lines = [
-        f"/* Generated from {_source(board)} by colibri-board; do not edit. */",
+        f"/* Generated from {shown_path(board)} by colibri-board; do not edit. */",
         "#ifndef COLIBRI_BOARD_CONFIG_H", "#define COLIBRI_BOARD_CONFIG_H", "",
         f'#define COLIBRI_BOARD_NAME "{board.name}"',
         f"#define COLIBRI_BOARD_{up} 1",
