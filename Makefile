@@ -105,33 +105,33 @@ $(BUILD)/host/cut_writes.so: tests/ports/linux/cut_writes.c
 
 # colibri-bench's memory bandwidth probe (a measuring tool, not the core:
 # built for this CPU, as fast as the compiler makes it).
-$(BUILD)/host/colibri-membw: tools/bench/colibri_membw.c
+$(BUILD)/host/colibri-membw: bench/colibri_membw.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -Wall -Wextra -Werror -O3 -march=native -pthread $< -o $@
 
 # Speed of the quantized products of every table this CPU runs
 # (docs/kernels.md): the core as the library is built, one thread.
-$(BUILD)/host/colibri-qbench: $(BUILD)/host/tools/bench/colibri_qbench.o \
+$(BUILD)/host/colibri-qbench: $(BUILD)/host/bench/colibri_qbench.o \
         $(BUILD)/host/libcolibri_linux.a $(BUILD)/host/libcolibri.a
 	$(CC) -pthread -o $@ $^
 
 # The same on a Cortex-M QEMU board, in instructions (SysTick under -icount):
 #   make qbench-m BOARD=qemu_an547   -> build/qbench/qemu_an547/colibri-qbench.elf
-# (tools/bench/colibri_qbench_m.c; the bare-metal start of the kernel test).
+# (bench/colibri_qbench_m.c; the bare-metal start of the kernel test).
 QBENCH_M_DIR := $(BUILD)/qbench/$(BOARD)
 QBENCH_M_START := tests/ports/cortex_m/kernels_m
 .PHONY: qbench-m
 qbench-m: $(QBENCH_M_DIR)/colibri-qbench.elf
 ifneq ($(filter qbench-m,$(MAKECMDGOALS)),)
-$(QBENCH_M_DIR)/board.mk: boards/$(BOARD).toml tools/colibri_tools/boards.py
+$(QBENCH_M_DIR)/board.mk: boards/$(BOARD).toml tools/colibri_tools/board/boards.py
 	@mkdir -p $(dir $@)
-	@$(PY) -m colibri_tools.boards make $(BOARD) -o $@
+	@$(PY) -m colibri_tools.board.board_cli make $(BOARD) -o $@
 -include $(QBENCH_M_DIR)/board.mk
 endif
-$(QBENCH_M_DIR)/memory.ld: boards/$(BOARD).toml tools/colibri_tools/boards.py
+$(QBENCH_M_DIR)/memory.ld: boards/$(BOARD).toml tools/colibri_tools/board/boards.py
 	@mkdir -p $(dir $@)
-	@$(PY) -m colibri_tools.boards ld $(BOARD) -o $@
-$(QBENCH_M_DIR)/colibri-qbench.elf: tools/bench/colibri_qbench_m.c $(QBENCH_M_START)/start.c \
+	@$(PY) -m colibri_tools.board.board_cli ld $(BOARD) -o $@
+$(QBENCH_M_DIR)/colibri-qbench.elf: bench/colibri_qbench_m.c $(QBENCH_M_START)/start.c \
         $(QBENCH_M_START)/link.ld $(QBENCH_M_DIR)/memory.ld $(CORE_SRC) $(call kernel_src,$(BOARD_KERNELS))
 	$(BOARD_CC) $(BOARD_CFLAGS) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 $(CORE_INC) \
 	    '-DCOLIBRI_BENCH_TABLES=$(call kernel_tables,$(BOARD_KERNELS))' --specs=rdimon.specs \

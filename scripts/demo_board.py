@@ -73,7 +73,7 @@ def console_text(console: str, prompt: str) -> str:
 
 def host_ids(model_dir: pathlib.Path, prompt_ids: list[int], gen: int) -> list[int]:
     """Colibri's greedy continuation of the image on this machine."""
-    from colibri_tools.engine import Engine
+    from colibri_tools.runtime.engine import Engine
 
     with Engine(model_dir / "model.bin", context=len(prompt_ids) + gen) as engine:
         return engine.greedy(prompt_ids, gen)

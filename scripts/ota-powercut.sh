@@ -15,7 +15,7 @@ if [ -z "$model" ]; then
     "$PY" - "$work" <<'PY'
 import sys, pathlib
 sys.path.insert(0, "tests")
-from colibri_tools.convert import convert
+from colibri_tools.converter.convert import convert
 from hf_models import build_model, save_checkpoint
 root = pathlib.Path(sys.argv[1])
 model, _ = build_model("qwen2_moe", seed=3)

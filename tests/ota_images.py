@@ -8,7 +8,7 @@ import pathlib
 import struct
 import zlib
 
-from colibri_tools import signing
+from colibri_tools.image import signing
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))

@@ -14,7 +14,7 @@
 BOARD     ?= qemu_virt_a72
 APP       ?= serial_runner
 FW_DIR    := $(BUILD)/fw/$(BOARD)/$(APP)
-BOARD_PY  := $(PY) -m colibri_tools.boards
+BOARD_PY  := $(PY) -m colibri_tools.board.board_cli
 
 ifneq ($(filter firmware firmware-%,$(MAKECMDGOALS)),)
 # The model comes first: without it nothing else can be built, and a stale
@@ -27,7 +27,7 @@ ifeq ($(wildcard $(MODEL_DIR)/model_config.h),)
 $(error MODEL_DIR=$(MODEL_DIR) has no model_config.h: convert a model there first \
     (colibri-convert HF_DIR -o $(MODEL_DIR)) or point MODEL_DIR at a converted model)
 endif
-$(FW_DIR)/board.mk: boards/$(BOARD).toml tools/colibri_tools/boards.py
+$(FW_DIR)/board.mk: boards/$(BOARD).toml tools/colibri_tools/board/boards.py
 	@mkdir -p $(FW_DIR)
 	@$(BOARD_PY) make $(BOARD) -o $@
 include $(FW_DIR)/board.mk
@@ -71,24 +71,24 @@ FW_KEY_ID := $(TRUSTED_KEY) $(shell cat $(TRUSTED_KEY) 2>/dev/null | cksum)
 ifneq ($(FW_KEY_ID),$(shell cat $(FW_KEY_STAMP) 2>/dev/null))
 $(shell mkdir -p $(FW_DIR) && echo '$(FW_KEY_ID)' > $(FW_KEY_STAMP))
 endif
-$(FW_DIR)/colibri_trusted_key.h: $(FW_KEY_STAMP) tools/colibri_tools/signing.py
+$(FW_DIR)/colibri_trusted_key.h: $(FW_KEY_STAMP) tools/colibri_tools/image/signing.py
 	@mkdir -p $(dir $@)
-	@$(PY) -m colibri_tools.signing header $(TRUSTED_KEY) -o $@
+	@$(PY) -m colibri_tools.image.signing header $(TRUSTED_KEY) -o $@
 
 .PHONY: firmware
 firmware: $(FW_DIR)/firmware.elf $(FW_DIR)/firmware.bin $(FW_DIR)/firmware.hex $(FW_DIR)/size.txt
 
-$(FW_DIR)/board_config.h: boards/$(BOARD).toml tools/colibri_tools/boards.py
+$(FW_DIR)/board_config.h: boards/$(BOARD).toml tools/colibri_tools/board/boards.py
 	@mkdir -p $(dir $@)
 	@$(BOARD_PY) header $(BOARD) -o $@
 
-$(FW_DIR)/memory.ld: boards/$(BOARD).toml tools/colibri_tools/boards.py
+$(FW_DIR)/memory.ld: boards/$(BOARD).toml tools/colibri_tools/board/boards.py
 	@mkdir -p $(dir $@)
 	@$(BOARD_PY) ld $(BOARD) -o $@
 
 # Before anything is compiled: does the model fit the board (image in the
 # weight region, the app's buffers + stacks + firmware in RAM)? The same
-# numbers as `colibri-board fit` (colibri_tools/fit.py).
+# numbers as `colibri-board fit` (colibri_tools/board/fit.py).
 $(FW_DIR)/fit.ok: boards/$(BOARD).toml $(MODEL_DIR)/model_config.h $(FW_MODEL_STAMP)
 	@mkdir -p $(dir $@)
 	@$(BOARD_PY) fit $(BOARD) $(MODEL_DIR) --app $(APP) --check

@@ -10,10 +10,10 @@
 # the binary carries the libm it was tested with. docs/port-aarch64.md.
 
 LINUX_CROSS_DIR := $(BUILD)/linux-cross/$(BOARD)
-LINUX_CROSS_BOARD_PY = $(PY) -m colibri_tools.boards
+LINUX_CROSS_BOARD_PY = $(PY) -m colibri_tools.board.board_cli
 
 ifneq ($(filter linux-cross,$(MAKECMDGOALS)),)
-$(LINUX_CROSS_DIR)/board.mk: boards/$(BOARD).toml tools/colibri_tools/boards.py
+$(LINUX_CROSS_DIR)/board.mk: boards/$(BOARD).toml tools/colibri_tools/board/boards.py
 	@mkdir -p $(dir $@)
 	@$(LINUX_CROSS_BOARD_PY) make $(BOARD) -o $@
 include $(LINUX_CROSS_DIR)/board.mk

@@ -3,7 +3,7 @@
 #include "model_internal.h"
 
 /* The limits of the model record (docs/format.md 1.1); the Python tools'
- * copy, colibri_tools.image_spec.LIMITS, is tested equal to this table. */
+ * copy, colibri_tools.image.image_spec.LIMITS, is tested equal to this table. */
 #define MAX_VOCAB (1u << 24)
 #define MAX_HIDDEN 65536u
 #define MAX_LAYERS 1024u

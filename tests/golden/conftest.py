@@ -28,7 +28,7 @@ def _family_args(family: str) -> tuple[str, dict]:
 @pytest.fixture(scope="session")
 def converted(tmp_path_factory):
     """family -> (hf_model, model.bin path), built once per session."""
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     cache: dict[str, tuple] = {}
@@ -53,7 +53,7 @@ def quantized(converted):
     "+attention" appended, the attention projections too, with "+embeddings"
     the token embedding and LM head; with "+rows16" in groups of 16 rows
     (colibri-convert --row-groups)."""
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
 
     cache: dict[tuple[str, str], tuple] = {}
 

@@ -172,7 +172,7 @@ ROUTER_BOUNDS = {"int8": 0.04, "int4": 0.20}
 @pytest.mark.parametrize("quant", list(ROUTER_BOUNDS))
 @pytest.mark.parametrize("family", FAMILIES)
 def test_quantized_router_agreement(family, quant, converted, quantized):
-    from colibri_tools.quant_report import run_report
+    from colibri_tools.bench.quant_report import run_report
 
     model, fp32_image = converted(family)
     _, image = quantized(family, quant)

@@ -33,7 +33,7 @@ def _build(board: str, app: str, model_dir: pathlib.Path, build: pathlib.Path) -
 
 
 def _boot(board: str, elf: pathlib.Path, weights: pathlib.Path) -> tuple[int, str]:
-    from colibri_tools.qemu import launch
+    from colibri_tools.board.qemu import launch
 
     with launch(board, elf, weights, tcp=False, capture=True, timeout=300) as session:
         code = session.wait()
@@ -43,7 +43,7 @@ def _boot(board: str, elf: pathlib.Path, weights: pathlib.Path) -> tuple[int, st
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> pathlib.Path:
     sys.path.insert(0, str(REPO / "tests"))
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp("isr_model")
@@ -75,8 +75,8 @@ QUANT_AGREEMENT = {"int8": 12, "int4": 3}
 def _demo_dir(out: pathlib.Path, quant: str | None = None) -> list[int]:
     """The trained checkpoint converted into out (quantized: every matrix but
     the routers), its vocab header and a prompt header; returns the prompt ids."""
-    from colibri_tools.convert import convert
-    from colibri_tools.vocab_header import main as vocab_main
+    from colibri_tools.converter.convert import convert
+    from colibri_tools.converter.vocab_header import main as vocab_main
     from tokenizers import Tokenizer
 
     if not (CHECKPOINT / "config.json").exists():
@@ -138,7 +138,7 @@ def quant_demo_model(request, tmp_path_factory) -> tuple[str, pathlib.Path, str]
     """The demo model quantized, and the text Colibri generates from that
     image on this machine (x86 tables); transformers' float32 continuation
     must agree with it for QUANT_AGREEMENT[quant] leading tokens."""
-    from colibri_tools.engine import Engine
+    from colibri_tools.runtime.engine import Engine
 
     quant = request.param
     out = tmp_path_factory.mktemp(f"demo_{quant}") / "model"

@@ -21,7 +21,7 @@ def asan_bins() -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def valid_image(tmp_path_factory) -> pathlib.Path:
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp("valid")
@@ -35,7 +35,7 @@ def valid_image(tmp_path_factory) -> pathlib.Path:
 def valid_mla_image(tmp_path_factory) -> pathlib.Path:
     """A tiny DeepSeek-V3: Multi-head Latent Attention, whose KV state holds the
     latent and the RoPE key (format 1.6)."""
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp("valid_mla")
@@ -49,7 +49,7 @@ def valid_mla_image(tmp_path_factory) -> pathlib.Path:
 def valid_family_images(tmp_path_factory) -> list[pathlib.Path]:
     """Tiny PhiMoE, ERNIE-4.5 and gpt-oss images (LayerNorm and sparsemixer; the
     biased softmax router; sinks, sliding window, biases and clamped SwiGLU)."""
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     out = []
@@ -84,7 +84,7 @@ def valid_r16_image(tmp_path_factory) -> pathlib.Path:
 
 def _quantized_image(tmp_path_factory, quant: str, attention: bool = False,
                      row_groups: bool = False) -> pathlib.Path:
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp(f"valid_{quant}")

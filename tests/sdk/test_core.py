@@ -139,8 +139,8 @@ def test_python_reader_agrees_with_the_core(valid_image, valid_q8_image, valid_r
     """The tools' image reader reports the same status as colibri_init (and,
     for an image colibri_init accepts, as colibri_verify)."""
     from colibri_tools.errors import ImageFormatError
-    from colibri_tools.image_format import read_image
-    from colibri_tools.status import Status
+    from colibri_tools.image.image_format import read_image
+    from colibri_tools.image.status import Status
 
     manifest = write_broken_images(valid_image.read_bytes(), tmp_path, valid_q8_image.read_bytes(),
                                    valid_r16_image.read_bytes())

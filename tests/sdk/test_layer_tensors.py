@@ -1,6 +1,6 @@
 """One description of a layer's tensors: the C core's (sdk/src/layer_tensors.c,
 printed by tests/sdk/layout_dump.c) and the Python writer's
-(colibri_tools.image_layout.layer_tensors) must list the same roles, experts
+(colibri_tools.image.image_layout.layer_tensors) must list the same roles, experts
 and shapes in the same order, for every combination of the record fields
 that decide presence and shape."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import itertools
 import subprocess
 
 import pytest
-from colibri_tools.image_layout import layer_tensor_count, layer_tensors
-from colibri_tools.image_spec import ModelRecord
+from colibri_tools.image.image_layout import layer_tensor_count, layer_tensors
+from colibri_tools.image.image_spec import ModelRecord
 
 VARIANTS = list(itertools.product(
     (0, 1),          # ffn kind: dense, MoE

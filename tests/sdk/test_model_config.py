@@ -56,7 +56,7 @@ def test_macros_equal_api_sizes(which, request, asan_bins, tmp_path):
 
 
 def test_static_sample_matches_transformers_and_refuses_other_image(tmp_path):
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     models = {}

@@ -1,5 +1,5 @@
 """Signed images: the signature block after the image (docs/format.md,
-section 8), written by colibri_tools.signing (the `cryptography` package) and
+section 8), written by colibri_tools.image.signing (the `cryptography` package) and
 checked by the core (colibri_signature_check / _verify_blocks). Each broken
 block gets its own status, the same from the C and the Python reader."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import struct
 import subprocess
 
 import pytest
-from colibri_tools import signing
+from colibri_tools.image import signing
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 OK, BAD_MAGIC, UNSUPPORTED_VERSION, TRUNCATED = 0, 2, 3, 4
@@ -114,7 +114,7 @@ def test_each_broken_block_has_its_status(asan_bins, signed, valid_image, tmp_pa
 
 
 def signing_status(number: int) -> str:
-    from colibri_tools.status import Status
+    from colibri_tools.image.status import Status
     return Status(number).c_name
 
 

@@ -1,4 +1,4 @@
-"""State and scratch sizes: the Python tools' (colibri_tools.sizes, which
+"""State and scratch sizes: the Python tools' (colibri_tools.image.sizes, which
 writes model_config.h) equal the C core's for many record shapes and contexts
 (docs/core.md, "State and scratch layout")."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import itertools
 import random
 import subprocess
 
-from colibri_tools.image_spec import ModelRecord
-from colibri_tools.sizes import scratch_size, state_size
+from colibri_tools.image.image_spec import ModelRecord
+from colibri_tools.image.sizes import scratch_size, state_size
 
 
 def _records():

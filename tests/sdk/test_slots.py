@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from colibri_tools import signing
+from colibri_tools.image import signing
 from ota_images import KEY, PUBLIC, write_update_images
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -70,7 +70,7 @@ def test_fuzz_ota_parsers_for_a_while(update_images, tmp_path, record_property):
 def small_image(path: pathlib.Path) -> bytes:
     """A 1-layer, 2-expert image of a few KiB: fuzz inputs stay short."""
     sys.path.insert(0, str(REPO / "tests" / "ports" / "linux"))
-    from colibri_tools.image_spec import ModelRecord
+    from colibri_tools.image.image_spec import ModelRecord
     from linux_tiny_image import write_tiny_image
 
     record = ModelRecord(vocab_size=8, hidden_size=8, n_layers=1, n_heads=2, n_kv_heads=1,
@@ -84,7 +84,7 @@ def test_layout_rule_is_one_in_c_and_python(tmp_path):
     """colibri_slots_layout (the Linux store, the Zephyr partition) and
     SlotLayout (board files, board_config.h) place records and slots alike,
     for sizes that divide evenly and sizes that do not."""
-    from colibri_tools.boards import SlotLayout
+    from colibri_tools.board.boards import SlotLayout
 
     cases = [(0x04000000, 0x40000), (1 << 20, 4096), (3 * 4096 + 100, 4096), (8192, 4096),
              (5 * (1 << 17) + 777, 1 << 17), (1 << 33, 4096), (0, 4096)]

@@ -31,7 +31,7 @@ def host_run_bin() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory) -> dict:
     """A converted tiny Mixtral (vocab 97, 2 layers, 5 experts, top-3)."""
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp("serial_model")
@@ -60,7 +60,7 @@ def corrupted(tiny) -> tuple[pathlib.Path, int]:
 def suite_file(tiny) -> pathlib.Path:
     """Golden suite from transformers (4 random prompts, 8 tokens each, plus
     one given case), with the image's fingerprint."""
-    from colibri_tools.golden import make_suite, random_cases, save_suite
+    from colibri_tools.testing.golden import make_suite, random_cases, save_suite
 
     cases = random_cases(tiny["vocab"], lengths=(1, 6, 17), gen=8, seed=3) + [([5, 6, 7], 12)]
     suite = make_suite(tiny["hf"], cases, image=tiny["image"])

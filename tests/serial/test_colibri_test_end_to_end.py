@@ -11,9 +11,9 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 import pytest
-from colibri_tools.golden import load_suite, save_suite
 from colibri_tools.protocol import SerialClient
-from colibri_tools.suite_runner import main as colibri_test
+from colibri_tools.testing.golden import load_suite, save_suite
+from colibri_tools.testing.suite_runner import main as colibri_test
 
 
 def run_cli(capsys, *args) -> tuple[int, str]:

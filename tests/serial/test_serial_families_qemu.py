@@ -15,9 +15,9 @@ import shutil
 import subprocess
 
 import pytest
-from colibri_tools.golden import make_suite, random_cases
 from colibri_tools.protocol import SerialClient
-from colibri_tools.suite_runner import run_suite
+from colibri_tools.testing.golden import make_suite, random_cases
+from colibri_tools.testing.suite_runner import run_suite
 from serial_helpers import REPO
 
 BOARD = "qemu_virt_a72"
@@ -32,7 +32,7 @@ QEMU_SECONDS = 180
 
 
 def _converted(family: str, root):
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import VARIANTS, build_model, save_checkpoint
 
     base, overrides = VARIANTS.get(family, (family, {}))
@@ -55,7 +55,7 @@ def test_family_passes_its_golden_suite_on_the_board(family, tmp_path):
     for tool in TOOLS:
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed (scripts/setup.sh installs it)")
-    from colibri_tools.qemu import launch
+    from colibri_tools.board.qemu import launch
 
     vocab, hf_dir, out = _converted(family, tmp_path)
     # Prompts of 1, 7 and 33 tokens and 8 greedy ones each: past gpt-oss's window

@@ -1,4 +1,4 @@
-"""The pytest plugin (colibri_tools.pytest_plugin): device tests skip without
+"""The pytest plugin (colibri_tools.testing.pytest_plugin): device tests skip without
 --colibri-port and get a connected client with it. Runs an inner pytest with
 entry-point plugins off, so it does not matter whether the plugin is installed."""
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _inner(tmp_path, *args: str) -> str:
     (tmp_path / "test_inner.py").write_text(INNER)
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                           "-p", "colibri_tools.pytest_plugin", "test_inner.py", *args],
+                           "-p", "colibri_tools.testing.pytest_plugin", "test_inner.py", *args],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     return done.stdout + done.stderr
 

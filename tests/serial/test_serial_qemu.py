@@ -9,9 +9,9 @@ import shutil
 import subprocess
 
 import pytest
-from colibri_tools.golden import load_suite
 from colibri_tools.protocol import SerialClient
-from colibri_tools.suite_runner import digests, run_suite
+from colibri_tools.testing.golden import load_suite
+from colibri_tools.testing.suite_runner import digests, run_suite
 from serial_helpers import REPO
 
 BOARDS = {"qemu_virt_a72": ("qemu-system-aarch64", "aarch64-linux-gnu-gcc"),
@@ -43,7 +43,7 @@ def test_board_passes_and_matches_linux_bit_for_bit(board, tiny, suite_file, lin
     for tool in BOARDS[board]:
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed")
-    from colibri_tools.qemu import launch
+    from colibri_tools.board.qemu import launch
 
     elf = _firmware(board, tiny["image"].parent, tmp_path / "build")
     suite = load_suite(suite_file)

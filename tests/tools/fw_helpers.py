@@ -11,7 +11,7 @@ BUILD = REPO / "build" / "tests-tools"
 
 def demo_model() -> Path:
     """models/tiny_moe converted at context 64 (fits every board's RAM)."""
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
 
     out = BUILD / "demo64"
     if not (out / "model.bin").is_file():

@@ -15,7 +15,7 @@ RoPE pairs dimension i with i + rope_dim/2, as transformers does.
 from __future__ import annotations
 
 import numpy as np
-from colibri_tools.image_format import NO_EXPERT, NO_LAYER, FfnKind, ModelImage, Role
+from colibri_tools.image.image_format import NO_EXPERT, NO_LAYER, FfnKind, ModelImage, Role
 
 
 def _rms(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:

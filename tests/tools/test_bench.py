@@ -20,7 +20,7 @@ TINY = ["--vocab", "300", "--hidden", "64", "--layers", "2", "--heads", "4", "--
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from colibri_tools import bench
+    from colibri_tools.bench import bench
 
     args = bench._parser().parse_args(TINY)
     work = tmp_path_factory.mktemp("bench")
@@ -30,7 +30,7 @@ def tiny_model(tmp_path_factory):
 
 def test_gguf_holds_the_same_weights_in_llama_cpp_layout(tiny_model):
     import gguf
-    from colibri_tools.bench_llama import write_gguf
+    from colibri_tools.bench.bench_llama import write_gguf
 
     model, _, work = tiny_model
     reader = gguf.GGUFReader(str(write_gguf(model, work / "model.gguf")))
@@ -53,7 +53,7 @@ def test_gguf_holds_the_same_weights_in_llama_cpp_layout(tiny_model):
 
 
 def test_bytes_per_token_follows_the_image(tiny_model):
-    from colibri_tools.bench import bytes_per_token
+    from colibri_tools.bench.bench import bytes_per_token
 
     _, image, _ = tiny_model
     params, per_token, _ = bytes_per_token(image)

@@ -24,7 +24,7 @@ TINY = ["--vocab", "300", "--hidden", "64", "--layers", "2", "--heads", "4", "--
 def small_shape(monkeypatch):
     """A granite-like config small enough to write here, with widths that are
     not multiples of 32 (padded last blocks)."""
-    from colibri_tools import bench_synth
+    from colibri_tools.bench import bench_synth
 
     shape = dict(bench_synth.REAL_SHAPES["granite-3.1-1b-a400m"], hidden_size=96,
                  intermediate_size=40, num_hidden_layers=2, vocab_size=300, num_local_experts=4,
@@ -35,12 +35,12 @@ def small_shape(monkeypatch):
 
 @pytest.mark.parametrize("quant", ["int8", "int4"])
 def test_synthesized_image_is_valid_and_of_the_planned_size(small_shape, quant, tmp_path):
-    from colibri_tools import bench_synth
-    from colibri_tools.families import model_spec
-    from colibri_tools.image_reader import read_image
-    from colibri_tools.image_spec import QUANT_DTYPES
-    from colibri_tools.quant import first_bad_scale, quantized_values
-    from colibri_tools.sizes import image_size
+    from colibri_tools.bench import bench_synth
+    from colibri_tools.converter.families import model_spec
+    from colibri_tools.image.image_reader import read_image
+    from colibri_tools.image.image_spec import QUANT_DTYPES
+    from colibri_tools.image.quant import first_bad_scale, quantized_values
+    from colibri_tools.image.sizes import image_size
 
     path = tmp_path / "m.bin"
     written = bench_synth.synthesize(small_shape, quant, path)
@@ -65,10 +65,10 @@ def test_synthesized_image_is_valid_and_of_the_planned_size(small_shape, quant, 
 def test_real_shapes_have_the_published_parameter_counts():
     """OLMoE-1B-7B: 6.9 B parameters, 1.3 B active (its paper); granite-3.1-1b-a400m:
     1.3 B, 400 M active (IBM's model card)."""
-    from colibri_tools import bench_synth
-    from colibri_tools.families import model_spec
-    from colibri_tools.image_layout import canonical_tensors
-    from colibri_tools.image_spec import EXPERT_ROLES
+    from colibri_tools.bench import bench_synth
+    from colibri_tools.converter.families import model_spec
+    from colibri_tools.image.image_layout import canonical_tensors
+    from colibri_tools.image.image_spec import EXPERT_ROLES
 
     for name, total, active in (("olmoe-1b-7b", 6.92e9, 1.28e9),
                                 ("granite-3.1-1b-a400m", 1.33e9, 0.40e9)):
@@ -86,7 +86,7 @@ def test_real_shapes_have_the_published_parameter_counts():
 @pytest.mark.parametrize("damage, status", [("size", "COLIBRI_E_QUANT_SIZE"),
                                             ("scale", "COLIBRI_E_QUANT_SCALE")])
 def test_writer_checks_blocks_it_is_given(small_shape, damage, status, tmp_path, monkeypatch):
-    from colibri_tools import bench_synth
+    from colibri_tools.bench import bench_synth
     from colibri_tools.errors import ImageFormatError
 
     real = bench_synth.random_blocks
@@ -105,7 +105,7 @@ def test_writer_checks_blocks_it_is_given(small_shape, damage, status, tmp_path,
 
 
 def test_kl_and_top1_are_the_textbook_ones():
-    from colibri_tools.bench_fidelity import compare, fidelity
+    from colibri_tools.bench.bench_fidelity import compare, fidelity
 
     ref = np.log(np.array([[0.5, 0.25, 0.25], [0.1, 0.2, 0.7]]))
     got = np.log(np.array([[0.25, 0.5, 0.25], [0.1, 0.2, 0.7]])) + 3.0  # shift: same softmax
@@ -119,7 +119,7 @@ def test_kl_and_top1_are_the_textbook_ones():
 
 
 def test_kl_standard_error_is_over_prompts():
-    from colibri_tools.bench_fidelity import fidelity
+    from colibri_tools.bench.bench_fidelity import fidelity
 
     ref = np.log(np.array([[0.5, 0.5]]))
     far, near = np.log(np.array([[0.9, 0.1]])), np.log(np.array([[0.6, 0.4]]))

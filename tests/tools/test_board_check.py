@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from colibri_tools import qemu
-from colibri_tools.board_check import BoardMismatch, check_firmware, explain_exit, read_elf
-from colibri_tools.boards import load
-from colibri_tools.hex_image import main as image_main
+from colibri_tools.board import qemu
+from colibri_tools.board.board_check import BoardMismatch, check_firmware, explain_exit, read_elf
+from colibri_tools.board.boards import load
+from colibri_tools.board.hex_image import main as image_main
 from fw_helpers import REPO, demo_model, firmware
 
 BIN = REPO / ".venv" / "bin"
@@ -104,12 +104,12 @@ def test_fault_lines_are_decoded():
 
 
 def test_elf_reader_survives_damaged_files(an547_elf):
-    """One parser for every ELF the tools read (colibri_tools/elf.py): flipped
+    """One parser for every ELF the tools read (colibri_tools/board/elf.py): flipped
     bytes, truncations and absurd offsets give an ElfError or a result, never
     struct.error, IndexError or a hang."""
     import random
 
-    from colibri_tools.elf import ElfError, parse_elf
+    from colibri_tools.board.elf import ElfError, parse_elf
 
     data = an547_elf.read_bytes()
     rng = random.Random(12)

@@ -18,7 +18,7 @@ def _board(argv: list[str], boards: str | None) -> subprocess.CompletedProcess:
     env.pop("COLIBRI_BOARDS", None)
     if boards is not None:
         env["COLIBRI_BOARDS"] = boards
-    return subprocess.run([sys.executable, "-m", "colibri_tools.boards", *argv], env=env,
+    return subprocess.run([sys.executable, "-m", "colibri_tools.board.board_cli", *argv], env=env,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -48,8 +48,8 @@ def test_colibri_boards_adds_and_overrides(tmp_path):
 
 
 def test_no_board_files_is_an_error_not_an_empty_list(tmp_path, monkeypatch):
-    from colibri_tools import boards
+    from colibri_tools.board import board_cli, boards
 
     monkeypatch.setattr(boards, "BOARDS_DIR", tmp_path)
     monkeypatch.delenv("COLIBRI_BOARDS", raising=False)
-    assert boards.main(["list"]) == 1
+    assert board_cli.main(["list"]) == 1

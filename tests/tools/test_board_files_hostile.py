@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from colibri_tools import boards
-from colibri_tools.boards import BoardError
+from colibri_tools.board import boards
+from colibri_tools.board.boards import BoardError
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = (REPO / "boards" / "qemu_an547.toml").read_text()

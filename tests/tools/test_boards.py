@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from board_files import write_board
-from colibri_tools import boards
-from colibri_tools.boards import BOARDS_DIR, board_names, config_header, linker_memory, load, make_vars
-from colibri_tools.convert import convert
-from colibri_tools.hex_image import build_hex
-from colibri_tools.hex_image import main as image_main
-from colibri_tools.hex_records import HexImageError
+from colibri_tools.board import boards
+from colibri_tools.board.boards import BOARDS_DIR, board_names, config_header, linker_memory, load, make_vars
+from colibri_tools.board.hex_image import build_hex
+from colibri_tools.board.hex_image import main as image_main
+from colibri_tools.board.hex_records import HexImageError
+from colibri_tools.converter.convert import convert
 from hf_models import build_model, save_checkpoint
 from intelhex import IntelHex
 

@@ -1,4 +1,4 @@
-"""Chat templates (tools/colibri_tools/chat.py) render and tokenize exactly as
+"""Chat templates (tools/colibri_tools/runtime/chat.py) render and tokenize exactly as
 transformers' apply_chat_template does, for templates that use what real
 checkpoints use (special tokens, raise_exception, namespace, tojson with
 tools, loop controls, generation blocks)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from colibri_tools.chat import (
+from colibri_tools.runtime.chat import (
     CHAT_TEMPLATE_FILE,
     TOKENIZER_CONFIG,
     ChatTemplate,

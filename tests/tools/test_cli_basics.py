@@ -60,7 +60,7 @@ def test_outputs_follow_the_umask(hf_checkpoint, tmp_path):
 def test_missing_tokenizer_is_warned_about(hf_checkpoint, copy_checkpoint, tmp_path, caplog):
     hf_dir = copy_checkpoint(hf_checkpoint("mixtral"))
     (hf_dir / "tokenizer.json").unlink(missing_ok=True)
-    with caplog.at_level(logging.WARNING, logger="colibri_tools.convert"):
+    with caplog.at_level(logging.WARNING, logger="colibri_tools.converter.convert"):
         convert(hf_dir, tmp_path / "out", progress=False)
     assert "has no tokenizer.json" in caplog.text
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from colibri_tools import convert, read_image
 from colibri_tools.errors import OptionError
-from colibri_tools.sizes import scratch_size, state_size
+from colibri_tools.image.sizes import scratch_size, state_size
 from hf_expect import expected_record
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from colibri_tools import convert, read_image
-from colibri_tools.convert import main
+from colibri_tools.converter.convert import main
 from colibri_tools.errors import CheckpointError, OptionError
 from hf_expect import expected_record, expected_tensors, hf_logits
 from hf_models import FAMILIES, edit_config
@@ -217,7 +217,7 @@ def test_a_signal_mid_write_leaves_no_staged_file(signame, hf_checkpoint, tmp_pa
     import signal
     import sys
 
-    convert_module = sys.modules["colibri_tools.convert"]  # (the package re-exports the function)
+    convert_module = sys.modules["colibri_tools.converter.convert"]  # (the package re-exports the function)
 
     real_write = convert_module.write_image
 

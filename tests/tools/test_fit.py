@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 from board_files import write_board
-from colibri_tools import boards, sizes
-from colibri_tools.boards import BoardError, load
-from colibri_tools.convert import convert
+from colibri_tools.board import boards
+from colibri_tools.board.boards import BoardError, load
+from colibri_tools.board.fit import FIRMWARE_STATIC, load_model, plan, refusal
+from colibri_tools.converter.convert import convert
 from colibri_tools.errors import CheckpointError, OptionError
-from colibri_tools.fit import FIRMWARE_STATIC, load_model, plan, refusal
-from colibri_tools.image_reader import read_image
+from colibri_tools.image import sizes
+from colibri_tools.image.image_reader import read_image
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "models" / "tiny_moe"
@@ -68,7 +69,7 @@ def test_quantized_sizes_agree(family, quant, hf_checkpoint, tmp_path):
 def test_quantized_experts_follow_the_rule():
     """Q8: 32 int8 + a binary16 scale per block of 32 (34 bytes), Q4: 16 + 2
     (docs/format.md 3.3), rows padded to whole blocks."""
-    from colibri_tools.quant import matrix_bytes
+    from colibri_tools.image.quant import matrix_bytes
     assert matrix_bytes(1, 3, 70) == 3 * 3 * 34
     assert matrix_bytes(2, 2, 64) == 2 * 2 * 18
     fp32, int8, int4 = (load_model(DEMO, quant=q) for q in (None, "int8", "int4"))

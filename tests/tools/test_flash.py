@@ -4,7 +4,7 @@ and missing external-flash loaders are named; the run path works end to end
 with stand-in probe tools that read back what they were given.
 
 Expected values are read here from the board TOML files with tomllib, not
-through colibri_tools.boards.
+through colibri_tools.board.boards.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from board_files import write_board
-from colibri_tools.boards import BOARDS_DIR, board_names, load
-from colibri_tools.convert import convert
+from colibri_tools.board.boards import BOARDS_DIR, board_names, load
+from colibri_tools.board.flash import main, plan_flash, run_plan, supported_backends
+from colibri_tools.board.flash_backends import FlashError
+from colibri_tools.board.hex_image import build_hex
+from colibri_tools.converter.convert import convert
 from colibri_tools.errors import ColibriError
-from colibri_tools.flash import main, plan_flash, run_plan, supported_backends
-from colibri_tools.flash_backends import FlashError
-from colibri_tools.hex_image import build_hex
 from hf_models import build_model, save_checkpoint
 
 

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from colibri_tools import signing
-from colibri_tools.flash import format_plan, main, plan_flash
-from colibri_tools.flash_backends import FlashError
+from colibri_tools.board.flash import format_plan, main, plan_flash
+from colibri_tools.board.flash_backends import FlashError
+from colibri_tools.image import signing
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 

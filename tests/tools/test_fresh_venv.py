@@ -82,6 +82,11 @@ def test_the_wheel_carries_boards_and_the_engine(wheel):
     assert any(n.endswith("colibri_tools/lib/libcolibri_linux.so.0") for n in names)
     assert any(n.endswith("colibri_tools/lib/libcolibri.so.0") for n in names)
     assert "-py3-none-linux_" in wheel.name  # the libraries make it platform-specific
+    # every module of every sub-package (package discovery in setup.py)
+    sources = sorted(str(p.relative_to(REPO / "tools"))
+                     for p in (REPO / "tools" / "colibri_tools").rglob("*.py"))
+    carried = {n[n.index("colibri_tools/"):] for n in names if "colibri_tools/" in n}
+    assert sources and set(sources) <= carried, sorted(set(sources) - carried)
     # one copy of each board file in git: the package maps boards/, it holds none itself
     tracked = subprocess.run(["git", "ls-files", "*.toml"], cwd=REPO, capture_output=True,
                              text=True, check=True).stdout.split()
@@ -111,8 +116,8 @@ def test_fresh_venv_end_to_end(venv, tmp_path):
     assert len(got) == 12 and done.stdout.strip()
 
     where = _run(venv, work, "python", "-c", (
-        "import json, colibri_tools, colibri_tools.boards as b, colibri_tools.flash as f; "
-        "from colibri_tools.engine import Engine; "
+        "import json, colibri_tools, colibri_tools.board.boards as b, colibri_tools.board.flash as f; "
+        "from colibri_tools.runtime.engine import Engine; "
         f"e = Engine({str(work / 'out' / 'model.bin')!r}); "
         "print(json.dumps([colibri_tools.__file__, str(b.BOARDS_DIR), e.library_path, "
         "str(f.WORK_ROOT)]))"))
@@ -152,7 +157,7 @@ def test_fresh_venv_end_to_end(venv, tmp_path):
 
 def _one_command_run(venv: Path, work: Path) -> None:
     sys.path.insert(0, str(REPO / "tests" / "tools"))
-    from colibri_tools.golden import make_suite, save_suite
+    from colibri_tools.testing.golden import make_suite, save_suite
     from fw_helpers import firmware
 
     built = firmware("qemu_an547")            # for the demo model at context 64, like work/out

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from board_files import write_board
-from colibri_tools.boards import BoardError, Region
-from colibri_tools.convert import convert
-from colibri_tools.hex_firmware import Piece, check_layout, load_firmware
-from colibri_tools.hex_image import build_hex, check_file, main
-from colibri_tools.hex_records import HexImageError
+from colibri_tools.board.boards import BoardError, Region
+from colibri_tools.board.hex_firmware import Piece, check_layout, load_firmware
+from colibri_tools.board.hex_image import build_hex, check_file, main
+from colibri_tools.board.hex_records import HexImageError
+from colibri_tools.converter.convert import convert
 from hf_models import build_model, save_checkpoint
 from intelhex import IntelHex
 
@@ -172,7 +172,7 @@ def test_check_refuses_a_damaged_hex(tiny_model, board, tmp_path, damage, messag
 
 
 def test_readback_failure_leaves_no_output(tiny_model, board, tmp_path, monkeypatch):
-    import colibri_tools.hex_image as hx
+    import colibri_tools.board.hex_image as hx
 
     real = hx._data_lines
 
@@ -380,7 +380,7 @@ def test_cli_writes_weights_and_merged_files(tiny_model, board, tmp_path, capsys
 MEASURE = """
 import re, sys, time
 sys.path.insert(0, {tools!r})
-from colibri_tools.hex_image import build_hex
+from colibri_tools.board.hex_image import build_hex
 t = time.perf_counter()
 build_hex({model!r}, {board!r}, {out!r})
 seconds = time.perf_counter() - t

@@ -31,7 +31,7 @@ def fw() -> Path:
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> Path:
     """Golden answers from transformers on the demo checkpoint."""
-    from colibri_tools.golden import make_suite, save_suite
+    from colibri_tools.testing.golden import make_suite, save_suite
 
     s = make_suite(REPO / "models" / "tiny_moe", [([1, 2, 3], 6), ([40, 41], 4)],
                    image=demo_model() / "model.bin")
@@ -127,7 +127,7 @@ def test_infrastructure_problems_are_errors_not_failures(fw, suite, tmp_path):
 LAUNCH = """
 import sys, time
 sys.path.insert(0, {tools!r})
-from colibri_tools.qemu import launch
+from colibri_tools.board.qemu import launch
 s = launch("qemu_an547", {fw!r}, {weights!r}, timeout=120)
 print(s.process.pid, flush=True)
 time.sleep(120)
@@ -178,7 +178,7 @@ def test_signals_end_a_one_command_run(sig, fw, suite):
 
 
 def test_no_client_is_said_plainly(fw):
-    from colibri_tools.qemu import free_port
+    from colibri_tools.board.qemu import free_port
 
     port = free_port()
     done = subprocess.run([str(BIN / "colibri-flash"), "--board", "qemu_an547", "--firmware",
@@ -210,7 +210,7 @@ def test_pytest_plugin_boots_a_board(fw, tmp_path):
         demo_model() / "model.bin")))
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-p", "colibri_tools.pytest_plugin", "test_inner.py",
+                           "-p", "colibri_tools.testing.pytest_plugin", "test_inner.py",
                            "--colibri-board", "qemu_an547", "--colibri-firmware", str(fw),
                            "--colibri-weights", str(demo_model() / "model.bin")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -2,7 +2,7 @@
 deliberately broken images.
 
 Offsets, roles and the canonical order are spelled out here from the document
-(or parsed from it), independently of colibri_tools.image_spec.
+(or parsed from it), independently of colibri_tools.image.image_spec.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from colibri_tools import convert, fix_meta_crc, read_image
 from colibri_tools.errors import ImageFormatError
-from colibri_tools.image_spec import (
+from colibri_tools.image.image_spec import (
     HEADER_FIELDS,
     LAYER_FIELDS,
     MODEL_RECORD_END,
@@ -26,7 +26,7 @@ from colibri_tools.image_spec import (
     TENSOR_FIELDS,
     Role,
 )
-from colibri_tools.status import Status
+from colibri_tools.image.status import Status
 from hf_expect import GLOBAL, expected_record
 from hf_models import FAMILIES
 
@@ -243,7 +243,7 @@ def test_written_image_follows_the_document(family, hf_model, hf_checkpoint, tmp
 
 
 def test_meta_crc_is_the_crc_of_the_check_string():
-    from colibri_tools.image_spec import meta_crc32
+    from colibri_tools.image.image_spec import meta_crc32
     assert zlib.crc32(b"123456789") == 0xCBF43926
     buf = bytearray(b"x" * 40)
     assert meta_crc32(buf, 40) == zlib.crc32(bytes(buf[:24]) + bytes(4) + bytes(buf[28:40]))

@@ -1,12 +1,12 @@
 """The model record's limits, one table per language: sdk/src/hparams.c (with
 COLIBRI_MAX_TOP_K / COLIBRI_MAX_CONTEXT from the public header) and
-colibri_tools.image_spec.LIMITS must be equal."""
+colibri_tools.image.image_spec.LIMITS must be equal."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from colibri_tools.image_spec import LIMITS
+from colibri_tools.image.image_spec import LIMITS
 
 REPO = Path(__file__).resolve().parents[2]
 C_NAMES = {"MAX_VOCAB": "vocab_size", "MAX_HIDDEN": "hidden_size", "MAX_LAYERS": "n_layers",
@@ -37,7 +37,7 @@ def test_c_and_python_limits_are_equal():
 
 
 def test_batch_limit_is_the_headers():
-    from colibri_tools.sizes import MAX_BATCH
+    from colibri_tools.image.sizes import MAX_BATCH
     header = (REPO / "sdk" / "include" / "colibri.h").read_text()
     value = re.search(r"#define COLIBRI_MAX_BATCH (.+)", header).group(1)
     assert _c_value(value, {}) == MAX_BATCH
@@ -46,7 +46,7 @@ def test_batch_limit_is_the_headers():
 def test_float_bounds_of_the_record_are_equal():
     """rope_theta >= MIN_ROPE_THETA, routed_scaling <= MAX_ROUTED_SCALING: the
     C reader's and the Python reader's."""
-    from colibri_tools import image_layout
+    from colibri_tools.image import image_layout
     source = (REPO / "sdk" / "src" / "hparams.c").read_text()
     c_floats = {name: float(value) for name, value in
                 re.findall(r"#define ((?:MIN|MAX)_\w+) ([0-9.]+)f\b", source)}

@@ -1,4 +1,4 @@
-"""colibri-plot (tools/colibri_tools/plot.py): the pictures hold the numbers of
+"""colibri-plot (tools/colibri_tools/bench/plot.py): the pictures hold the numbers of
 the run they draw (read back from the figures), the SRAM plan picks the most
 used expert blocks, and bad input is a clear error."""
 
@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from colibri_tools import plot
+from colibri_tools.bench import plot
 
 pytest.importorskip("matplotlib")
 

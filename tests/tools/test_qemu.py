@@ -18,11 +18,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-from colibri_tools import qemu
-from colibri_tools.boards import BOARDS_DIR, load
-from colibri_tools.convert import convert
-from colibri_tools.flash import main as flash_main
-from colibri_tools.hex_image import build_hex
+from colibri_tools.board import qemu
+from colibri_tools.board.boards import BOARDS_DIR, load
+from colibri_tools.board.flash import main as flash_main
+from colibri_tools.board.hex_image import build_hex
+from colibri_tools.converter.convert import convert
 from hf_models import build_model, save_checkpoint
 
 EXIT_STATUS = 3

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from colibri_tools.errors import OptionError
-from colibri_tools.quant import dequantize, first_bad_scale, matrix_bytes, quantize
+from colibri_tools.image.quant import dequantize, first_bad_scale, matrix_bytes, quantize
 
 Q8, Q4, Q8_R16, Q4_R16 = 1, 2, 3, 4
 
@@ -84,8 +84,8 @@ def test_first_bad_scale_finds_inf_and_nan():
 
 
 def test_convert_quantizes_the_roles_asked_for(hf_checkpoint, tmp_path):
-    from colibri_tools.convert import main
-    from colibri_tools.image_format import Role, read_image
+    from colibri_tools.converter.convert import main
+    from colibri_tools.image.image_format import Role, read_image
 
     hf = hf_checkpoint("qwen2_moe")
     ffn = {Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.SHARED_GATE, Role.SHARED_UP,
@@ -143,8 +143,8 @@ def test_row_group_layout_by_hand():
 def test_convert_row_groups(hf_checkpoint, tmp_path):
     """--row-groups: every quantized matrix but the token embedding in groups
     of 16 rows, format 1.8; only with --quant."""
-    from colibri_tools.convert import main
-    from colibri_tools.image_format import Role, read_image
+    from colibri_tools.converter.convert import main
+    from colibri_tools.image.image_format import Role, read_image
 
     hf = hf_checkpoint("qwen2_moe")
     out = tmp_path / "r16"
@@ -167,8 +167,8 @@ def test_int4_keeps_the_logits_matrix_in_q8(hf_checkpoint, tmp_path, family, hea
     logits come from (the LM head; with tied embeddings the token embedding,
     which is then the head too), K and V are Q8, every other quantized
     matrix Q4."""
-    from colibri_tools.convert import main
-    from colibri_tools.image_format import Role, read_image
+    from colibri_tools.converter.convert import main
+    from colibri_tools.image.image_format import Role, read_image
 
     out = tmp_path / family
     assert main([str(hf_checkpoint(family)), "-o", str(out), "--quiet", "--quant", "int4",
@@ -186,8 +186,8 @@ def test_mixed_keeps_the_experts_a_text_uses_most_in_int8(tmp_path):
     tokens to are Q8, the others Q4, the rest of the feed-forward Q8."""
     from pathlib import Path
 
-    from colibri_tools.convert import convert
-    from colibri_tools.image_format import Role, read_image
+    from colibri_tools.converter.convert import convert
+    from colibri_tools.image.image_format import Role, read_image
     from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
 
@@ -214,7 +214,7 @@ def test_mixed_keeps_the_experts_a_text_uses_most_in_int8(tmp_path):
         assert len(q8) == 2 and q8 | q4 == {0, 1, 2, 3}
         if counts[order[1]] != counts[order[2]]:  # no tie at the boundary
             assert q8 == set(order[:2]), (layer, counts)
-    from colibri_tools.quant import weights_name
+    from colibri_tools.image.quant import weights_name
     assert weights_name(image.tensors) == "mixed"
     with pytest.raises(OptionError, match="go together"):
         convert(demo, tmp_path / "x", progress=False, quant="mixed")

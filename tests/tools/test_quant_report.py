@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from colibri_tools.convert import convert
-from colibri_tools.quant_report import Comparison, compare_logits, compare_routes, finish, main
+from colibri_tools.bench.quant_report import Comparison, compare_logits, compare_routes, finish, main
+from colibri_tools.converter.convert import convert
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "models" / "tiny_moe"

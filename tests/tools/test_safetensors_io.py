@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 from colibri_tools import convert
+from colibri_tools.converter.safetensors_io import SafetensorsFile, parse_header
 from colibri_tools.errors import CheckpointError
-from colibri_tools.safetensors_io import SafetensorsFile, parse_header
 from safetensors.numpy import save_file
 from safetensors.torch import save_file as save_torch_file
 
@@ -119,7 +119,7 @@ def test_random_header_corruption_never_crashes(tmp_path):
 
 
 def test_hostile_shard_fails_conversion_cleanly(hf_checkpoint, copy_checkpoint, tmp_path, capsys):
-    from colibri_tools.convert import main
+    from colibri_tools.converter.convert import main
     hf_dir = copy_checkpoint(hf_checkpoint("qwen2_moe"))
     weights = hf_dir / "model.safetensors"
     data = bytearray(weights.read_bytes())

@@ -1,4 +1,4 @@
-"""The sampler (tools/colibri_tools/sampling.py) against transformers' own logits
+"""The sampler (tools/colibri_tools/runtime/sampling.py) against transformers' own logits
 processors on the same logits, against its written definition, and for
 reproducibility and the distribution it draws from."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from colibri_tools.errors import OptionError
-from colibri_tools.sampling import (
+from colibri_tools.runtime.sampling import (
     Sampler,
     SamplingOptions,
     apply_repetition_penalty,

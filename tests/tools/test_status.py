@@ -1,11 +1,11 @@
-"""The Python copy of colibri_status (colibri_tools.status.Status) equals the
+"""The Python copy of colibri_status (colibri_tools.image.status.Status) equals the
 enum in sdk/include/colibri.h, name for name and value for value."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from colibri_tools.status import Status, status_name
+from colibri_tools.image.status import Status, status_name
 
 HEADER = Path(__file__).resolve().parents[2] / "sdk" / "include" / "colibri.h"
 

@@ -16,8 +16,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from colibri_tools import train_tiny
-from colibri_tools.train_tiny import ModelShape, TrainError, TrainOptions
+from colibri_tools.training import train_tiny
+from colibri_tools.training.train_tiny import ModelShape, TrainError, TrainOptions
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_DIR = REPO / "models" / "tiny_moe"
@@ -47,7 +47,7 @@ def hf_model():
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
 
     return convert(MODEL_DIR, tmp_path_factory.mktemp("tiny_moe"), progress=False)
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from colibri_tools import convert
-from colibri_tools.convert import main
+from colibri_tools.converter.convert import main
 from colibri_tools.errors import CheckpointError, UnsupportedModelError
 from hf_models import edit_config
 

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from colibri_tools.vocab_header import (
+from colibri_tools.converter.vocab_header import (
     VocabError,
     VocabTable,
     c_string,

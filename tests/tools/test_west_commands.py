@@ -90,7 +90,7 @@ def test_west_colibri_test_boots_the_emulated_board(tmp_path):
     """On qemu_an547 the build's zephyr.elf boots in QEMU and the suite runs
     (here the bare-metal serial runner stands in for a Zephyr build of
     samples/zephyr/serial_runner: the protocol and the board are the same)."""
-    from colibri_tools.golden import make_suite, save_suite
+    from colibri_tools.testing.golden import make_suite, save_suite
 
     ws = manifest_workspace(tmp_path)
     build = fake_build(tmp_path, "mps3/corstone300/an547", firmware("qemu_an547"))

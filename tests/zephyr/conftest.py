@@ -46,7 +46,7 @@ def zephyr():
 def zephyr_model(tmp_path_factory) -> Path:
     """A tiny random Mixtral converted with colibri-convert, in
     build/zephyr-tests/model (files rewritten only when their bytes change)."""
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp("zephyr_model")

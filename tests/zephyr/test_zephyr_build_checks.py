@@ -45,7 +45,7 @@ def test_weights_hex_is_model_bin_at_the_devicetree_address(zephyr_build, zephyr
 
 
 def _convert(tmp_path, name: str, *args: str):
-    from colibri_tools.convert import main as convert_main
+    from colibri_tools.converter.convert import main as convert_main
     out = tmp_path / name
     assert convert_main([str(REPO / "models" / "tiny_moe"), "-o", str(out), "--quiet", *args]) == 0
     return out

@@ -47,7 +47,7 @@ def test_isr_forward_an547_matches_thread_mode(zephyr_build, need_qemu):
 @pytest.fixture(scope="module")
 def suite(zephyr_model):
     """Golden answers from transformers (an independent reference)."""
-    from colibri_tools.golden import make_suite
+    from colibri_tools.testing.golden import make_suite
 
     return make_suite(zephyr_model / "hf", [(PROMPT, GENERATE), ([5, 9, 11, 2, 40], GENERATE)],
                       image=zephyr_model / "model.bin")
@@ -68,7 +68,7 @@ def _reference_logits_crc(colibri_run, model_dir, ids, tmp_path) -> int:
 def test_serial_runner_an547_passes_colibri_test(zephyr_build, need_qemu, suite, zephyr_model,
                                                  colibri_run, tmp_path):
     from colibri_tools.protocol import SerialClient
-    from colibri_tools.suite_runner import run_suite
+    from colibri_tools.testing.suite_runner import run_suite
 
     build = zephyr_build("samples/zephyr/serial_runner", AN547)
     port = free_port()

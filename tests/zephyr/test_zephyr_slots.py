@@ -2,7 +2,7 @@
 built for native_sim with CONFIG_COLIBRI_SLOTS (-DFILE_SUFFIX=slots) keeps
 its slots in a devicetree partition of Zephyr's flash simulator, which
 keeps the flash in a file (--flash=FILE), written through the real flash
-driver. colibri_tools.ota (what colibri-flash --slot auto runs) sends
+driver. colibri_tools.board.ota (what colibri-flash --slot auto runs) sends
 images over the serial protocol on the native_sim UART's pseudo-terminal.
 
 An update is written, verified and flipped; the next boot tries the new
@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from colibri_tools import ota, signing
+from colibri_tools.board import ota
+from colibri_tools.board.flash import main as flash_main
 from colibri_tools.errors import ColibriError
-from colibri_tools.flash import main as flash_main
+from colibri_tools.image import signing
 from colibri_tools.protocol.client import SerialClient
 from cryptography.hazmat.primitives import serialization
 from ota_images import KEY, write_update_images
@@ -324,7 +325,7 @@ def test_slots_build_for_stm32h747_internal_flash(zephyr, zephyr_model):
     address, the STM32H7 flash driver, 32-byte program units, data cache
     kept coherent) compiles and links, and the firmware ends before the
     partition begins. Build only: QEMU has no STM32H7."""
-    from colibri_tools.elf import read_elf
+    from colibri_tools.board.elf import read_elf
 
     reason = missing_for_board(zephyr, H747)
     if reason:

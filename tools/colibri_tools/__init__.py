@@ -6,10 +6,10 @@
     image = read_image(result.image_path, verify_data=True)
 """
 
-from .convert import ConvertResult, convert
+from .converter.convert import ConvertResult, convert
 from .errors import CheckpointError, ColibriError, ImageFormatError, OptionError, UnsupportedModelError
-from .image_reader import ModelImage, fix_meta_crc, read_image
-from .sizes import scratch_size, state_size
+from .image.image_reader import ModelImage, fix_meta_crc, read_image
+from .image.sizes import scratch_size, state_size
 from .version import VERSION as __version__  # noqa: E402
 
 __all__ = [

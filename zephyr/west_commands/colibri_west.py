@@ -31,7 +31,8 @@ def _tools():
         import colibri_tools  # noqa: F401
     except ImportError:
         sys.path.insert(0, str(CHECKOUT_TOOLS))
-    from colibri_tools import boards, flash, suite_runner
+    from colibri_tools.board import boards, flash
+    from colibri_tools.testing import suite_runner
 
     return boards, flash, suite_runner
 

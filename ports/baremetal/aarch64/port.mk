@@ -31,10 +31,10 @@ $(AARCH64_OBJ_DIR)/mmu.c.o $(AARCH64_OBJ_DIR)/semihosting.c.o: \
 $(AARCH64_OBJ_DIR)/libc_min.c.o: FW_CFLAGS += -fno-tree-loop-distribute-patterns
 
 # Interrupt-controller facts from the board file, until board_config.h has them.
-$(FW_DIR)/aarch64_board.h: boards/$(BOARD).toml $(AARCH64_PORT_DIR)/port_config.py \
-                           tools/colibri_tools/boards.py
+$(FW_DIR)/aarch64_board.h: boards/$(BOARD).toml tools/colibri_tools/board/port_aarch64.py \
+                           tools/colibri_tools/board/boards.py
 	@mkdir -p $(dir $@)
-	@$(PY) $(AARCH64_PORT_DIR)/port_config.py $(BOARD) -o $@
+	@$(PY) -m colibri_tools.board.port_aarch64 $(BOARD) -o $@
 
 $(patsubst %,$(FW_DIR)/obj/%.o,$(PORT_SRC)): $(FW_DIR)/aarch64_board.h \
     $(wildcard $(AARCH64_PORT_DIR)/*.h)

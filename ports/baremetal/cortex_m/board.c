@@ -2,7 +2,7 @@
  * board.c - ports/baremetal/board.h for Cortex-M boards.
  *
  * Board facts: board_config.h (colibri-board: weights, UART, ticks) and
- * cm_board_config.h (port_config.py: clock set-up, UART driver and pins,
+ * cm_board_config.h (colibri_tools/board/port_cortex_m.py: clock set-up, UART driver and pins,
  * caches, MPU guard, weight-window check, semihosting), both generated from
  * boards/<board>.toml. board_run_in_interrupt is in irq_job.c.
  */

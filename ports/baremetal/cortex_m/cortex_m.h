@@ -4,7 +4,7 @@
  *
  * Board facts reach these functions as arguments from board.c, which reads
  * them from board_config.h (colibri-board) and cm_board_config.h
- * (port_config.py); no file here holds an address of a particular board.
+ * (colibri_tools/board/port_cortex_m.py); no file here holds an address of a particular board.
  */
 #ifndef COLIBRI_CORTEX_M_H
 #define COLIBRI_CORTEX_M_H

@@ -3,7 +3,7 @@
 #
 #   make firmware BOARD=qemu_an547 APP=board_selftest_m MODEL_DIR=out/model
 #
-# Also generates cm_board_config.h (port_config.py) beside board_config.h:
+# Also generates cm_board_config.h (colibri_tools/board/port_cortex_m.py) beside board_config.h:
 # the board facts only this port reads (clock set-up, UART driver and pins,
 # caches, MPU guard, weight-window check, semihosting).
 
@@ -24,6 +24,7 @@ PORT_LIBS    := -Wl,--start-group -lc -lgcc -Wl,--end-group
 CM_OBJ := $(patsubst %,$(FW_DIR)/obj/%.o,$(PORT_SRC) $(wildcard samples/baremetal/$(APP)/*.c))
 $(CM_OBJ): $(FW_DIR)/cm_board_config.h $(wildcard $(CM_DIR)/*.h)
 
-$(FW_DIR)/cm_board_config.h: boards/$(BOARD).toml $(CM_DIR)/port_config.py tools/colibri_tools/boards.py
+$(FW_DIR)/cm_board_config.h: boards/$(BOARD).toml tools/colibri_tools/board/port_cortex_m.py \
+                             tools/colibri_tools/board/boards.py
 	@mkdir -p $(dir $@)
-	@$(PY) $(CM_DIR)/port_config.py $(BOARD) -o $@
+	@$(PY) -m colibri_tools.board.port_cortex_m $(BOARD) -o $@

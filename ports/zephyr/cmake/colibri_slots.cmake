@@ -32,7 +32,7 @@ endfunction()
 # variable (or environment variable) COLIBRI_TRUSTED_KEY names a PEM public key
 # (colibri-sign keygen writes one); unset or "none": unsigned images are
 # accepted too. colibri_trusted_key.h is written by the same tool as for bare
-# metal (python -m colibri_tools.signing header), and again when the key
+# metal (python -m colibri_tools.image.signing header), and again when the key
 # file changes.
 
 set(COLIBRI_TRUSTED_KEY "$ENV{COLIBRI_TRUSTED_KEY}" CACHE STRING
@@ -53,7 +53,7 @@ function(colibri_trusted_key_header dir)
   file(MAKE_DIRECTORY ${dir})
   execute_process(
     COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${COLIBRI_ROOT}/tools
-            ${PYTHON_EXECUTABLE} -m colibri_tools.signing header ${key}
+            ${PYTHON_EXECUTABLE} -m colibri_tools.image.signing header ${key}
             -o ${dir}/colibri_trusted_key.h
     RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE out)
   if(NOT result EQUAL 0)

@@ -11,8 +11,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from colibri_tools.boards import Board
-from colibri_tools.qemu import NO_NETWORK
+from colibri_tools.board.boards import Board
+from colibri_tools.board.qemu import NO_NETWORK
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 QEMU_TIMEOUT_S = 60        # a self-test run takes well under a second

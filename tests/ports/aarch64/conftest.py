@@ -27,7 +27,7 @@ from aarch64_helpers import (  # noqa: E402 (after the sys.path set-up)
     missing_tool_reason,
     run_firmware,
 )
-from colibri_tools import boards  # noqa: E402
+from colibri_tools.board import boards  # noqa: E402
 
 BAREMETAL_BOARD = "qemu_virt_a72"
 MODEL_FAMILIES = ["mixtral", "qwen2_moe"]
@@ -85,7 +85,7 @@ def built_once() -> dict:
 def tiny_model(request, built_once, tmp_path_factory) -> TinyModel:
     key = ("model", request.param)
     if key not in built_once:
-        from colibri_tools.convert import convert
+        from colibri_tools.converter.convert import convert
         from hf_models import build_model, save_checkpoint
 
         root = tmp_path_factory.mktemp(f"a64_{request.param}")

@@ -1,28 +1,19 @@
 """The AArch64 board files: qemu_virt_a72 against the device tree QEMU itself
 generates for the machine the board's [emulate] table names, the Linux boards'
-conventions and flags, and the port's own checks (port_config.py)."""
+conventions and flags, and the port's own checks (colibri_tools.board.port_aarch64)."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 
 import pytest
 from aarch64_helpers import REPO, missing_tool_reason
-from colibri_tools import boards
-from colibri_tools.qemu import NO_NETWORK
+from colibri_tools.board import boards, port_aarch64
+from colibri_tools.board.qemu import NO_NETWORK
 from fdt_read import find_compatible, read_dtb
 
 LINUX_BOARDS = ["rpi4", "jetson_orin_nano"]
 GIC_PPI_BASE, GIC_SPI_BASE = 16, 32
 VIRTUAL_TIMER_SLOT = 2  # arm,armv8-timer interrupts: secure, non-secure, virtual, hypervisor
-
-
-def _port_config():
-    path = REPO / "ports/baremetal/aarch64/port_config.py"
-    spec = importlib.util.spec_from_file_location("aarch64_port_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +53,7 @@ def test_uart_matches_qemu(a72_board, virt_tree):
 
 
 def test_gic_and_timer_match_qemu(a72_board, virt_tree):
-    table = _port_config().interrupt_facts(a72_board)
+    table = port_aarch64.interrupt_facts(a72_board)
     (gic,) = find_compatible(virt_tree, "arm,cortex-a15-gic")  # a GICv2
     assert table["controller"] == "gicv2"
     assert _reg(gic, 0)[0] == table["distributor"]
@@ -125,7 +116,7 @@ def _interrupts(controller: str = "gicv2", distributor: int = 0x08000000,
 ])
 def test_port_config_rejects_boards_the_port_cannot_drive(tmp_path, interrupts, uart_kind,
                                                           message):
-    module = _port_config()
+    module = port_aarch64
     path = _board_file(tmp_path, "bad_board", interrupts, uart_kind)
     with pytest.raises(boards.BoardError) as info:
         module.port_header(boards.load(path))
@@ -134,7 +125,7 @@ def test_port_config_rejects_boards_the_port_cannot_drive(tmp_path, interrupts, 
 
 
 def test_port_config_header_for_qemu_virt_a72(a72_board):
-    text = _port_config().port_header(a72_board)
+    text = port_aarch64.port_header(a72_board)
     for line in ("#define COLIBRI_BOARD_GIC_DIST_BASE 0x08000000u",
                  "#define COLIBRI_BOARD_GIC_CPU_BASE 0x08010000u",
                  "#define COLIBRI_BOARD_TIMER_IRQ 27u"):

@@ -14,7 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 from aarch64_helpers import REPO, make, missing_tool_reason
-from colibri_tools import boards
+from colibri_tools.board import boards
 
 LINUX_BOARDS = ["rpi4", "jetson_orin_nano"]
 PROMPT = 40
@@ -89,7 +89,7 @@ def quantized_model(request, built_once, tmp_path_factory):
     projections quantized too): (quant, model.bin, vocab)."""
     key = ("quantized", request.param)
     if key not in built_once:
-        from colibri_tools.convert import convert
+        from colibri_tools.converter.convert import convert
         from hf_models import build_model, save_checkpoint
 
         root = tmp_path_factory.mktemp(f"a64_q_{request.param}")

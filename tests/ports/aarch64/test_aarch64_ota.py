@@ -1,6 +1,6 @@
 """A/B weight slots on a QEMU board (qemu_virt_a72, docs/ota.md): the
 ota_runner firmware keeps its slots in virt's CFI flash, which QEMU backs by
-a file; colibri_tools.ota (what colibri-flash --slot auto runs) sends a new
+a file; colibri_tools.board.ota (what colibri-flash --slot auto runs) sends a new
 image over the serial protocol. Refused images leave the record alone; QEMU
 killed at every step of an update (after each acknowledged step, and while
 the device programs the next one) and during the first boot of the new image
@@ -15,8 +15,8 @@ import threading
 
 import pytest
 from aarch64_helpers import REPO, Firmware, make
-from colibri_tools import ota, qemu
-from colibri_tools.flash import main as flash_main
+from colibri_tools.board import ota, qemu
+from colibri_tools.board.flash import main as flash_main
 from colibri_tools.protocol import DeviceError
 from colibri_tools.protocol.client import SerialClient
 from colibri_tools.protocol.frames import ErrorCode, Msg, SerialProtocolError
@@ -28,7 +28,7 @@ BOOT_TIMEOUT = 120.0
 
 @pytest.fixture(scope="module")
 def ota_world(a72_board, cross_tools, tmp_path_factory):
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp("ota")

@@ -21,7 +21,7 @@ from aarch64_helpers import (
     run_firmware,
     selftest_prompt,
 )
-from colibri_tools.image_reader import read_image
+from colibri_tools.image.image_reader import read_image
 
 MAGIC_WORDS = "0x434f4c49 0x4252491a"  # "COLIBRI\x1a" as two big-endian words
 

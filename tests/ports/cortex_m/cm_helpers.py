@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 
 import numpy as np
-from colibri_tools import boards
+from colibri_tools.board import boards
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 CC = "arm-none-eabi-gcc"

@@ -29,7 +29,7 @@ def _require(*tools: str) -> None:
 def cm_model(tmp_path_factory) -> pathlib.Path:
     """A tiny random Mixtral converted with colibri-convert: model.bin and
     model_config.h in the returned folder."""
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp("cm_model")

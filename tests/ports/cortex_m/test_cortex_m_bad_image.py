@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from cm_helpers import QEMU_BOARDS, fields, run_qemu, selftest_lines
-from colibri_tools.image_reader import read_image
+from colibri_tools.image.image_reader import read_image
 
 
 @pytest.mark.parametrize("board", QEMU_BOARDS)

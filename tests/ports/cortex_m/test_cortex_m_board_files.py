@@ -1,24 +1,18 @@
 """The Cortex-M board files against QEMU's own memory map (`info mtree -f` of
-the machine the board file names), and port_config.py's checks of what the
+the machine the board file names), and colibri_tools.board.port_cortex_m's checks of what the
 port needs from a board file."""
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 
 import pytest
 from cm_helpers import QEMU, QEMU_BOARDS, REPO, STM32_BOARDS, missing_tools
-from colibri_tools import boards
-from colibri_tools.boards import BoardError
+from colibri_tools.board import boards
+from colibri_tools.board import port_cortex_m as port_config
+from colibri_tools.board.boards import BoardError
 
 MTREE_LINE = re.compile(r"^\s+([0-9a-f]+)-([0-9a-f]+) \(prio (-?\d+), ([\w/-]+)\): (.+)$")
-
-_spec = importlib.util.spec_from_file_location(
-    "cm_port_config", REPO / "ports" / "baremetal" / "cortex_m" / "port_config.py")
-port_config = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(port_config)
-
 
 def _cpu_memory_map(board: boards.Board) -> list[tuple[int, int, str, str]]:
     """(start, end, kind, name) of the CPU's view in QEMU: Secure for the

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 from cm_helpers import QEMU_BOARDS, STM32_BOARDS, elf_symbols
-from colibri_tools import boards
+from colibri_tools.board import boards
 
 ALL_BOARDS = QEMU_BOARDS + STM32_BOARDS
 FORBIDDEN = {"malloc", "calloc", "realloc", "free", "_malloc_r", "_free_r", "_calloc_r",

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 from cm_helpers import CC, QEMU, REPO, missing_tools, qemu_argv
-from colibri_tools import boards
+from colibri_tools.board import boards
 from kernel_slots import kernel_sources
 
 HERE = REPO / "tests" / "ports" / "cortex_m" / "kernels_m"
@@ -29,7 +29,7 @@ def _cc(args: list[str]) -> None:
 
 def _build(board_name: str, out: pathlib.Path) -> pathlib.Path:
     board = boards.load(board_name)
-    subprocess.run([sys.executable, "-m", "colibri_tools.boards", "ld", board_name, "-o",
+    subprocess.run([sys.executable, "-m", "colibri_tools.board.board_cli", "ld", board_name, "-o",
                     str(out / "memory.ld")], cwd=REPO, check=True, timeout=60)
     tables = [*board.kernels, "reference"]
     table_list = "".join(f"&colibri_kernels_{name}," for name in tables)

@@ -21,7 +21,7 @@ from cm_helpers import (
 
 @pytest.fixture(scope="module", params=["int8", "int4"])
 def quant_model(request, tmp_path_factory):
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp(f"cm_q_{request.param}")

@@ -16,7 +16,7 @@ from cm_helpers import (
     selftest_logits,
 )
 from cm_stack_bound import handler_bound
-from colibri_tools import boards
+from colibri_tools.board import boards
 from kernel_slots import KERNEL_CALLERS, kernel_functions
 
 SPIN_ITERATIONS = 20000  # check_ticks() in board_selftest_m/main.c

@@ -1,4 +1,4 @@
-"""The Python binding of the engine (tools/colibri_tools/engine.py): the same
+"""The Python binding of the engine (tools/colibri_tools/runtime/engine.py): the same
 logits bits as colibri-run, the C structs' layout as a C compiler sees it,
 errors with the core's status names, and the router observer against
 transformers' own router."""
@@ -10,8 +10,8 @@ import subprocess
 
 import numpy as np
 import pytest
-from colibri_tools import engine as engine_mod
-from colibri_tools.engine import STRUCTS, Engine, EngineError, load_library
+from colibri_tools.runtime import engine as engine_mod
+from colibri_tools.runtime.engine import STRUCTS, Engine, EngineError, load_library
 from linux_helpers import REPO, run
 from linux_tiny_image import VOCAB, write_tiny_image
 
@@ -215,7 +215,7 @@ def test_route_counts_equal_colibri_run_stats(tiny_image, colibri_run):
 
 def test_routes_agree_with_transformers_router(tmp_path):
     torch = pytest.importorskip("torch")
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     model, config = build_model("mixtral", seed=3)

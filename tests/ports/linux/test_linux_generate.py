@@ -1,4 +1,4 @@
-"""colibri-generate (tools/colibri_tools/generate.py): text in, text out with
+"""colibri-generate (tools/colibri_tools/runtime/generate.py): text in, text out with
 the engine in the process; greedy ids equal colibri-run's, EOS stops, the text
 streams, sampling is reproducible, chat and interactive modes work, and every
 missing part gives a clear error."""
@@ -17,7 +17,7 @@ import time
 
 import pytest
 from colibri_tools.errors import ColibriError
-from colibri_tools.generate import (
+from colibri_tools.runtime.generate import (
     GenerateError,
     Session,
     TextStream,
@@ -25,7 +25,7 @@ from colibri_tools.generate import (
     main,
     sampling_defaults,
 )
-from colibri_tools.sampling import SamplingOptions
+from colibri_tools.runtime.sampling import SamplingOptions
 from linux_helpers import REPO, run
 from linux_tiny_image import VOCAB
 
@@ -114,11 +114,11 @@ def test_cli_output_arrives_before_the_end(model_dir):
     slow = model_dir.parent / "slow"
     slow.mkdir()
     (slow / "sitecustomize.py").write_text(
-        "import time\nfrom colibri_tools import engine\n_f = engine.Engine.forward\n"
+        "import time\nfrom colibri_tools.runtime import engine\n_f = engine.Engine.forward\n"
         "def forward(self, *a, **k):\n    time.sleep(0.3)\n    return _f(self, *a, **k)\n"
         "engine.Engine.forward = forward\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(slow), str(REPO / "tools")]))
-    proc = subprocess.Popen([sys.executable, "-m", "colibri_tools.generate", str(model_dir),
+    proc = subprocess.Popen([sys.executable, "-m", "colibri_tools.runtime.generate", str(model_dir),
                              "--prompt", "w1", "--gen", "8", "--ignore-eos"],
                             stdout=subprocess.PIPE, env=env)
     try:
@@ -238,7 +238,7 @@ def test_interactive_chat_through_a_pty(model_dir):
     _chat_model(model_dir)
     pid, fd = pty.fork()
     if pid == 0:  # the child: colibri-generate on the terminal
-        os.execve(sys.executable, [sys.executable, "-m", "colibri_tools.generate", str(model_dir),
+        os.execve(sys.executable, [sys.executable, "-m", "colibri_tools.runtime.generate", str(model_dir),
                                    "-i", "--gen", "4", "--ignore-eos", "--threads", "1"],
                   dict(os.environ, PYTHONPATH=str(REPO / "tools")))
     seen = b""
@@ -365,7 +365,7 @@ def test_converted_model_end_to_end(tmp_path):
     """Checkpoint -> colibri-convert -> colibri-generate gives the ids of
     transformers' greedy generate, and the chat template travels along."""
     torch = pytest.importorskip("torch")
-    from colibri_tools.convert import convert
+    from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     model, config = build_model("mixtral", seed=7)
@@ -393,7 +393,7 @@ def test_converted_model_end_to_end(tmp_path):
 def test_a_conversation_runs_only_what_each_turn_adds(model_dir):
     """The KV state is kept between turns: the second turn runs the tokens its
     rendering adds after what the state holds, not the whole conversation."""
-    from colibri_tools.generate import chat_prompt_ids
+    from colibri_tools.runtime.generate import chat_prompt_ids
 
     write_word_tokenizer(model_dir / "model_tokenizer.json", VOCAB - 2)
     tok = _chat_model(model_dir)

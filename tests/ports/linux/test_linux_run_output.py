@@ -188,8 +188,8 @@ def test_all_logits_into_the_model_file_is_refused(any_run, tiny_image, tmp_path
 def test_all_nan_logits_are_an_error(any_run, tiny_image, tmp_path):
     """A NaN in the final norm's weights makes every logit NaN: colibri-run
     says so and prints no token id (issue 13, item 6)."""
-    from colibri_tools.image_reader import read_image
-    from colibri_tools.image_spec import Role
+    from colibri_tools.image.image_reader import read_image
+    from colibri_tools.image.image_spec import Role
 
     data = bytearray(tiny_image.read_bytes())
     norm = read_image(bytes(data)).find(Role.OUTPUT_NORM)

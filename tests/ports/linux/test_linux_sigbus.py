@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from colibri_tools.image_spec import ModelRecord
+from colibri_tools.image.image_spec import ModelRecord
 from linux_helpers import assert_no_sanitizer_report
 from linux_tiny_image import write_tiny_image
 

@@ -22,7 +22,7 @@ port; :class:`DeviceTimeout` and :class:`DeviceError` say more.
 
 from __future__ import annotations
 
-from ..status import Status, status_name
+from ..image.status import Status, status_name
 from .client import READ_SLICE, DeviceError, SerialClient, collect
 from .frames import (
     CAP_INTERRUPT,

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import serial  # pyserial
 
-from ..image_spec import LIMITS
+from ..image.image_spec import LIMITS
 from .frames import (
     MAX_LINE,
     MAX_LOGITS_CHUNK,

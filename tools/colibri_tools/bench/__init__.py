@@ -1,0 +1,1 @@
+"""Measuring: colibri-bench (and its llama.cpp peer), colibri-quant-report and colibri-plot."""

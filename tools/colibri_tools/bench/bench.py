@@ -1,0 +1,463 @@
+"""colibri-bench: Colibri's speed beside its peer's, on the same model in the
+same run, as ratios (machines here are shared and noisy: absolute numbers
+drift, ratios much less), with the machine's memory read bandwidth.
+
+    colibri-bench [shape options] [--prompt 128] [--gen 64] [--repeat 5]
+                  [--threads 1,2] [--llama-bench PATH] [--torch] [--json FILE]
+    colibri-bench -m model.bin [--threads 1,2] ...     (a converted model of yours)
+    colibri-bench --quant int8|int4 --llama-bench PATH  (quantized, beside Q8_0/Q4_0)
+    colibri-bench --real olmoe-1b-7b --quant int4       (a real checkpoint's shapes)
+
+Builds a random-weight model of the given shape from a transformers config
+(default: Mixtral architecture, 152 M parameters, 605 MB in fp32: beyond a
+last-level cache) and converts it. Then, for each repetition and each thread
+count, interleaved so that drift hits every engine alike:
+  * the engine in this process (colibri_tools.runtime.engine, as colibri-run --preload
+    --batch PROMPT): the prompt's tokens per second and the decode's (GEN
+    tokens after the prompt);
+  * with --llama-bench: llama.cpp's llama-bench on the same weights written
+    as an F32 GGUF (pp PROMPT and tg GEN tests);
+  * with --torch: transformers' forward and generate, torch on one thread.
+Reports medians, ratios, and each engine's decode as a fraction of the
+measured read bandwidth (bytes of weights a decoded token reads, times tokens
+per second). Needs build/host/colibri-membw (make host).
+
+With --quant int8|int4 the image stores its feed-forward and attention
+matrices, its token embedding and its LM head Q8/Q4 (colibri-convert --quant
+... --quant-attention --quant-embeddings: every matrix but the routers, as
+llama.cpp's files have them), llama.cpp runs
+the F32 GGUF quantized by its own llama-quantize to Q8_0/Q4_0, and the report
+adds each engine's fidelity against transformers' float32 logits on the same
+prompts (bench_fidelity.py: KL and top-1 agreement). With --real NAME the
+image is a published checkpoint's shapes with random quantized weights
+(bench_synth.py), run by colibri-run alone, with its size, peak RSS and a
+projection to boards from their memory bandwidth.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from ..errors import ColibriError
+from ..version import add_version_option
+from .bench_synth import REAL_SHAPES
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+SHAPE = (("vocab", 32000), ("hidden", 512), ("layers", 8), ("heads", 8), ("kv-heads", 2),
+         ("experts", 8), ("top-k", 2), ("ffn", 1152))
+
+
+class BenchError(ColibriError):
+    """The benchmark could not run (missing binary, failed run)."""
+
+
+def _hf_config(args: argparse.Namespace):
+    import transformers
+
+    common = dict(vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                  num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+                  max_position_embeddings=max(args.prompt + args.gen + 8, 256),
+                  tie_word_embeddings=False)
+    if args.family == "mixtral":
+        return transformers.MixtralConfig(intermediate_size=args.ffn, num_local_experts=args.experts,
+                                          num_experts_per_tok=args.top_k, **common)
+    return transformers.Qwen3MoeConfig(moe_intermediate_size=args.ffn, intermediate_size=args.ffn,
+                                       num_experts=args.experts, num_experts_per_tok=args.top_k,
+                                       head_dim=args.hidden // args.heads, **common)
+
+
+def build_model(args: argparse.Namespace, work: pathlib.Path):
+    """A random model of the shape asked for, saved and converted in work."""
+    import torch
+    import transformers
+
+    from ..converter.convert import convert
+
+    torch.manual_seed(args.seed)
+    model = transformers.AutoModelForCausalLM.from_config(_hf_config(args)).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() >= 2:
+                param.normal_(0.0, param.shape[-1] ** -0.5)
+    model.save_pretrained(work / "hf")
+    convert(work / "hf", work / "out", progress=False, quant=args.quant,
+            quant_attention=args.quant is not None, quant_embeddings=args.quant is not None,
+            row_groups=args.row_groups)
+    return model, work / "out" / "model.bin"
+
+
+def bytes_per_token(image_path: pathlib.Path) -> tuple[int, int, int]:
+    """(parameters, bytes of weights one decoded token reads, vocab size),
+    from the image read once (colibri_tools.image.sizes.decode_bytes_per_token)."""
+    import math
+
+    from ..image.image_reader import read_image
+    from ..image.sizes import decode_bytes_per_token
+
+    image = read_image(image_path)
+    params = sum(math.prod(t.shape) for t in image.tensors)
+    return params, decode_bytes_per_token(image.record, image.tensors), image.record.vocab_size
+
+
+def _stat(text: str, line: str, key: str) -> float:
+    for row in text.splitlines():
+        if f"{line}:" in row and f" {key}=" in row:
+            return float(row.split(f" {key}=", 1)[1].split()[0])
+    raise BenchError(f"colibri-run --stats printed no {line} {key}")
+
+
+def time_colibri(image: pathlib.Path, ids: list[int], gen: int, threads: int) -> dict:
+    """The engine in this process (colibri_tools.runtime.engine), set up as colibri-run
+    --preload --batch PROMPT would be: the prompt in one forward call, then
+    gen decode steps, each timed around its forward call."""
+    from ..runtime.engine import Engine
+
+    with Engine(image, threads=threads, batch=min(len(ids), 256), preload=True,
+                context=len(ids) + gen + 1) as engine:
+        tokens, prompt_ns, steps = engine.timed_greedy(ids, gen + 1)
+        scratch = engine.scratch_bytes
+    return {"prompt_tok_s": len(ids) * 1e9 / prompt_ns,
+            "decode_tok_s": len(steps) * 1e9 / max(sum(steps), 1),
+            "scratch_bytes": scratch, "tokens": tokens}
+
+
+def time_torch(model, ids: list[int], gen: int) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    prompt = torch.tensor([ids])
+    with torch.no_grad():
+        start = time.perf_counter()
+        model(prompt)
+        prompt_s = time.perf_counter() - start
+        start = time.perf_counter()
+        out = model.generate(prompt, max_new_tokens=gen + 1, min_new_tokens=gen + 1,
+                             do_sample=False, pad_token_id=0, eos_token_id=None)
+        total_s = time.perf_counter() - start
+    return {"prompt_tok_s": len(ids) / prompt_s,
+            "decode_tok_s": gen / max(total_s - prompt_s, 1e-9),
+            "tokens": out[0, len(ids):].tolist()}
+
+
+def read_bandwidth(membw: pathlib.Path, threads: int) -> float:
+    """Best-of-5 read bandwidth in GB/s over 2 GiB on `threads` threads."""
+    done = subprocess.run([str(membw), "--threads", str(threads)], capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        raise BenchError(f"{membw} failed: {done.stderr.strip()}")
+    return float(done.stdout.split("best_gb_per_s=")[1].split()[0])
+
+
+def _median(runs: list[dict], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
+
+
+class Peers:
+    """The engines of one benchmark and how to time each."""
+
+    def __init__(self, args: argparse.Namespace, image: pathlib.Path, model, gguf: pathlib.Path | None):
+        self.args, self.image, self.model, self.gguf = args, image, model, gguf
+
+    def names(self) -> list[str]:
+        return ["colibri"] + (["llama.cpp"] if self.gguf else []) + (["torch"] if self.model and
+                                                                      self.args.torch else [])
+
+    def time(self, name: str, ids: list[int], threads: int) -> dict | None:
+        from .bench_llama import run_llama_bench
+
+        if name == "colibri":
+            return time_colibri(self.image, ids, self.args.gen, threads)
+        if name == "llama.cpp":
+            return run_llama_bench(pathlib.Path(self.args.llama_bench), self.gguf, len(ids),
+                                   self.args.gen, threads)
+        return time_torch(self.model, ids, self.args.gen) if threads == 1 else None
+
+
+def _measure(peers: Peers, ids: list[int]) -> dict:
+    runs: dict = {(n, t): [] for n in peers.names() for t in peers.args.threads}
+    for _ in range(peers.args.repeat):
+        for threads in peers.args.threads:
+            for name in peers.names():
+                result = peers.time(name, ids, threads)
+                if result is not None:
+                    runs[(name, threads)].append(result)
+    return runs
+
+
+def _summary(runs: dict, per_token: int, bandwidth: dict) -> list[dict]:
+    rows = []
+    for (name, threads), results in runs.items():
+        if not results:
+            continue
+        decode = _median(results, "decode_tok_s")
+        rows.append({"engine": name, "threads": threads,
+                     "prompt_tok_s": _median(results, "prompt_tok_s"), "decode_tok_s": decode,
+                     "bandwidth_fraction": decode * per_token / (bandwidth[threads] * 1e9)})
+    by_key = {(r["engine"], r["threads"]): r for r in rows}
+    for row in rows:
+        ours = by_key[("colibri", row["threads"])]
+        for key in ("prompt_tok_s", "decode_tok_s"):
+            row[f"colibri_ratio_{key}"] = ours[key] / row[key]
+    return rows
+
+
+def run_benchmark(args: argparse.Namespace) -> dict:
+    membw = pathlib.Path(args.membw or REPO / "build" / "host" / "colibri-membw")
+    if not membw.exists():
+        raise BenchError(f"{membw} not found: run `make host` first")
+    if args.real:
+        return run_real(args, membw)
+    if args.llama_bench and not pathlib.Path(args.llama_bench).is_file():
+        raise BenchError(f"--llama-bench {args.llama_bench}: no such file "
+                         "(../shared/tools/build-llama-bench builds one)")
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+        model, image, gguf, f32_gguf = None, args.model, None, None
+        if image is None:
+            model, image = build_model(args, pathlib.Path(tmp))
+            if args.llama_bench:
+                gguf, f32_gguf = _llama_model(args, model, pathlib.Path(tmp))
+        params, per_token, vocab = bytes_per_token(image)
+        bandwidth = {t: read_bandwidth(membw, t) for t in args.threads}
+        ids = [(7 * i + 3) % vocab for i in range(args.prompt)]
+        runs = _measure(Peers(args, image, model, gguf), ids)
+        report = {"model": str(args.model) if args.model else _shape(args), "parameters": params,
+                  "image_bytes": image.stat().st_size, "bytes_per_decoded_token": per_token,
+                  "prompt_tokens": args.prompt, "decoded_tokens": args.gen,
+                  "repetitions": args.repeat, "read_gb_per_s": bandwidth,
+                  "rows": _summary(runs, per_token, bandwidth)}
+        tokens = [runs[k][0]["tokens"] for k in runs if runs[k] and "tokens" in runs[k][0]]
+        report["same_greedy_tokens"] = all(t == tokens[0] for t in tokens)
+        report["load_average"] = os.getloadavg()[1]  # 5 minutes: how shared the cores were
+        if model is not None and args.quant:
+            report["weights"] = {"colibri": _weights(args), "llama.cpp": _llama_type(args)}
+            report["fidelity"] = _fidelity(args, model, image, gguf, f32_gguf, vocab,
+                                           pathlib.Path(tmp))
+    return report
+
+
+def run_real(args: argparse.Namespace, membw: pathlib.Path) -> dict:
+    """--real NAME: synthesize the image (checking the disk first), time
+    colibri-run on it, project to boards, delete the image."""
+    import shutil
+
+    from . import bench_synth as synth
+
+    colibri_run = REPO / "build" / "host" / "colibri-run"
+    work = args.work or pathlib.Path(tempfile.gettempdir())
+    need = synth.planned_size(args.real, args.quant, row_groups=args.row_groups)
+    free = shutil.disk_usage(work).free
+    if free < need + (2 << 30):
+        raise BenchError(f"{work}: {free / 1e9:.1f} GB free, the {args.real} {args.quant} image "
+                         f"needs {need / 1e9:.1f} GB and 2 GiB to spare (--work DIR elsewhere)")
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        path = pathlib.Path(tmp) / f"{args.real}-{args.quant}.bin"
+        start = time.perf_counter()
+        synth.synthesize(args.real, args.quant, path, row_groups=args.row_groups)
+        write_s = time.perf_counter() - start
+        params, per_token, vocab = bytes_per_token(path)
+        bandwidth = {t: read_bandwidth(membw, t) for t in args.threads}
+        ids = [(7 * i + 3) % vocab for i in range(args.prompt)]
+        runs = {t: [synth.run_colibri(colibri_run, path, ids, args.gen, t)
+                    for _ in range(args.repeat)] for t in args.threads}
+        rows = [{"threads": t, **{k: _median(r, k) for k in ("prompt_tok_s", "decode_tok_s",
+                                                               "peak_rss_bytes")}}
+                for t, r in runs.items()]
+        for row in rows:
+            row["bandwidth_fraction"] = row["decode_tok_s"] * per_token / (
+                bandwidth[row["threads"]] * 1e9)
+        image_bytes = path.stat().st_size
+    return {"model": args.real, "quant": _weights(args), "parameters": params,
+            "image_bytes": image_bytes, "bytes_per_decoded_token": per_token,
+            "write_seconds": write_s, "prompt_tokens": args.prompt, "decoded_tokens": args.gen,
+            "repetitions": args.repeat, "read_gb_per_s": bandwidth, "rows": rows,
+            "load_average": os.getloadavg()[1],
+            "projection": synth.projections(per_token, image_bytes,
+                                            min(1.0, max(r["bandwidth_fraction"] for r in rows)))}
+
+
+def print_real(report: dict) -> None:
+    print(f"model: {report['model']} shapes, random {report['quant']} weights: "
+          f"{report['parameters'] / 1e9:.2f} B parameters, image {report['image_bytes'] / 1e9:.2f} GB "
+          f"(written in {report['write_seconds']:.0f} s), "
+          f"{report['bytes_per_decoded_token'] / 1e6:.1f} MB read per decoded token; prompt "
+          f"{report['prompt_tokens']}, decode {report['decoded_tokens']}, "
+          f"median of {report['repetitions']}")
+    print(f"{'threads':>8}{'prompt tok/s':>14}{'decode tok/s':>14}{'of bandwidth':>14}"
+          f"{'peak RSS MB':>13}")
+    for row in report["rows"]:
+        print(f"{row['threads']:8}{row['prompt_tok_s']:14.2f}{row['decode_tok_s']:14.2f}"
+              f"{row['bandwidth_fraction']:14.0%}{row['peak_rss_bytes'] / 1e6:13.0f}")
+    print("projected decode = board bandwidth / bytes per token (bound), x the best fraction "
+          "above (expected):")
+    for row in report["projection"]:
+        print(f"  {row['board']:18}{row['bandwidth'] / 1e9:6.1f} GB/s  bound "
+              f"{row['bound_tok_s']:7.1f} tok/s  expected {row['expected_tok_s']:7.1f} tok/s")
+
+
+def _weights(args: argparse.Namespace) -> str:
+    """Colibri's weights as the report names them ("r16": in groups of 16 rows,
+    --row-groups)."""
+    return args.quant + (" r16" if args.row_groups else "")
+
+
+def _llama_type(args: argparse.Namespace) -> str:
+    from .bench_llama import LLAMA_TYPES
+
+    return LLAMA_TYPES[args.quant] if args.quant else "F32"
+
+
+def _llama_model(args: argparse.Namespace, model, work: pathlib.Path):
+    """(the GGUF llama-bench runs, the F32 GGUF): with --quant, the F32 one
+    quantized by the peer's llama-quantize to the same bit width."""
+    from .bench_llama import quantize_gguf, write_gguf
+
+    f32 = write_gguf(model, work / "model.gguf")
+    if not args.quant:
+        return f32, f32
+    return quantize_gguf(pathlib.Path(args.llama_bench), f32, _llama_type(args)), f32
+
+
+def _fidelity(args: argparse.Namespace, model, image: pathlib.Path, gguf, f32_gguf,
+              vocab: int, work: pathlib.Path) -> list[dict]:
+    """Each engine's logits against transformers' float32 ones, same prompts."""
+    from . import bench_fidelity as fid
+
+    prompts = fid.prompts(vocab, args.fidelity_prompts, args.fidelity_length)
+    reference = [fid.torch_logits(model, ids) for ids in prompts]
+    colibri = fid.colibri_logits(image)
+    rows = [{"engine": "colibri", "weights": _weights(args),
+             **fid.fidelity(reference, [colibri(ids) for ids in prompts])}]
+    if gguf is not None:
+        from .bench_llama import build_llama_logits, llama_logits, quantize_gguf
+
+        exe = build_llama_logits(pathlib.Path(args.llama_bench), work)
+        peers = [(gguf, _llama_type(args)), (f32_gguf, "F32")]
+        if args.quant == "int4":  # llama-quantize's Q4_0 keeps a Q6_K output matrix: also all Q4_0
+            pure = quantize_gguf(pathlib.Path(args.llama_bench), f32_gguf, "Q4_0", pure=True)
+            peers.insert(1, (pure, "Q4_0 all"))
+        for path, kind in peers:
+            got = [llama_logits(exe, path, ids, vocab) for ids in prompts]
+            rows.append({"engine": "llama.cpp", "weights": kind,
+                         **fid.fidelity(reference, got)})
+    return rows
+
+
+def _shape(args: argparse.Namespace) -> dict:
+    return {"family": args.family, **{k.replace("-", "_"): getattr(args, k.replace("-", "_"))
+                                      for k, _ in SHAPE}, "seed": args.seed}
+
+
+def print_report(report: dict) -> None:
+    model = report["model"]
+    shape = model if isinstance(model, str) else " ".join(f"{k}={v}" for k, v in model.items())
+    print(f"model: {shape}")
+    print(f"{report['parameters'] / 1e6:.1f} M parameters, image {report['image_bytes']} B, "
+          f"{report['bytes_per_decoded_token'] / 1e6:.1f} MB of weights read per decoded token; "
+          f"prompt {report['prompt_tokens']} tokens, decode {report['decoded_tokens']} tokens, "
+          f"median of {report['repetitions']}")
+    print("read bandwidth: " + ", ".join(f"{t} thread{'s' if t > 1 else ''} {g:.1f} GB/s"
+                                          for t, g in report["read_gb_per_s"].items()))
+    print(f"{'engine':10}{'threads':>8}{'prompt tok/s':>14}{'decode tok/s':>14}"
+          f"{'of bandwidth':>14}{'colibri prompt':>16}{'colibri decode':>16}")
+    for row in report["rows"]:
+        print(f"{row['engine']:10}{row['threads']:8}{row['prompt_tok_s']:14.1f}"
+              f"{row['decode_tok_s']:14.1f}{row['bandwidth_fraction']:14.0%}"
+              f"{row['colibri_ratio_prompt_tok_s']:15.2f}x{row['colibri_ratio_decode_tok_s']:15.2f}x")
+    print(f"same greedy tokens: {report['same_greedy_tokens']}; load average (5 min) at the "
+          f"end: {report['load_average']:.1f} on {os.cpu_count()} cores")
+    if "fidelity" in report:
+        print("fidelity against transformers float32 logits "
+              f"({report['fidelity'][0]['positions']} positions):")
+        print(f"{'engine':10}{'weights':>9}{'KL mean':>12}{'+- s.e.':>11}{'KL max':>12}"
+              f"{'top-1':>9}")
+        for row in report["fidelity"]:
+            print(f"{row['engine']:10}{row['weights']:>9}{row['kl_mean']:12.3e}"
+                  f"{row['kl_mean_se']:11.1e}{row['kl_max']:12.3e}{row['top1_agreement']:9.1%}")
+
+
+def _threads(text: str) -> list[int]:
+    try:
+        counts = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--threads {text!r}: a list like 1,2") from None
+    if not counts or min(counts) < 1 or max(counts) > 64:
+        raise argparse.ArgumentTypeError(f"--threads {text!r}: counts 1 .. 64")
+    return sorted(set(counts))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="colibri-bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--family", default="mixtral", choices=["mixtral", "qwen3_moe"])
+    for name, default in SHAPE + (("prompt", 128), ("gen", 64), ("repeat", 5)):
+        p.add_argument(f"--{name}", type=int, default=default)
+    p.add_argument("--threads", type=_threads, default=[1, 2], help="thread counts (default 1,2)")
+    p.add_argument("-m", "--model", type=pathlib.Path, help="benchmark this model image instead")
+    p.add_argument("--llama-bench", help="llama.cpp's llama-bench binary: run it beside Colibri")
+    p.add_argument("--torch", action="store_true", help="also time transformers (1 thread)")
+    p.add_argument("--quant", choices=["int8", "int4"], help="quantized weights (Q8/Q4; "
+                   "llama.cpp: Q8_0/Q4_0) and a fidelity report")
+    p.add_argument("--row-groups", action="store_true", help="with --quant: the quantized "
+                   "matrices in groups of 16 rows (colibri-convert --row-groups), the layout the "
+                   "AVX-512 VNNI kernels read fastest")
+    p.add_argument("--real", choices=sorted(REAL_SHAPES), help="a real checkpoint's shapes "
+                   "with random quantized weights (needs --quant)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random model's weights "
+                   "(default 0): another seed, another draw of the same shape")
+    p.add_argument("--fidelity-prompts", type=int, default=4, help="prompts for the fidelity "
+                   "report (default 4)")
+    p.add_argument("--fidelity-length", type=int, default=32, help="tokens per fidelity prompt")
+    p.add_argument("--membw", help="colibri-membw binary (default build/host/colibri-membw)")
+    p.add_argument("--work", type=pathlib.Path, help="directory for the temporary model files")
+    p.add_argument("--json", type=pathlib.Path, help="also write the report here")
+    add_version_option(p)
+    return p
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    sizes = [getattr(args, k.replace("-", "_")) for k, _ in SHAPE] + [args.prompt, args.gen,
+                                                                      args.repeat]
+    if min(sizes) < 1:
+        return "every size must be >= 1"
+    if args.prompt > 4096 or args.gen > 4096:
+        return "--prompt and --gen are at most 4096 tokens"
+    if args.model is not None and not args.model.is_file():
+        return f"-m {args.model}: no such file"
+    if args.llama_bench and args.model is not None:
+        return "--llama-bench runs on the benchmark's own model: drop -m"
+    if args.real and (args.quant is None or args.model or args.llama_bench or args.torch):
+        return "--real needs --quant and runs Colibri alone (no -m, --llama-bench, --torch)"
+    if args.row_groups and args.quant is None:
+        return "--row-groups needs --quant"
+    if args.llama_bench and args.family != "mixtral":
+        return "--llama-bench takes the mixtral family"
+    if min(args.fidelity_prompts, args.fidelity_length) < 1 or args.fidelity_length > 512:
+        return "--fidelity-prompts >= 1 and --fidelity-length 1 .. 512"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    problem = _check_args(args)
+    if problem:
+        print(f"colibri-bench: {problem}", file=sys.stderr)
+        return 2
+    try:
+        report = run_benchmark(args)
+    except ColibriError as exc:
+        print(f"colibri-bench: error: {exc}", file=sys.stderr)
+        return 1
+    (print_real if args.real else print_report)(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""The quantized weight dtypes of format 1.3 (docs/format.md 3.3): which
+roles may be quantized, their sizes, and the numpy quantizer and
+dequantizer that write and read exactly the block layout.
+
+Q8: per block of 32 weights of a row, a binary16 scale d and 32 int8 q;
+weight = d * q. Q4: d and 16 bytes, byte j holding weight j in its low nibble
+and weight j + 16 in its high nibble; weight = d * (nibble - 8). A row's last
+block is padded with zero weights (Q8 q = 0, Q4 nibble 8).
+
+Q8_R16 and Q4_R16 (format 1.8, docs/format.md 3.4) hold the same blocks in
+groups of 16 rows: per group and block a tile of the 16 scales and then
+64-byte chunks in which each row has 4 bytes, the layout in which a SIMD lane
+is a row (colibri-convert --row-groups).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import OptionError
+from .image_spec import (
+    BLOCK_BYTES,
+    DTYPE_F32,
+    DTYPE_Q4,
+    DTYPE_Q4_R16,
+    DTYPE_Q8,
+    DTYPE_Q8_R16,
+    GROUP_ROWS,
+    QBLOCK,
+    QUANT_DTYPES,
+    R16_DTYPES,
+    Role,
+    TensorEntry,
+    row_blocks,
+)
+
+# colibri-convert --quant NAME -> dtype
+QUANT_NAMES = {"int8": DTYPE_Q8, "int4": DTYPE_Q4}
+DTYPE_NAMES = {DTYPE_F32: "F32", DTYPE_Q8: "Q8", DTYPE_Q4: "Q4", DTYPE_Q8_R16: "Q8_R16",
+               DTYPE_Q4_R16: "Q4_R16"}
+# A dtype's twin in groups of 16 rows, and back.
+IN_ROW_GROUPS = {DTYPE_Q8: DTYPE_Q8_R16, DTYPE_Q4: DTYPE_Q4_R16}
+BY_ROW = {v: k for k, v in IN_ROW_GROUPS.items()}
+# Quantized by default: the feed-forward matrices (routed experts, shared
+# expert, dense layers), which hold nearly all of an MoE's weights.
+FFN_ROLES = frozenset({Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.SHARED_GATE,
+                       Role.SHARED_UP, Role.SHARED_DOWN, Role.DENSE_GATE, Role.DENSE_UP,
+                       Role.DENSE_DOWN})
+# With colibri-convert --quant-attention also these, with --quant-embeddings
+# the token embedding and the output projection (LM head).
+ATTENTION_ROLES = frozenset({Role.ATTN_Q, Role.ATTN_K, Role.ATTN_V, Role.ATTN_O})
+EMBEDDING_ROLES = frozenset({Role.TOKEN_EMBED, Role.LM_HEAD})
+# Every role a reader accepts as Q8/Q4; routers, norms, biases and the shared
+# expert's gate stay float32 (sdk/src/tensor_check.c).
+QUANTIZABLE_ROLES = FFN_ROLES | ATTENTION_ROLES | EMBEDDING_ROLES
+
+
+def quantizable(role: int) -> bool:
+    return role in QUANTIZABLE_ROLES
+
+
+def allowed_dtypes(role: int) -> tuple[int, ...]:
+    """The dtypes a reader accepts for a role (sdk/src/tensor_check.c): row
+    groups for every quantizable matrix but the token embedding, whose rows
+    are read one by one."""
+    if not quantizable(role):
+        return (DTYPE_F32,)
+    return (DTYPE_F32, DTYPE_Q8, DTYPE_Q4) + (R16_DTYPES if role != Role.TOKEN_EMBED else ())
+
+
+def dtype_allowed(role: int, dtype: int) -> bool:
+    return dtype in allowed_dtypes(role)
+
+
+def in_row_groups(entries: list[TensorEntry]) -> list[TensorEntry]:
+    """colibri-convert --row-groups: every Q8/Q4 matrix that may be (all but
+    the token embedding) in groups of 16 rows instead."""
+    return [replace(e, dtype=IN_ROW_GROUPS[e.dtype])
+            if e.dtype in IN_ROW_GROUPS and dtype_allowed(e.role, IN_ROW_GROUPS[e.dtype]) else e
+            for e in entries]
+
+
+def dtype_of(name: str | None) -> int:
+    """The dtype of a --quant name (None: float32)."""
+    if name is None:
+        return DTYPE_F32
+    if name not in QUANT_NAMES:
+        raise OptionError(f"quantization {name!r}: known are {', '.join(QUANT_NAMES)}")
+    return QUANT_NAMES[name]
+
+
+def matrix_bytes(dtype: int, rows: int, cols: int) -> int:
+    """Bytes of a [rows, cols] matrix stored as `dtype`."""
+    if dtype == DTYPE_F32:
+        return 4 * rows * cols
+    return _stored_rows(dtype, rows) * row_blocks(cols) * BLOCK_BYTES[dtype]
+
+
+def _stored_rows(dtype: int, rows: int) -> int:
+    """Rows a quantized matrix stores: whole groups of 16 for the R16 dtypes."""
+    return -(-rows // GROUP_ROWS) * GROUP_ROWS if dtype in R16_DTYPES else rows
+
+
+def tensor_size(entry: TensorEntry) -> int:
+    """Bytes of a tensor table entry's data (float32, or Q8/Q4 blocks)."""
+    if entry.dtype in QUANT_DTYPES:
+        return matrix_bytes(entry.dtype, *entry.shape)
+    return 4 * math.prod(entry.shape)
+
+
+def assign_dtypes(entries: list[TensorEntry], quant: str | None, attention: bool = False,
+                  embeddings: bool = False) -> list[TensorEntry]:
+    """The entries with the dtype `quant` gives the feed-forward matrices (with
+    `attention` the attention projections, with `embeddings` the token
+    embedding and LM head too; under int4 K, V and the head Q8: _shared_roles);
+    the rest float32."""
+    dtype = dtype_of(quant)
+    roles = (FFN_ROLES | (ATTENTION_ROLES if attention else frozenset())
+             | (EMBEDDING_ROLES if embeddings else frozenset()))
+    if dtype == DTYPE_F32:
+        return list(entries)
+    shared = _shared_roles(entries)
+    return [replace(e, dtype=DTYPE_Q8 if dtype == DTYPE_Q4 and e.role in shared else dtype)
+            if e.role in roles else e for e in entries]
+
+
+def _shared_roles(entries: list[TensorEntry]) -> frozenset[int]:
+    """The roles stored Q8 under int4 (when quantized at all): the matrices
+    whose output everything after them shares, so their error is not diluted:
+    the key and value projections (every query head of a group reads the
+    same keys and values) and the matrix the logits come from (the LM head,
+    or with tied embeddings the token embedding). They are a few percent of
+    an MoE's weights. llama.cpp's Q4_0 files make the same choice for an
+    8-expert model (K and V Q8_0, the output Q6_K); docs/quantization.md has
+    the measurement."""
+    head = Role.LM_HEAD if any(e.role == Role.LM_HEAD for e in entries) else Role.TOKEN_EMBED
+    return frozenset({Role.ATTN_K, Role.ATTN_V, head})
+
+
+def _blocks(w: np.ndarray) -> np.ndarray:
+    """[rows, cols] -> [rows, nb, 32] float32, the last block zero-padded."""
+    rows, cols = w.shape
+    nb = row_blocks(cols)
+    padded = np.zeros((rows, nb * QBLOCK), dtype=np.float32)
+    padded[:, :cols] = w
+    return padded.reshape(rows, nb, QBLOCK)
+
+
+def _half_scales(d: np.ndarray, what: str) -> np.ndarray:
+    with np.errstate(over="ignore"):  # an overflow is reported below
+        d16 = d.astype(np.float16)
+    if not np.all(np.isfinite(d16)):
+        raise OptionError(f"{what}: a block's scale does not fit binary16 (weights above "
+                          f"{65504 * 127:.3g})")
+    return d16
+
+
+def _q8(blocks: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    amax = np.max(np.abs(blocks), axis=2)
+    d16 = _half_scales(amax / np.float32(127), what)
+    d = d16.astype(np.float32)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d != 0, np.round(blocks / np.where(d != 0, d, 1)), 0)
+    return d16, np.clip(q, -127, 127).astype(np.int8)
+
+
+def _q4(blocks: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """d = (the weight of largest magnitude, signed) / -8, so that weight
+    maps to nibble 0 exactly (llama.cpp's Q4_0 rule)."""
+    at = np.argmax(np.abs(blocks), axis=2)[..., None]
+    signed_max = np.take_along_axis(blocks, at, axis=2)[..., 0]
+    d16 = _half_scales(signed_max / np.float32(-8) + np.float32(0), what)  # no -0 scale
+    d = d16.astype(np.float32)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d != 0, np.round(blocks / np.where(d != 0, d, 1)), 0) + 8
+    q = np.clip(q, 0, 15).astype(np.uint8)
+    return d16, q[..., :16] | (q[..., 16:] << 4)
+
+
+def quantize(dtype: int, w: np.ndarray, what: str = "tensor") -> bytes:
+    """The bytes of a [rows, cols] float matrix as Q8 or Q4 blocks (row after
+    row, each row's blocks in order)."""
+    w = np.asarray(w, dtype=np.float32)
+    if w.ndim != 2:
+        raise OptionError(f"{what}: only matrices are quantized, not shape {w.shape}")
+    if not np.all(np.isfinite(w)):
+        raise OptionError(f"{what}: weights are not all finite")
+    blocks = _blocks(w)
+    d16, payload = (_q8 if BY_ROW.get(dtype, dtype) == DTYPE_Q8 else _q4)(blocks, what)
+    rows, nb, _ = blocks.shape
+    out = np.empty((rows, nb, BLOCK_BYTES[dtype]), dtype=np.uint8)
+    out[..., :2] = d16.astype("<f2").view(np.uint8).reshape(rows, nb, 2)
+    out[..., 2:] = payload.view(np.uint8)
+    return (to_row_groups(dtype, out) if dtype in R16_DTYPES else out).tobytes()
+
+
+def to_row_groups(dtype: int, blocks: np.ndarray) -> np.ndarray:
+    """[rows, nb, block bytes] blocks (row after row) -> the R16 layout, flat:
+    per group of 16 rows (the last padded with zero rows) and block a tile of
+    the 16 scales and then chunks k of 64 bytes, row i's bytes 2 + 4k .. 2 +
+    4k + 3 of its block at 4i (docs/format.md 3.4)."""
+    rows, nb, width = blocks.shape
+    padded = np.zeros((_stored_rows(dtype, rows), nb, width), dtype=np.uint8)
+    padded[..., 2:] = 0x88 if BY_ROW[dtype] == DTYPE_Q4 else 0  # zero weights
+    padded[:rows] = blocks
+    groups = padded.reshape(-1, GROUP_ROWS, nb, width).transpose(0, 2, 1, 3)  # [g, nb, 16, w]
+    chunks = groups[..., 2:].reshape(*groups.shape[:3], -1, 4).transpose(0, 1, 3, 2, 4)
+    tiles = np.concatenate([groups[..., :2].reshape(*groups.shape[:2], -1),
+                            chunks.reshape(*groups.shape[:2], -1)], axis=2)
+    return np.ascontiguousarray(tiles).reshape(-1)
+
+
+def from_row_groups(dtype: int, data: np.ndarray, rows: int, nb: int) -> np.ndarray:
+    """The inverse of to_row_groups: [rows, nb, block bytes]."""
+    width = BLOCK_BYTES[dtype]
+    tiles = np.asarray(data, dtype=np.uint8).reshape(-1, nb, GROUP_ROWS * width)
+    scales = tiles[..., :2 * GROUP_ROWS].reshape(*tiles.shape[:2], GROUP_ROWS, 2)
+    chunks = tiles[..., 2 * GROUP_ROWS:].reshape(*tiles.shape[:2], -1, GROUP_ROWS, 4)
+    payload = chunks.transpose(0, 1, 3, 2, 4).reshape(*tiles.shape[:2], GROUP_ROWS, -1)
+    blocks = np.concatenate([scales, payload], axis=3).transpose(0, 2, 1, 3)
+    return blocks.reshape(-1, nb, width)[:rows]
+
+
+def _split(dtype: int, data: bytes | np.ndarray, rows: int, cols: int) -> tuple[np.ndarray,
+                                                                                  np.ndarray]:
+    raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    if dtype in R16_DTYPES:
+        blocks = from_row_groups(dtype, raw, rows, row_blocks(cols))
+    else:
+        blocks = raw.reshape(rows, row_blocks(cols), BLOCK_BYTES[dtype])
+    d = np.ascontiguousarray(blocks[..., :2]).view("<f2")[..., 0].astype(np.float32)
+    return d, blocks[..., 2:]
+
+
+def quantized_values(dtype: int, data: bytes | np.ndarray,
+                     shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(scales [rows, nb] float32, q [rows, nb, 32] int: the signed levels)."""
+    rows, cols = shape
+    d, payload = _split(dtype, data, rows, cols)
+    if BY_ROW.get(dtype, dtype) == DTYPE_Q8:
+        return d, payload.view(np.int8).astype(np.int32)
+    low, high = payload & 0x0F, payload >> 4
+    return d, np.concatenate([low, high], axis=2).astype(np.int32) - 8
+
+
+def dequantize(dtype: int, data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The float32 weights of a Q8/Q4 tensor: d * q, one float32 product each."""
+    rows, cols = shape
+    d, q = quantized_values(dtype, data, shape)
+    w = (d[..., None] * q.astype(np.float32)).astype(np.float32)
+    return w.reshape(rows, -1)[:, :cols]
+
+
+def first_bad_scale(dtype: int, data: np.ndarray) -> int | None:
+    """Byte offset (in the tensor's data) of the first binary16 scale that is
+    infinite or NaN; None when all are finite or the dtype has none."""
+    if dtype not in QUANT_DTYPES:
+        return None
+    per_tile = GROUP_ROWS if dtype in R16_DTYPES else 1
+    tile = per_tile * BLOCK_BYTES[dtype]
+    raw = np.asarray(data, dtype=np.uint8).reshape(-1, tile)[:, :2 * per_tile]
+    halves = raw.reshape(-1, per_tile, 2).astype(np.uint16)
+    bad = np.flatnonzero(((halves[..., 0] | (halves[..., 1] << 8)) & 0x7C00) == 0x7C00)
+    return int(bad[0] // per_tile * tile + 2 * (bad[0] % per_tile)) if bad.size else None
+
+
+def weights_name(tensors: list[TensorEntry]) -> str:
+    """The --quant name of the dtype of an image's quantized matrices: fp32,
+    int8, int4, or mixed (both)."""
+    names = {QUANT_NAMES[n]: n for n in QUANT_NAMES}
+    found = {names[BY_ROW.get(t.dtype, t.dtype)] for t in tensors if t.dtype in QUANT_DTYPES}
+    return found.pop() if len(found) == 1 else "mixed" if found else "fp32"
+
+
+def mixed_dtypes(entries: list[TensorEntry], int8_experts: set[tuple[int, int]],
+                 attention: bool = False, embeddings: bool = False) -> list[TensorEntry]:
+    """colibri-convert --quant mixed: the experts in `int8_experts` ((layer,
+    expert) pairs: those a calibration text uses most) Q8, the other experts
+    Q4; the shared expert and dense layers (and, when asked, attention and
+    embeddings) Q8."""
+    q8 = assign_dtypes(entries, "int8", attention, embeddings)
+    expert_roles = {Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN}
+    return [replace(e, dtype=DTYPE_Q4) if e.role in expert_roles
+            and (e.layer, e.expert) not in int8_experts else e for e in q8]
+
+
+def most_used_experts(counts: np.ndarray, share: float) -> set[tuple[int, int]]:
+    """Per MoE layer (a row of counts[layer, expert] with any token), the
+    ceil(share * n_experts) experts that took the most tokens (ties: the lower
+    index)."""
+    if not 0.0 <= share <= 1.0:
+        raise OptionError(f"--int8-share {share}: must be 0 .. 1")
+    chosen = set()
+    for layer, row in enumerate(counts):
+        if row.sum() == 0:
+            continue
+        keep = math.ceil(share * len(row))
+        order = sorted(range(len(row)), key=lambda e: (-int(row[e]), e))
+        chosen |= {(layer, e) for e in order[:keep]}
+    return chosen

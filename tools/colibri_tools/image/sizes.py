@@ -1,0 +1,127 @@
+"""Byte counts of a model: its image, its state (KV cache) and scratch
+(docs/core.md, state and scratch layout) and the weight bytes one decoded
+token reads. The one source for these numbers in the tools: colibri-convert
+(model_config.h), colibri-board fit and colibri-bench take them from here.
+
+The C functions colibri_state_size and colibri_scratch_size compute the same
+state and scratch numbers (tests/sdk/test_sizes.py); the image size is the
+placement of docs/format.md 3.2, which the writer uses too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import OptionError
+from .image_layout import align_up, canonical_tensors, place_tensors
+from .image_spec import (
+    DATA_ALIGN,
+    DEFAULT_ALIGNMENT,
+    NO_EXPERT,
+    ModelRecord,
+    Role,
+    TensorEntry,
+    row_blocks,
+    tables_end,
+)
+from .quant import assign_dtypes, in_row_groups, tensor_size
+
+FLOAT_BYTES = 4
+SCRATCH_ROUND = 16  # each scratch float count is rounded up to a multiple of this
+MAX_BATCH = 256  # COLIBRI_MAX_BATCH
+
+
+def _check_context(record: ModelRecord, context: int) -> None:
+    if not 1 <= context <= record.max_context:
+        raise OptionError(f"context {context} must be 1 .. max_context ({record.max_context})")
+
+
+def state_size(record: ModelRecord, context: int) -> int:
+    """Bytes of K and V cache for `context` positions."""
+    _check_context(record, context)
+    if record.mla:  # one latent and one RoPE key per position (docs/core.md)
+        return record.n_layers * context * (record.kv_lora_rank + record.rope_dim) * FLOAT_BYTES
+    return 2 * record.n_layers * context * record.n_kv_heads * record.head_dim * FLOAT_BYTES
+
+
+# One quantized activation block (docs/core.md): a float32 scale and 32 int8.
+ACTIVATION_BLOCK_FLOATS = 9
+
+
+def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1,
+                         quantized: bool = False) -> list[int]:
+    """The float counts of section 8 for chunks of `batch` tokens, in the order
+    listed there (not yet rounded). `quantized`: the image has a Q8/Q4 matrix,
+    and the last region holds a chunk's activations in blocks of 32."""
+    b, h = batch, record.hidden_size
+    q = record.n_heads * record.head_dim
+    k = record.n_kv_heads * record.head_dim
+    m = max(record.dense_intermediate, record.expert_intermediate, record.shared_intermediate)
+    top_k = max(record.top_k, 1)
+    mla = record.mla  # k: latent + RoPE key, v: q LoRA, attn: n_heads * v_head_dim
+    kv_a = record.kv_lora_rank + record.rope_dim if mla else 0
+    q_lora = record.q_lora_rank if mla else 0
+    latent = 2 * record.n_heads * record.kv_lora_rank if mla else 0
+    widest = max(h, q, record.out_width, m)  # the widest input row of a product (ATTN_O's: MLA)
+    blocks = b * row_blocks(widest) * ACTIVATION_BLOCK_FLOATS if quantized else 0
+    return [b * h, b * h, b * h, b * h, b * q, b * max(k, kv_a), b * max(k, q_lora),
+            b * max(q, record.out_width), record.n_heads * context, b * m, b * m,
+            b * max(record.n_experts, 1), b * record.head_dim, b * top_k, b * top_k, b * h, b, b,
+            blocks, latent]
+
+
+def scratch_size(record: ModelRecord, context: int, batch: int = 1,
+                 quantized: bool = False) -> int:
+    """Bytes of scratch memory colibri_forward needs with a state of `context`
+    positions, running chunks of up to `batch` tokens (1 .. MAX_BATCH), for an
+    image with (`quantized`) or without a Q8/Q4 matrix."""
+    _check_context(record, context)
+    if not 1 <= batch <= MAX_BATCH:
+        raise OptionError(f"batch {batch} must be 1 .. {MAX_BATCH}")
+    counts = scratch_float_counts(record, context, batch, quantized)
+    rounded = (-(-n // SCRATCH_ROUND) * SCRATCH_ROUND for n in counts)
+    return FLOAT_BYTES * sum(rounded)
+
+
+def logits_size(record: ModelRecord) -> int:
+    """Bytes of one position's logits (vocab_size floats)."""
+    return record.vocab_size * FLOAT_BYTES
+
+
+def placed_tensors(record: ModelRecord, ffn_kinds: Sequence[int],
+                   alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
+                   quant_attention: bool = False,
+                   quant_embeddings: bool = False,
+                   row_groups: bool = False) -> tuple[list[TensorEntry], int]:
+    """Every tensor of the image with its dtype, offset and size, and the image
+    size (docs/format.md 3.1 - 3.4), without any weights: what colibri-convert
+    writes with --quant `quant` ("int8", "int4"; None: float32),
+    --quant-attention, --quant-embeddings and --row-groups."""
+    tensors, layers = canonical_tensors(record, list(ffn_kinds))
+    tensors = assign_dtypes(tensors, quant, quant_attention, quant_embeddings)
+    if row_groups:
+        tensors = in_row_groups(tensors)
+    start = align_up(tables_end(len(layers), len(tensors)), DATA_ALIGN)
+    return place_tensors(tensors, start, alignment, tensor_size)
+
+
+def image_size(record: ModelRecord, ffn_kinds: Sequence[int],
+               alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
+               quant_attention: bool = False, quant_embeddings: bool = False) -> int:
+    """Bytes of the model image colibri-convert writes for this record."""
+    return placed_tensors(record, ffn_kinds, alignment, quant, quant_attention,
+                          quant_embeddings)[1]
+
+
+def decode_bytes_per_token(record: ModelRecord, tensors: Sequence[TensorEntry]) -> int:
+    """Weight bytes one decoded token reads: every tensor but the embedding
+    table (one row of it) and the routed experts (top_k of each layer's
+    n_experts, on average). With tied embeddings the table is read whole, as
+    the output projection."""
+    shared = sum(t.size for t in tensors if t.expert == NO_EXPERT)
+    routed = sum(t.size for t in tensors if t.expert != NO_EXPERT)
+    embed = next(t.size for t in tensors if t.role == Role.TOKEN_EMBED)
+    per_token = shared - (0 if record.tie_embeddings else embed) + FLOAT_BYTES * record.hidden_size
+    if record.n_experts:
+        per_token += routed * record.top_k // record.n_experts
+    return per_token

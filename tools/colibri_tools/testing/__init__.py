@@ -1,0 +1,1 @@
+"""Checking devices against golden answers: colibri-test, its pytest plugin and the golden suites."""

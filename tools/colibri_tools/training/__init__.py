@@ -1,0 +1,1 @@
+"""colibri-train-tiny: a small MoE trained from scratch."""
