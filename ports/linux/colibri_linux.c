@@ -68,6 +68,35 @@ static const char *file_kind(mode_t mode)
     return "not a regular file";
 }
 
+/* Step 3: the header, read with pread: its magic and its image size. */
+static colibri_linux_status check_header(colibri_linux_mapping *m, const char *path,
+                                         uint8_t *header, char *err, size_t err_size)
+{
+    int e = read_header(m->fd, header, COLIBRI_LINUX_HEADER_SIZE);
+    if (e != 0) {
+        colibri_linux_set_err(err, err_size, "%s: cannot read the model image header: %s", path,
+                              e == EIO ? "the file became shorter while it was opened"
+                                       : strerror(e));
+        return COLIBRI_LINUX_E_READ;
+    }
+    if (memcmp(header, k_magic, sizeof k_magic) != 0) {
+        colibri_linux_set_err(err, err_size,
+                              "%s: not a Colibri model image (the first 8 bytes are not "
+                              "\"COLIBRI\\x1a\"; convert a checkpoint with colibri-convert)",
+                              path);
+        return COLIBRI_LINUX_E_BAD_MAGIC;
+    }
+    m->image_size = colibri_linux_load_u64le(header + COLIBRI_LINUX_HEADER_IMAGE_SIZE);
+    if (m->image_size > (uint64_t)m->size) {
+        colibri_linux_set_err(err, err_size,
+                              "%s: the file is truncated: its header says the image is %llu bytes "
+                              "but the file has only %llu",
+                              path, (unsigned long long)m->image_size, (unsigned long long)m->size);
+        return COLIBRI_LINUX_E_TRUNCATED;
+    }
+    return COLIBRI_LINUX_OK;
+}
+
 /* open + fstat + size checks + flock + header read. On success *fd is open. */
 static colibri_linux_status open_checked(colibri_linux_mapping *m, const char *path, unsigned flags,
                                          uint8_t *header, char *err, size_t err_size)
@@ -130,29 +159,7 @@ static colibri_linux_status open_checked(colibri_linux_mapping *m, const char *p
         /* Other failures (ENOLCK, a file system without flock): go on unlocked. */
     }
 
-    e = read_header(fd, header, COLIBRI_LINUX_HEADER_SIZE);
-    if (e != 0) {
-        colibri_linux_set_err(err, err_size, "%s: cannot read the model image header: %s", path,
-                              e == EIO ? "the file became shorter while it was opened"
-                                       : strerror(e));
-        return COLIBRI_LINUX_E_READ;
-    }
-    if (memcmp(header, k_magic, sizeof k_magic) != 0) {
-        colibri_linux_set_err(err, err_size,
-                              "%s: not a Colibri model image (the first 8 bytes are not "
-                              "\"COLIBRI\\x1a\"; convert a checkpoint with colibri-convert)",
-                              path);
-        return COLIBRI_LINUX_E_BAD_MAGIC;
-    }
-    m->image_size = colibri_linux_load_u64le(header + COLIBRI_LINUX_HEADER_IMAGE_SIZE);
-    if (m->image_size > (uint64_t)m->size) {
-        colibri_linux_set_err(err, err_size,
-                              "%s: the file is truncated: its header says the image is %llu bytes "
-                              "but the file has only %llu",
-                              path, (unsigned long long)m->image_size, (unsigned long long)m->size);
-        return COLIBRI_LINUX_E_TRUNCATED;
-    }
-    return COLIBRI_LINUX_OK;
+    return check_header(m, path, header, err, err_size);
 }
 
 colibri_linux_status colibri_linux_map(colibri_linux_mapping *m, const char *path, unsigned flags,

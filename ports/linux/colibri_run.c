@@ -24,26 +24,12 @@
 #include "colibri.h"
 #include "colibri_linux.h"
 #include "colibri_run_options.h"
+#include "colibri_run_stats.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 #define DEFAULT_CONTEXT 2048u
 #define BUFFER_ALIGN 64u /* >= the core's 16; one cache line */
-
-/* Expert use per layer for --stats: counts[layer * n_experts + e] is how
- * many tokens the router sent to expert e of layer (the port's router
- * observer, colibri_port.route, fills it). */
-typedef struct expert_counts {
-    uint64_t *counts; /* NULL until the model's shape is known */
-    uint32_t n_layers, n_experts;
-} expert_counts;
-
-typedef struct run_timing {
-    uint64_t map_ns, init_ns, verify_ns;
-    uint64_t prompt_ns, prompt_ticks;
-    uint64_t *step_ns; /* gen - 1 decode steps */
-    uint32_t n_steps;
-} run_timing;
 
 /* ---- SIGBUS: a model file truncated while mapped (docs/linux.md) ------------------ */
 
@@ -88,47 +74,6 @@ static void install_sigbus_handler(void)
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static void count_route(void *ctx, uint32_t layer, uint32_t pos, uint32_t n_tokens, uint32_t top_k,
-                        const uint32_t *experts, const float *weights)
-{
-    expert_counts *c = (expert_counts *)ctx;
-    uint32_t i;
-    (void)pos;
-    (void)weights;
-    if (c->counts == NULL || layer >= c->n_layers) {
-        return;
-    }
-    for (i = 0; i < n_tokens * top_k; i++) {
-        if (experts[i] < c->n_experts) {
-            c->counts[(size_t)layer * c->n_experts + experts[i]]++;
-        }
-    }
-}
-
-/* One line per MoE layer: how many tokens each expert took (dense layers,
- * which route nothing, print no line). */
-static void print_expert_counts(const colibri_model *model, const expert_counts *c)
-{
-    uint32_t l, e;
-    for (l = 0; c->counts != NULL && l < c->n_layers; l++) {
-        const uint64_t *row = c->counts + (size_t)l * c->n_experts;
-        uint64_t routed = 0;
-        for (e = 0; e < c->n_experts; e++) {
-            routed += row[e];
-        }
-        if (routed == 0) {
-            continue;
-        }
-        fprintf(stderr, PROG ": experts: layer=%u top_k=%u routed=%llu counts=", l, model->hp.top_k,
-                (unsigned long long)routed);
-        for (e = 0; e < c->n_experts; e++) {
-            fprintf(stderr, e == 0 ? "%llu" : ",%llu", (unsigned long long)row[e]);
-        }
-        fputc('\n', stderr);
-    }
-}
-
-/* Write count floats as little-endian binary32. 0 or an errno value. */
 /* Does path name the mapped model file (by any name: a link, another path)? */
 static int is_the_model_file(const char *path, const colibri_linux_mapping *map)
 {
@@ -137,6 +82,7 @@ static int is_the_model_file(const char *path, const colibri_linux_mapping *map)
            a.st_ino == b.st_ino;
 }
 
+/* Write count floats as little-endian binary32. 0 or an errno value. */
 static int write_logits(const char *path, const float *v, size_t count)
 {
     unsigned char buf[4096 * 4];
@@ -165,110 +111,6 @@ static int write_logits(const char *path, const float *v, size_t count)
         e = errno != 0 ? errno : EIO;
     }
     return e;
-}
-
-static const char *arch_name(uint32_t arch)
-{
-    switch (arch) {
-    case 1: return "mixtral";
-    case 2: return "qwen2_moe";
-    case 3: return "olmoe";
-    case 4: return "qwen3_moe";
-    case 5: return "switch";
-    case 6: return "granitemoe";
-    case 7: return "granitemoeshared";
-    case 8: return "phimoe";
-    case 9: return "ernie4_5_moe";
-    case 10: return "glm4_moe";
-    case 11: return "dots1";
-    case 12: return "gpt_oss";
-    default: return "unknown";
-    }
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static double per_second(uint64_t count, uint64_t ns)
-{
-    return ns == 0 ? 0.0 : (double)count * 1e9 / (double)ns;
-}
-
-/* Peak resident set of this process image in KiB (VmHWM), 0 if unknown.
- * getrusage's ru_maxrss would include the parent's size before exec. */
-static unsigned long peak_rss_kib(void)
-{
-    char line[256];
-    unsigned long kib = 0;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f == NULL) {
-        return 0;
-    }
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "VmHWM:", 6) == 0) {
-            kib = strtoul(line + 6, NULL, 10);
-        }
-    }
-    fclose(f);
-    return kib;
-}
-
-static void print_stats(const run_options *o, const colibri_linux_mapping *map,
-                        const colibri_model *model, uint32_t ctx, size_t state_bytes,
-                        size_t scratch_bytes, run_timing *t)
-{
-    const colibri_hparams *hp = &model->hp;
-    uint64_t total = 0, gen_ns;
-    uint32_t i;
-    fprintf(stderr,
-            PROG ": model: arch=%s vocab=%u hidden=%u layers=%u heads=%u kv_heads=%u "
-                 "head_dim=%u experts=%u top_k=%u expert_ffn=%u dense_ffn=%u shared_ffn=%u "
-                 "max_context=%u fingerprint=0x%08x\n",
-            arch_name(hp->arch), hp->vocab_size, hp->hidden_size, hp->n_layers, hp->n_heads,
-            hp->n_kv_heads, hp->head_dim, hp->n_experts, hp->top_k, hp->expert_intermediate,
-            hp->dense_intermediate, hp->shared_intermediate, hp->max_context, model->fingerprint);
-    fprintf(
-        stderr, PROG ": kernels: %s threads=%u batch=%u\n", model->kernels.name,
-        model->port.parallel_for != NULL
-            ? colibri_linux_pool_threads(((const colibri_linux_port_ctx *)model->port.ctx)->pool)
-            : 1u,
-        o->batch ? o->batch : COLIBRI_RUN_DEFAULT_BATCH);
-    fprintf(stderr, PROG ": image: bytes=%llu file_bytes=%zu mlock=%s\n",
-            (unsigned long long)model->image_size, map->size, map->locked ? "yes" : "no");
-    fprintf(stderr,
-            PROG ": memory: context=%u state_bytes=%zu scratch_bytes=%zu peak_rss_kib=%lu\n", ctx,
-            state_bytes, scratch_bytes, peak_rss_kib());
-    fprintf(stderr, PROG ": setup: map_ns=%llu init_ns=%llu verify_ns=%llu\n",
-            (unsigned long long)t->map_ns, (unsigned long long)t->init_ns,
-            (unsigned long long)t->verify_ns);
-    fprintf(stderr, PROG ": prompt: tokens=%u ns=%llu core_ticks=%llu tokens_per_s=%.2f\n",
-            o->n_ids, (unsigned long long)t->prompt_ns, (unsigned long long)t->prompt_ticks,
-            per_second(o->n_ids, t->prompt_ns));
-    for (i = 0; i < t->n_steps; i++) {
-        total += t->step_ns[i];
-    }
-    if (t->n_steps > 0) {
-        fprintf(stderr, PROG ": token_ns: ");
-        for (i = 0; i < t->n_steps; i++) {
-            fprintf(stderr, i == 0 ? "%llu" : ",%llu", (unsigned long long)t->step_ns[i]);
-        }
-        fputc('\n', stderr);
-        qsort(t->step_ns, t->n_steps, sizeof *t->step_ns, cmp_u64);
-        fprintf(stderr,
-                PROG ": decode: steps=%u ns=%llu per_token_ns_mean=%llu min=%llu "
-                     "median=%llu max=%llu tokens_per_s=%.2f\n",
-                t->n_steps, (unsigned long long)total, (unsigned long long)(total / t->n_steps),
-                (unsigned long long)t->step_ns[0], (unsigned long long)t->step_ns[t->n_steps / 2],
-                (unsigned long long)t->step_ns[t->n_steps - 1], per_second(t->n_steps, total));
-    } else {
-        fprintf(stderr, PROG ": decode: steps=0\n");
-    }
-    gen_ns = t->prompt_ns + total;
-    fprintf(stderr, PROG ": generate: tokens=%u ns=%llu tokens_per_s=%.2f\n", o->gen,
-            (unsigned long long)gen_ns, per_second(o->gen, gen_ns));
 }
 
 /* ---- the run ------------------------------------------------------------------ */
@@ -300,9 +142,9 @@ static int load_model(const run_options *o, const colibri_linux_mapping *map,
     t->init_ns = colibri_linux_ticks_ns() - t0;
     if (st != COLIBRI_OK) {
         runtime_error(o->model_path, "cannot load the model image", st);
-        if (st == COLIBRI_E_CONFIG_MISMATCH) {
-            uint32_t fp = (uint32_t)map->data[24] | ((uint32_t)map->data[25] << 8) |
-                          ((uint32_t)map->data[26] << 16) | ((uint32_t)map->data[27] << 24);
+        uint32_t fp;
+        if (st == COLIBRI_E_CONFIG_MISMATCH &&
+            colibri_image_fingerprint(map->data, map->size, &fp) == COLIBRI_OK) {
             fprintf(stderr,
                     PROG ": the image's fingerprint is 0x%08x, --fingerprint asked "
                          "for 0x%08x\n",
@@ -592,106 +434,138 @@ static void unmap_model(const run_options *o, colibri_linux_store *store,
     }
 }
 
-static int run(const run_options *o)
-{
-    colibri_linux_store store;
+/* Everything one run holds, from the mapped image to the printed ids. */
+typedef struct run_session {
+    colibri_linux_store store; /* --slots */
     colibri_slot_boot boot;
     colibri_linux_mapping map;
     colibri_linux_port_ctx port_ctx;
     colibri_port port;
     colibri_model model;
-    expert_counts experts = {NULL, 0, 0};
-    run_buffers b;
-    run_timing t;
-    uint32_t ctx = 0;
-    int rc;
-    uint64_t t0 = colibri_linux_ticks_ns();
+    expert_counts experts;
+    run_buffers buffers;
+    run_timing timing;
+    uint32_t ctx; /* positions of KV state */
+} run_session;
 
-    memset(&b, 0, sizeof b);
-    memset(&t, 0, sizeof t);
-    memset(&boot, 0, sizeof boot);
-    rc = map_model(o, &store, &boot, &map);
-    t.map_ns = colibri_linux_ticks_ns() - t0;
-    if (rc != 0) {
-        return rc;
-    }
-    g_map_size = map.size;
-    g_map_lo = map.data;
-    colibri_linux_mapping file = map; /* the file that holds the image */
-    file.fd = o->slots ? store.fd : map.fd;
+/* --all-logits must not name the model file, whatever path reaches it. */
+static int check_logits_path(const run_options *o, const run_session *s)
+{
+    colibri_linux_mapping file = s->map; /* the file that holds the image */
+    file.fd = o->slots ? s->store.fd : s->map.fd;
     if (o->logits_path != NULL && is_the_model_file(o->logits_path, &file)) {
         fprintf(stderr,
                 PROG ": error: --all-logits %s is the model file: writing it would destroy the "
                      "model; choose another file\n",
                 o->logits_path);
-        rc = EXIT_USAGE;
-        unmap_model(o, &store, &boot, &map, &rc);
-        return rc;
+        return EXIT_USAGE;
     }
-    rc = setup_port(o, &map, &port_ctx, &port);
-    if (rc != 0) {
-        unmap_model(o, &store, &boot, &map, &rc);
-        return rc;
-    }
-    if (o->stats) {
-        port.route = count_route;
-        port.route_ctx = &experts;
-    }
+    return 0;
+}
 
-    rc = load_model(o, &map, &port, &model, &t);
-    if (rc == 0) {
-        rc = check_request(o, &model, &ctx);
+/* Map the image (or boot a slot), then the port with the run's options. */
+static int open_session(const run_options *o, run_session *s)
+{
+    uint64_t t0 = colibri_linux_ticks_ns();
+    int rc = map_model(o, &s->store, &s->boot, &s->map);
+    s->timing.map_ns = colibri_linux_ticks_ns() - t0;
+    if (rc != 0) {
+        return rc;
     }
-    if (rc == 0 && o->stats && model.hp.n_experts > 0) {
-        experts.n_layers = model.hp.n_layers;
-        experts.n_experts = model.hp.n_experts;
-        experts.counts =
-            (uint64_t *)calloc((size_t)experts.n_layers * experts.n_experts, sizeof(uint64_t));
-        if (experts.counts == NULL) {
-            fprintf(stderr, PROG ": error: cannot allocate memory for expert counts\n");
-            rc = EXIT_RUNTIME;
-        }
+    g_map_size = s->map.size;
+    g_map_lo = s->map.data;
+    rc = check_logits_path(o, s);
+    if (rc == 0) {
+        rc = setup_port(o, &s->map, &s->port_ctx, &s->port);
+    }
+    if (rc == 0 && o->stats) {
+        s->port.route = colibri_run_count_route;
+        s->port.route_ctx = &s->experts;
+    }
+    return rc;
+}
+
+/* What the request needs once the model's shape is known: expert counts
+ * (--stats), state, scratch and logits, the decode steps' timings. */
+static int prepare(const run_options *o, run_session *s)
+{
+    int rc = check_request(o, &s->model, &s->ctx);
+    if (rc == 0 && o->stats && colibri_run_counts_alloc(&s->experts, &s->model) != 0) {
+        rc = EXIT_RUNTIME;
     }
     if (rc == 0) {
-        rc = alloc_buffers(o, &model, ctx, &b);
+        rc = alloc_buffers(o, &s->model, s->ctx, &s->buffers);
     }
     if (rc == 0 && o->gen > 1) {
-        t.step_ns = (uint64_t *)malloc(((size_t)o->gen - 1) * sizeof(uint64_t));
-        if (t.step_ns == NULL) {
+        s->timing.step_ns = (uint64_t *)malloc(((size_t)o->gen - 1) * sizeof(uint64_t));
+        if (s->timing.step_ns == NULL) {
             fprintf(stderr, PROG ": error: cannot allocate memory for timings\n");
             rc = EXIT_RUNTIME;
         }
     }
-    if (rc == 0) {
-        rc = run_tokens(o, &model, ctx, &b, &t);
+    return rc;
+}
+
+/* A model file rewritten during the run voids its results (docs/linux.md). */
+static int check_unchanged(const run_options *o, const colibri_linux_mapping *map, int rc)
+{
+    if (colibri_linux_changed(map) != 1 || rc == EXIT_USAGE) {
+        return rc;
     }
-    if (colibri_linux_changed(&map) == 1 && rc != EXIT_USAGE) {
-        fprintf(stderr,
-                PROG ": error: %s: the model file was written while it was in use, so the "
-                     "results may mix old and new weights; none printed%s. Replace model files "
-                     "with rename(), never rewrite them in place.\n",
-                o->model_path, o->logits_path != NULL ? " (the logits file is removed)" : "");
-        if (o->logits_path != NULL) {
-            (void)unlink(o->logits_path);
+    fprintf(stderr,
+            PROG ": error: %s: the model file was written while it was in use, so the "
+                 "results may mix old and new weights; none printed%s. Replace model files "
+                 "with rename(), never rewrite them in place.\n",
+            o->model_path, o->logits_path != NULL ? " (the logits file is removed)" : "");
+    if (o->logits_path != NULL) {
+        (void)unlink(o->logits_path);
+    }
+    return EXIT_RUNTIME;
+}
+
+static void close_session(const run_options *o, run_session *s, int *rc)
+{
+    colibri_run_counts_free(&s->experts);
+    free(s->timing.step_ns);
+    free(s->buffers.out);
+    free(s->buffers.logits);
+    free(s->buffers.scratch);
+    free(s->buffers.kv);
+    g_map_lo = NULL;
+    colibri_linux_pool_stop(s->port_ctx.pool);
+    unmap_model(o, &s->store, &s->boot, &s->map, rc);
+}
+
+/* map -> port -> load -> prepare -> tokens -> unchanged? -> print -> stats. */
+static int run(const run_options *o)
+{
+    run_session s;
+    run_buffers *b = &s.buffers;
+    int rc;
+    memset(&s, 0, sizeof s);
+    rc = open_session(o, &s);
+    if (rc != 0) {
+        if (s.map.data != NULL) {
+            unmap_model(o, &s.store, &s.boot, &s.map, &rc);
         }
-        rc = EXIT_RUNTIME;
+        return rc;
+    }
+    rc = load_model(o, &s.map, &s.port, &s.model, &s.timing);
+    if (rc == 0) {
+        rc = prepare(o, &s);
     }
     if (rc == 0) {
-        rc = print_ids(b.out, o->gen);
+        rc = run_tokens(o, &s.model, s.ctx, b, &s.timing);
+    }
+    rc = check_unchanged(o, &s.map, rc);
+    if (rc == 0) {
+        rc = print_ids(b->out, o->gen);
     }
     if (rc == 0 && o->stats) {
-        print_stats(o, &map, &model, ctx, b.kv_bytes, b.scratch_bytes, &t);
-        print_expert_counts(&model, &experts);
+        colibri_run_print_stats(o, &s.map, &s.model, s.ctx, b->kv_bytes, b->scratch_bytes,
+                                &s.timing, &s.experts);
     }
-    free(experts.counts);
-    free(t.step_ns);
-    free(b.out);
-    free(b.logits);
-    free(b.scratch);
-    free(b.kv);
-    g_map_lo = NULL;
-    colibri_linux_pool_stop(port_ctx.pool);
-    unmap_model(o, &store, &boot, &map, &rc);
+    close_session(o, &s, &rc);
     return rc;
 }
 

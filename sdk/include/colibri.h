@@ -388,6 +388,17 @@ colibri_status colibri_init(colibri_model *model, const void *image, size_t imag
                             const colibri_options *options);
 
 /*
+ * The fingerprint an image states (its header's meta CRC-32, what
+ * colibri_options.expected_fingerprint and model_config.h's
+ * COLIBRI_MODEL_FINGERPRINT are compared with), read without validating the
+ * rest: for messages after COLIBRI_E_CONFIG_MISMATCH. Checks only what
+ * colibri_init checks first: COLIBRI_E_TRUNCATED below the 256-byte header,
+ * COLIBRI_E_BAD_MAGIC, COLIBRI_E_UNSUPPORTED_VERSION; any alignment.
+ */
+colibri_status colibri_image_fingerprint(const void *image, size_t image_size,
+                                         uint32_t *fingerprint);
+
+/*
  * Read every tensor of an initialised model and check its data CRC-32, and
  * that every scale of a quantized (Q8/Q4) tensor is finite. Returns
  * COLIBRI_E_CHECKSUM or COLIBRI_E_QUANT_SCALE for the first bad tensor; if

@@ -124,6 +124,20 @@ static colibri_status init_steps(colibri_model *model, const uint8_t *img, size_
     return status;
 }
 
+colibri_status colibri_image_fingerprint(const void *image, size_t image_size,
+                                         uint32_t *fingerprint)
+{
+    colibri_status status;
+    if (image == NULL || fingerprint == NULL) {
+        return COLIBRI_E_BAD_ARGUMENT;
+    }
+    status = check_identity((const uint8_t *)image, image_size);
+    if (status == COLIBRI_OK) {
+        *fingerprint = colibri_rd_u32((const uint8_t *)image + HDR_META_CRC);
+    }
+    return status;
+}
+
 colibri_status colibri_init(colibri_model *model, const void *image, size_t image_size,
                             const colibri_options *options)
 {

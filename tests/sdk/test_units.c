@@ -124,6 +124,31 @@ static void test_init_arguments(void)
     CHECK(colibri_verify(&model, NULL) == COLIBRI_E_BAD_ARGUMENT);
 }
 
+/* The fingerprint is the header's u32 at byte 24 (docs/format.md 2), read
+ * at any alignment after the magic and major version, nothing else. */
+static void test_image_fingerprint(void)
+{
+    static uint8_t header[260];
+    uint32_t fp = 7;
+    memset(header, 0, sizeof header);
+    memcpy(header + 1, "COLIBRI\x1a", 8);
+    header[1 + 8] = 1; /* format major 1 */
+    header[1 + 24] = 0x78;
+    header[1 + 25] = 0x56;
+    header[1 + 26] = 0x34;
+    header[1 + 27] = 0x12;
+    CHECK(colibri_image_fingerprint(header + 1, 256, &fp) == COLIBRI_OK && fp == 0x12345678u);
+    fp = 7;
+    CHECK(colibri_image_fingerprint(header + 1, 255, &fp) == COLIBRI_E_TRUNCATED && fp == 7u);
+    CHECK(colibri_image_fingerprint(NULL, 256, &fp) == COLIBRI_E_BAD_ARGUMENT);
+    CHECK(colibri_image_fingerprint(header + 1, 256, NULL) == COLIBRI_E_BAD_ARGUMENT);
+    header[1 + 8] = 2;
+    CHECK(colibri_image_fingerprint(header + 1, 256, &fp) == COLIBRI_E_UNSUPPORTED_VERSION);
+    header[1 + 8] = 1;
+    header[1 + 7] = 0x1b;
+    CHECK(colibri_image_fingerprint(header + 1, 256, &fp) == COLIBRI_E_BAD_MAGIC && fp == 7u);
+}
+
 static void test_workspace_sizes_agree(void)
 {
     colibri_hparams hp;
@@ -164,5 +189,6 @@ int main(void)
     test_argmax();
     test_kernels();
     test_init_arguments();
+    test_image_fingerprint();
     return CHECK_SUMMARY();
 }
