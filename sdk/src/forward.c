@@ -149,8 +149,10 @@ static colibri_status check_call(const colibri_model *m, const colibri_state *st
     return COLIBRI_OK;
 }
 
+/* The scratch's alignment, and the chunk size (*batch) it holds: sized once
+ * per call (0 tokens: COLIBRI_E_WORKSPACE_TOO_SMALL). */
 static colibri_status check_scratch(const colibri_model *m, const colibri_state *state,
-                                    const void *scratch, size_t scratch_size)
+                                    const void *scratch, size_t scratch_size, uint32_t *batch)
 {
     if (scratch == NULL) {
         return COLIBRI_E_BAD_ARGUMENT;
@@ -158,10 +160,8 @@ static colibri_status check_scratch(const colibri_model *m, const colibri_state 
     if (((uintptr_t)scratch & 15u) != 0) {
         return COLIBRI_E_MISALIGNED;
     }
-    if (scratch_size < colibri_workspace_layout64(&m->hp, state->max_context, 1u)) {
-        return COLIBRI_E_WORKSPACE_TOO_SMALL;
-    }
-    return COLIBRI_OK;
+    *batch = colibri_workspace_batch(&m->hp, state->max_context, scratch_size);
+    return *batch == 0u ? COLIBRI_E_WORKSPACE_TOO_SMALL : COLIBRI_OK;
 }
 
 static uint64_t port_ticks(const colibri_model *m)
@@ -192,17 +192,16 @@ colibri_status colibri_forward(const colibri_model *model, colibri_state *state,
 {
     workspace ws;
     uint64_t start;
+    uint32_t batch = 0;
     colibri_status status = check_call(model, state, ids, n_ids, logits, mode);
     if (status == COLIBRI_OK) {
-        status = check_scratch(model, state, scratch, scratch_size);
+        status = check_scratch(model, state, scratch, scratch_size, &batch);
     }
     if (status != COLIBRI_OK) {
         return status;
     }
     start = port_ticks(model);
-    colibri_workspace_layout(&model->hp, state->max_context,
-                             colibri_workspace_batch(&model->hp, state->max_context, scratch_size),
-                             (uint8_t *)scratch, &ws);
+    colibri_workspace_layout(&model->hp, state->max_context, batch, (uint8_t *)scratch, &ws);
     for (uint32_t i = 0; i < n_ids; i += ws.batch) {
         uint32_t n = n_ids - i < ws.batch ? n_ids - i : ws.batch, first;
         float *rows = chunk_logits(logits, mode, i, n, n_ids, model->hp.vocab_size, &first);
