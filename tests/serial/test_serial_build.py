@@ -18,8 +18,9 @@ TARGETS = {"freestanding": ("arm-none-eabi-gcc", "arm-none-eabi-nm"),
 
 
 def _public_core_symbols() -> set[str]:
-    header = (REPO / "sdk" / "include" / "colibri.h").read_text()
-    return set(re.findall(r"\b(colibri_\w+)\s*\(", header)) | {"colibri_crc32_update"}
+    """The functions of the public header (colibri.h and colibri_ota.h, which it includes)."""
+    headers = "".join(p.read_text() for p in (REPO / "sdk" / "include").glob("colibri*.h"))
+    return set(re.findall(r"\b(colibri_\w+)\s*\(", headers)) | {"colibri_crc32_update"}
 
 
 def _symbols(nm: str, objects: list, *flags: str) -> set[str]:
