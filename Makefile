@@ -157,7 +157,7 @@ TEST_CFLAGS := -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O1 -g -fsanitize=add
                -fno-sanitize-recover=all $(CORE_INC)
 test-bins: $(BUILD)/asan/test_units $(BUILD)/asan/image_probe $(BUILD)/asan/test_kernels \
            $(BUILD)/asan/test_port_seam $(BUILD)/asan/layout_dump $(BUILD)/asan/sizes_dump \
-           $(BUILD)/asan/crypto_probe $(BUILD)/asan/test_slots
+           $(BUILD)/asan/crypto_probe $(BUILD)/asan/test_slots $(BUILD)/asan/expert_port
 
 $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
@@ -177,6 +177,11 @@ $(BUILD)/aarch64-test/test_kernels: tests/sdk/test_kernels.c tests/sdk/kernels_h
 	$(AARCH64_CC) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -static $(CORE_INC) -Iports/linux \
 	    '-DCOLIBRI_TEST_KERNEL_TABLES=$(call kernel_tables,$(AARCH64_KERNELS))' \
 	    '-DCOLIBRI_LINUX_KERNEL_TABLES=$(call kernel_tables,$(AARCH64_KERNELS))' $^ -lm -o $@
+
+# The port's expert slots against the in-place run (tests/golden/test_expert_port.py).
+$(BUILD)/asan/expert_port: tests/sdk/expert_port.c $(patsubst %.c,$(BUILD)/asan/%.o,$(LINUX_SRC)) \
+        $(BUILD)/asan/libcolibri.a
+	$(CC) $(TEST_CFLAGS) -Iports/linux $^ -pthread -o $@
 
 $(BUILD)/asan/sizes_dump: tests/sdk/sizes_dump.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@

@@ -22,7 +22,8 @@ KERNEL_CALLERS = frozenset({
     "colibri_router_select", "softmax_biased", "add_bias", "colibri_linear", "group_end",
     "group_parts", "prefetch_expert", "colibri_linear_group", "run_parallel", "product_rows",
     "group_task", "colibri_parallel_tasks", "head_task", "colibri_mla_forward", "queries",
-    "latent_of_token", "latent_head", "mla_head_task",
+    "latent_of_token", "latent_head", "mla_head_task", "route_tokens", "expert_block",
+    "release_experts", "experts_chosen",
 })
 
 

@@ -98,7 +98,8 @@ typedef enum colibri_status {
     COLIBRI_E_ROLLBACK = 30,            /* signed version older than the running slot's */
     COLIBRI_E_QUANT_SIZE = 31,          /* quantized tensor's size != rows x blocks x block bytes */
     COLIBRI_E_QUANT_BLOCKS = 32,        /* quantized tensor's block size or blocks per row wrong */
-    COLIBRI_E_QUANT_SCALE = 33          /* quantized tensor has a scale that is not finite */
+    COLIBRI_E_QUANT_SCALE = 33,         /* quantized tensor has a scale that is not finite */
+    COLIBRI_E_EXPERT_UNAVAILABLE = 34   /* the port could not give an expert's block */
 } colibri_status;
 
 /* A one-line English description of a status; never NULL. */
@@ -121,8 +122,12 @@ uint32_t colibri_version(void);
  *   version 1: ticks, prefetch, ctx
  *   version 2: + parallel_for, kernels
  *   version 3: + route, route_ctx
+ *   version 4: + expert_acquire, expert_release, experts_chosen
  */
-#define COLIBRI_PORT_VERSION 3
+#define COLIBRI_PORT_VERSION 4
+
+/* The most expert blocks a forward pass holds at once (expert_acquire). */
+#define COLIBRI_EXPERTS_HELD 2u
 
 /* A task of parallel_for: runs task number `task` of a batch. */
 typedef void (*colibri_task_fn)(void *arg, uint32_t task);
@@ -164,6 +169,26 @@ typedef struct colibri_port {
      * calling thread, never inside parallel_for. */
     colibri_route_fn route;
     void *route_ctx; /* passed to route */
+    /* (optional, version 4) Routed experts that need not be addressable in
+     * the image (docs/core.md, Experts from storage): the core asks for
+     * expert `expert` of layer `layer`, the bytes [offset, offset + size) of
+     * the image (its gate, up and down matrices as the image lays them out),
+     * and reads them at the returned address, which must be 64-byte aligned
+     * and hold those bytes unchanged until expert_release(layer, expert).
+     * NULL when the bytes cannot be had: the call then returns
+     * COLIBRI_E_EXPERT_UNAVAILABLE and no logits, and the state is as it was
+     * before the call. At most COLIBRI_EXPERTS_HELD blocks are held at once;
+     * every acquired block is released, on errors too. The core reads no
+     * routed expert's bytes in the image then (everything else it reads in
+     * place), and never calls prefetch for them. Both NULL: in place. */
+    const void *(*expert_acquire)(void *ctx, uint32_t layer, uint32_t expert, uint64_t offset,
+                                  size_t size);
+    void (*expert_release)(void *ctx, uint32_t layer, uint32_t expert);
+    /* (optional, version 4) as soon as a layer's router has chosen for a
+     * chunk: the experts the chunk uses, ascending, count of them, in the
+     * order they will be acquired, so the port can read the later ones while
+     * the first computes. Runs on the calling thread. NULL: none. */
+    void (*experts_chosen)(void *ctx, uint32_t layer, const uint32_t *experts, uint32_t count);
 } colibri_port;
 
 /* ---------------------------------------------------------------------------
@@ -467,6 +492,10 @@ typedef enum colibri_logits_mode {
  * COLIBRI_E_TOKEN_OUT_OF_RANGE), room is checked (state->pos + n_ids <=
  * state->max_context, else COLIBRI_E_CONTEXT_FULL) and the scratch size is
  * checked (COLIBRI_E_WORKSPACE_TOO_SMALL): a refused call changes nothing.
+ * With a port's expert_acquire, a block it cannot give ends the call with
+ * COLIBRI_E_EXPERT_UNAVAILABLE: state->pos is where it was before the call
+ * (the state holds nothing of it that a later call would read), and the
+ * logits buffer's contents are undefined.
  *
  * scratch: 16-byte aligned, colibri_scratch_size(model, state->max_context)
  * bytes. ticks (optional): the port's tick count for the call, 0 without a

@@ -19,6 +19,7 @@ static void add_bias(const colibri_model *m, float *rows, const float *bias, uin
 /* At most this many MLPs in one group of products (their gate and up
  * matrices make 2x as many products). */
 #define MLP_GROUP_MAX (COLIBRI_LINEAR_GROUP_MAX / 2u)
+_Static_assert(MLP_GROUP_MAX == COLIBRI_EXPERTS_HELD, "a group holds its experts' blocks at once");
 
 /* One SwiGLU MLP of a group: its matrices and biases (NULL: none) and
  * the rows [row, row + n) of the group's inputs, activations and outputs it
@@ -176,7 +177,7 @@ static uint32_t used_from(const colibri_model *m, uint32_t e, uint32_t n, const 
 static void prefetch_expert(const colibri_model *m, const layer_view *layer, uint32_t e)
 {
     expert_view ev;
-    if (m->port.prefetch != NULL && e < m->hp.n_experts) {
+    if (m->port.prefetch != NULL && m->port.expert_acquire == NULL && e < m->hp.n_experts) {
         colibri_expert_view_load(m, layer, e, &ev);
         m->port.prefetch(m->port.ctx, ev.block, ev.block_size);
     }
@@ -215,18 +216,50 @@ static void sum_group(const colibri_model *m, uint32_t rows, workspace *ws)
     }
 }
 
-/* The used experts [e, end) as the parts of one group: their tokens
- * gathered into consecutive rows. Returns how many parts, rows in *rows. */
-static uint32_t group_parts(const colibri_model *m, const layer_view *layer, uint32_t e,
-                            uint32_t end, uint32_t n, workspace *ws, mlp_part *parts,
-                            uint32_t *rows)
+/* Expert e's block from the port (expert_acquire), its matrices rebased
+ * onto it; in place without one. 0, or -1 when the port has none to give. */
+static int expert_block(const colibri_model *m, const layer_view *layer, uint32_t l, uint32_t e,
+                        expert_view *ev)
 {
-    uint32_t count = 0;
+    const void *block;
+    colibri_expert_view_load(m, layer, e, ev);
+    if (m->port.expert_acquire == NULL) {
+        return 0;
+    }
+    block =
+        m->port.expert_acquire(m->port.ctx, l, e, (uint64_t)(ev->block - m->image), ev->block_size);
+    if (block == NULL) {
+        return -1;
+    }
+    colibri_expert_view_rebase(ev, (const uint8_t *)block);
+    return 0;
+}
+
+/* Give the port back the blocks of the used experts [e, end). */
+static void release_experts(const colibri_model *m, uint32_t l, uint32_t e, uint32_t end,
+                            uint32_t n, const workspace *ws)
+{
+    for (; m->port.expert_release != NULL && e < end; e = used_from(m, e + 1u, n, ws)) {
+        m->port.expert_release(m->port.ctx, l, e);
+    }
+}
+
+/* The used experts [e, end) as the parts of one group: their blocks, their
+ * tokens gathered into consecutive rows. Returns how many parts (rows in
+ * *rows), or -1 when an expert's block cannot be had (none is held then). */
+static int group_parts(const colibri_model *m, const layer_view *layer, uint32_t l, uint32_t e,
+                       uint32_t end, uint32_t n, workspace *ws, mlp_part *parts, uint32_t *rows)
+{
+    uint32_t first = e;
+    int count = 0;
     *rows = 0;
     for (; e < end; e = used_from(m, e + 1u, n, ws)) {
         expert_view ev;
+        if (expert_block(m, layer, l, e, &ev) != 0) {
+            release_experts(m, l, first, e, n, ws);
+            return -1;
+        }
         uint32_t taken = gather_tokens(m, e, n, *rows, ws);
-        colibri_expert_view_load(m, layer, e, &ev);
         parts[count] = (mlp_part){ev.gate, ev.up, ev.down, {NULL, NULL, NULL}, *rows, taken};
         expert_biases(m, layer, e, &parts[count]);
         count++;
@@ -235,16 +268,25 @@ static uint32_t group_parts(const colibri_model *m, const layer_view *layer, uin
     return count;
 }
 
-/* The routed experts: used experts in ascending order, in groups whose
- * tokens fit the workspace together (a decoded token's experts are one
- * group when top_k <= MLP_GROUP_MAX, 2), each group's products run together.
- * The port hears of each group's expert blocks before the group before it
- * computes, so it can fetch them meanwhile. */
-static void routed_experts(const colibri_model *m, const layer_view *layer, uint32_t n,
-                           workspace *ws)
+/* Tell the port which experts the chunk uses (ascending), in ws->sel,
+ * which gather_tokens fills only afterwards. */
+static void experts_chosen(const colibri_model *m, uint32_t l, uint32_t n, workspace *ws)
+{
+    uint32_t count = 0;
+    if (m->port.experts_chosen == NULL) {
+        return;
+    }
+    for (uint32_t e = used_from(m, 0, n, ws); e < m->hp.n_experts;
+         e = used_from(m, e + 1u, n, ws)) {
+        ws->sel[count++] = e;
+    }
+    m->port.experts_chosen(m->port.ctx, l, ws->sel, count);
+}
+
+/* The router's choice for each of the chunk's n tokens. */
+static void route_tokens(const colibri_model *m, const layer_view *layer, uint32_t n, workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
-    uint32_t e, end;
     colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts,
                    hp->hidden_size, n, ws->xq);
     add_bias(m, ws->router, layer->router_logit_bias, hp->n_experts, n);
@@ -253,18 +295,39 @@ static void routed_experts(const colibri_model *m, const layer_view *layer, uint
                               ws->topk_i + (size_t)t * hp->top_k,
                               ws->topk_w + (size_t)t * hp->top_k);
     }
+}
+
+/* The routed experts of layer l: used experts in ascending order, in groups
+ * whose tokens fit the workspace together (a decoded token's experts are
+ * one group when top_k <= MLP_GROUP_MAX, 2), each group's products run
+ * together. The port hears of each group's expert blocks before the group
+ * before it computes, so it can fetch them meanwhile; with expert_acquire
+ * a group holds its blocks from its parts to its sum. */
+static colibri_status routed_experts(const colibri_model *m, const layer_view *layer, uint32_t l,
+                                     uint32_t n, workspace *ws)
+{
+    const colibri_hparams *hp = &m->hp;
+    uint32_t e, end;
+    route_tokens(m, layer, n, ws);
+    experts_chosen(m, l, n, ws);
     memset(ws->ffn_sum, 0, (size_t)n * hp->hidden_size * sizeof(float));
     e = used_from(m, 0, n, ws);
     end = group_end(m, layer, e, n, ws);
     while (e < hp->n_experts) {
         mlp_part parts[MLP_GROUP_MAX];
-        uint32_t rows, count, after = group_end(m, layer, end, n, ws); /* the next group's */
-        count = group_parts(m, layer, e, end, n, ws, parts, &rows);
-        swiglu_mlps(m, parts, count, hp->expert_intermediate, ws->xg, ws->ffn_out, rows, ws);
+        uint32_t rows, after = group_end(m, layer, end, n, ws); /* the next group's */
+        int count = group_parts(m, layer, l, e, end, n, ws, parts, &rows);
+        if (count < 0) {
+            return COLIBRI_E_EXPERT_UNAVAILABLE;
+        }
+        swiglu_mlps(m, parts, (uint32_t)count, hp->expert_intermediate, ws->xg, ws->ffn_out, rows,
+                    ws);
         sum_group(m, rows, ws);
+        release_experts(m, l, e, end, n, ws);
         e = end;
         end = after;
     }
+    return COLIBRI_OK;
 }
 
 static void shared_expert(const colibri_model *m, const layer_view *layer, uint32_t n,
@@ -286,16 +349,19 @@ static void shared_expert(const colibri_model *m, const layer_view *layer, uint3
     }
 }
 
-void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, workspace *ws, uint32_t n)
+colibri_status colibri_ffn_forward(const colibri_model *m, const layer_view *layer, uint32_t l,
+                                   workspace *ws, uint32_t n)
 {
     const colibri_hparams *hp = &m->hp;
+    colibri_status status;
     if (layer->ffn_kind == FFN_DENSE) {
         swiglu_mlp(m, layer->dense_gate, layer->dense_up, layer->dense_down, hp->dense_intermediate,
                    ws->xn, ws->ffn_sum, n, ws);
-        return;
+        return COLIBRI_OK;
     }
-    routed_experts(m, layer, n, ws);
-    if (hp->shared_intermediate > 0) {
+    status = routed_experts(m, layer, l, n, ws);
+    if (status == COLIBRI_OK && hp->shared_intermediate > 0) {
         shared_expert(m, layer, n, ws);
     }
+    return status;
 }

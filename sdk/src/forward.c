@@ -45,20 +45,25 @@ static void divide_values(float *v, size_t n, float d)
     }
 }
 
-static void decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state, workspace *ws,
-                          uint32_t n)
+static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state,
+                                    workspace *ws, uint32_t n)
 {
     layer_view layer;
+    colibri_status status;
     colibri_layer_view_load(m, l, &layer);
     norm_rows(m, ws->xn, ws->x, layer.attn_norm, layer.attn_norm_bias, n);
     colibri_attention_forward(m, &layer, l, state, ws, n);
     add_rows(m, ws->x, ws->ffn_out, n);
     norm_rows(m, ws->xn, ws->x, layer.ffn_norm, layer.ffn_norm_bias, n);
-    colibri_ffn_forward(m, &layer, ws, n);
+    status = colibri_ffn_forward(m, &layer, l, ws, n);
+    if (status != COLIBRI_OK) {
+        return status;
+    }
     if (m->port.route != NULL && layer.ffn_kind != FFN_DENSE) {
         m->port.route(m->port.route_ctx, l, state->pos, n, m->hp.top_k, ws->topk_i, ws->topk_w);
     }
     add_rows(m, ws->x, ws->ffn_sum, n);
+    return COLIBRI_OK;
 }
 
 /* The global matrices' dtypes (docs/format.md 3.3): TOKEN_EMBED is entry 0,
@@ -99,9 +104,11 @@ static void embed_row(const colibri_model *m, float *out, uint32_t id)
 }
 
 /* Run ids[0 .. n) (n <= ws->batch) at state->pos onward. Tokens t >=
- * first_logits write their logits to row t - first_logits of `logits`. */
-static void chunk_forward(const colibri_model *m, colibri_state *state, const int32_t *ids,
-                          uint32_t n, float *logits, uint32_t first_logits, workspace *ws)
+ * first_logits write their logits to row t - first_logits of `logits`.
+ * On an error state->pos stays. */
+static colibri_status chunk_forward(const colibri_model *m, colibri_state *state,
+                                    const int32_t *ids, uint32_t n, float *logits,
+                                    uint32_t first_logits, workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t hidden = hp->hidden_size;
@@ -111,7 +118,10 @@ static void chunk_forward(const colibri_model *m, colibri_state *state, const in
         colibri_rope_table(hp, ws->rope + (size_t)t * hp->head_dim, state->pos + t);
     }
     for (uint32_t l = 0; l < hp->n_layers; l++) {
-        decoder_layer(m, l, state, ws, n);
+        colibri_status status = decoder_layer(m, l, state, ws, n);
+        if (status != COLIBRI_OK) {
+            return status;
+        }
     }
     state->pos += n;
     if (logits != NULL && first_logits < n) {
@@ -125,6 +135,7 @@ static void chunk_forward(const colibri_model *m, colibri_state *state, const in
         }
         divide_values(logits, (size_t)rows * hp->vocab_size, hp->logits_divisor);
     }
+    return COLIBRI_OK;
 }
 
 static colibri_status check_call(const colibri_model *m, const colibri_state *state,
@@ -202,10 +213,15 @@ colibri_status colibri_forward(const colibri_model *model, colibri_state *state,
     }
     start = port_ticks(model);
     colibri_workspace_layout(&model->hp, state->max_context, batch, (uint8_t *)scratch, &ws);
-    for (uint32_t i = 0; i < n_ids; i += ws.batch) {
+    uint32_t pos = state->pos;
+    for (uint32_t i = 0; i < n_ids && status == COLIBRI_OK; i += ws.batch) {
         uint32_t n = n_ids - i < ws.batch ? n_ids - i : ws.batch, first;
         float *rows = chunk_logits(logits, mode, i, n, n_ids, model->hp.vocab_size, &first);
-        chunk_forward(model, state, ids + i, n, rows, first, &ws);
+        status = chunk_forward(model, state, ids + i, n, rows, first, &ws);
+    }
+    if (status != COLIBRI_OK) {
+        state->pos = pos; /* the call left no position behind */
+        return status;
     }
     if (ticks != NULL) {
         *ticks = port_ticks(model) - start;

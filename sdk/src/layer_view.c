@@ -44,3 +44,17 @@ void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, u
         (size_t)(colibri_rd_u64(down + TEN_OFFSET) + colibri_rd_u64(down + TEN_SIZE) -
                  colibri_rd_u64(tensor_entry(m, gate) + TEN_OFFSET));
 }
+
+static matrix_ref rebased(matrix_ref ref, const uint8_t *from, const uint8_t *to)
+{
+    ref.data = to + ((const uint8_t *)ref.data - from);
+    return ref;
+}
+
+void colibri_expert_view_rebase(expert_view *view, const uint8_t *block)
+{
+    view->gate = rebased(view->gate, view->block, block);
+    view->up = rebased(view->up, view->block, block);
+    view->down = rebased(view->down, view->block, block);
+    view->block = block;
+}

@@ -18,9 +18,11 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
 void colibri_mla_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
                          colibri_state *state, workspace *ws, uint32_t n);
 
-/* Feed-forward block (dense or MoE): reads ws->xn, writes ws->ffn_sum. */
-void colibri_ffn_forward(const colibri_model *m, const layer_view *layer, workspace *ws,
-                         uint32_t n);
+/* Feed-forward block (dense or MoE) of layer l: reads ws->xn, writes
+ * ws->ffn_sum. COLIBRI_E_EXPERT_UNAVAILABLE when the port cannot give a
+ * routed expert's block (ws->ffn_sum then holds no result). */
+colibri_status colibri_ffn_forward(const colibri_model *m, const layer_view *layer, uint32_t l,
+                                   workspace *ws, uint32_t n);
 
 /* cos_sin[0 .. rope_dim/2) = cos, [rope_dim/2 .. rope_dim) = sin of each
  * frequency at position pos: default RoPE or YaRN (rope.c). */

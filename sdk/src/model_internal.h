@@ -84,6 +84,9 @@ static inline matrix_ref tensor_matrix(const colibri_model *m, uint32_t index)
 void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view);
 void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
                               expert_view *view);
+/* The view's matrices moved onto a copy of its block at `block` (the
+ * port's expert_acquire): the same offsets from the block's start. */
+void colibri_expert_view_rebase(expert_view *view, const uint8_t *block);
 
 /* colibri_options: the port version is known; port and kernels into *m. */
 int colibri_options_valid(const colibri_options *options);

@@ -8,7 +8,14 @@
 int colibri_options_valid(const colibri_options *options)
 {
     const colibri_port *port = options != NULL ? options->port : NULL;
-    return port == NULL || (port->version >= 1u && port->version <= COLIBRI_PORT_VERSION);
+    if (port == NULL) {
+        return 1;
+    }
+    if (port->version < 1u || port->version > COLIBRI_PORT_VERSION) {
+        return 0;
+    }
+    /* expert_acquire and expert_release come together, or not at all */
+    return port->version < 4u || (port->expert_acquire == NULL) == (port->expert_release == NULL);
 }
 
 /* Slots a port of its version has; nothing past them is read. */
@@ -25,6 +32,11 @@ static void port_copy(colibri_port *out, const colibri_port *in)
     if (in->version >= 3u) {
         out->route = in->route;
         out->route_ctx = in->route_ctx;
+    }
+    if (in->version >= 4u) {
+        out->expert_acquire = in->expert_acquire;
+        out->expert_release = in->expert_release;
+        out->experts_chosen = in->experts_chosen;
     }
 }
 

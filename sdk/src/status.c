@@ -37,6 +37,7 @@ static const char *const messages[] = {
     [COLIBRI_E_QUANT_SIZE] = "quantized tensor size differs from rows x blocks x block bytes",
     [COLIBRI_E_QUANT_BLOCKS] = "quantized tensor block size or blocks per row wrong",
     [COLIBRI_E_QUANT_SCALE] = "quantized tensor has a scale that is not finite",
+    [COLIBRI_E_EXPERT_UNAVAILABLE] = "the port could not give an expert's block",
 };
 
 const char *colibri_strerror(colibri_status status)

@@ -40,6 +40,7 @@ class Status(IntEnum):
     E_QUANT_SIZE = 31
     E_QUANT_BLOCKS = 32
     E_QUANT_SCALE = 33
+    E_EXPERT_UNAVAILABLE = 34
 
     @property
     def c_name(self) -> str:

@@ -42,7 +42,7 @@ from ..errors import ColibriError
 from ..image.status import Status
 
 C_VERSION_NUMBER = 100  # COLIBRI_VERSION_NUMBER this binding mirrors (0.1.0)
-PORT_VERSION = 3        # COLIBRI_PORT_VERSION of the colibri_port mirrored here
+PORT_VERSION = 4        # COLIBRI_PORT_VERSION of the colibri_port mirrored here
 LIB_ENV = "COLIBRI_LIB"
 LIB_NAME = "libcolibri_linux.so"
 DEFAULT_CONTEXT = 2048  # colibri-run's default (docs/linux.md)
@@ -108,7 +108,8 @@ class Kernels(ctypes.Structure):
 class Port(ctypes.Structure):
     _fields_ = [("version", _u32), ("ticks", _ptr), ("prefetch", _ptr), ("ctx", _ptr),
                 ("parallel_for", _ptr), ("kernels", ctypes.POINTER(Kernels)),
-                ("route", ROUTE_FN), ("route_ctx", _ptr)]
+                ("route", ROUTE_FN), ("route_ctx", _ptr), ("expert_acquire", _ptr),
+                ("expert_release", _ptr), ("experts_chosen", _ptr)]
 
 
 class Model(ctypes.Structure):

@@ -1,0 +1,66 @@
+"""Routed experts reached through the port (port version 4: expert_acquire,
+expert_release, experts_chosen; docs/core.md, Experts from storage): the same
+bits as the in-place run, on every kernel table this CPU runs, threads
+{1, 2, 3} and prompt chunks {1, 7, 32}, float32 and int4 row-group images of
+the families whose feed-forward differs (shared expert and dense layers,
+expert biases, MLA with a selection bias). tests/sdk/expert_port.c poisons
+every expert block of the image it gives the core, so any read in place, or
+of a block after its release, changes the logits; its port checks the rules
+of the seam. A failing acquire gives COLIBRI_E_EXPERT_UNAVAILABLE with
+nothing held and the state's position kept, and the run then succeeds."""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from golden_helpers import REPO
+from test_bit_identity import _tables
+
+FAMILIES = ["mixtral", "qwen2_moe", "gpt_oss", "deepseek_v3"]
+FORMATS = ["f32", "int4+attention+rows16"]
+
+
+@pytest.fixture(scope="module")
+def expert_port():
+    done = subprocess.run(["make", "-s", "-j2", "build/asan/expert_port"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return REPO / "build" / "asan" / "expert_port"
+
+
+def _image(fmt, family, converted, quantized):
+    return converted(family)[1] if fmt == "f32" else quantized(family, fmt)[1]
+
+
+def _run(expert_port, image, table, threads, batch, fail_at=0) -> str:
+    done = subprocess.run([str(expert_port), str(image), table, str(threads), str(batch),
+                           str(fail_at)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("table", ["reference", *_tables()])
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_table_same_bits(family, fmt, table, expert_port, converted, quantized):
+    out = _run(expert_port, _image(fmt, family, converted, quantized), table, 2, 7)
+    assert re.fullmatch(r"ok acquires=[1-9]\d* held=[12]\n", out), out
+
+
+@pytest.mark.parametrize("threads, batch", [(1, 1), (1, 32), (2, 1), (3, 7), (3, 32)])
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_threads_and_chunks_same_bits(family, fmt, threads, batch, expert_port, converted,
+                                      quantized):
+    out = _run(expert_port, _image(fmt, family, converted, quantized), "reference", threads, batch)
+    assert re.fullmatch(r"ok acquires=[1-9]\d* held=[12]\n", out), out
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_failed_acquire_loses_nothing(family, expert_port, converted):
+    image = converted(family)[1]
+    total = int(re.search(r"acquires=(\d+)", _run(expert_port, image, "reference", 1, 7))[1])
+    for fail_at in (1, total // 2, total):
+        out = _run(expert_port, image, "reference", 1, 7, fail_at)
+        assert out.startswith("ok "), out
