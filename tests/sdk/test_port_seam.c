@@ -2,7 +2,8 @@
  * test_port_seam.c - colibri_port as a seam that grows: a port written for
  * version 1 (a struct that ends before the version-2 slots, in a heap block of
  * exactly that size, so AddressSanitizer sees any read past it) still works;
- * versions 0 and COLIBRI_PORT_VERSION + 1 are refused; a version-2 port's
+ * versions 0 and COLIBRI_PORT_VERSION + 1 are refused, and so is a version-4
+ * port with only one of expert_acquire and expert_release; a version-2 port's
  * kernel table overrides one slot and the rest stay the reference's, with the
  * same logits bit for bit; a version-2 port (ending before the route slots)
  * works the same; a version-3 router observer hears of every MoE layer of
@@ -21,6 +22,18 @@
 #include "check.h"
 
 static unsigned ticks_calls, add_calls;
+
+static const void *no_block(void *ctx, uint32_t layer, uint32_t expert, uint64_t offset,
+                            size_t size)
+{
+    (void)ctx, (void)layer, (void)expert, (void)offset, (void)size;
+    return NULL;
+}
+
+static void no_release(void *ctx, uint32_t layer, uint32_t expert)
+{
+    (void)ctx, (void)layer, (void)expert;
+}
 
 static uint64_t count_ticks(void *ctx)
 {
@@ -144,6 +157,17 @@ int main(int argc, char **argv)
     CHECK(run(&model, got) == 0 && add_calls > 0 && !memcmp(ref, got, model.hp.vocab_size * 4));
     v2.version = COLIBRI_PORT_VERSION + 1u;
     CHECK(colibri_init(&model, image, size, &options) == COLIBRI_E_BAD_ARGUMENT);
+    /* Version 4: expert_acquire without expert_release (or the other way
+     * round) is refused; a version-3 port's bytes there are never read. */
+    colibri_port half = {.version = 4, .expert_acquire = no_block};
+    options.port = &half;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_E_BAD_ARGUMENT);
+    half.expert_acquire = NULL;
+    half.expert_release = no_release;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_E_BAD_ARGUMENT);
+    half.version = 3;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK);
+    options.port = &v2;
 
     /* A version-2 port in a block that ends before the version-3 slots. */
     size_t v2_size = offsetof(colibri_port, route);
