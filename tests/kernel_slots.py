@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-KERNELS = Path(__file__).resolve().parents[1] / "sdk" / "src" / "kernels"
+from colibri_tools.board import boards
 
 # Core functions that call kernel slots (after inlining, any of them may be
 # the caller the call graph shows).
@@ -28,11 +28,11 @@ KERNEL_CALLERS = frozenset({
 
 
 def kernel_sources(table: str) -> list[Path]:
-    """A table's files (tables.mk), the one defining colibri_kernels_<table> first."""
-    text = (KERNELS / "tables.mk").read_text()
-    found = re.search(rf"^KERNEL_SOURCES_{table}\s*:=(.*)$", text, re.MULTILINE)
-    assert found, f"no kernel table '{table}' in sdk/src/kernels/tables.mk"
-    return [KERNELS / name for name in found[1].split()]
+    """A table's files (tables.mk, read by the board loader), the one defining
+    colibri_kernels_<table> first."""
+    found = boards.kernel_sources()
+    assert table in found, f"no kernel table '{table}' in sdk/src/kernels/tables.mk"
+    return found[table]
 
 
 def kernel_functions(tables: tuple[str, ...] = ()) -> list[str]:

@@ -58,11 +58,6 @@ static uint64_t port_ticks(void *ctx)
 #define COLIBRI_ZEPHYR_KERNELS (&colibri_kernels_reference)
 #endif
 
-const colibri_kernels *colibri_zephyr_kernels(void)
-{
-    return COLIBRI_ZEPHYR_KERNELS;
-}
-
 const colibri_port *colibri_zephyr_port(void)
 {
     static const colibri_port port = {

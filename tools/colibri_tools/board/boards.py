@@ -164,10 +164,17 @@ KERNELS_MK = pathlib.Path(__file__).resolve().parents[3] / "sdk" / "src" / "kern
 KERNELS_LIST = PACKAGE_BOARDS / "kernel_tables.txt"  # a wheel's copy of tables.mk's names
 
 
+def kernel_sources() -> dict[str, list[pathlib.Path]]:
+    """Each table of sdk/src/kernels/tables.mk and its files, the one defining
+    colibri_kernels_<table> first (a checkout only: a wheel has no sources)."""
+    lines = re.findall(r"^KERNEL_SOURCES_(\w+)\s*:=(.*)$", KERNELS_MK.read_text(), re.MULTILINE)
+    return {table: [KERNELS_MK.parent / name for name in files.split()] for table, files in lines}
+
+
 def kernel_tables() -> list[str]:
     """The kernel tables of sdk/src/kernels/tables.mk (a wheel: the list setup.py wrote from it)."""
     if KERNELS_MK.is_file():
-        return sorted(re.findall(r"^KERNEL_SOURCES_(\w+)\s*:=", KERNELS_MK.read_text(), re.MULTILINE))
+        return sorted(kernel_sources())
     return KERNELS_LIST.read_text().split() if KERNELS_LIST.is_file() else []
 
 
