@@ -85,7 +85,10 @@ typedef enum colibri_linux_status {
     COLIBRI_LINUX_E_READ = 10,        /* pread of the header failed */
     COLIBRI_LINUX_E_MMAP = 11,        /* mmap failed (errno in text) */
     COLIBRI_LINUX_E_MLOCK_LIMIT = 12, /* image larger than RLIMIT_MEMLOCK */
-    COLIBRI_LINUX_E_MLOCK = 13        /* mlock failed (errno in text) */
+    COLIBRI_LINUX_E_MLOCK = 13,       /* mlock failed (errno in text) */
+    COLIBRI_LINUX_E_THREAD = 14,      /* a thread could not be started */
+    COLIBRI_LINUX_E_NO_EXPERTS = 15,  /* the model has no routed experts to stream */
+    COLIBRI_LINUX_E_BUDGET = 16       /* fewer cache slots than the model needs */
 } colibri_linux_status;
 
 /* A one-line description of a status; never NULL. */
@@ -129,7 +132,9 @@ void colibri_linux_unmap(colibri_linux_mapping *m);
 typedef enum colibri_linux_access {
     COLIBRI_LINUX_ACCESS_RANDOM = 0,     /* the default after map: decode */
     COLIBRI_LINUX_ACCESS_SEQUENTIAL = 1, /* one pass over everything: verify */
-    COLIBRI_LINUX_ACCESS_WILLNEED = 2    /* read the whole image ahead now */
+    COLIBRI_LINUX_ACCESS_WILLNEED = 2,   /* read the whole image ahead now */
+    COLIBRI_LINUX_ACCESS_DONTNEED = 3    /* drop its pages (and the file's page cache)
+                                          * now: they are read again when touched */
 } colibri_linux_access;
 
 /* Tell the kernel how the whole image is about to be read (madvise). A hint:
@@ -171,11 +176,107 @@ void colibri_linux_parallel_for(void *ctx, uint32_t n_tasks, colibri_task_fn fn,
 /* Online CPUs, 1 .. COLIBRI_LINUX_MAX_THREADS. */
 uint32_t colibri_linux_cpu_count(void);
 
+/* ---- Experts from storage: a budgeted cache (docs/linux.md, "Models
+ * larger than memory") ------------------------------------------------------
+ *
+ * The routed experts' blocks are read from the model file into a fixed set
+ * of cache slots, allocated once, instead of being paged in through the
+ * mapping; everything else is read in place from the mapping. Reads are
+ * large and aligned (O_DIRECT where the filesystem allows, so they add no
+ * page cache), done by I/O threads as soon as a layer's router has chosen,
+ * while the experts before them compute. The logits are the bits of the
+ * in-memory run whatever the slot count: the bytes are the same bytes. */
+
+/* A model's routed experts as the cache sees them. */
+typedef struct colibri_linux_expert_layout {
+    uint64_t expert_bytes; /* every routed expert's block, summed */
+    uint64_t dense_bytes;  /* the rest of the image: what stays mapped */
+    size_t block_max;      /* the largest block */
+    size_t slot_bytes;     /* one slot: block_max plus room to align a direct read */
+    uint32_t moe_layers;   /* layers with routed experts */
+    uint32_t experts;      /* routed experts per MoE layer */
+    uint32_t min_slots;    /* the fewest slots a cache may have: top_k, at least 3 */
+} colibri_linux_expert_layout;
+
+/* The layout of an initialised model's experts; COLIBRI_LINUX_E_NO_EXPERTS
+ * when it has no MoE layer. */
+colibri_linux_status colibri_linux_expert_layout_of(const colibri_model *model,
+                                                    colibri_linux_expert_layout *out);
+
+/* Flags of colibri_linux_expert_config. */
+#define COLIBRI_LINUX_EXPERTS_BUFFERED 0x1u /* plain reads even where O_DIRECT works */
+#define COLIBRI_LINUX_EXPERTS_MLOCK 0x2u    /* lock the slots in RAM */
+#define COLIBRI_LINUX_EXPERTS_VERIFY 0x4u   /* check each read block's CRCs and scales */
+#define COLIBRI_LINUX_EXPERTS_LRU 0x8u      /* evict the least recently used (a baseline) */
+#define COLIBRI_LINUX_EXPERTS_FLAGS 0xFu
+
+/* pread's signature: where the cache reads (tests inject faults here). */
+typedef long (*colibri_linux_read_fn)(int fd, void *buf, size_t count, int64_t offset);
+
+typedef struct colibri_linux_expert_config {
+    uint32_t slots;             /* layout.min_slots .. ; each layout.slot_bytes */
+    uint32_t io_threads;        /* 0: read on the calling thread, nothing ahead */
+    unsigned flags;             /* COLIBRI_LINUX_EXPERTS_* */
+    colibri_linux_read_fn read; /* NULL: pread */
+} colibri_linux_expert_config;
+
+/* Counters since open; the calling thread's view. */
+typedef struct colibri_linux_expert_stats {
+    uint64_t acquires;    /* blocks the core asked for */
+    uint64_t hits;        /* ... that were in a slot, read */
+    uint64_t waits;       /* ... that were being read ahead: the core waited */
+    uint64_t misses;      /* ... read on demand (not hinted, or no free slot) */
+    uint64_t reads;       /* blocks read from the file */
+    uint64_t bytes_read;  /* bytes those reads asked for (aligned) */
+    uint64_t stall_ns;    /* time the core waited for blocks */
+    uint64_t failures;    /* reads that failed (error, short, checksum) */
+    uint32_t slots, io_threads;
+    int direct;           /* 1 if reads bypass the page cache (O_DIRECT) */
+} colibri_linux_expert_stats;
+
+/* An expert cache (opaque). */
+typedef struct colibri_linux_experts colibri_linux_experts;
+
+/*
+ * Open the cache for `model` (initialised from map->data): cfg->slots slots
+ * of layout.slot_bytes (an anonymous mapping, locked with
+ * COLIBRI_LINUX_EXPERTS_MLOCK), the mapped file opened again for reading
+ * (O_DIRECT unless BUFFERED or the filesystem refuses it), cfg->io_threads
+ * readers started. On failure *out is NULL, nothing stays open and err names
+ * the cause (COLIBRI_LINUX_E_BUDGET states the minimum). The mapping and the
+ * model must outlive the cache; the cache allocates (once, here) and never
+ * prints.
+ */
+colibri_linux_status colibri_linux_experts_open(colibri_linux_experts **out,
+                                                const colibri_linux_mapping *map,
+                                                const colibri_model *model,
+                                                const colibri_linux_expert_config *cfg, char *err,
+                                                size_t err_size);
+
+/* Stop the readers, free the slots, close the file; NULL is ignored. No
+ * forward pass may be running. */
+void colibri_linux_experts_close(colibri_linux_experts *cache);
+
+void colibri_linux_experts_stats(colibri_linux_experts *cache, colibri_linux_expert_stats *out);
+
+/* The last failed read as one line ("layer 3 expert 17: short read at byte
+ * ..."), into out; returns 0 if no read failed. */
+int colibri_linux_experts_error(colibri_linux_experts *cache, char *out, size_t size);
+
+/* The port slots, ctx the cache (colibri_linux_port_init sets them from
+ * colibri_linux_port_ctx.experts; these are for a port of one's own). */
+const void *colibri_linux_expert_acquire(void *cache, uint32_t layer, uint32_t expert,
+                                         uint64_t offset, size_t size);
+void colibri_linux_expert_release(void *cache, uint32_t layer, uint32_t expert);
+void colibri_linux_experts_chosen(void *cache, uint32_t layer, const uint32_t *experts,
+                                  uint32_t count);
+
 /* What the port's functions work on; caller storage that must outlive every
  * use of the port. */
 typedef struct colibri_linux_port_ctx {
     const colibri_linux_mapping *map; /* prefetch within it; NULL: no prefetch */
     colibri_linux_pool *pool;         /* parallel_for on it; NULL: one thread */
+    colibri_linux_experts *experts;   /* routed experts from it; NULL: mapped */
 } colibri_linux_port_ctx;
 
 /*
@@ -184,8 +285,9 @@ typedef struct colibri_linux_port_ctx {
  * pages of the range (ranges outside ctx->map are ignored; none at all when
  * the image is locked or populated: its pages are all there), parallel_for on
  * ctx->pool when it has more than one thread, kernels = the best table for
- * this CPU (colibri_linux_kernels(NULL)). ctx may be NULL (then neither
- * prefetch nor parallel_for is set).
+ * this CPU (colibri_linux_kernels(NULL)), and with ctx->experts the expert
+ * slots on that cache. ctx may be NULL (then neither prefetch nor
+ * parallel_for is set).
  */
 void colibri_linux_port_init(colibri_port *port, colibri_linux_port_ctx *ctx);
 

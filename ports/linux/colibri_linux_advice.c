@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 
 #include "colibri_linux_internal.h"
@@ -43,10 +44,14 @@ int colibri_linux_advise(const colibri_linux_mapping *m, colibri_linux_access ac
     case COLIBRI_LINUX_ACCESS_RANDOM: advice = MADV_RANDOM; break;
     case COLIBRI_LINUX_ACCESS_SEQUENTIAL: advice = MADV_SEQUENTIAL; break;
     case COLIBRI_LINUX_ACCESS_WILLNEED: advice = MADV_WILLNEED; break;
+    case COLIBRI_LINUX_ACCESS_DONTNEED: advice = MADV_DONTNEED; break;
     default: return EINVAL;
     }
     if (madvise((void *)m->data, m->size, advice) != 0) {
         return errno;
+    }
+    if (access == COLIBRI_LINUX_ACCESS_DONTNEED && m->fd >= 0) {
+        return posix_fadvise(m->fd, 0, 0, POSIX_FADV_DONTNEED);
     }
     return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * colibri_linux_port.c - the Linux port's colibri_port: a monotonic clock in
  * nanoseconds, the prefetch hook (colibri_linux_advice.c), the thread pool's
- * parallel_for and the kernel table the CPU probe chose; and an aligned
+ * parallel_for, the kernel table the CPU probe chose and the expert cache's
+ * slots (colibri_linux_expert_slots.c); and an aligned
  * allocation for the caller's buffers.
  */
 #define _GNU_SOURCE
@@ -34,6 +35,24 @@ static void port_parallel_for(void *ctx, uint32_t n_tasks, colibri_task_fn fn, v
     colibri_linux_parallel_for(((colibri_linux_port_ctx *)ctx)->pool, n_tasks, fn, arg);
 }
 
+/* The expert slots with the port's context: the cache in it. */
+static const void *port_expert_acquire(void *ctx, uint32_t layer, uint32_t expert, uint64_t offset,
+                                       size_t size)
+{
+    return colibri_linux_expert_acquire(((colibri_linux_port_ctx *)ctx)->experts, layer, expert,
+                                        offset, size);
+}
+
+static void port_expert_release(void *ctx, uint32_t layer, uint32_t expert)
+{
+    colibri_linux_expert_release(((colibri_linux_port_ctx *)ctx)->experts, layer, expert);
+}
+
+static void port_experts_chosen(void *ctx, uint32_t layer, const uint32_t *experts, uint32_t count)
+{
+    colibri_linux_experts_chosen(((colibri_linux_port_ctx *)ctx)->experts, layer, experts, count);
+}
+
 void colibri_linux_port_init(colibri_port *port, colibri_linux_port_ctx *ctx)
 {
     if (port == NULL) {
@@ -48,6 +67,11 @@ void colibri_linux_port_init(colibri_port *port, colibri_linux_port_ctx *ctx)
                          : NULL;
     port->parallel_for =
         ctx != NULL && colibri_linux_pool_threads(ctx->pool) > 1u ? port_parallel_for : NULL;
+    if (ctx != NULL && ctx->experts != NULL) {
+        port->expert_acquire = port_expert_acquire;
+        port->expert_release = port_expert_release;
+        port->experts_chosen = port_experts_chosen;
+    }
     port->ctx = ctx;
 }
 

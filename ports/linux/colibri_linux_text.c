@@ -53,6 +53,9 @@ const char *colibri_linux_strerror(colibri_linux_status status)
     case COLIBRI_LINUX_E_MMAP: return "cannot map the file";
     case COLIBRI_LINUX_E_MLOCK_LIMIT: return "image larger than the memory-lock limit";
     case COLIBRI_LINUX_E_MLOCK: return "cannot lock the image in memory";
+    case COLIBRI_LINUX_E_THREAD: return "cannot start a thread";
+    case COLIBRI_LINUX_E_NO_EXPERTS: return "the model has no routed experts to read from storage";
+    case COLIBRI_LINUX_E_BUDGET: return "fewer expert cache slots than the model needs";
     }
     return "unknown port status";
 }

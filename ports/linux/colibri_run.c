@@ -158,6 +158,9 @@ static int load_model(const run_options *o, const colibri_linux_mapping *map,
         t0 = colibri_linux_ticks_ns();
         st = colibri_verify(model, &bad);
         t->verify_ns = colibri_linux_ticks_ns() - t0;
+        (void)colibri_linux_advise(map, o->memory_budget || o->expert_slots
+                                            ? COLIBRI_LINUX_ACCESS_DONTNEED /* keep the budget */
+                                            : COLIBRI_LINUX_ACCESS_RANDOM);
         (void)colibri_linux_advise(map, COLIBRI_LINUX_ACCESS_RANDOM);
         if (st != COLIBRI_OK) {
             runtime_error(o->model_path, "the image failed verification", st);
@@ -275,6 +278,7 @@ static int run_tokens(const run_options *o, const colibri_model *model, uint32_t
                          b->scratch_bytes, &t->prompt_ticks);
     t->prompt_ns = colibri_linux_ticks_ns() - t0;
     if (st != COLIBRI_OK) {
+        colibri_run_experts_explain(o, &t->experts);
         return runtime_error(o->model_path, "forward pass over the prompt failed", st);
     }
     if (o->logits_path != NULL) {
@@ -295,11 +299,14 @@ static int run_tokens(const run_options *o, const colibri_model *model, uint32_t
     }
     for (i = 1; i < o->gen; i++) {
         uint64_t ticks = 0;
+        colibri_run_experts_step_begin(&t->experts);
         t0 = colibri_linux_ticks_ns();
         st = colibri_forward(model, &state, &b->out[i - 1], 1, b->logits, COLIBRI_LOGITS_LAST,
                              b->scratch, b->scratch_bytes, &ticks);
-        t->step_ns[t->n_steps++] = colibri_linux_ticks_ns() - t0;
+        t->step_ns[t->n_steps] = colibri_linux_ticks_ns() - t0;
+        colibri_run_experts_step_end(&t->experts, t->n_steps++);
         if (st != COLIBRI_OK) {
+            colibri_run_experts_explain(o, &t->experts);
             fprintf(stderr, PROG ": error: at generated token %u:\n", i + 1);
             return runtime_error(o->model_path, "forward pass failed", st);
         }
@@ -413,8 +420,9 @@ static int map_model(const run_options *o, colibri_linux_store *store, colibri_s
     if (o->slots) {
         return open_slot(o, store, boot, map);
     }
+    int whole = o->memory_budget == 0 && o->expert_slots == 0; /* else --mlock: the slots */
     colibri_linux_status ls = colibri_linux_map(map, o->model_path,
-                                                (o->mlock ? COLIBRI_LINUX_MAP_MLOCK : 0u) |
+                                                (o->mlock && whole ? COLIBRI_LINUX_MAP_MLOCK : 0u) |
                                                     (o->preload ? COLIBRI_LINUX_MAP_POPULATE : 0u),
                                                 err, sizeof err);
     if (ls != COLIBRI_LINUX_OK) {
@@ -496,6 +504,14 @@ static int prepare(const run_options *o, run_session *s)
     if (rc == 0) {
         rc = alloc_buffers(o, &s->model, s->ctx, &s->buffers);
     }
+    if (rc == 0) {
+        const run_buffers *b = &s->buffers;
+        size_t rows = o->logits_path != NULL ? o->n_ids : 1;
+        size_t held = b->kv_bytes + b->scratch_bytes + rows * s->model.hp.vocab_size * 4u +
+                      ((size_t)o->gen + 1u) * sizeof(int32_t);
+        rc = colibri_run_experts_open(o, &s->map, &s->model, &s->port, &s->port_ctx, held,
+                                      &s->timing.experts);
+    }
     if (rc == 0 && o->gen > 1) {
         s->timing.step_ns = (uint64_t *)malloc(((size_t)o->gen - 1) * sizeof(uint64_t));
         if (s->timing.step_ns == NULL) {
@@ -525,6 +541,7 @@ static int check_unchanged(const run_options *o, const colibri_linux_mapping *ma
 
 static void close_session(const run_options *o, run_session *s, int *rc)
 {
+    colibri_run_experts_close(&s->timing.experts);
     colibri_run_counts_free(&s->experts);
     free(s->timing.step_ns);
     free(s->buffers.out);

@@ -29,7 +29,8 @@ const char colibri_run_usage_text[] =
     "  --context N         positions of KV cache to allocate\n"
     "                      (default: min(model max_context, 2048))\n"
     "  --mlock             lock the whole image in RAM (needs RLIMIT_MEMLOCK\n"
-    "                      of at least the image size, or CAP_IPC_LOCK)\n"
+    "                      of at least the image size, or CAP_IPC_LOCK); with\n"
+    "                      a budget, the expert cache's slots\n"
     "  --preload           map every page of the image before running (page\n"
     "                      faults then stay out of the timings)\n"
     "  --no-prefetch       do not ask the kernel to read the next expert's\n"
@@ -48,6 +49,13 @@ const char colibri_run_usage_text[] =
     "  --trusted-key HEX   with --slots: images must be signed by this Ed25519\n"
     "                      public key (64 hex digits: colibri-sign hex KEY.pub)\n"
     "  --no-confirm        with --slots: leave an image on trial unconfirmed\n"
+    "  --memory-budget SIZE  run in SIZE bytes of memory (K, M, G, KiB, MiB,\n"
+    "                      GiB): routed experts are read from the file into a\n"
+    "                      cache of what the budget leaves; the same logits\n"
+    "  --expert-slots N    a cache of N expert slots (instead of a budget)\n"
+    "  --io-threads N      threads reading experts ahead, 0 .. 16 (default 4)\n"
+    "  --cache-policy P    quota (default: per-layer shares, least used first)\n"
+    "                      or lru (least recently used, for comparison)\n"
     "  -h, --help          show this help and exit\n"
     "\n"
     "exit status: 0 success, 1 model or runtime error, 2 usage error\n";
@@ -208,6 +216,45 @@ static int parse_ids(const char *text, run_options *o)
     return 0;
 }
 
+/* "512M", "1.5GiB"-free sizes: digits and an optional K, M, G (x1024) with
+ * an optional "iB" or "B". */
+static int parse_size(const char *opt, const char *text, uint64_t *out)
+{
+    size_t digits = strspn(text, "0123456789");
+    const char *unit = text + digits;
+    unsigned shift = 0;
+    uint64_t v = 0;
+    const char *why = parse_decimal(text, digits, UINT64_MAX >> 30, &v);
+    if (*unit == 'K' || *unit == 'k') {
+        shift = 10;
+    } else if (*unit == 'M' || *unit == 'm') {
+        shift = 20;
+    } else if (*unit == 'G' || *unit == 'g') {
+        shift = 30;
+    }
+    unit += shift != 0;
+    if (shift != 0 && (strcmp(unit, "iB") == 0 || strcmp(unit, "B") == 0)) {
+        unit += strlen(unit);
+    }
+    if (why != NULL || *unit != '\0' || v == 0) {
+        colibri_run_usage_error("%s '%s' %s (expected bytes, e.g. 536870912, 512M or 2GiB)", opt,
+                                text, why != NULL ? why : v == 0 ? "is zero" : "has an unknown unit");
+        return -1;
+    }
+    *out = v << shift;
+    return 0;
+}
+
+static int parse_policy(const char *text, run_options *o)
+{
+    if (strcmp(text, "quota") != 0 && strcmp(text, "lru") != 0) {
+        colibri_run_usage_error("--cache-policy '%s' is not quota or lru", text);
+        return -1;
+    }
+    o->cache_lru = strcmp(text, "lru") == 0;
+    return 0;
+}
+
 /* 64 hex digits: an Ed25519 public key. */
 static int parse_key(const char *text, uint8_t key[32])
 {
@@ -240,6 +287,10 @@ enum opt_id {
     OPT_SLOTS,
     OPT_TRUSTED_KEY,
     OPT_NO_CONFIRM,
+    OPT_MEMORY_BUDGET,
+    OPT_EXPERT_SLOTS,
+    OPT_IO_THREADS,
+    OPT_CACHE_POLICY,
     OPT_COUNT
 };
 
@@ -251,7 +302,8 @@ static const struct {
     {"--fingerprint", 1}, {"--mlock", 0},  {"--preload", 0},    {"--no-prefetch", 0},
     {"--stats", 0},       {"--verify", 0}, {"--kernels", 1},    {"--threads", 1},
     {"--batch", 1},       {"--help", 0},   {"--slots", 0},      {"--trusted-key", 1},
-    {"--no-confirm", 0},
+    {"--no-confirm", 0},  {"--memory-budget", 1}, {"--expert-slots", 1}, {"--io-threads", 1},
+    {"--cache-policy", 1},
 };
 
 static int find_option(const char *arg, size_t name_len)
@@ -295,6 +347,13 @@ static int apply_option(run_options *o, int id, const char *value)
     case OPT_SLOTS: o->slots = 1; return 0;
     case OPT_NO_CONFIRM: o->no_confirm = 1; return 0;
     case OPT_TRUSTED_KEY: o->have_key = 1; return parse_key(value, o->trusted_key);
+    case OPT_MEMORY_BUDGET: return parse_size("--memory-budget", value, &o->memory_budget);
+    case OPT_EXPERT_SLOTS:
+        return parse_count("--expert-slots", value, 1, UINT32_MAX / 2u, &o->expert_slots);
+    case OPT_IO_THREADS:
+        o->have_io_threads = 1;
+        return parse_count("--io-threads", value, 0, 16, &o->io_threads);
+    case OPT_CACHE_POLICY: return parse_policy(value, o);
     case OPT_KERNELS:
         if (value[0] == '\0') {
             colibri_run_usage_error("--kernels needs a table name");
@@ -304,6 +363,30 @@ static int apply_option(run_options *o, int id, const char *value)
         return 0;
     default: return -1;
     }
+}
+
+/* The expert cache's options go together, and not with a slot store. */
+static int check_expert_options(run_options *o)
+{
+    int cache = o->memory_budget != 0 || o->expert_slots != 0;
+    if (o->memory_budget != 0 && o->expert_slots != 0) {
+        colibri_run_usage_error("give --memory-budget or --expert-slots, not both");
+        return -1;
+    }
+    if (!cache && (o->have_io_threads || o->cache_lru)) {
+        colibri_run_usage_error("--io-threads and --cache-policy need --memory-budget or "
+                                "--expert-slots");
+        return -1;
+    }
+    if (cache && (o->slots || o->preload)) {
+        colibri_run_usage_error("--memory-budget and --expert-slots work on a model file, "
+                                "without --slots or --preload");
+        return -1;
+    }
+    if (!o->have_io_threads) {
+        o->io_threads = COLIBRI_RUN_DEFAULT_IO_THREADS;
+    }
+    return 0;
 }
 
 /* Returns 0 to run, 1 for --help (done), -1 for a usage error. */
@@ -377,5 +460,5 @@ int colibri_run_parse_args(int argc, char **argv, run_options *o)
         colibri_run_usage_error("--trusted-key and --no-confirm need --slots");
         return -1;
     }
-    return 0;
+    return check_expert_options(o);
 }

@@ -27,7 +27,14 @@ typedef struct run_options {
     int slots, no_confirm; /* --slots: MODEL is an A/B slot store (docs/ota.md) */
     int have_key;
     uint8_t trusted_key[32]; /* --trusted-key HEX */
+    /* Experts from storage (docs/linux.md, "Models larger than memory"). */
+    uint64_t memory_budget; /* --memory-budget SIZE in bytes; 0: none */
+    uint32_t expert_slots;  /* --expert-slots N; 0: from the budget */
+    uint32_t io_threads;    /* --io-threads N */
+    int have_io_threads, cache_lru; /* --cache-policy lru */
 } run_options;
+
+#define COLIBRI_RUN_DEFAULT_IO_THREADS 4u
 
 extern const char colibri_run_usage_text[];
 

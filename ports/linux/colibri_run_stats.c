@@ -163,9 +163,10 @@ static void print_summary(const run_options *o, const colibri_linux_mapping *map
         qsort(t->step_ns, t->n_steps, sizeof *t->step_ns, cmp_u64);
         fprintf(stderr,
                 PROG ": decode: steps=%u ns=%llu per_token_ns_mean=%llu min=%llu "
-                     "median=%llu max=%llu tokens_per_s=%.2f\n",
+                     "median=%llu p99=%llu max=%llu tokens_per_s=%.2f\n",
                 t->n_steps, (unsigned long long)total, (unsigned long long)(total / t->n_steps),
                 (unsigned long long)t->step_ns[0], (unsigned long long)t->step_ns[t->n_steps / 2],
+                (unsigned long long)t->step_ns[(t->n_steps * 99u) / 100u],
                 (unsigned long long)t->step_ns[t->n_steps - 1], per_second(t->n_steps, total));
     } else {
         fprintf(stderr, PROG ": decode: steps=0\n");
@@ -180,5 +181,6 @@ void colibri_run_print_stats(const run_options *o, const colibri_linux_mapping *
                              size_t scratch_bytes, run_timing *t, const expert_counts *c)
 {
     print_summary(o, map, model, ctx, state_bytes, scratch_bytes, t);
+    colibri_run_experts_report(o, &t->experts, t->n_steps);
     print_expert_counts(model, c);
 }

@@ -10,6 +10,7 @@
 
 #include "colibri.h"
 #include "colibri_linux.h"
+#include "colibri_run_experts.h"
 #include "colibri_run_options.h"
 
 /* Expert use per layer for --stats: counts[layer * n_experts + e] is how
@@ -25,6 +26,7 @@ typedef struct run_timing {
     uint64_t prompt_ns, prompt_ticks;
     uint64_t *step_ns; /* gen - 1 decode steps */
     uint32_t n_steps;
+    run_experts experts; /* the expert cache, with --memory-budget */
 } run_timing;
 
 /* Counts for every layer and expert of the model (a model without experts:

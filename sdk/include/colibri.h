@@ -435,6 +435,18 @@ colibri_status colibri_verify(const colibri_model *model, uint32_t *bad_tensor);
 /* Check the data CRCs (and scales) of one expert's block (gate, up, down) only. */
 colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer, uint32_t expert);
 
+/* The same checks on a copy of the expert's block at `block` (what a port's
+ * expert_acquire read from storage, say), its size colibri_expert_block's. */
+colibri_status colibri_verify_expert_block(const colibri_model *model, uint32_t layer,
+                                           uint32_t expert, const void *block);
+
+/* Where expert `expert` of MoE layer `layer` lies in the image: the bytes
+ * [*offset, *offset + *size) that expert_acquire is asked for (docs/core.md,
+ * Experts from storage). COLIBRI_E_BAD_ARGUMENT for a layer that is not MoE
+ * or an index out of range. offset or size may be NULL. */
+colibri_status colibri_expert_block(const colibri_model *model, uint32_t layer, uint32_t expert,
+                                    uint64_t *offset, size_t *size);
+
 /* ---------------------------------------------------------------------------
  * State (KV cache) and scratch memory
  * ------------------------------------------------------------------------- */

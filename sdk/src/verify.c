@@ -2,10 +2,11 @@
  * scales of quantized tensors, on demand (docs/format.md 3.3, 4). */
 #include "model_internal.h"
 
-static int tensor_intact(const colibri_model *m, uint32_t index)
+/* Tensor `index`'s data as read at `data` (its place in the image, or a
+ * copy of it) matches the table's CRC-32. */
+static int tensor_intact(const colibri_model *m, uint32_t index, const uint8_t *data)
 {
     const uint8_t *e = tensor_entry(m, index);
-    const uint8_t *data = m->image + colibri_rd_u64(e + TEN_OFFSET);
     size_t size = (size_t)colibri_rd_u64(e + TEN_SIZE);
     return colibri_crc32_update(0, data, size) == colibri_rd_u32(e + TEN_CRC);
 }
@@ -13,11 +14,10 @@ static int tensor_intact(const colibri_model *m, uint32_t index)
 /* Every block's binary16 scale of a quantized tensor is finite (exponent
  * bits not all ones): the first 2 bytes of each block, or the first 32 of
  * each tile of 16 (R16 dtypes); float32 tensors have no scales. */
-static int scales_finite(const colibri_model *m, uint32_t index)
+static int scales_finite(const colibri_model *m, uint32_t index, const uint8_t *data)
 {
     const uint8_t *e = tensor_entry(m, index);
     uint32_t dtype = colibri_rd_u16(e + TEN_DTYPE);
-    const uint8_t *data = m->image + colibri_rd_u64(e + TEN_OFFSET);
     uint64_t size = colibri_rd_u64(e + TEN_SIZE);
     uint32_t scales = dtype_row_groups(dtype) ? COLIBRI_QGROUP_ROWS : 1u;
     uint64_t step = (uint64_t)dtype_block_bytes(dtype) * scales;
@@ -34,12 +34,17 @@ static int scales_finite(const colibri_model *m, uint32_t index)
     return 1;
 }
 
-static colibri_status tensor_check_data(const colibri_model *m, uint32_t index)
+/* Tensor `index` read at `data`; NULL: in the image. */
+static colibri_status tensor_check_data(const colibri_model *m, uint32_t index,
+                                        const uint8_t *data)
 {
-    if (!tensor_intact(m, index)) {
+    if (data == NULL) {
+        data = m->image + colibri_rd_u64(tensor_entry(m, index) + TEN_OFFSET);
+    }
+    if (!tensor_intact(m, index, data)) {
         return COLIBRI_E_CHECKSUM;
     }
-    return scales_finite(m, index) ? COLIBRI_OK : COLIBRI_E_QUANT_SCALE;
+    return scales_finite(m, index, data) ? COLIBRI_OK : COLIBRI_E_QUANT_SCALE;
 }
 
 colibri_status colibri_verify(const colibri_model *model, uint32_t *bad_tensor)
@@ -48,7 +53,7 @@ colibri_status colibri_verify(const colibri_model *model, uint32_t *bad_tensor)
         return COLIBRI_E_BAD_ARGUMENT;
     }
     for (uint32_t i = 0; i < model->n_tensors; i++) {
-        colibri_status status = tensor_check_data(model, i);
+        colibri_status status = tensor_check_data(model, i, NULL);
         if (status != COLIBRI_OK) {
             if (bad_tensor != NULL) {
                 *bad_tensor = i;
@@ -59,23 +64,68 @@ colibri_status colibri_verify(const colibri_model *model, uint32_t *bad_tensor)
     return COLIBRI_OK;
 }
 
-colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer, uint32_t expert)
+/* Expert `expert` of MoE layer `layer`: its view (COLIBRI_OK), or
+ * COLIBRI_E_BAD_ARGUMENT. */
+static colibri_status routed_expert(const colibri_model *model, uint32_t layer, uint32_t expert,
+                                    layer_view *lv, expert_view *ev)
 {
-    layer_view view;
     if (model == NULL || model->image == NULL || layer >= model->hp.n_layers ||
         expert >= model->hp.n_experts) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
-    colibri_layer_view_load(model, layer, &view);
-    if (view.ffn_kind != FFN_MOE) {
+    colibri_layer_view_load(model, layer, lv);
+    if (lv->ffn_kind != FFN_MOE) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
-    for (uint32_t k = 0; k < EXPERT_TENSORS; k++) {
-        colibri_status status =
-            tensor_check_data(model, view.first_expert + expert * EXPERT_TENSORS + k);
-        if (status != COLIBRI_OK) {
-            return status;
-        }
-    }
+    colibri_expert_view_load(model, lv, expert, ev);
     return COLIBRI_OK;
+}
+
+colibri_status colibri_expert_block(const colibri_model *model, uint32_t layer, uint32_t expert,
+                                    uint64_t *offset, size_t *size)
+{
+    layer_view lv;
+    expert_view ev;
+    colibri_status status = routed_expert(model, layer, expert, &lv, &ev);
+    if (status == COLIBRI_OK && offset != NULL) {
+        *offset = (uint64_t)(ev.block - model->image);
+    }
+    if (status == COLIBRI_OK && size != NULL) {
+        *size = ev.block_size;
+    }
+    return status;
+}
+
+/* The gate, up and down tensors of the expert, read at block (NULL: in the
+ * image). */
+static colibri_status check_expert(const colibri_model *model, uint32_t layer, uint32_t expert,
+                                   const uint8_t *block)
+{
+    layer_view lv;
+    expert_view ev;
+    colibri_status status = routed_expert(model, layer, expert, &lv, &ev);
+    for (uint32_t k = 0; status == COLIBRI_OK && k < EXPERT_TENSORS; k++) {
+        uint32_t index = lv.first_expert + expert * EXPERT_TENSORS + k;
+        const uint8_t *data = NULL;
+        if (block != NULL) {
+            uint64_t at = colibri_rd_u64(tensor_entry(model, index) + TEN_OFFSET);
+            data = block + (at - (uint64_t)(ev.block - model->image));
+        }
+        status = tensor_check_data(model, index, data);
+    }
+    return status;
+}
+
+colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer, uint32_t expert)
+{
+    return check_expert(model, layer, expert, NULL);
+}
+
+colibri_status colibri_verify_expert_block(const colibri_model *model, uint32_t layer,
+                                           uint32_t expert, const void *block)
+{
+    if (block == NULL) {
+        return COLIBRI_E_BAD_ARGUMENT;
+    }
+    return check_expert(model, layer, expert, (const uint8_t *)block);
 }

@@ -55,7 +55,7 @@ LOGITS_MODES = {"last": 0, "all": 1, "none": 2}
 
 LINUX_STATUS = ("OK", "E_BAD_ARGUMENT", "E_OPEN", "E_NOT_REGULAR", "E_EMPTY", "E_TOO_SMALL",
                 "E_TOO_LARGE", "E_BAD_MAGIC", "E_TRUNCATED", "E_LOCKED", "E_READ", "E_MMAP",
-                "E_MLOCK_LIMIT", "E_MLOCK")
+                "E_MLOCK_LIMIT", "E_MLOCK", "E_THREAD", "E_NO_EXPERTS", "E_BUDGET")
 
 
 class EngineError(ColibriError):
