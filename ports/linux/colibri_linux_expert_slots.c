@@ -105,6 +105,7 @@ uint32_t colibri_expert_slot_take(colibri_linux_experts *c, uint32_t key, uint64
     s->offset = offset;
     s->size = size;
     s->state = SLOT_LOADING;
+    s->ahead = 0;
     s->last_use = c->clock;
     c->where[key] = slot;
     c->per_layer[key_layer(c, key)]++;
@@ -153,6 +154,7 @@ void colibri_linux_experts_chosen(void *ctx, uint32_t layer, const uint32_t *exp
             continue;
         }
         c->slots[slot].wanted = c->epoch;
+        c->slots[slot].ahead = 1;
         c->queue[(c->q_head + c->q_count++) % c->n_slots] = slot;
         pthread_cond_signal(&c->work);
     }
@@ -176,11 +178,15 @@ static uint32_t read_on_demand(colibri_linux_experts *c, uint32_t key, uint64_t 
     rc = colibri_expert_read(c, slot, &failure);
     pthread_mutex_lock(&c->lock);
     colibri_expert_read_done(c, slot, rc, &failure);
-    return rc == 0 ? slot : NO_SLOT;
+    if (rc != 0) {
+        colibri_expert_slot_clear(c, slot); /* its failure is on record */
+        return NO_SLOT;
+    }
+    return slot;
 }
 
-/* The slot holding key once its read ahead is over (counted as a hit or a
- * wait), or NO_SLOT if it is not there. Lock held. */
+/* The slot holding key once its read ahead is over (counted as a hit, a
+ * read ahead in time or a wait), or NO_SLOT if it is not there. Lock held. */
 static uint32_t resident(colibri_linux_experts *c, uint32_t key)
 {
     uint32_t slot = c->where[key];
@@ -194,7 +200,11 @@ static uint32_t resident(colibri_linux_experts *c, uint32_t key)
         }
         return c->where[key];
     }
-    c->stats.hits++;
+    if (c->slots[slot].ahead) {
+        c->stats.ahead++;
+    } else {
+        c->stats.hits++;
+    }
     return slot;
 }
 
@@ -221,6 +231,7 @@ const void *colibri_linux_expert_acquire(void *ctx, uint32_t layer, uint32_t exp
     if (slot != NO_SLOT) {
         expert_slot *s = &c->slots[slot];
         s->holds++;
+        s->ahead = 0;
         s->last_use = c->clock;
         block = s->buf + s->data_at;
     }

@@ -32,6 +32,7 @@ typedef struct expert_slot {
     uint32_t key;      /* layer * experts_per_layer + expert, or NO_KEY */
     slot_state state;
     uint32_t holds;    /* acquired and not yet released */
+    int ahead;         /* read ahead and not acquired since */
     uint64_t wanted;   /* the experts_chosen call (epoch) that wants it */
     uint64_t last_use; /* the acquire clock at its last use */
 } expert_slot;

@@ -169,10 +169,10 @@ void colibri_run_experts_report(const run_options *o, run_experts *x, uint32_t n
             (unsigned long long)x->layout.dense_bytes, s.slots, x->layout.slot_bytes,
             s.io_threads, s.direct ? "yes" : "no", o->cache_lru ? "lru" : "quota");
     fprintf(stderr,
-            PROG ": expert_reads: acquires=%llu hits=%llu waits=%llu misses=%llu reads=%llu "
-                 "bytes=%llu stall_ns=%llu failures=%llu\n",
+            PROG ": expert_reads: acquires=%llu hits=%llu ahead=%llu waits=%llu misses=%llu "
+                 "reads=%llu bytes=%llu stall_ns=%llu failures=%llu\n",
             (unsigned long long)s.acquires, (unsigned long long)s.hits,
-            (unsigned long long)s.waits, (unsigned long long)s.misses,
+            (unsigned long long)s.ahead, (unsigned long long)s.waits, (unsigned long long)s.misses,
             (unsigned long long)s.reads, (unsigned long long)s.bytes_read,
             (unsigned long long)s.stall_ns, (unsigned long long)s.failures);
     fprintf(stderr,
