@@ -203,6 +203,18 @@ typedef struct colibri_linux_expert_layout {
 colibri_linux_status colibri_linux_expert_layout_of(const colibri_model *model,
                                                     colibri_linux_expert_layout *out);
 
+/* Bytes a memory budget keeps for the process itself: the program, libc,
+ * thread stacks, page tables and the cache's tables (docs/linux.md). */
+#define COLIBRI_LINUX_PROCESS_RESERVE (24u << 20)
+
+/* The slots a process may have in `budget` bytes when it also holds the
+ * dense part (layout), held_bytes of buffers (KV state, scratch, logits) and
+ * COLIBRI_LINUX_PROCESS_RESERVE; at most every expert. *minimum (may be
+ * NULL) gets the smallest budget that leaves layout->min_slots. 0 when the
+ * budget is below that. */
+uint32_t colibri_linux_budget_slots(const colibri_linux_expert_layout *layout, uint64_t budget,
+                                    uint64_t held_bytes, uint64_t *minimum);
+
 /* Flags of colibri_linux_expert_config. */
 #define COLIBRI_LINUX_EXPERTS_BUFFERED 0x1u /* plain reads even where O_DIRECT works */
 #define COLIBRI_LINUX_EXPERTS_MLOCK 0x2u    /* lock the slots in RAM */

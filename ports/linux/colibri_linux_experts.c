@@ -49,6 +49,22 @@ colibri_linux_status colibri_linux_expert_layout_of(const colibri_model *model,
     return COLIBRI_LINUX_OK;
 }
 
+uint32_t colibri_linux_budget_slots(const colibri_linux_expert_layout *layout, uint64_t budget,
+                                    uint64_t held_bytes, uint64_t *minimum)
+{
+    uint64_t fixed = layout->dense_bytes + held_bytes + COLIBRI_LINUX_PROCESS_RESERVE;
+    uint64_t least = fixed + (uint64_t)layout->min_slots * layout->slot_bytes;
+    uint64_t every = (uint64_t)layout->moe_layers * layout->experts, slots;
+    if (minimum != NULL) {
+        *minimum = least;
+    }
+    if (budget < least || layout->slot_bytes == 0) {
+        return 0;
+    }
+    slots = (budget - fixed) / layout->slot_bytes;
+    return (uint32_t)(slots < every ? slots : every);
+}
+
 /* cfg against the layout: the slot count, the readers, the flags. */
 static colibri_linux_status check_config(const colibri_linux_expert_config *cfg,
                                          const colibri_linux_expert_layout *layout, char *err,

@@ -18,11 +18,11 @@ static void format_bytes(char *buf, size_t n, uint64_t bytes)
 static uint32_t budget_slots(const run_options *o, const run_experts *x, size_t buffers_bytes)
 {
     const colibri_linux_expert_layout *l = &x->layout;
-    uint64_t minimum = x->fixed_bytes + (uint64_t)l->min_slots * l->slot_bytes;
+    uint64_t minimum;
+    uint32_t slots = colibri_linux_budget_slots(l, o->memory_budget, buffers_bytes, &minimum);
     char budget[64], min[64], dense[64], buffers[64], slot[64];
-    if (o->memory_budget >= minimum) {
-        uint64_t slots = (o->memory_budget - x->fixed_bytes) / l->slot_bytes;
-        return slots < UINT32_MAX ? (uint32_t)slots : UINT32_MAX;
+    if (slots != 0) {
+        return slots;
     }
     format_bytes(budget, sizeof budget, o->memory_budget);
     format_bytes(min, sizeof min, minimum);
@@ -34,7 +34,7 @@ static uint32_t budget_slots(const run_options *o, const run_experts *x, size_t 
                  "part %s (read in place), KV state, scratch and logits %s (a smaller --context "
                  "shrinks the KV state), %u MiB for the process, and %u expert slots (one layer's "
                  "top_k) of %s\n",
-            o->model_path, budget, min, dense, buffers, COLIBRI_RUN_PROCESS_RESERVE >> 20,
+            o->model_path, budget, min, dense, buffers, COLIBRI_LINUX_PROCESS_RESERVE >> 20,
             l->min_slots, slot);
     return 0;
 }
@@ -93,7 +93,7 @@ int colibri_run_experts_open(const run_options *o, const colibri_linux_mapping *
                 o->model_path, colibri_linux_strerror(ls));
         return 1;
     }
-    x->fixed_bytes = x->layout.dense_bytes + buffers_bytes + COLIBRI_RUN_PROCESS_RESERVE;
+    x->fixed_bytes = x->layout.dense_bytes + buffers_bytes + COLIBRI_LINUX_PROCESS_RESERVE;
     memset(&cfg, 0, sizeof cfg);
     cfg.slots = o->expert_slots != 0 ? o->expert_slots : budget_slots(o, x, buffers_bytes);
     cfg.io_threads = o->io_threads;

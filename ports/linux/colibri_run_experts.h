@@ -14,10 +14,6 @@
 #include "colibri_linux.h"
 #include "colibri_run_options.h"
 
-/* Bytes a budget keeps for the process itself: the program, libc, thread
- * stacks, page tables and the cache's tables (measured: docs/linux.md). */
-#define COLIBRI_RUN_PROCESS_RESERVE (24u << 20)
-
 typedef struct run_experts {
     colibri_linux_experts *cache; /* NULL: experts read in place */
     colibri_linux_expert_layout layout;

@@ -7,6 +7,9 @@ drift, ratios much less), with the machine's memory read bandwidth.
     colibri-bench -m model.bin [--threads 1,2] ...     (a converted model of yours)
     colibri-bench --quant int8|int4 --llama-bench PATH  (quantized, beside Q8_0/Q4_0)
     colibri-bench --real olmoe-1b-7b --quant int4       (a real checkpoint's shapes)
+    colibri-bench --real olmoe-1b-7b --quant int4 --budgets 100,50,25,12.5
+                  [--llama-bench PATH] [--image FILE] [--gguf FILE]
+                                                        (larger than memory: bench_budget.py)
 
 Builds a random-weight model of the given shape from a transformers config
 (default: Mixtral architecture, 152 M parameters, 605 MB in fp32: beyond a
@@ -208,10 +211,32 @@ def _summary(runs: dict, per_token: int, bandwidth: dict) -> list[dict]:
     return rows
 
 
+def run_budget_bench(args: argparse.Namespace) -> dict:
+    """--budgets: the real-shape image (synthesized unless --image) and, with
+    --llama-bench, its GGUF twin (written unless --gguf), at each budget."""
+    from . import bench_synth as synth
+    from .bench_budget import run_budgets
+    from .gguf_real import write_olmoe_gguf
+
+    args.colibri_run = REPO / "build" / "host" / "colibri-run"
+    if not args.colibri_run.exists():
+        raise BenchError(f"{args.colibri_run} not found: run `make host` first")
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+        image, gguf = args.image, args.gguf
+        if image is None:
+            image = pathlib.Path(tmp) / f"{args.real}-{args.quant}.bin"
+            synth.synthesize(args.real, args.quant, image)
+        if args.llama_bench and gguf is None:
+            gguf = write_olmoe_gguf(image, pathlib.Path(tmp) / f"{args.real}.gguf")
+        return run_budgets(args, image, gguf if args.llama_bench else None)
+
+
 def run_benchmark(args: argparse.Namespace) -> dict:
     membw = pathlib.Path(args.membw or REPO / "build" / "host" / "colibri-membw")
     if not membw.exists():
         raise BenchError(f"{membw} not found: run `make host` first")
+    if args.budgets:
+        return run_budget_bench(args)
     if args.real:
         return run_real(args, membw)
     if args.llama_bench and not pathlib.Path(args.llama_bench).is_file():
@@ -392,6 +417,16 @@ def _threads(text: str) -> list[int]:
     return sorted(set(counts))
 
 
+def _percents(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a list of percentages") from None
+    if not values or min(values) <= 0 or max(values) > 100:
+        raise argparse.ArgumentTypeError("percentages are above 0 and at most 100")
+    return values
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="colibri-bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--family", default="mixtral", choices=["mixtral", "qwen3_moe"])
@@ -408,6 +443,13 @@ def _parser() -> argparse.ArgumentParser:
                    "AVX-512 VNNI kernels read fastest")
     p.add_argument("--real", choices=sorted(REAL_SHAPES), help="a real checkpoint's shapes "
                    "with random quantized weights (needs --quant)")
+    p.add_argument("--budgets", type=_percents, help="with --real: memory budgets in percent "
+                   "of the image (e.g. 100,50,25,12.5), each engine in a memory cgroup of that "
+                   "size (root; bench_budget.py)")
+    p.add_argument("--image", type=pathlib.Path, help="with --budgets: this synthesized image "
+                   "instead of writing one")
+    p.add_argument("--gguf", type=pathlib.Path, help="with --budgets and --llama-bench: this "
+                   "GGUF twin of --image instead of writing one")
     p.add_argument("--seed", type=int, default=0, help="seed of the random model's weights "
                    "(default 0): another seed, another draw of the same shape")
     p.add_argument("--fidelity-prompts", type=int, default=4, help="prompts for the fidelity "
@@ -431,11 +473,19 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return f"-m {args.model}: no such file"
     if args.llama_bench and args.model is not None:
         return "--llama-bench runs on the benchmark's own model: drop -m"
-    if args.real and (args.quant is None or args.model or args.llama_bench or args.torch):
-        return "--real needs --quant and runs Colibri alone (no -m, --llama-bench, --torch)"
+    if args.budgets and (not args.real or args.quant is None or args.row_groups):
+        return "--budgets needs --real and --quant (without --row-groups)"
+    if (args.image or args.gguf) and not args.budgets:
+        return "--image and --gguf go with --budgets"
+    if args.gguf and not args.llama_bench:
+        return "--gguf needs --llama-bench"
+    if args.real and (args.quant is None or args.model or args.torch or
+                      (args.llama_bench and not args.budgets)):
+        return ("--real needs --quant and runs Colibri alone (no -m, --torch; --llama-bench "
+                "only with --budgets)")
     if args.row_groups and args.quant is None:
         return "--row-groups needs --quant"
-    if args.llama_bench and args.family != "mixtral":
+    if args.llama_bench and args.family != "mixtral" and not args.budgets:
         return "--llama-bench takes the mixtral family"
     if min(args.fidelity_prompts, args.fidelity_length) < 1 or args.fidelity_length > 512:
         return "--fidelity-prompts >= 1 and --fidelity-length 1 .. 512"
@@ -453,7 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     except ColibriError as exc:
         print(f"colibri-bench: error: {exc}", file=sys.stderr)
         return 1
-    (print_real if args.real else print_report)(report)
+    if args.budgets:
+        from .bench_budget import print_budgets
+
+        print_budgets(report)
+    else:
+        (print_real if args.real else print_report)(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

@@ -1,0 +1,187 @@
+"""colibri-bench --real NAME --quant int4 --budgets 100,50,25,12.5: a model
+larger than its memory. For each budget (a percentage of the image), each
+engine runs in a memory cgroup of exactly that many bytes, the page cache
+dropped first (cgroup.py):
+  * colibri: colibri-run --memory-budget BYTES (experts read into its cache);
+  * paging: colibri-run on the mapped image, left to the kernel's paging;
+  * llama.cpp (with --llama-bench): llama-bench on the same weights as a GGUF
+    (gguf_real.py), mapped, as llama.cpp runs by default.
+Then colibri-run with the image in memory (no cgroup, pages preloaded): the
+speed a budget is compared with. Reported per budget: decode tokens/s, p99
+token latency, megabytes read from disk per generated token, the cache's hit
+rate, the cgroup's peak memory, OOM kills; ratios colibri/paging,
+colibri/llama.cpp, colibri/in-memory; and the bound the disk sets on
+colibri's figure (its bytes read per decoded token / the disk's measured
+bandwidth for reads of one expert block).
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import pathlib
+import random
+import re
+import time
+
+from .cgroup import CgroupError, run_limited, unavailable
+
+
+class BudgetBenchError(CgroupError):
+    """The budget benchmark cannot run here, or a run failed."""
+
+
+def disk_bandwidth(path: pathlib.Path, block: int, seconds: float = 4.0) -> float:
+    """Bytes per second of direct reads of `block` bytes at random aligned
+    offsets of the file (what the expert cache does), one at a time."""
+    size = path.stat().st_size
+    align = 4096
+    block = (block + align - 1) // align * align
+    buf = mmap.mmap(-1, block)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    rng = random.Random(0)
+    total, start = 0, time.perf_counter()
+    try:
+        while time.perf_counter() - start < seconds:
+            offset = rng.randrange(0, (size - block) // align) * align
+            total += os.preadv(fd, [buf], offset)
+    finally:
+        os.close(fd)
+        buf.close()
+    return total / (time.perf_counter() - start)
+
+
+def _field(text: str, line: str, key: str) -> float:
+    m = re.search(rf"{line}: .*\b{key}=([0-9.]+)", text)
+    if not m:
+        raise BudgetBenchError(f"colibri-run --stats printed no {line} {key}")
+    return float(m[1])
+
+
+def _colibri_cmd(args, image: pathlib.Path, ids: list[int], *extra: str) -> list[str]:
+    return [str(args.colibri_run), str(image), "--ids", ",".join(map(str, ids)), "--gen",
+            str(args.gen), "--threads", str(args.threads[0]), "--batch", str(len(ids)),
+            "--context", str(len(ids) + args.gen + 1), "--stats", *extra]
+
+
+def _colibri_row(done, gen: int) -> dict:
+    if done.returncode != 0:
+        raise BudgetBenchError(f"colibri-run failed (exit {done.returncode}): "
+                               f"{done.stderr.strip()[-600:]}")
+    err = done.stderr
+    row = {"decode_tok_s": _field(err, "decode", "tokens_per_s"),
+           "p99_ms": _field(err, "decode", "p99") / 1e6,
+           "whole_s": done.seconds, "peak_bytes": done.peak_bytes, "oom_kills": done.oom_kills,
+           "disk_mb_per_token": done.disk_read_bytes / gen / 1e6}
+    if "expert_decode:" in err:
+        row["hit_rate"] = _field(err, "expert_decode", "hit_rate")
+        row["read_mb_per_token"] = _field(err, "expert_decode", "bytes_per_token") / 1e6
+        row["slots"] = int(_field(err, "expert_cache", "slots"))
+    return row
+
+
+def _llama_row(args, gguf: pathlib.Path, ids: list[int], budget: int) -> dict:
+    cmd = [str(args.llama_bench), "-m", str(gguf), "-p", str(len(ids)), "-n", str(args.gen),
+           "-t", str(args.threads[0]), "-r", "1", "-o", "jsonl"]
+    done = run_limited(cmd, budget)
+    if done.returncode != 0:
+        return {"failed": f"exit {done.returncode}", "oom_kills": done.oom_kills,
+                "peak_bytes": done.peak_bytes}
+    rates = _llama_rates(done.stdout)
+    return {"decode_tok_s": rates["decode_tok_s"], "whole_s": done.seconds,
+            "peak_bytes": done.peak_bytes, "oom_kills": done.oom_kills,
+            "disk_mb_per_token": done.disk_read_bytes / args.gen / 1e6}
+
+
+def _llama_rates(stdout: str) -> dict:
+    import json
+
+    rates = {}
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            rates["prompt_tok_s" if row.get("n_gen", 0) == 0 else "decode_tok_s"] = row["avg_ts"]
+    if "decode_tok_s" not in rates:
+        raise BudgetBenchError("llama-bench printed no decode result")
+    return rates
+
+
+def _in_memory(args, image: pathlib.Path, ids: list[int]) -> dict:
+    import subprocess
+
+    cmd = _colibri_cmd(args, image, ids, "--preload")
+    subprocess.run(cmd, capture_output=True, text=True, timeout=3600)  # pages in: warm
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise BudgetBenchError(f"colibri-run failed: {done.stderr.strip()[-600:]}")
+    return {"decode_tok_s": _field(done.stderr, "decode", "tokens_per_s"),
+            "p99_ms": _field(done.stderr, "decode", "p99") / 1e6}
+
+
+def _budget_row(args, image: pathlib.Path, gguf, ids: list[int], percent: float,
+                disk_bps: float) -> dict:
+    budget = int(image.stat().st_size * percent / 100)
+    row = {"percent": percent, "budget_bytes": budget}
+    run = run_limited(_colibri_cmd(args, image, ids, "--memory-budget", str(budget)), budget)
+    row["colibri"] = _colibri_row(run, args.gen)
+    row["paging"] = _colibri_row(run_limited(_colibri_cmd(args, image, ids), budget), args.gen)
+    if gguf is not None:
+        row["llama.cpp"] = _llama_row(args, gguf, ids, budget)
+    ours = row["colibri"]
+    ours["disk_bound_tok_s"] = (disk_bps / (ours["read_mb_per_token"] * 1e6)
+                                if ours["read_mb_per_token"] > 0 else float("inf"))
+    return row
+
+
+def run_budgets(args, image: pathlib.Path, gguf: pathlib.Path | None) -> dict:
+    """The report of --budgets on an image (and its GGUF twin, or None)."""
+    why = unavailable()
+    if why:
+        raise BudgetBenchError(f"--budgets: {why}")
+    from ..image.image_reader import read_image
+
+    image_info = read_image(image)
+    expert = max(b.size for b in image_info.expert_blocks())
+    vocab = image_info.record.vocab_size
+    ids = [(7 * i + 3) % vocab for i in range(args.prompt)]
+    disk_bps = disk_bandwidth(image, expert)
+    rows = [_budget_row(args, image, gguf, ids, p, disk_bps) for p in args.budgets]
+    memory = _in_memory(args, image, ids)
+    for row in rows:
+        ours = row["colibri"]
+        ours["of_in_memory"] = ours["decode_tok_s"] / memory["decode_tok_s"]
+        ours["x_paging"] = ours["decode_tok_s"] / row["paging"]["decode_tok_s"]
+        peer = row.get("llama.cpp", {})
+        if "decode_tok_s" in peer:
+            ours["x_llama"] = ours["decode_tok_s"] / peer["decode_tok_s"]
+    return {"image": str(image), "image_bytes": image.stat().st_size, "expert_bytes": expert,
+            "prompt_tokens": args.prompt, "decoded_tokens": args.gen,
+            "threads": args.threads[0], "disk_mb_per_s": disk_bps / 1e6,
+            "in_memory": memory, "rows": rows, "load_average": os.getloadavg()[1]}
+
+
+def print_budgets(report: dict) -> None:
+    print(f"image {report['image_bytes'] / 1e9:.2f} GB, expert block "
+          f"{report['expert_bytes'] / 1e6:.2f} MB, disk {report['disk_mb_per_s']:.0f} MB/s "
+          f"(direct reads of one block), prompt {report['prompt_tokens']}, decode "
+          f"{report['decoded_tokens']}, {report['threads']} thread(s); in memory: "
+          f"{report['in_memory']['decode_tok_s']:.2f} tok/s")
+    print(f"{'budget':>8}{'engine':>11}{'tok/s':>8}{'p99 ms':>9}{'MB/tok':>8}{'hits':>6}"
+          f"{'peak MB':>9}{'OOM':>4}  ratios")
+    for row in report["rows"]:
+        for name in ("colibri", "paging", "llama.cpp"):
+            r = row.get(name)
+            if r is None:
+                continue
+            if "failed" in r:
+                print(f"{row['percent']:7g}%{name:>11}  failed ({r['failed']}, OOM kills "
+                      f"{r['oom_kills']})")
+                continue
+            extra = ""
+            if name == "colibri":
+                extra = (f"  {r['x_paging']:.1f}x paging, {r['of_in_memory']:.0%} of in-memory"
+                         + (f", {r['x_llama']:.2f}x llama.cpp" if "x_llama" in r else "")
+                         + f"; disk bound {r['disk_bound_tok_s']:.1f} tok/s")
+            print(f"{row['percent']:7g}%{name:>11}{r['decode_tok_s']:8.2f}"
+                  f"{r.get('p99_ms', float('nan')):9.0f}{r['disk_mb_per_token']:8.0f}"
+                  f"{r.get('hit_rate', float('nan')):6.2f}{r['peak_bytes'] / 1e6:9.0f}"
+                  f"{r['oom_kills']:4d}{extra}")
