@@ -28,10 +28,11 @@ def tiny_record() -> ModelRecord:
 
 
 def write_tiny_image(path: str | Path, seed: int = 1234, alignment: int = 4096,
-                     record: ModelRecord | None = None) -> Path:
-    """Write the tiny image (or one for `record`, all layers MoE) to `path`."""
+                     record: ModelRecord | None = None, dense: bool = False) -> Path:
+    """Write the tiny image (or one for `record`, all layers MoE, or with
+    dense all dense) to `path`."""
     record = tiny_record() if record is None else record
-    kinds = [int(FfnKind.MOE)] * record.n_layers
+    kinds = [int(FfnKind.DENSE if dense else FfnKind.MOE)] * record.n_layers
     entries, _ = canonical_tensors(record, kinds)
     rng = np.random.default_rng(seed)
     arrays = []

@@ -40,6 +40,8 @@ import numpy as np
 
 from ..errors import ColibriError
 from ..image.status import Status
+from . import engine_experts
+from .engine_experts import ExpertCache
 
 C_VERSION_NUMBER = 100  # COLIBRI_VERSION_NUMBER this binding mirrors (0.1.0)
 PORT_VERSION = 4        # COLIBRI_PORT_VERSION of the colibri_port mirrored here
@@ -137,12 +139,13 @@ class Mapping(ctypes.Structure):
 
 
 class PortCtx(ctypes.Structure):
-    _fields_ = [("map", ctypes.POINTER(Mapping)), ("pool", _ptr)]
+    _fields_ = [("map", ctypes.POINTER(Mapping)), ("pool", _ptr), ("experts", _ptr)]
 
 
 STRUCTS = {"colibri_hparams": HParams, "colibri_kernels": Kernels, "colibri_port": Port,
            "colibri_model": Model, "colibri_state": State, "colibri_options": Options,
-           "colibri_linux_mapping": Mapping, "colibri_linux_port_ctx": PortCtx}
+           "colibri_linux_mapping": Mapping, "colibri_linux_port_ctx": PortCtx,
+           **engine_experts.STRUCTS}
 
 # Room after the model struct: a newer library may have grown its port or
 # record (its version check refuses it first; this is the belt to those braces).
@@ -208,6 +211,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_linux_kernels": (ctypes.POINTER(Kernels), [ctypes.c_char_p]),
         "colibri_linux_kernel_names": (size_t, [ctypes.c_char_p, size_t]),
     }
+    signatures.update(engine_experts.signatures(p_model, ctypes.POINTER(Mapping)))
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
@@ -279,16 +283,22 @@ class Engine:
                  threads: int | None = None, batch: int = DEFAULT_BATCH,
                  kernels: str | None = None, mlock: bool = False, preload: bool = False,
                  verify: bool = False, fingerprint: int = 0, routes: bool = False,
-                 lock: bool = True) -> None:
+                 lock: bool = True, memory_budget: int | None = None,
+                 expert_slots: int | None = None, io_threads: int = 4,
+                 cache_policy: str = "quota") -> None:
         self.path = Path(path)
         self._lib, self.library_path = load_library()
         self._map = Mapping()
         self._mapped = False
         self._pool = None
         self._closed = False
+        self.experts: ExpertCache | None = None
         try:
             self._open(context, threads, batch, kernels, mlock, preload, verify, fingerprint,
                        routes, lock)
+            if memory_budget is not None or expert_slots is not None:
+                self._open_experts(memory_budget, expert_slots, io_threads, verify,
+                                   cache_policy, fingerprint)
         except BaseException:
             self.close()
             raise
@@ -394,6 +404,39 @@ class Engine:
                                  np.full((self.context, hp.n_layers, k), -1, np.int32),
                                  np.zeros((self.context, hp.n_layers, k), np.float32))
 
+    def _open_experts(self, budget, slots, io_threads, verify, policy, fingerprint) -> None:
+        """The expert cache (docs/linux.md, Models larger than memory): sized by the
+        budget (which counts the mapped dense part, the KV state, scratch and logits,
+        and the port's reserve; not this Python process) or by slots; then the port's
+        expert slots on it and the model initialised again with them."""
+        if (budget is None) == (slots is None) or policy not in ("quota", "lru") or \
+                not 0 <= io_threads <= 16 or (slots is not None and slots < 1) or \
+                (budget is not None and budget < 1):
+            raise EngineError("give memory_budget (bytes) or expert_slots, not both; "
+                              "io_threads 0 .. 16; cache_policy quota or lru",
+                              status="COLIBRI_E_BAD_ARGUMENT", code=1)
+
+        def problem(message: str, status: int) -> EngineError:
+            name = LINUX_STATUS[status] if status < len(LINUX_STATUS) else f"E_{status}"
+            return EngineError(message, status=f"COLIBRI_LINUX_{name}", code=status,
+                               path=self.path)
+
+        held = self.state_bytes + self.scratch_bytes + self._logits.nbytes
+        self.experts = ExpertCache(self._lib, ctypes.byref(self._map), ctypes.byref(self._model),
+                                   budget=budget, slots=slots, held_bytes=held,
+                                   io_threads=io_threads, verify=verify, lru=policy == "lru",
+                                   problem=problem)
+        self._port_ctx.experts = self.experts.handle
+        fresh = Port()
+        self._lib.colibri_linux_port_init(ctypes.byref(fresh), ctypes.byref(self._port_ctx))
+        for slot in ("expert_acquire", "expert_release", "experts_chosen"):
+            setattr(self._port_struct, slot, getattr(fresh, slot))
+        options = Options(int(fingerprint) & 0xFFFFFFFF, ctypes.pointer(self._port_struct))
+        status = self._lib.colibri_init(ctypes.byref(self._model), self._map.data,
+                                        self._map.size, ctypes.byref(options))
+        if status != 0:
+            raise self._fail("cannot load the model with the expert cache", status)
+
     def _on_route(self, _ctx, layer, pos, n_tokens, top_k, experts, weights) -> None:
         r = self.routes
         chosen = np.ctypeslib.as_array(experts, shape=(n_tokens, top_k))
@@ -460,7 +503,9 @@ class Engine:
         status = self._lib.colibri_forward(model, state, id_ptr, n, out_ptr, mode, scratch,
                                            self.scratch_bytes, ticks)
         if status != 0:
-            raise self._fail(f"forward pass over {n} ids at position {self.pos} failed", status)
+            why = f" ({self.experts.error()})" if self.experts and self.experts.error() else ""
+            raise self._fail(f"forward pass over {n} ids at position {self.pos} failed{why}",
+                             status)
         self.last_ticks = self._ticks.value
         self._check_unchanged()
 
@@ -532,6 +577,8 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        if self.experts is not None:
+            self.experts.close()
         if self._pool:
             self._lib.colibri_linux_pool_stop(self._pool)
             self._pool = None

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -182,11 +183,13 @@ class Session:
 
     def __init__(self, model_dir: str | os.PathLike[str], *, sampling: SamplingOptions | None = None,
                  context: int | None = None, threads: int | None = None, mlock: bool = False,
-                 stats: bool = False) -> None:
+                 stats: bool = False, memory_budget: int | None = None,
+                 expert_slots: int | None = None) -> None:
         self.model = ModelDir.open(model_dir)
         self.sampler = Sampler(sampling if sampling is not None else self.model.defaults)
         self.engine = Engine(self.model.image, context=context, threads=threads, mlock=mlock,
-                             routes=stats)
+                             routes=stats, memory_budget=memory_budget,
+                             expert_slots=expert_slots)
         self.fed: list[int] = []  # ids in the KV state, in order
 
     def close(self) -> None:
@@ -380,12 +383,32 @@ def build_parser() -> argparse.ArgumentParser:
                         f"least {DEFAULT_CONTEXT} where the model allows)")
     p.add_argument("--threads", type=_number(int, 1), metavar="N", help="engine threads")
     p.add_argument("--mlock", action="store_true", help="lock the image in RAM")
+    p.add_argument("--memory-budget", type=_size, metavar="SIZE",
+                   help="run in SIZE bytes (K, M, G, KiB, MiB, GiB): routed experts read from "
+                        "the file into a cache (colibri-run --memory-budget); the same tokens")
+    p.add_argument("--expert-slots", type=_number(int, 1), metavar="N",
+                   help="that cache with N expert slots instead of a budget")
     p.add_argument("--stats", action="store_true",
                    help="timings and expert use per layer on stderr (colibri-run's format)")
     p.add_argument("--show-ids", action="store_true",
                    help="print the prompt and generated token ids on stderr")
     add_version_option(p)
     return p
+
+
+def _size(text: str) -> int:
+    """colibri-run's --memory-budget sizes: digits, then K, M or G (x 1024),
+    optionally followed by iB or B."""
+    m = re.fullmatch(r"([0-9]+)(?:([KkMmGg])(?:iB|B)?)?", text)
+    if not m or int(m[1]) == 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size (e.g. 536870912, 512M, 2GiB)")
+    return int(m[1]) << {None: 0, "k": 10, "m": 20, "g": 30}[m[2] and m[2].lower()]
+
+
+def _session(args: argparse.Namespace, model: ModelDir, context: int, stats: bool) -> Session:
+    return Session(args.model_dir, sampling=_sampling(args, model.defaults), context=context,
+                   threads=args.threads, mlock=args.mlock, stats=stats,
+                   memory_budget=args.memory_budget, expert_slots=args.expert_slots)
 
 
 def _sampling(args: argparse.Namespace, defaults: SamplingOptions) -> SamplingOptions:
@@ -410,8 +433,7 @@ def _one_shot(args: argparse.Namespace, model: ModelDir, out: TextIO, err: TextI
     if not prompt_ids:
         raise GenerateError("the prompt encodes to no tokens; give a longer prompt")
     context = args.context or _context_for(model, len(prompt_ids), args.gen)
-    with Session(args.model_dir, sampling=_sampling(args, model.defaults), context=context,
-                 threads=args.threads, mlock=args.mlock, stats=args.stats) as session:
+    with _session(args, model, context, args.stats) as session:
         result = session.generate(prompt_ids, args.gen, stop_at_eos=not args.ignore_eos,
                                   on_text=_write(out))
         out.write("\n")
@@ -436,8 +458,7 @@ def _interactive(args: argparse.Namespace, model: ModelDir, inp: TextIO, out: Te
         chat_prompt_ids(model, [])  # raises the "no chat template" error
     tty = inp.isatty()
     context = args.context or min(read_max_context(model), DEFAULT_CONTEXT)
-    with Session(args.model_dir, sampling=_sampling(args, model.defaults), context=context,
-                 threads=args.threads, mlock=args.mlock) as session:
+    with _session(args, model, context, False) as session:
         history = conversation("", args.system)[:-1] if chatting else []
         text_ids: list[int] = []
         err.write(f"{PROG}: {'chat' if chatting else 'text'} mode, context {context}; "
