@@ -70,7 +70,8 @@ static int alloc_steps(const run_options *o, run_experts *x)
     size_t steps = o->gen > 1 ? (size_t)o->gen - 1u : 1u;
     x->step_stall_ns = (uint64_t *)calloc(steps, sizeof *x->step_stall_ns);
     x->step_bytes = (uint64_t *)calloc(steps, sizeof *x->step_bytes);
-    if (x->step_stall_ns == NULL || x->step_bytes == NULL) {
+    x->step_hits = (uint64_t *)calloc(steps, sizeof *x->step_hits);
+    if (x->step_stall_ns == NULL || x->step_bytes == NULL || x->step_hits == NULL) {
         fprintf(stderr, PROG ": error: cannot allocate memory for the cache's counters\n");
         return 1;
     }
@@ -130,6 +131,7 @@ void colibri_run_experts_step_end(run_experts *x, uint32_t step)
     colibri_linux_experts_stats(x->cache, &now);
     x->step_stall_ns[step] = now.stall_ns - x->before.stall_ns;
     x->step_bytes[step] = now.bytes_read - x->before.bytes_read;
+    x->step_hits[step] = now.hits - x->before.hits;
     x->decode_stall_ns += x->step_stall_ns[step];
     x->decode_bytes += x->step_bytes[step];
     x->decode_acquires += now.acquires - x->before.acquires;
@@ -182,6 +184,7 @@ void colibri_run_experts_report(const run_options *o, run_experts *x, uint32_t n
     if (n_steps > 0) {
         print_list("token_stall_ns", x->step_stall_ns, n_steps);
         print_list("token_read_bytes", x->step_bytes, n_steps);
+        print_list("token_expert_hits", x->step_hits, n_steps);
     }
 }
 
@@ -191,5 +194,6 @@ void colibri_run_experts_close(run_experts *x)
     x->cache = NULL;
     free(x->step_stall_ns);
     free(x->step_bytes);
-    x->step_stall_ns = x->step_bytes = NULL;
+    free(x->step_hits);
+    x->step_stall_ns = x->step_bytes = x->step_hits = NULL;
 }

@@ -19,7 +19,7 @@ typedef struct run_experts {
     colibri_linux_expert_layout layout;
     uint64_t fixed_bytes; /* what the run holds besides the cache */
     colibri_linux_expert_stats before; /* at the start of the current step */
-    uint64_t *step_stall_ns, *step_bytes; /* per decode step */
+    uint64_t *step_stall_ns, *step_bytes, *step_hits; /* per decode step */
     uint64_t decode_stall_ns, decode_bytes, decode_acquires, decode_hits;
 } run_experts;
 

@@ -3,6 +3,8 @@
     colibri-run model.bin --ids ... --gen 200 --stats 2> run.txt     (or colibri-generate --stats)
     colibri-plot experts run.txt -o experts.png [--image model.bin --sram-bytes 1048576 | --sram-experts N]
     colibri-plot latency run.txt -o latency.png
+    colibri-run model.bin ... --memory-budget 1G --stats 2> run.txt && colibri-plot cache run.txt -o cache.png
+    colibri-plot budget run.txt --image model.bin --disk-mbps 600 -o budget.png [--percents 100,50,25]
     colibri-bench ... --json bench.json && colibri-plot roofline bench.json -o roofline.png
 
 experts: a heat map of expert use per layer (each cell: the share of that
@@ -16,6 +18,13 @@ latency: the histogram of decode-step times (`token_ns:` of --stats) with the
 median, 90th and 99th percentiles.
 roofline: each engine's decode speed beside the speed the memory bandwidth
 allows (read GB/s / bytes read per decoded token), from colibri-bench's JSON.
+cache: a --memory-budget run's expert cache over its decoded tokens: the
+token's latency and the part of it spent waiting for reads, the megabytes
+read and the hit rate (`token_stall_ns:`, `token_read_bytes:`,
+`token_expert_hits:`).
+budget: the planner (budget_plan.py): from an in-memory run's routing profile
+and speed, the image's sizes and a disk bandwidth, the hit rate and decode
+speed each budget will give; printed as a table and drawn.
 
 Library first: parse_stats(), plan_sram(), experts_figure(), latency_figure(),
 roofline_figure() (each returns a matplotlib Figure); main() is the CLI.
@@ -48,6 +57,13 @@ class RunStats:
     counts: np.ndarray | None = None  # [layers, experts]; rows of dense layers are zero
     layers: list[int] = field(default_factory=list)  # layers that had an experts: line
     token_ns: list[int] = field(default_factory=list)
+    token_stall_ns: list[int] = field(default_factory=list)
+    token_read_bytes: list[int] = field(default_factory=list)
+    token_expert_hits: list[int] = field(default_factory=list)
+    fields: dict[str, dict[str, str]] = field(default_factory=dict)  # other lines: key=value
+
+
+_LISTS = ("token_ns", "token_stall_ns", "token_read_bytes", "token_expert_hits")
 
 
 def _fields(text: str) -> dict[str, str]:
@@ -61,11 +77,14 @@ def parse_stats(text: str, source: str = "<stats>") -> RunStats:
     for number, line in enumerate(text.splitlines(), 1):
         head, _, rest = line.partition(": ")
         topic, _, body = rest.partition(": ")
-        if not head.startswith("colibri-") or topic not in ("experts", "token_ns"):
+        if not head.startswith("colibri-"):
+            continue
+        if topic not in ("experts", *_LISTS):
+            stats.fields[topic] = _fields(body)
             continue
         try:
-            if topic == "token_ns":
-                stats.token_ns += [int(v) for v in body.split(",") if v]
+            if topic in _LISTS:
+                getattr(stats, topic).extend(int(v) for v in body.split(",") if v)
             else:
                 f = _fields(body)
                 rows[int(f["layer"])] = [int(v) for v in f["counts"].split(",")]
@@ -224,7 +243,9 @@ def _parser() -> argparse.ArgumentParser:
     lat.add_argument("stats", type=Path)
     roof = sub.add_parser("roofline", help="decode speed vs the bandwidth bound (colibri-bench)")
     roof.add_argument("report", type=Path, help="colibri-bench --json output")
-    for s in (e, lat, roof):
+    from .plot_budget import add_parsers
+
+    for s in (e, lat, roof, *add_parsers(sub)):
         s.add_argument("-o", "--output", type=Path, required=True, help="PNG to write")
         s.add_argument("--title", default="")
     return p
@@ -267,6 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.cmd == "experts":
             print(_experts(args))
+            return 0
+        if args.cmd in ("cache", "budget"):
+            from .plot_budget import run
+
+            print(run(args, parse_stats(_read(args.stats), str(args.stats))))
             return 0
         if args.cmd == "latency":
             stats = parse_stats(_read(args.stats), str(args.stats))
