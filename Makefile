@@ -34,7 +34,7 @@ SDK_SRC   := $(CORE_SRC) $(call kernel_src,$(KERNELS))
 KERNEL_TABLES := $(call kernel_tables,$(KERNELS))
 LINUX_SRC := $(sort $(wildcard ports/linux/colibri_linux*.c))
 RUN_SRC   := ports/linux/colibri_run.c ports/linux/colibri_run_options.c ports/linux/colibri_run_stats.c \
-             ports/linux/colibri_run_experts.c
+             ports/linux/colibri_run_experts.c ports/linux/colibri_run_slot.c
 
 # The Linux port's CPU probe gets the same list (ports/linux/colibri_linux_kernels.c);
 # a stamp rebuilds it when KERNELS changes.

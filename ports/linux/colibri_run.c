@@ -24,6 +24,7 @@
 #include "colibri.h"
 #include "colibri_linux.h"
 #include "colibri_run_options.h"
+#include "colibri_run_slot.h"
 #include "colibri_run_stats.h"
 
 #define EXIT_RUNTIME 1
@@ -259,6 +260,23 @@ static int logit_is_number(const run_options *o, const float *logits, int32_t be
     return 0;
 }
 
+/* The id to feed next: the argmax of logits (which must be a number), or
+ * with --random-tokens the next of a xorshift64 sequence. 0, or an exit
+ * status after a message. */
+static int next_token(const run_options *o, uint64_t *rng, const float *logits, uint32_t vocab,
+                      int32_t *out, uint32_t n)
+{
+    if (o->have_random) {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        *out = (int32_t)(*rng % vocab);
+        return 0;
+    }
+    *out = (int32_t)colibri_argmax(logits, vocab);
+    return logit_is_number(o, logits, *out, n) ? 0 : EXIT_RUNTIME;
+}
+
 static int run_tokens(const run_options *o, const colibri_model *model, uint32_t ctx,
                       run_buffers *b, run_timing *t)
 {
@@ -267,7 +285,7 @@ static int run_tokens(const run_options *o, const colibri_model *model, uint32_t
     colibri_logits_mode mode = o->logits_path != NULL ? COLIBRI_LOGITS_ALL : COLIBRI_LOGITS_LAST;
     uint32_t vocab = model->hp.vocab_size, i;
     const float *last;
-    uint64_t t0;
+    uint64_t t0, rng = 0x9E3779B97F4A7C15ull ^ o->random_seed;
 
     st = colibri_state_init(&state, model, b->kv, b->kv_bytes, ctx);
     if (st != COLIBRI_OK) {
@@ -293,8 +311,7 @@ static int run_tokens(const run_options *o, const colibri_model *model, uint32_t
         return 0;
     }
     last = b->logits + (mode == COLIBRI_LOGITS_ALL ? (size_t)(o->n_ids - 1) * vocab : 0);
-    b->out[0] = (int32_t)colibri_argmax(last, vocab);
-    if (!logit_is_number(o, last, b->out[0], 1)) {
+    if (next_token(o, &rng, last, vocab, &b->out[0], 1) != 0) {
         return EXIT_RUNTIME;
     }
     for (i = 1; i < o->gen; i++) {
@@ -310,8 +327,7 @@ static int run_tokens(const run_options *o, const colibri_model *model, uint32_t
             fprintf(stderr, PROG ": error: at generated token %u:\n", i + 1);
             return runtime_error(o->model_path, "forward pass failed", st);
         }
-        b->out[i] = (int32_t)colibri_argmax(b->logits, vocab);
-        if (!logit_is_number(o, b->logits, b->out[i], i + 1)) {
+        if (next_token(o, &rng, b->logits, vocab, &b->out[i], i + 1) != 0) {
             return EXIT_RUNTIME;
         }
     }
@@ -358,67 +374,12 @@ static int setup_port(const run_options *o, const colibri_linux_mapping *map,
     return 0;
 }
 
-/* --slots: open the store, let boot pick a slot, and describe its image as
- * a mapping (not one colibri_linux_unmap may undo: the store owns it). */
-static int open_slot(const run_options *o, colibri_linux_store *store, colibri_slot_boot *boot,
-                     colibri_linux_mapping *map)
-{
-    char err[1024];
-    if (colibri_linux_store_open(store, o->model_path, 4096, o->have_key ? o->trusted_key : NULL,
-                                 err, sizeof err) != COLIBRI_LINUX_OK) {
-        fprintf(stderr, PROG ": error: %s\n", err);
-        return EXIT_RUNTIME;
-    }
-    colibri_status st = colibri_slot_boot_select(&store->slots, boot);
-    for (uint32_t i = 0; i < 2; i++) {
-        if (boot->rejected & (1u << i)) {
-            fprintf(stderr,
-                    PROG ": %s: slot %c failed (verification, or a first run that never "
-                         "confirmed it) and is marked bad\n",
-                    o->model_path, 'A' + (int)i);
-        }
-    }
-    if (st != COLIBRI_OK) {
-        fprintf(stderr, PROG ": error: %s: no slot to run: %s (status %d)\n", o->model_path,
-                colibri_strerror(st), (int)st);
-        colibri_linux_store_close(store);
-        return EXIT_RUNTIME;
-    }
-    memset(map, 0, sizeof *map);
-    map->data = (const uint8_t *)boot->image;
-    map->size = (size_t)boot->size;
-    map->image_size = boot->size;
-    map->page_size = (size_t)sysconf(_SC_PAGESIZE);
-    map->fd = -1;
-    fprintf(stderr, PROG ": %s: running slot %c%s\n", o->model_path, 'A' + (int)boot->slot,
-            boot->on_trial ? " (new image, on trial)" : "");
-    return 0;
-}
-
-/* After the run: an image on trial that ran well becomes GOOD. */
-static int close_slot(const run_options *o, colibri_linux_store *store,
-                      const colibri_slot_boot *boot, int rc)
-{
-    if (boot->on_trial && rc == 0 && !o->no_confirm) {
-        colibri_status st = colibri_slot_confirm(&store->slots, boot->slot);
-        if (st != COLIBRI_OK) {
-            fprintf(stderr, PROG ": error: %s: cannot confirm slot %c: %s\n", o->model_path,
-                    'A' + (int)boot->slot, colibri_strerror(st));
-            rc = EXIT_RUNTIME;
-        } else {
-            fprintf(stderr, PROG ": %s: slot %c confirmed\n", o->model_path, 'A' + (int)boot->slot);
-        }
-    }
-    colibri_linux_store_close(store);
-    return rc;
-}
-
 static int map_model(const run_options *o, colibri_linux_store *store, colibri_slot_boot *boot,
                      colibri_linux_mapping *map)
 {
     char err[1024];
     if (o->slots) {
-        return open_slot(o, store, boot, map);
+        return colibri_run_open_slot(o, store, boot, map);
     }
     int whole = o->memory_budget == 0 && o->expert_slots == 0; /* else --mlock: the slots */
     colibri_linux_status ls = colibri_linux_map(map, o->model_path,
@@ -436,7 +397,7 @@ static void unmap_model(const run_options *o, colibri_linux_store *store,
                         const colibri_slot_boot *boot, colibri_linux_mapping *map, int *rc)
 {
     if (o->slots) {
-        *rc = close_slot(o, store, boot, *rc);
+        *rc = colibri_run_close_slot(o, store, boot, *rc);
     } else {
         colibri_linux_unmap(map);
     }

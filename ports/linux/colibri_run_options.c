@@ -56,6 +56,9 @@ const char colibri_run_usage_text[] =
     "  --io-threads N      threads reading experts ahead, 0 .. 16 (default 4)\n"
     "  --cache-policy P    quota (default: per-layer shares, least used first)\n"
     "                      or lru (least recently used, for comparison)\n"
+    "  --random-tokens SEED  decode by feeding pseudo-random ids (from SEED)\n"
+    "                      instead of the argmax: varied routing, as\n"
+    "                      llama-bench's tg test feeds (benchmarks)\n"
     "  -h, --help          show this help and exit\n"
     "\n"
     "exit status: 0 success, 1 model or runtime error, 2 usage error\n";
@@ -224,7 +227,8 @@ static int parse_size(const char *opt, const char *text, uint64_t *out)
     const char *unit = text + digits;
     unsigned shift = 0;
     uint64_t v = 0;
-    const char *why = parse_decimal(text, digits, UINT64_MAX >> 30, &v);
+    const char *why = text[0] == '-' ? "is negative"
+                                     : parse_decimal(text, digits, UINT64_MAX >> 30, &v);
     if (*unit == 'K' || *unit == 'k') {
         shift = 10;
     } else if (*unit == 'M' || *unit == 'm') {
@@ -291,6 +295,7 @@ enum opt_id {
     OPT_EXPERT_SLOTS,
     OPT_IO_THREADS,
     OPT_CACHE_POLICY,
+    OPT_RANDOM_TOKENS,
     OPT_COUNT
 };
 
@@ -303,7 +308,7 @@ static const struct {
     {"--stats", 0},       {"--verify", 0}, {"--kernels", 1},    {"--threads", 1},
     {"--batch", 1},       {"--help", 0},   {"--slots", 0},      {"--trusted-key", 1},
     {"--no-confirm", 0},  {"--memory-budget", 1}, {"--expert-slots", 1}, {"--io-threads", 1},
-    {"--cache-policy", 1},
+    {"--cache-policy", 1},  {"--random-tokens", 1},
 };
 
 static int find_option(const char *arg, size_t name_len)
@@ -354,6 +359,9 @@ static int apply_option(run_options *o, int id, const char *value)
         o->have_io_threads = 1;
         return parse_count("--io-threads", value, 0, 16, &o->io_threads);
     case OPT_CACHE_POLICY: return parse_policy(value, o);
+    case OPT_RANDOM_TOKENS:
+        o->have_random = 1;
+        return parse_count("--random-tokens", value, 0, UINT32_MAX, &o->random_seed);
     case OPT_KERNELS:
         if (value[0] == '\0') {
             colibri_run_usage_error("--kernels needs a table name");

@@ -32,6 +32,8 @@ typedef struct run_options {
     uint32_t expert_slots;  /* --expert-slots N; 0: from the budget */
     uint32_t io_threads;    /* --io-threads N */
     int have_io_threads, cache_lru; /* --cache-policy lru */
+    int have_random;                /* --random-tokens SEED: feed these, not the argmax */
+    uint32_t random_seed;
 } run_options;
 
 #define COLIBRI_RUN_DEFAULT_IO_THREADS 4u

@@ -105,3 +105,14 @@ def test_budget_sizes_the_cache_and_states_the_minimum(colibri_run, converted, t
     assert done.returncode == 1 and done.stdout == ""
     minimum = re.search(r"below this model's minimum of (\d+) bytes", done.stderr)
     assert minimum and int(minimum[1]) == fixed + 3 * slot, done.stderr
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_random_tokens_same_bits_and_reproducible(family, colibri_run, converted, tmp_path):
+    """--random-tokens (the benchmark's varied routing) feeds the same ids
+    with and without the cache, the same for a seed, others for another."""
+    image = converted(family)[1]
+    want, _ = _run(colibri_run, image, tmp_path, "--random-tokens", 5)
+    got, _ = _run(colibri_run, image, tmp_path, "--random-tokens", 5, "--expert-slots", 3)
+    other, _ = _run(colibri_run, image, tmp_path, "--random-tokens", 6)
+    assert got == want != other

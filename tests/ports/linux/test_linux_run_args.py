@@ -47,6 +47,21 @@ BAD_ARGS = [
     (["--ids", "1", "--bogus"], "unknown option '--bogus'"),
     (["--ids", "1", "-x"], "unknown option '-x'"),
     (["--ids", "1", "other.bin"], "more than one model file"),
+    (["--ids", "1", "--memory-budget", "0"], "'0' is zero"),
+    (["--ids", "1", "--memory-budget", "12X"], "has an unknown unit"),
+    (["--ids", "1", "--memory-budget", "1.5G"], "has an unknown unit"),
+    (["--ids", "1", "--memory-budget", "-1G"], "is negative"),
+    (["--ids", "1", "--memory-budget", "G"], "is empty"),
+    (["--ids", "1", "--memory-budget", "99999999999999G"], "is too large"),
+    (["--ids", "1", "--memory-budget", "1G", "--expert-slots", "4"], "not both"),
+    (["--ids", "1", "--io-threads", "2"], "need --memory-budget or --expert-slots"),
+    (["--ids", "1", "--cache-policy", "lru"], "need --memory-budget or --expert-slots"),
+    (["--ids", "1", "--expert-slots", "4", "--io-threads", "17"], "is too large"),
+    (["--ids", "1", "--expert-slots", "0"], "'0' is too small"),
+    (["--ids", "1", "--expert-slots", "4", "--cache-policy", "mru"], "is not quota or lru"),
+    (["--ids", "1", "--expert-slots", "4", "--slots"], "without --slots or --preload"),
+    (["--ids", "1", "--expert-slots", "4", "--preload"], "without --slots or --preload"),
+    (["--ids", "1", "--random-tokens", "x"], "is not a decimal integer"),
 ]
 
 

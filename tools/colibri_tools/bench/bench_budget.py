@@ -6,6 +6,11 @@ dropped first (cgroup.py):
   * paging: colibri-run on the mapped image, left to the kernel's paging;
   * llama.cpp (with --llama-bench): llama-bench on the same weights as a GGUF
     (gguf_real.py), mapped, as llama.cpp runs by default.
+Two routings: "own", the model's greedy decode (random weights repeat their
+tokens, so the same experts come back: the easy case), and "random", each
+decoded token a pseudo-random id (colibri-run --random-tokens; what
+llama-bench's tg test feeds), whose expert use is near-uniform: the hard
+case, and the one llama.cpp is compared in.
 Then colibri-run with the image in memory (no cgroup, pages preloaded): the
 speed a budget is compared with. Reported per budget: decode tokens/s, p99
 token latency, megabytes read from disk per generated token, the cache's hit
@@ -57,10 +62,14 @@ def _field(text: str, line: str, key: str) -> float:
     return float(m[1])
 
 
-def _colibri_cmd(args, image: pathlib.Path, ids: list[int], *extra: str) -> list[str]:
+ROUTINGS = {"own": (), "random": ("--random-tokens", "1")}
+
+
+def _colibri_cmd(args, image: pathlib.Path, ids: list[int], routing: str,
+                 *extra: str) -> list[str]:
     return [str(args.colibri_run), str(image), "--ids", ",".join(map(str, ids)), "--gen",
             str(args.gen), "--threads", str(args.threads[0]), "--batch", str(len(ids)),
-            "--context", str(len(ids) + args.gen + 1), "--stats", *extra]
+            "--context", str(len(ids) + args.gen + 1), "--stats", *ROUTINGS[routing], *extra]
 
 
 def _colibri_row(done, gen: int) -> dict:
@@ -105,10 +114,10 @@ def _llama_rates(stdout: str) -> dict:
     return rates
 
 
-def _in_memory(args, image: pathlib.Path, ids: list[int]) -> dict:
+def _in_memory(args, image: pathlib.Path, ids: list[int], routing: str) -> dict:
     import subprocess
 
-    cmd = _colibri_cmd(args, image, ids, "--preload")
+    cmd = _colibri_cmd(args, image, ids, routing, "--preload")
     subprocess.run(cmd, capture_output=True, text=True, timeout=3600)  # pages in: warm
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
@@ -121,15 +130,28 @@ def _budget_row(args, image: pathlib.Path, gguf, ids: list[int], percent: float,
                 disk_bps: float) -> dict:
     budget = int(image.stat().st_size * percent / 100)
     row = {"percent": percent, "budget_bytes": budget}
-    run = run_limited(_colibri_cmd(args, image, ids, "--memory-budget", str(budget)), budget)
-    row["colibri"] = _colibri_row(run, args.gen)
-    row["paging"] = _colibri_row(run_limited(_colibri_cmd(args, image, ids), budget), args.gen)
+    for routing in ROUTINGS:
+        cmd = _colibri_cmd(args, image, ids, routing, "--memory-budget", str(budget))
+        ours = _colibri_row(run_limited(cmd, budget), args.gen)
+        ours["disk_bound_tok_s"] = (disk_bps / (ours["read_mb_per_token"] * 1e6)
+                                    if ours["read_mb_per_token"] > 0 else float("inf"))
+        paging = run_limited(_colibri_cmd(args, image, ids, routing), budget)
+        row[routing] = {"colibri": ours, "paging": _colibri_row(paging, args.gen)}
     if gguf is not None:
-        row["llama.cpp"] = _llama_row(args, gguf, ids, budget)
-    ours = row["colibri"]
-    ours["disk_bound_tok_s"] = (disk_bps / (ours["read_mb_per_token"] * 1e6)
-                                if ours["read_mb_per_token"] > 0 else float("inf"))
+        row["random"]["llama.cpp"] = _llama_row(args, gguf, ids, budget)
     return row
+
+
+def _ratios(row: dict, memory: dict) -> None:
+    for routing, engines in row.items():
+        if routing not in ROUTINGS:
+            continue
+        ours = engines["colibri"]
+        ours["of_in_memory"] = ours["decode_tok_s"] / memory[routing]["decode_tok_s"]
+        ours["x_paging"] = ours["decode_tok_s"] / engines["paging"]["decode_tok_s"]
+        peer = engines.get("llama.cpp", {})
+        if "decode_tok_s" in peer:
+            ours["x_llama"] = ours["decode_tok_s"] / peer["decode_tok_s"]
 
 
 def run_budgets(args, image: pathlib.Path, gguf: pathlib.Path | None) -> dict:
@@ -145,43 +167,39 @@ def run_budgets(args, image: pathlib.Path, gguf: pathlib.Path | None) -> dict:
     ids = [(7 * i + 3) % vocab for i in range(args.prompt)]
     disk_bps = disk_bandwidth(image, expert)
     rows = [_budget_row(args, image, gguf, ids, p, disk_bps) for p in args.budgets]
-    memory = _in_memory(args, image, ids)
+    memory = {routing: _in_memory(args, image, ids, routing) for routing in ROUTINGS}
     for row in rows:
-        ours = row["colibri"]
-        ours["of_in_memory"] = ours["decode_tok_s"] / memory["decode_tok_s"]
-        ours["x_paging"] = ours["decode_tok_s"] / row["paging"]["decode_tok_s"]
-        peer = row.get("llama.cpp", {})
-        if "decode_tok_s" in peer:
-            ours["x_llama"] = ours["decode_tok_s"] / peer["decode_tok_s"]
+        _ratios(row, memory)
     return {"image": str(image), "image_bytes": image.stat().st_size, "expert_bytes": expert,
             "prompt_tokens": args.prompt, "decoded_tokens": args.gen,
             "threads": args.threads[0], "disk_mb_per_s": disk_bps / 1e6,
             "in_memory": memory, "rows": rows, "load_average": os.getloadavg()[1]}
 
 
+def _line(percent: float, routing: str, name: str, r: dict) -> str:
+    head = f"{percent:7g}%{routing:>7}{name:>11}"
+    if "failed" in r:
+        return f"{head}  failed ({r['failed']}, OOM kills {r['oom_kills']})"
+    extra = ""
+    if name == "colibri":
+        extra = (f"  {r['x_paging']:.1f}x paging, {r['of_in_memory']:.0%} of in-memory"
+                 + (f", {r['x_llama']:.2f}x llama.cpp" if "x_llama" in r else "")
+                 + f"; disk bound {r['disk_bound_tok_s']:.1f} tok/s")
+    return (f"{head}{r['decode_tok_s']:8.2f}{r.get('p99_ms', float('nan')):9.0f}"
+            f"{r['disk_mb_per_token']:8.0f}{r.get('hit_rate', float('nan')):6.2f}"
+            f"{r['peak_bytes'] / 1e6:9.0f}{r['oom_kills']:4d}{extra}")
+
+
 def print_budgets(report: dict) -> None:
+    memory = report["in_memory"]
     print(f"image {report['image_bytes'] / 1e9:.2f} GB, expert block "
           f"{report['expert_bytes'] / 1e6:.2f} MB, disk {report['disk_mb_per_s']:.0f} MB/s "
           f"(direct reads of one block), prompt {report['prompt_tokens']}, decode "
           f"{report['decoded_tokens']}, {report['threads']} thread(s); in memory: "
-          f"{report['in_memory']['decode_tok_s']:.2f} tok/s")
-    print(f"{'budget':>8}{'engine':>11}{'tok/s':>8}{'p99 ms':>9}{'MB/tok':>8}{'hits':>6}"
-          f"{'peak MB':>9}{'OOM':>4}  ratios")
+          + ", ".join(f"{k} {v['decode_tok_s']:.2f} tok/s" for k, v in memory.items()))
+    print(f"{'budget':>8}{'route':>7}{'engine':>11}{'tok/s':>8}{'p99 ms':>9}{'MB/tok':>8}"
+          f"{'hits':>6}{'peak MB':>9}{'OOM':>4}  ratios")
     for row in report["rows"]:
-        for name in ("colibri", "paging", "llama.cpp"):
-            r = row.get(name)
-            if r is None:
-                continue
-            if "failed" in r:
-                print(f"{row['percent']:7g}%{name:>11}  failed ({r['failed']}, OOM kills "
-                      f"{r['oom_kills']})")
-                continue
-            extra = ""
-            if name == "colibri":
-                extra = (f"  {r['x_paging']:.1f}x paging, {r['of_in_memory']:.0%} of in-memory"
-                         + (f", {r['x_llama']:.2f}x llama.cpp" if "x_llama" in r else "")
-                         + f"; disk bound {r['disk_bound_tok_s']:.1f} tok/s")
-            print(f"{row['percent']:7g}%{name:>11}{r['decode_tok_s']:8.2f}"
-                  f"{r.get('p99_ms', float('nan')):9.0f}{r['disk_mb_per_token']:8.0f}"
-                  f"{r.get('hit_rate', float('nan')):6.2f}{r['peak_bytes'] / 1e6:9.0f}"
-                  f"{r['oom_kills']:4d}{extra}")
+        for routing in ROUTINGS:
+            for name, r in row[routing].items():
+                print(_line(row["percent"], routing, name, r))
