@@ -5,7 +5,9 @@ dropped first (cgroup.py):
   * colibri: colibri-run --memory-budget BYTES (experts read into its cache);
   * paging: colibri-run on the mapped image, left to the kernel's paging;
   * llama.cpp (with --llama-bench): llama-bench on the same weights as a GGUF
-    (gguf_real.py), mapped, as llama.cpp runs by default.
+    (gguf_real.py), as it runs by default (the file mapped, its Q4_0 matrices
+    repacked for the CPU into anonymous memory), and with --repack 0 (the
+    matrices read in place from the mapping: what lets it page).
 Two routings: "own", the model's greedy decode (random weights repeat their
 tokens, so the same experts come back: the easy case), and "random", each
 decoded token a pseudo-random id (colibri-run --random-tokens; what
@@ -88,9 +90,21 @@ def _colibri_row(done, gen: int) -> dict:
     return row
 
 
-def _llama_row(args, gguf: pathlib.Path, ids: list[int], budget: int) -> dict:
+LLAMA_MODES = {"llama.cpp": (), "llama.cpp-norepack": ("--repack", "0")}
+
+
+def _llama_row(args, gguf: pathlib.Path, ids: list[int], budget: int | None,
+               mode: str) -> dict:
+    """llama-bench in a cgroup of `budget` bytes (None: none, caches warm)."""
+    import subprocess
+
     cmd = [str(args.llama_bench), "-m", str(gguf), "-p", str(len(ids)), "-n", str(args.gen),
-           "-t", str(args.threads[0]), "-r", "1", "-o", "jsonl"]
+           "-t", str(args.threads[0]), "-r", "1", "-o", "jsonl", *LLAMA_MODES[mode]]
+    if budget is None:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0:
+            raise BudgetBenchError(f"llama-bench failed: {done.stderr.strip()[-600:]}")
+        return {"decode_tok_s": _llama_rates(done.stdout)["decode_tok_s"]}
     done = run_limited(cmd, budget)
     if done.returncode != 0:
         return {"failed": f"exit {done.returncode}", "oom_kills": done.oom_kills,
@@ -137,8 +151,8 @@ def _budget_row(args, image: pathlib.Path, gguf, ids: list[int], percent: float,
                                     if ours["read_mb_per_token"] > 0 else float("inf"))
         paging = run_limited(_colibri_cmd(args, image, ids, routing), budget)
         row[routing] = {"colibri": ours, "paging": _colibri_row(paging, args.gen)}
-    if gguf is not None:
-        row["random"]["llama.cpp"] = _llama_row(args, gguf, ids, budget)
+    for mode in LLAMA_MODES if gguf is not None else ():
+        row["random"][mode] = _llama_row(args, gguf, ids, budget, mode)
     return row
 
 
@@ -149,9 +163,10 @@ def _ratios(row: dict, memory: dict) -> None:
         ours = engines["colibri"]
         ours["of_in_memory"] = ours["decode_tok_s"] / memory[routing]["decode_tok_s"]
         ours["x_paging"] = ours["decode_tok_s"] / engines["paging"]["decode_tok_s"]
-        peer = engines.get("llama.cpp", {})
-        if "decode_tok_s" in peer:
-            ours["x_llama"] = ours["decode_tok_s"] / peer["decode_tok_s"]
+        peers = [engines[m]["decode_tok_s"] for m in LLAMA_MODES
+                 if "decode_tok_s" in engines.get(m, {})]
+        if peers:  # against llama.cpp's better configuration
+            ours["x_llama"] = ours["decode_tok_s"] / max(peers)
 
 
 def run_budgets(args, image: pathlib.Path, gguf: pathlib.Path | None) -> dict:
@@ -168,8 +183,14 @@ def run_budgets(args, image: pathlib.Path, gguf: pathlib.Path | None) -> dict:
     disk_bps = disk_bandwidth(image, expert)
     rows = [_budget_row(args, image, gguf, ids, p, disk_bps) for p in args.budgets]
     memory = {routing: _in_memory(args, image, ids, routing) for routing in ROUTINGS}
+    for mode in LLAMA_MODES if gguf is not None else ():
+        memory[mode] = _llama_row(args, gguf, ids, None, mode)
     for row in rows:
         _ratios(row, memory)
+        for mode in LLAMA_MODES:
+            peer = row["random"].get(mode, {})
+            if "decode_tok_s" in peer:
+                peer["of_in_memory"] = peer["decode_tok_s"] / memory[mode]["decode_tok_s"]
     return {"image": str(image), "image_bytes": image.stat().st_size, "expert_bytes": expert,
             "prompt_tokens": args.prompt, "decoded_tokens": args.gen,
             "threads": args.threads[0], "disk_mb_per_s": disk_bps / 1e6,
@@ -180,7 +201,7 @@ def _line(percent: float, routing: str, name: str, r: dict) -> str:
     head = f"{percent:7g}%{routing:>7}{name:>11}"
     if "failed" in r:
         return f"{head}  failed ({r['failed']}, OOM kills {r['oom_kills']})"
-    extra = ""
+    extra = f"  {r['of_in_memory']:.0%} of in-memory" if "of_in_memory" in r else ""
     if name == "colibri":
         extra = (f"  {r['x_paging']:.1f}x paging, {r['of_in_memory']:.0%} of in-memory"
                  + (f", {r['x_llama']:.2f}x llama.cpp" if "x_llama" in r else "")
