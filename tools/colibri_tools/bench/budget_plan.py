@@ -9,7 +9,11 @@ equal share of the slots and keeps each layer's most used experts; in its
 steady state it holds, per layer, the `share` experts the profile uses most,
 and every other choice is a read of one block. The slots come from the
 budget as colibri-run computes them (colibri_linux_budget_slots: the dense
-part, the buffers and the 24 MiB reserve first). A decoded token then reads
+part, the buffers and the 24 MiB reserve first). With fewer slots than one
+token's experts (top_k x MoE layers) every slot is overwritten within each
+token: nothing is kept, every choice is a read. The steady state ignores
+recency: a model that repeats itself (greedy decode of random weights) hits
+more than predicted. A decoded token then reads
 (1 - hit rate) x top_k x MoE layers blocks; with `compute` seconds of
 arithmetic per token (the in-memory decode) and reads overlapping it (reader
 threads) or not at all, the speed lies between 1 / (compute + read) and
@@ -71,7 +75,8 @@ def predict(counts: np.ndarray, sizes: Sizes, budgets: list[int], disk_bps: floa
     rows = []
     for budget in budgets:
         slots = sizes.slots(budget)
-        hits = hit_rate(counts, slots) if slots else 0.0
+        keeps = slots >= sizes.top_k * sizes.moe_layers
+        hits = hit_rate(counts, slots) if keeps else 0.0
         read_bytes = (1 - hits) * sizes.top_k * sizes.moe_layers * sizes.block_bytes
         read_s = read_bytes / disk_bps
         rows.append({"budget": budget, "slots": slots, "hit_rate": hits,
