@@ -127,11 +127,13 @@ def run(args, stats) -> str:
         raise OptionError("--percents above 0 and --disk-mbps above 0")
     rows = budget_rows(stats, args.image, sorted(percents), args.disk_mbps)
     budget_figure(rows, args.title).savefig(args.output, dpi=120)
-    lines = [f"wrote {args.output}", f"{'budget':>8}{'slots':>7}{'hits':>7}{'MB/token':>10}"
+    lines = [f"wrote {args.output}", f"{'budget':>8}{'slots':>7}{'hits':>10}{'MB/token':>10}"
              f"{'tok/s':>18}"]
     for r in rows:
         speed = (f"{r['tok_s_low']:.2f} .. {r['tok_s_high']:.2f}" if r["slots"]
                  else "below minimum")
-        lines.append(f"{r['percent']:7g}%{r['slots']:7d}{r['hit_rate']:7.2f}"
+        hits = (f"{r['hit_rate']:.2f}" if r["hit_rate_low"] == r["hit_rate"]
+                else f"{r['hit_rate_low']:.2f}-{r['hit_rate']:.2f}")
+        lines.append(f"{r['percent']:7g}%{r['slots']:7d}{hits:>10}"
                      f"{r['read_mb_per_token']:10.1f}  {speed:>16}")
     return "\n".join(lines)
