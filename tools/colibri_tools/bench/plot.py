@@ -41,13 +41,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ColibriError, OptionError
+from .plot_common import PlotError, _pyplot
 from ..version import add_version_option
 
 PROG = "colibri-plot"
-
-
-class PlotError(ColibriError):
-    """The input has nothing to draw, or matplotlib is missing."""
 
 
 @dataclass
@@ -124,17 +121,6 @@ def plan_sram(counts: np.ndarray, slots: int) -> np.ndarray:
     for _, layer, e in order[:max(slots, 0)]:
         mask[layer, e] = True
     return mask
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise PlotError("colibri-plot needs matplotlib: pip install 'colibri-tools[plot]'") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def experts_figure(stats: RunStats, sram: np.ndarray | None = None, title: str = ""):

@@ -10,18 +10,11 @@ import numpy as np
 
 from ..errors import OptionError
 from .budget_plan import Sizes, predict
-
-
-def _pyplot():
-    from .plot import _pyplot as load
-
-    return load()
+from .plot_common import PlotError, _pyplot
 
 
 def cache_figure(stats, title: str = ""):
     """Per decoded token: latency and read stall (ms), MB read, hit rate."""
-    from .plot import PlotError
-
     if not stats.token_stall_ns or len(stats.token_stall_ns) != len(stats.token_ns):
         raise PlotError("no token_stall_ns: line (a colibri-run --memory-budget run with "
                         "--stats and at least 2 generated tokens)")
