@@ -234,17 +234,17 @@ typedef struct colibri_linux_expert_config {
 
 /* Counters since open; the calling thread's view. */
 typedef struct colibri_linux_expert_stats {
-    uint64_t acquires;    /* blocks the core asked for */
-    uint64_t hits;        /* ... that were in a slot before their layer chose */
-    uint64_t ahead;       /* ... read ahead when their layer chose, in time */
-    uint64_t waits;       /* ... read ahead, not yet in: the core waited */
-    uint64_t misses;      /* ... read on demand (not hinted, or no free slot) */
-    uint64_t reads;       /* blocks read from the file */
-    uint64_t bytes_read;  /* bytes those reads asked for (aligned) */
-    uint64_t stall_ns;    /* time the core waited for blocks */
-    uint64_t failures;    /* reads that failed (error, short, checksum) */
+    uint64_t acquires;   /* blocks the core asked for */
+    uint64_t hits;       /* ... that were in a slot before their layer chose */
+    uint64_t ahead;      /* ... read ahead when their layer chose, in time */
+    uint64_t waits;      /* ... read ahead, not yet in: the core waited */
+    uint64_t misses;     /* ... read on demand (not hinted, or no free slot) */
+    uint64_t reads;      /* blocks read from the file */
+    uint64_t bytes_read; /* bytes those reads asked for (aligned) */
+    uint64_t stall_ns;   /* time the core waited for blocks */
+    uint64_t failures;   /* reads that failed (error, short, checksum) */
     uint32_t slots, io_threads;
-    int direct;           /* 1 if reads bypass the page cache (O_DIRECT) */
+    int direct; /* 1 if reads bypass the page cache (O_DIRECT) */
 } colibri_linux_expert_stats;
 
 /* An expert cache (opaque). */

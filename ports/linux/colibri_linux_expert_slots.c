@@ -164,8 +164,7 @@ void colibri_linux_experts_chosen(void *ctx, uint32_t layer, const uint32_t *exp
 /* A slot for key, read on this thread: NO_SLOT if the read failed. Waits
  * while every slot is busy (reads ahead finish; the core holds fewer than
  * min_slots). Lock held; dropped while reading. */
-static uint32_t read_on_demand(colibri_linux_experts *c, uint32_t key, uint64_t offset,
-                               size_t size)
+static uint32_t read_on_demand(colibri_linux_experts *c, uint32_t key, uint64_t offset, size_t size)
 {
     uint32_t slot;
     read_failure failure;

@@ -45,7 +45,8 @@ colibri_linux_status colibri_linux_expert_layout_of(const colibri_model *model,
     }
     out->experts = model->hp.n_experts;
     out->dense_bytes = model->image_size - out->expert_bytes;
-    out->slot_bytes = colibri_linux_round_up(out->block_max + 2u * EXPERT_IO_ALIGN, EXPERT_IO_ALIGN);
+    out->slot_bytes =
+        colibri_linux_round_up(out->block_max + 2u * EXPERT_IO_ALIGN, EXPERT_IO_ALIGN);
     out->min_slots = model->hp.top_k > 3u ? model->hp.top_k : 3u;
     return COLIBRI_LINUX_OK;
 }
@@ -73,7 +74,8 @@ static colibri_linux_status check_config(const colibri_linux_expert_config *cfg,
 {
     char slot[64];
     if (cfg->io_threads > EXPERT_IO_THREADS_MAX || (cfg->flags & ~COLIBRI_LINUX_EXPERTS_FLAGS)) {
-        colibri_linux_set_err(err, err_size, "expert cache: %u reader threads (at most %u), flags 0x%x",
+        colibri_linux_set_err(err, err_size,
+                              "expert cache: %u reader threads (at most %u), flags 0x%x",
                               cfg->io_threads, EXPERT_IO_THREADS_MAX, cfg->flags);
         return COLIBRI_LINUX_E_BAD_ARGUMENT;
     }
@@ -155,8 +157,8 @@ static void read_dense_ahead(const colibri_linux_experts *c, const colibri_linux
     uint32_t n = 0;
     for (uint32_t k = 0; spans != NULL && k < c->keys; k++) {
         size_t size;
-        if (colibri_expert_block(c->model, k / c->experts, k % c->experts, &spans[2u * n],
-                                 &size) == COLIBRI_OK) {
+        if (colibri_expert_block(c->model, k / c->experts, k % c->experts, &spans[2u * n], &size) ==
+            COLIBRI_OK) {
             spans[2u * n++ + 1u] = size;
         }
     }
@@ -217,8 +219,9 @@ colibri_linux_status colibri_linux_experts_open(colibri_linux_experts **out,
     colibri_linux_set_err(err, err_size, "%s", "");
     if (out == NULL || map == NULL || model == NULL || cfg == NULL || map->fd < 0 ||
         model->image != map->data) {
-        colibri_linux_set_err(err, err_size, "expert cache: no mapping, model or configuration, "
-                                             "or a model not loaded from that mapping");
+        colibri_linux_set_err(err, err_size,
+                              "expert cache: no mapping, model or configuration, "
+                              "or a model not loaded from that mapping");
         return COLIBRI_LINUX_E_BAD_ARGUMENT;
     }
     *out = NULL;
@@ -237,8 +240,9 @@ colibri_linux_status colibri_linux_experts_open(colibri_linux_experts **out,
     pthread_cond_init(&c->done, NULL);
     st = colibri_linux_expert_layout_of(model, &c->layout);
     if (st == COLIBRI_LINUX_E_NO_EXPERTS) {
-        colibri_linux_set_err(err, err_size, "the model has no routed experts: nothing to read "
-                                             "from storage (run it without a memory budget)");
+        colibri_linux_set_err(err, err_size,
+                              "the model has no routed experts: nothing to read "
+                              "from storage (run it without a memory budget)");
     }
     if (st == COLIBRI_LINUX_OK) {
         st = open_parts(c, map, cfg, err, err_size);
@@ -296,11 +300,14 @@ int colibri_linux_experts_error(colibri_linux_experts *c, char *out, size_t size
         return 0;
     }
     if (f.what == READ_SHORT) {
-        (void)snprintf(what, sizeof what, "the file ends at byte %llu, inside the block (was it "
-                                          "truncated?)", (unsigned long long)f.at);
+        (void)snprintf(what, sizeof what,
+                       "the file ends at byte %llu, inside the block (was it "
+                       "truncated?)",
+                       (unsigned long long)f.at);
     } else if (f.what == READ_CHECKSUM) {
-        (void)snprintf(what, sizeof what, "the block read at byte %llu fails its check: %s (was "
-                                          "the file changed?)",
+        (void)snprintf(what, sizeof what,
+                       "the block read at byte %llu fails its check: %s (was "
+                       "the file changed?)",
                        (unsigned long long)f.at, colibri_strerror(f.status));
     } else {
         (void)snprintf(what, sizeof what, "read error at byte %llu: %s", (unsigned long long)f.at,

@@ -25,11 +25,11 @@
 typedef enum slot_state { SLOT_EMPTY, SLOT_LOADING, SLOT_READY, SLOT_FAILED } slot_state;
 
 typedef struct expert_slot {
-    uint8_t *buf;      /* slot_bytes, EXPERT_IO_ALIGN-aligned */
-    uint64_t offset;   /* the block's place in the image */
-    size_t size;       /* and its size */
-    size_t data_at;    /* where the block starts in buf */
-    uint32_t key;      /* layer * experts_per_layer + expert, or NO_KEY */
+    uint8_t *buf;    /* slot_bytes, EXPERT_IO_ALIGN-aligned */
+    uint64_t offset; /* the block's place in the image */
+    size_t size;     /* and its size */
+    size_t data_at;  /* where the block starts in buf */
+    uint32_t key;    /* layer * experts_per_layer + expert, or NO_KEY */
     slot_state state;
     uint32_t holds;    /* acquired and not yet released */
     int ahead;         /* read ahead and not acquired since */
@@ -42,9 +42,9 @@ typedef struct expert_slot {
 #define READ_CHECKSUM (-2) /* the bytes fail the block's CRC-32s or scales */
 
 typedef struct read_failure {
-    int what;       /* an errno, READ_SHORT or READ_CHECKSUM; 0: none */
+    int what; /* an errno, READ_SHORT or READ_CHECKSUM; 0: none */
     uint32_t key;
-    uint64_t at;    /* the file offset the failing read started at */
+    uint64_t at;           /* the file offset the failing read started at */
     colibri_status status; /* READ_CHECKSUM: what the check said */
 } read_failure;
 

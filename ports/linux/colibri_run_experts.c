@@ -79,8 +79,8 @@ static int alloc_steps(const run_options *o, run_experts *x)
 }
 
 int colibri_run_experts_open(const run_options *o, const colibri_linux_mapping *map,
-                             colibri_model *model, colibri_port *port,
-                             colibri_linux_port_ctx *pctx, size_t buffers_bytes, run_experts *x)
+                             colibri_model *model, colibri_port *port, colibri_linux_port_ctx *pctx,
+                             size_t buffers_bytes, run_experts *x)
 {
     colibri_linux_expert_config cfg;
     char err[1024];
@@ -168,15 +168,15 @@ void colibri_run_experts_report(const run_options *o, run_experts *x, uint32_t n
             PROG ": expert_cache: budget=%llu fixed_bytes=%llu dense_bytes=%llu slots=%u "
                  "slot_bytes=%zu io_threads=%u direct=%s policy=%s\n",
             (unsigned long long)o->memory_budget, (unsigned long long)x->fixed_bytes,
-            (unsigned long long)x->layout.dense_bytes, s.slots, x->layout.slot_bytes,
-            s.io_threads, s.direct ? "yes" : "no", o->cache_lru ? "lru" : "quota");
+            (unsigned long long)x->layout.dense_bytes, s.slots, x->layout.slot_bytes, s.io_threads,
+            s.direct ? "yes" : "no", o->cache_lru ? "lru" : "quota");
     fprintf(stderr,
             PROG ": expert_reads: acquires=%llu hits=%llu ahead=%llu waits=%llu misses=%llu "
                  "reads=%llu bytes=%llu stall_ns=%llu failures=%llu\n",
-            (unsigned long long)s.acquires, (unsigned long long)s.hits,
-            (unsigned long long)s.ahead, (unsigned long long)s.waits, (unsigned long long)s.misses,
-            (unsigned long long)s.reads, (unsigned long long)s.bytes_read,
-            (unsigned long long)s.stall_ns, (unsigned long long)s.failures);
+            (unsigned long long)s.acquires, (unsigned long long)s.hits, (unsigned long long)s.ahead,
+            (unsigned long long)s.waits, (unsigned long long)s.misses, (unsigned long long)s.reads,
+            (unsigned long long)s.bytes_read, (unsigned long long)s.stall_ns,
+            (unsigned long long)s.failures);
     fprintf(stderr,
             PROG ": expert_decode: hit_rate=%.4f bytes_per_token=%.0f stall_ns_per_token=%.0f\n",
             x->decode_acquires ? (double)x->decode_hits / (double)x->decode_acquires : 0.0,

@@ -17,8 +17,8 @@
 typedef struct run_experts {
     colibri_linux_experts *cache; /* NULL: experts read in place */
     colibri_linux_expert_layout layout;
-    uint64_t fixed_bytes; /* what the run holds besides the cache */
-    colibri_linux_expert_stats before; /* at the start of the current step */
+    uint64_t fixed_bytes;                             /* what the run holds besides the cache */
+    colibri_linux_expert_stats before;                /* at the start of the current step */
     uint64_t *step_stall_ns, *step_bytes, *step_hits; /* per decode step */
     uint64_t decode_stall_ns, decode_bytes, decode_acquires, decode_hits;
 } run_experts;
@@ -28,8 +28,8 @@ typedef struct run_experts {
  * the port and initialise the model again with it. 0, or an exit status
  * after a message. Without either option: 0, nothing done. */
 int colibri_run_experts_open(const run_options *o, const colibri_linux_mapping *map,
-                             colibri_model *model, colibri_port *port,
-                             colibri_linux_port_ctx *pctx, size_t buffers_bytes, run_experts *x);
+                             colibri_model *model, colibri_port *port, colibri_linux_port_ctx *pctx,
+                             size_t buffers_bytes, run_experts *x);
 
 /* Around each decode step i (steps counted from 0). */
 void colibri_run_experts_step_begin(run_experts *x);

@@ -227,8 +227,8 @@ static int parse_size(const char *opt, const char *text, uint64_t *out)
     const char *unit = text + digits;
     unsigned shift = 0;
     uint64_t v = 0;
-    const char *why = text[0] == '-' ? "is negative"
-                                     : parse_decimal(text, digits, UINT64_MAX >> 30, &v);
+    const char *why =
+        text[0] == '-' ? "is negative" : parse_decimal(text, digits, UINT64_MAX >> 30, &v);
     if (*unit == 'K' || *unit == 'k') {
         shift = 10;
     } else if (*unit == 'M' || *unit == 'm') {
@@ -242,7 +242,10 @@ static int parse_size(const char *opt, const char *text, uint64_t *out)
     }
     if (why != NULL || *unit != '\0' || v == 0) {
         colibri_run_usage_error("%s '%s' %s (expected bytes, e.g. 536870912, 512M or 2GiB)", opt,
-                                text, why != NULL ? why : v == 0 ? "is zero" : "has an unknown unit");
+                                text,
+                                why != NULL ? why
+                                : v == 0    ? "is zero"
+                                            : "has an unknown unit");
         return -1;
     }
     *out = v << shift;
@@ -303,12 +306,12 @@ static const struct {
     const char *name;
     int takes_value;
 } k_opts[OPT_COUNT] = {
-    {"--ids", 1},         {"--gen", 1},    {"--all-logits", 1}, {"--context", 1},
-    {"--fingerprint", 1}, {"--mlock", 0},  {"--preload", 0},    {"--no-prefetch", 0},
-    {"--stats", 0},       {"--verify", 0}, {"--kernels", 1},    {"--threads", 1},
-    {"--batch", 1},       {"--help", 0},   {"--slots", 0},      {"--trusted-key", 1},
-    {"--no-confirm", 0},  {"--memory-budget", 1}, {"--expert-slots", 1}, {"--io-threads", 1},
-    {"--cache-policy", 1},  {"--random-tokens", 1},
+    {"--ids", 1},          {"--gen", 1},           {"--all-logits", 1},   {"--context", 1},
+    {"--fingerprint", 1},  {"--mlock", 0},         {"--preload", 0},      {"--no-prefetch", 0},
+    {"--stats", 0},        {"--verify", 0},        {"--kernels", 1},      {"--threads", 1},
+    {"--batch", 1},        {"--help", 0},          {"--slots", 0},        {"--trusted-key", 1},
+    {"--no-confirm", 0},   {"--memory-budget", 1}, {"--expert-slots", 1}, {"--io-threads", 1},
+    {"--cache-policy", 1}, {"--random-tokens", 1},
 };
 
 static int find_option(const char *arg, size_t name_len)

@@ -28,9 +28,9 @@ typedef struct run_options {
     int have_key;
     uint8_t trusted_key[32]; /* --trusted-key HEX */
     /* Experts from storage (docs/linux.md, "Models larger than memory"). */
-    uint64_t memory_budget; /* --memory-budget SIZE in bytes; 0: none */
-    uint32_t expert_slots;  /* --expert-slots N; 0: from the budget */
-    uint32_t io_threads;    /* --io-threads N */
+    uint64_t memory_budget;         /* --memory-budget SIZE in bytes; 0: none */
+    uint32_t expert_slots;          /* --expert-slots N; 0: from the budget */
+    uint32_t io_threads;            /* --io-threads N */
     int have_io_threads, cache_lru; /* --cache-policy lru */
     int have_random;                /* --random-tokens SEED: feed these, not the argmax */
     uint32_t random_seed;

@@ -12,7 +12,7 @@
 /* --slots: open the store, let boot pick a slot, and describe its image as
  * a mapping (not one colibri_linux_unmap may undo: the store owns it). */
 int colibri_run_open_slot(const run_options *o, colibri_linux_store *store, colibri_slot_boot *boot,
-                     colibri_linux_mapping *map)
+                          colibri_linux_mapping *map)
 {
     char err[1024];
     if (colibri_linux_store_open(store, o->model_path, 4096, o->have_key ? o->trusted_key : NULL,
@@ -48,7 +48,7 @@ int colibri_run_open_slot(const run_options *o, colibri_linux_store *store, coli
 
 /* After the run: an image on trial that ran well becomes GOOD. */
 int colibri_run_close_slot(const run_options *o, colibri_linux_store *store,
-                      const colibri_slot_boot *boot, int rc)
+                           const colibri_slot_boot *boot, int rc)
 {
     if (boot->on_trial && rc == 0 && !o->no_confirm) {
         colibri_status st = colibri_slot_confirm(&store->slots, boot->slot);
@@ -63,4 +63,3 @@ int colibri_run_close_slot(const run_options *o, colibri_linux_store *store,
     colibri_linux_store_close(store);
     return rc;
 }
-

@@ -13,8 +13,8 @@
 /* Open the store, let boot pick a slot, and describe its image as a mapping
  * (not one colibri_linux_unmap may undo: the store owns it). 0, or an exit
  * status after a message. */
-int colibri_run_open_slot(const run_options *o, colibri_linux_store *store,
-                          colibri_slot_boot *boot, colibri_linux_mapping *map);
+int colibri_run_open_slot(const run_options *o, colibri_linux_store *store, colibri_slot_boot *boot,
+                          colibri_linux_mapping *map);
 
 /* After the run (rc its status so far): an image on trial that ran well
  * becomes GOOD; the store is closed. Returns the run's status. */

@@ -35,8 +35,7 @@ static int scales_finite(const colibri_model *m, uint32_t index, const uint8_t *
 }
 
 /* Tensor `index` read at `data`; NULL: in the image. */
-static colibri_status tensor_check_data(const colibri_model *m, uint32_t index,
-                                        const uint8_t *data)
+static colibri_status tensor_check_data(const colibri_model *m, uint32_t index, const uint8_t *data)
 {
     if (data == NULL) {
         data = m->image + colibri_rd_u64(tensor_entry(m, index) + TEN_OFFSET);

@@ -8,12 +8,11 @@ import shutil
 
 import numpy as np
 import pytest
+from colibri_tools.image.image_spec import ModelRecord
 from colibri_tools.runtime.engine import Engine, EngineError
 from colibri_tools.runtime.generate import main
 from linux_tiny_image import write_tiny_image
 from test_linux_generate import write_word_tokenizer
-
-from colibri_tools.image.image_spec import ModelRecord
 
 IDS = [1, 5, 9, 3, 7, 2, 8, 4, 6, 11, 13, 12, 10]
 

@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ColibriError, OptionError
-from .plot_common import PlotError, _pyplot
 from ..version import add_version_option
+from .plot_common import PlotError, _pyplot
 
 PROG = "colibri-plot"
 
