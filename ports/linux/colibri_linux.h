@@ -10,7 +10,7 @@
  *       return 1;
  *   }
  *   colibri_port port;
- *   colibri_linux_port_ctx ctx = {&map, colibri_linux_pool_start(threads)};
+ *   colibri_linux_port_ctx ctx = {.map = &map, .pool = colibri_linux_pool_start(threads)};
  *   colibri_linux_port_init(&port, &ctx);
  *   colibri_options opt = { 0, &port };
  *   colibri_init(&model, map.data, map.size, &opt);

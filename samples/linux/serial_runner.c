@@ -184,7 +184,7 @@ int main(int argc, char **argv)
     if (size_buffers(&map, &o, &b) != 0 || colibri_serial_linux_init(&io) != 0) {
         return 1;
     }
-    colibri_linux_port_ctx port_ctx = {&map, NULL}; /* one thread: the runner answers in order */
+    colibri_linux_port_ctx port_ctx = {.map = &map}; /* one thread: the runner answers in order */
     colibri_linux_port_init(&port, &port_ctx);
     colibri_runner_config cfg = {
         .image = map.data,

@@ -218,7 +218,7 @@ int main(int argc, char **argv)
     static storage_port sp;
     size_t size, size2;
     colibri_model probe;
-    colibri_linux_port_ctx ctx = {NULL, NULL};
+    colibri_linux_port_ctx ctx = {.map = NULL};
     colibri_port plain, seam;
     run_result ref = {0}, got = {0};
     setvbuf(stdout, NULL, _IONBF, 0); /* said before any leak report ends the process */

@@ -140,7 +140,7 @@ static void test_map_and_hooks(const char *image)
         close(fd);
     }
 
-    colibri_linux_port_ctx ctx = {&m, NULL};
+    colibri_linux_port_ctx ctx = {.map = &m};
     colibri_linux_port_init(&port, &ctx);
     CHECK(port.version == COLIBRI_PORT_VERSION);
     CHECK(port.ticks != NULL && port.prefetch != NULL && port.ctx == (void *)&ctx);
@@ -205,7 +205,7 @@ enum { SMALL_BATCHES = 20000, SMALL_TASKS = 3 };
 static void test_pool_batch_boundaries(void)
 {
     static atomic_int runs[SMALL_BATCHES][SMALL_TASKS];
-    colibri_linux_port_ctx ctx = {NULL, colibri_linux_pool_start(3)};
+    colibri_linux_port_ctx ctx = {.pool = colibri_linux_pool_start(3)};
     colibri_port port;
     int all = 1;
     colibri_linux_port_init(&port, &ctx);
@@ -224,7 +224,7 @@ static void test_pool_batch_boundaries(void)
 static void test_pool(void)
 {
     static atomic_int runs[POOL_TASKS];
-    colibri_linux_port_ctx ctx = {NULL, colibri_linux_pool_start(3)};
+    colibri_linux_port_ctx ctx = {.pool = colibri_linux_pool_start(3)};
     colibri_port port;
     CHECK(ctx.pool != NULL && colibri_linux_pool_threads(ctx.pool) == 3);
     colibri_linux_port_init(&port, &ctx);
