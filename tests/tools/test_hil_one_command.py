@@ -56,8 +56,10 @@ def _interruptible() -> None:
     """In the child: SIGINT as a terminal gives it. A suite started as a
     background job (`.ci/run &`) inherits SIGINT ignored, and Python then
     installs no KeyboardInterrupt handler: the SIGINT case would test nothing
-    but the job control of whoever started pytest."""
+    but the job control of whoever started pytest. Likewise SIGHUP, which a
+    suite started under nohup inherits ignored."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def wait_gone(pids: list[int], seconds: float = 10.0) -> bool:
