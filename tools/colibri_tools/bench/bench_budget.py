@@ -30,6 +30,7 @@ import random
 import re
 import time
 
+from .bench_llama import parse_llama_bench
 from .cgroup import CgroupError, run_limited, unavailable
 
 
@@ -116,13 +117,7 @@ def _llama_row(args, gguf: pathlib.Path, ids: list[int], budget: int | None,
 
 
 def _llama_rates(stdout: str) -> dict:
-    import json
-
-    rates = {}
-    for line in stdout.splitlines():
-        if line.startswith("{"):
-            row = json.loads(line)
-            rates["prompt_tok_s" if row.get("n_gen", 0) == 0 else "decode_tok_s"] = row["avg_ts"]
+    rates = parse_llama_bench(stdout)
     if "decode_tok_s" not in rates:
         raise BudgetBenchError("llama-bench printed no decode result")
     return rates

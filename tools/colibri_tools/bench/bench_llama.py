@@ -98,15 +98,21 @@ def run_llama_bench(binary: pathlib.Path, gguf_path: pathlib.Path, prompt: int, 
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-5:])
         raise LlamaBenchError(f"{binary} failed (exit {done.returncode}):\n{tail}")
-    result = {}
-    for line in done.stdout.splitlines():
-        if not line.startswith("{"):
-            continue
-        row = json.loads(line)
-        key = "prompt_tok_s" if row.get("n_gen", 0) == 0 else "decode_tok_s"
-        result[key] = float(row["avg_ts"])
+    result = parse_llama_bench(done.stdout)
     if set(result) != {"prompt_tok_s", "decode_tok_s"}:
         raise LlamaBenchError(f"{binary}: no prompt and decode results in its output")
+    return result
+
+
+def parse_llama_bench(stdout: str) -> dict:
+    """llama-bench -o jsonl's rows as {"prompt_tok_s": ..., "decode_tok_s": ...}
+    (those it printed)."""
+    result = {}
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            key = "prompt_tok_s" if row.get("n_gen", 0) == 0 else "decode_tok_s"
+            result[key] = float(row["avg_ts"])
     return result
 
 

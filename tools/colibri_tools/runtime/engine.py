@@ -503,7 +503,8 @@ class Engine:
         status = self._lib.colibri_forward(model, state, id_ptr, n, out_ptr, mode, scratch,
                                            self.scratch_bytes, ticks)
         if status != 0:
-            why = f" ({self.experts.error()})" if self.experts and self.experts.error() else ""
+            line = self.experts.error() if self.experts else ""
+            why = f" ({line})" if line else ""
             raise self._fail(f"forward pass over {n} ids at position {self.pos} failed{why}",
                              status)
         self.last_ticks = self._ticks.value
