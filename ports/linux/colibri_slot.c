@@ -71,11 +71,46 @@ static int cmd_init(const char *path, const char *size_text)
     return rc;
 }
 
+static int blank(const uint8_t *p, size_t n)
+{
+    uint8_t zeros = 0, ones = 0xFF;
+    for (size_t i = 0; i < n; i++) {
+        zeros |= p[i];
+        ones &= p[i];
+    }
+    return zeros == 0 || ones == 0xFF;
+}
+
+/* Why the file is not a store colibri-slot init made (NULL: it may be): a
+ * file of another size, or record sectors that hold neither a valid record
+ * copy nor erased bytes (a model image, say). Block devices keep their
+ * size. */
+static const char *not_a_store(const colibri_linux_store *s)
+{
+    struct stat st;
+    if (fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        s->size != 2 * SECTOR + 2 * s->slots.slot_size) {
+        return "its size is not two 4 KiB records and two equal slots";
+    }
+    if (colibri_slot_record_copies(&s->slots) == 0 && !blank(s->map, 2 * SECTOR)) {
+        return "its first two sectors hold no slot record and are not erased";
+    }
+    return NULL;
+}
+
 static int open_store(colibri_linux_store *s, const char *path, const uint8_t *key)
 {
     char err[1024];
     if (colibri_linux_store_open(s, path, SECTOR, key, err, sizeof err) != COLIBRI_LINUX_OK) {
         fprintf(stderr, SLOT_PROG ": error: %s\n", err);
+        return 1;
+    }
+    const char *why = not_a_store(s);
+    if (why != NULL) {
+        fprintf(stderr,
+                SLOT_PROG ": error: %s: not a slot store: %s (make one with colibri-slot init)\n",
+                path, why);
+        colibri_linux_store_close(s);
         return 1;
     }
     return 0;
@@ -129,6 +164,14 @@ static int cmd_install(const char *path, const char *image, const uint8_t *key, 
     }
     close(fd);
     colibri_linux_store_close(&s);
+    if (status == COLIBRI_E_UPDATE_ORDER && running >= 0 &&
+        r.state[running] == COLIBRI_SLOT_TRYING) {
+        fprintf(stderr,
+                SLOT_PROG ": error: %s: not installed: slot %c is on trial: confirm or reject the "
+                          "image on trial first (colibri-slot confirm|reject %s %c)\n",
+                image, 'A' + running, path, 'A' + running);
+        return 1;
+    }
     if (status != COLIBRI_OK) {
         return fail(image, "not installed", status);
     }
@@ -175,6 +218,13 @@ static int cmd_mark(const char *path, const char *which, int confirm)
     colibri_status st =
         confirm ? colibri_slot_confirm(&s.slots, slot) : colibri_slot_reject(&s.slots, slot);
     colibri_linux_store_close(&s);
+    if (st == COLIBRI_E_LAST_IMAGE) {
+        fprintf(stderr,
+                SLOT_PROG ": error: %s: cannot reject slot %s: it holds the last bootable image "
+                          "(the other slot is not good); install another image first\n",
+                path, which);
+        return 1;
+    }
     return st == COLIBRI_OK ? 0 : fail(path, confirm ? "cannot confirm" : "cannot reject", st);
 }
 

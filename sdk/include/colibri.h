@@ -99,7 +99,12 @@ typedef enum colibri_status {
     COLIBRI_E_QUANT_SIZE = 31,          /* quantized tensor's size != rows x blocks x block bytes */
     COLIBRI_E_QUANT_BLOCKS = 32,        /* quantized tensor's block size or blocks per row wrong */
     COLIBRI_E_QUANT_SCALE = 33,         /* quantized tensor has a scale that is not finite */
-    COLIBRI_E_EXPERT_UNAVAILABLE = 34   /* the port could not give an expert's block */
+    COLIBRI_E_EXPERT_UNAVAILABLE = 34,  /* the port could not give an expert's block */
+    COLIBRI_E_RESERVED = 35,            /* a reserved field is not zero: a later format
+                                         * feature this reader does not know */
+    COLIBRI_E_UPDATE_MISMATCH = 36,     /* the image that verifies in the slot is not the
+                                         * bytes this update wrote */
+    COLIBRI_E_LAST_IMAGE = 37           /* refused: the slot is the last bootable image */
 } colibri_status;
 
 /* A one-line English description of a status; never NULL. */

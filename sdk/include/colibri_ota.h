@@ -151,8 +151,13 @@ void colibri_slots_layout(colibri_slots *slots, uint64_t length, uint32_t sector
 int colibri_slot_record_read(const colibri_slots *slots, colibri_slot_record *record);
 
 /* Write *record as the next seq into the copy that is not the newest, then
- * read it back. *record->seq is updated. COLIBRI_OK or COLIBRI_E_FLASH. */
+ * into the other copy, each read back: at rest both copies hold the newest
+ * record. *record->seq is updated. COLIBRI_OK or COLIBRI_E_FLASH. */
 colibri_status colibri_slot_record_write(const colibri_slots *slots, colibri_slot_record *record);
+
+/* How many record copies (0, 1 or 2) are valid. Boot rewrites the record
+ * when only one is, so a single damaged copy is repaired. */
+int colibri_slot_record_copies(const colibri_slots *slots);
 
 /* Encode / decode one 64-byte record copy (docs/ota.md). Decoding returns
  * COLIBRI_OK or COLIBRI_E_CHECKSUM (bad magic, version, field or CRC: the
@@ -193,7 +198,11 @@ int colibri_slot_running(const colibri_slot_record *record);
 
 /* The image on trial ran well: it becomes GOOD (and stays the newest). */
 colibri_status colibri_slot_confirm(const colibri_slots *slots, uint32_t slot);
-/* The image failed at run time: it becomes BAD; boot again to fall back. */
+/* The image failed at run time: it becomes BAD; boot again to fall back.
+ * COLIBRI_E_LAST_IMAGE (nothing changed) for a GOOD or PENDING slot while
+ * the other slot is not GOOD: rejecting it would leave nothing to boot. The
+ * image on trial can always be rejected (an unconfirmed trial ends BAD at
+ * the next boot anyway). */
 colibri_status colibri_slot_reject(const colibri_slots *slots, uint32_t slot);
 
 /* An update in progress: caller storage; fields private. */
@@ -220,8 +229,11 @@ colibri_status colibri_slot_update_write(colibri_slot_update *update, uint64_t o
                                          const void *data, size_t size);
 /*
  * All bytes written: verify the new slot (colibri_slot_verify; refuse a
- * signed version below the running image's unless allow_older) and only
- * then flip the record: the slot becomes PENDING and the next boot tries it.
+ * signed version below the running image's unless allow_older), check that
+ * the image that verified, with its signature block, is exactly the bytes
+ * written (COLIBRI_E_UPDATE_MISMATCH: e.g. a prefix that the slot's older
+ * bytes would complete), and only then flip the record: the slot becomes
+ * PENDING and the next boot tries it.
  */
 colibri_status colibri_slot_update_finish(colibri_slot_update *update, int allow_older);
 

@@ -79,6 +79,17 @@ static colibri_status check_integrity(const uint8_t *img, const colibri_options 
     return COLIBRI_OK;
 }
 
+/* Reserved header bytes are zero: a later minor version that gives them a
+ * meaning is refused here, not misread (docs/format.md 7). */
+static colibri_status check_reserved(const uint8_t *img)
+{
+    uint32_t any = colibri_rd_u32(img + HDR_RESERVED);
+    for (uint32_t i = 0; i < REC_RESERVED_SIZE; i++) {
+        any |= img[REC_RESERVED + i];
+    }
+    return any == 0 ? COLIBRI_OK : COLIBRI_E_RESERVED;
+}
+
 static void model_fill(colibri_model *m, const uint8_t *img, const colibri_options *options)
 {
     m->image = img;
@@ -110,6 +121,9 @@ static colibri_status init_steps(colibri_model *model, const uint8_t *img, size_
     }
     if (status == COLIBRI_OK) {
         status = check_integrity(img, options);
+    }
+    if (status == COLIBRI_OK) {
+        status = check_reserved(img);
     }
     if (status == COLIBRI_OK) {
         status = colibri_hparams_decode(img, &model->hp);

@@ -30,7 +30,8 @@ enum {
     HDR_ARCH = 36,
     HDR_LAYER_TABLE = 40,
     HDR_TENSOR_TABLE = 48,
-    HDR_N_TENSORS = 56
+    HDR_N_TENSORS = 56,
+    HDR_RESERVED = 60 /* u32, zero */
 };
 
 /* Model record fields (section 1.1). */
@@ -79,7 +80,9 @@ enum {
     REC_Q_LORA_RANK = 228,
     REC_KV_LORA_RANK = 232,
     REC_V_HEAD_DIM = 236,
-    REC_LORA_EPS = 240
+    REC_LORA_EPS = 240,
+    REC_RESERVED = 244, /* 12 bytes, zero */
+    REC_RESERVED_SIZE = 12
 };
 
 /* Header flags a reader of this version knows (section 1). */
@@ -128,8 +131,10 @@ enum {
     TEN_CRC = 28,
     TEN_OFFSET = 32,
     TEN_SIZE = 40,
-    TEN_BLOCK = 48,     /* format 1.3, quantized dtypes: weights per block */
-    TEN_ROW_BLOCKS = 52 /* and blocks per row */
+    TEN_BLOCK = 48,      /* format 1.3, quantized dtypes: weights per block */
+    TEN_ROW_BLOCKS = 52, /* and blocks per row */
+    TEN_RESERVED = 56,   /* 8 bytes, zero */
+    TEN_RESERVED_SIZE = 8
 };
 /* Tensor dtypes (section 3.3): float32, the blockwise Q8 and Q4 (1.3),
  * whose block sizes are COLIBRI_QBLOCK and COLIBRI_Q8/Q4_BLOCK_BYTES, and

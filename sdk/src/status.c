@@ -38,6 +38,9 @@ static const char *const messages[] = {
     [COLIBRI_E_QUANT_BLOCKS] = "quantized tensor block size or blocks per row wrong",
     [COLIBRI_E_QUANT_SCALE] = "quantized tensor has a scale that is not finite",
     [COLIBRI_E_EXPERT_UNAVAILABLE] = "the port could not give an expert's block",
+    [COLIBRI_E_RESERVED] = "reserved bytes not zero (a later format feature)",
+    [COLIBRI_E_UPDATE_MISMATCH] = "the image in the slot is not the bytes this update wrote",
+    [COLIBRI_E_LAST_IMAGE] = "refused: that slot holds the last bootable image",
 };
 
 const char *colibri_strerror(colibri_status status)

@@ -180,6 +180,9 @@ static colibri_status expect(table_walk *w, const expected_tensor *want)
     if (!identity_matches(e, want)) {
         return COLIBRI_E_BAD_TENSOR_TABLE;
     }
+    if (colibri_rd_u64(e + TEN_RESERVED) != 0) {
+        return COLIBRI_E_RESERVED; /* a later format feature (docs/format.md 7) */
+    }
     dtype = colibri_rd_u16(e + TEN_DTYPE);
     if (!dtype_allowed(want->role, dtype)) {
         return COLIBRI_E_UNSUPPORTED_DTYPE;

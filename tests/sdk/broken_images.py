@@ -22,7 +22,7 @@ OK, BAD_MAGIC, UNSUPPORTED_VERSION, TRUNCATED, CHECKSUM = 0, 2, 3, 4, 5
 OUT_OF_RANGE, MISALIGNED, UNSUPPORTED_ARCH, UNSUPPORTED_ROUTER = 6, 7, 8, 9
 CONFIG_MISMATCH, BAD_HYPERPARAMS, UNSUPPORTED_DTYPE = 10, 14, 15
 BAD_TENSOR_TABLE, BAD_SHAPE, OVERLAP, BAD_LAYER_TABLE = 16, 17, 18, 19
-QUANT_SIZE, QUANT_BLOCKS, QUANT_SCALE = 31, 32, 33
+QUANT_SIZE, QUANT_BLOCKS, QUANT_SCALE, RESERVED = 31, 32, 33, 35
 
 HEADER, LAYER_ENTRY, TENSOR_ENTRY = 256, 16, 64
 ROLE_ATTN_NORM, ROLE_ROUTER, ROLE_EXPERT_GATE = 16, 40, 48
@@ -147,6 +147,13 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "header_byte_flipped": (edited(v, set_at(68, "I", get(v, 68, "I") + 1), crc=False),
                                 init(CHECKSUM)),
         "table_byte_flipped": (edited(v, set_at(t1 + 60, "B", 1), crc=False), init(CHECKSUM)),
+        # Reserved bytes (docs/format.md 7): a later minor's feature, refused even with a
+        # good checksum.
+        "header_reserved_set": (edited(v, set_at(60, "I", 1 << 24)), init(RESERVED)),
+        "record_reserved_first": (edited(v, set_at(244, "B", 1)), init(RESERVED)),
+        "record_reserved_last": (edited(v, set_at(255, "B", 0x80)), init(RESERVED)),
+        "tensor_reserved_first": (edited(v, set_at(tensor(v, 0) + 56, "B", 1)), init(RESERVED)),
+        "tensor_reserved_last": (edited(v, set_at(tensor(v, last) + 63, "B", 1)), init(RESERVED)),
         "offset_past_end": (edited(v, set_at(tensor(v, last) + 32, "Q", size)),
                             init(OUT_OF_RANGE)),
         "offset_far_past_end": (edited(v, set_at(t1 + 32, "Q", 1 << 62)), init(OUT_OF_RANGE)),

@@ -42,6 +42,9 @@ typedef struct flash {
     int tear;      /* 0 before the step, 1 half of it, 2 garbage */
     uint32_t rng;  /* for garbage */
     jmp_buf power; /* where a power cut lands */
+    int note;      /* 1: note the steps that touch a record copy */
+    long record_steps[64];
+    int n_record_steps;
 } flash;
 
 static flash sim;
@@ -55,7 +58,11 @@ static uint32_t next_random(void)
 /* Count a step; at the cut, leave its torn effect and lose power. */
 static void step(uint8_t *target, const uint8_t *after, uint32_t n, int erase)
 {
-    if (++sim.steps != sim.cut_at) {
+    ++sim.steps;
+    if (sim.note && target < sim.mem + 2 * SECTOR && sim.n_record_steps < 64) {
+        sim.record_steps[sim.n_record_steps++] = sim.steps;
+    }
+    if (sim.steps != sim.cut_at) {
         memcpy(target, after, n);
         return;
     }
@@ -264,21 +271,29 @@ static int cut_sequence(world *w)
     return 0;
 }
 
-/* Every stride-th step, and each of the last 8 (the record flips). */
+/* Every stride-th step, each of the last 8, and every step of every record
+ * write (an erase or a program of either copy). */
 static long next_cut(long k, long stride, long total)
 {
-    if (k >= total - 8) {
-        return k + 1;
+    long next = k >= total - 8 ? k + 1 : (k + stride < total - 8 ? k + stride : total - 8);
+    for (int i = 0; i < sim.n_record_steps; i++) {
+        if (sim.record_steps[i] > k && sim.record_steps[i] < next) {
+            next = sim.record_steps[i];
+        }
     }
-    return k + stride < total - 8 ? k + stride : total - 8;
+    return next;
 }
 
 static void test_power_cuts(world *w, long stride)
 {
     memcpy(sim.mem, w->factory, sim.size);
     no_cut();
+    sim.note = 1;
+    sim.n_record_steps = 0;
     run_sequence(w);
+    sim.note = 0;
     long total = sim.steps;
+    CHECK(sim.n_record_steps == 16); /* 4 record writes x 2 copies x (erase, program) */
     long cuts = 0, old_count = 0, new_count = 0;
     for (long k = 1; k <= total; k = next_cut(k, stride, total)) {
         for (int tear = 0; tear < 3; tear++) {
@@ -415,6 +430,105 @@ static void test_records(world *w)
     CHECK(colibri_slot_boot_select(&s, &b) == COLIBRI_E_NO_SLOT);
 }
 
+/* An update must verify exactly the bytes it wrote: not a prefix that the
+ * slot's older bytes complete, not the image with bytes after it. */
+static void test_update_extent(world *w)
+{
+    colibri_slots s = layout(w->slot_size, w->key);
+    colibri_slot_boot b;
+    colibri_slot_record r;
+    size_t plain = (size_t)image_size_of(w->new_im.bytes);
+    image longer = {calloc(1, w->new_im.size + 64), w->new_im.size + 64};
+    memcpy(longer.bytes, w->new_im.bytes, w->new_im.size);
+    const image cases[] = {
+        {w->new_im.bytes, SECTOR},                  /* the first sector */
+        {w->new_im.bytes, plain / SECTOR * SECTOR}, /* the last whole sector */
+        longer,                                     /* 64 bytes after the block */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(sim.mem, w->factory, sim.size);
+        no_cut();
+        /* NEW in B fails its trial: B is BAD, its bytes still in the slot */
+        CHECK(update(&s, 0, &w->new_im) == COLIBRI_OK);
+        CHECK(colibri_slot_boot_select(&s, &b) == COLIBRI_OK && b.slot == 1 && b.on_trial);
+        CHECK(colibri_slot_boot_select(&s, &b) == COLIBRI_OK && b.slot == 0 && b.rejected == 2u);
+        CHECK(update(&s, 0, &cases[i]) == COLIBRI_E_UPDATE_MISMATCH);
+        CHECK(colibri_slot_record_read(&s, &r) >= 0 && r.state[1] == COLIBRI_SLOT_EMPTY);
+        CHECK(colibri_slot_boot_select(&s, &b) == COLIBRI_OK && b.slot == 0 && !b.on_trial);
+    }
+    /* A store without a key takes the image alone or with its block, and
+     * still refuses the prefix. */
+    colibri_slots open_store = layout(w->slot_size, NULL);
+    const image plain_im = {w->new_im.bytes, plain};
+    memcpy(sim.mem, w->factory, sim.size);
+    CHECK(update(&open_store, 0, &w->new_im) == COLIBRI_OK);
+    CHECK(update(&open_store, 0, &plain_im) == COLIBRI_OK);
+    CHECK(update(&open_store, 0, &cases[1]) == COLIBRI_E_UPDATE_MISMATCH);
+    free(longer.bytes);
+}
+
+/* Rejecting never leaves nothing to boot: refused, and the record kept. */
+static void test_reject_last_image(world *w)
+{
+    colibri_slots s = layout(w->slot_size, w->key);
+    colibri_slot_boot b;
+    colibri_slot_record before, after;
+    memcpy(sim.mem, w->factory, sim.size);
+    no_cut();
+    (void)colibri_slot_record_read(&s, &before);
+    CHECK(colibri_slot_reject(&s, 0) == COLIBRI_E_LAST_IMAGE); /* A GOOD, B EMPTY */
+    CHECK(colibri_slot_record_read(&s, &after) >= 0 && after.seq == before.seq);
+    CHECK(update(&s, 0, &w->new_im) == COLIBRI_OK);
+    CHECK(colibri_slot_reject(&s, 0) == COLIBRI_E_LAST_IMAGE); /* B only PENDING */
+    CHECK(colibri_slot_boot_select(&s, &b) == COLIBRI_OK && b.slot == 1 && b.on_trial);
+    CHECK(colibri_slot_reject(&s, 0) == COLIBRI_E_LAST_IMAGE); /* A typed for B */
+    CHECK(colibri_slot_confirm(&s, 1) == COLIBRI_OK);
+    CHECK(colibri_slot_reject(&s, 0) == COLIBRI_OK); /* B GOOD: A may go */
+    CHECK(colibri_slot_reject(&s, 1) == COLIBRI_E_LAST_IMAGE);
+    CHECK(colibri_slot_boot_select(&s, &b) == COLIBRI_OK && b.slot == 1 && !b.on_trial);
+    /* the image on trial can always be rejected: the next boot would anyway */
+    CHECK(update(&s, 1, &w->new_im) == COLIBRI_OK);
+    CHECK(colibri_slot_boot_select(&s, &b) == COLIBRI_OK && b.slot == 0 && b.on_trial);
+    CHECK(colibri_slot_reject(&s, 0) == COLIBRI_OK);
+}
+
+/* One bit flipped in either record copy, at rest after each record write of
+ * boot, update, trial boot and confirm: boot chooses what it chose without
+ * the flip, and both copies are valid again after it. */
+static void test_record_bit_errors(world *w)
+{
+    colibri_slots s = layout(w->slot_size, w->key);
+    colibri_slot_boot want, got;
+    uint8_t *rest = malloc(sim.size);
+    long flips = 0;
+    memcpy(sim.mem, w->factory, sim.size);
+    no_cut();
+    for (int stage = 0; stage < 4; stage++) {
+        if (stage == 1) {
+            CHECK(update(&s, 0, &w->new_im) == COLIBRI_OK);
+        } else if (stage == 2) {
+            CHECK(colibri_slot_boot_select(&s, &got) == COLIBRI_OK && got.on_trial);
+        } else if (stage == 3) {
+            CHECK(colibri_slot_confirm(&s, 1) == COLIBRI_OK);
+        }
+        CHECK(colibri_slot_record_copies(&s) == 2);
+        memcpy(rest, sim.mem, sim.size);
+        CHECK(colibri_slot_boot_select(&s, &want) == COLIBRI_OK);
+        for (int copy = 0; copy < 2; copy++) {
+            for (int bit = stage; bit < 8 * (int)COLIBRI_SLOT_RECORD_BYTES; bit += 7) {
+                memcpy(sim.mem, rest, sim.size);
+                sim.mem[s.record[copy] + (uint32_t)bit / 8] ^= (uint8_t)(1u << (bit % 8));
+                CHECK(colibri_slot_boot_select(&s, &got) == COLIBRI_OK && got.slot == want.slot &&
+                      got.on_trial == want.on_trial && colibri_slot_record_copies(&s) == 2);
+                flips++;
+            }
+        }
+        memcpy(sim.mem, rest, sim.size);
+    }
+    printf("record bit errors: %ld flips, each booted as without it\n", flips);
+    free(rest);
+}
+
 int main(int argc, char **argv)
 {
     world w;
@@ -441,6 +555,9 @@ int main(int argc, char **argv)
     test_records(&w);
     test_refused_updates(&w);
     test_revert(&w);
+    test_update_extent(&w);
+    test_reject_last_image(&w);
+    test_record_bit_errors(&w);
     test_power_cuts(&w, stride);
     free(sim.mem);
     free(w.factory);

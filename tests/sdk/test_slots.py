@@ -44,9 +44,12 @@ def test_power_cut_at_sampled_steps_boots_old_or_new(asan_bins, update_images, r
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="libFuzzer needs clang")
 def test_fuzz_ota_parsers_for_a_while(update_images, tmp_path, record_property):
-    """tests/fuzz/fuzz_ota.c on the signature block and on a slot store that
-    boot selection reads and rewrites, seeded with a signed image and a store
-    holding two; a crash, sanitizer report or leak fails. A longer campaign:
+    """tests/fuzz/fuzz_ota.c on the signature block, on a slot store that
+    boot selection reads and rewrites, and on an update (begin, writes,
+    finish, then boot, confirm, reject) into such a store, seeded with a
+    signed image, a store holding two, and an update of it; a crash,
+    sanitizer report, leak, or a PENDING slot whose bytes differ from the
+    update's fails. A longer campaign:
     docs/ota.md, "Fuzzing"."""
     subprocess.run(["make", "-s", "build/fuzz/fuzz_ota"], cwd=REPO, check=True)
     corpus = tmp_path / "corpus"
@@ -56,6 +59,13 @@ def test_fuzz_ota_parsers_for_a_while(update_images, tmp_path, record_property):
     store = b"\xff" * 512 + (signed + b"\xff" * (slot - len(signed))) * 2
     (corpus / "signed").write_bytes(b"\0" + signed)
     (corpus / "store").write_bytes(b"\1" + store)
+    # an update of the signed image into a store holding it in slot A (the
+    # record erased): sectors - 6, flags (chunk 64; with and without the key)
+    sectors = len(store) // 256
+    assert 6 <= sectors <= 261
+    for flags in (63 << 2 | 2, 63 << 2):
+        (corpus / f"update{flags & 2}").write_bytes(bytes([2, sectors - 6, flags]) + store
+                                                    + signed)
     seconds = os.environ.get("COLIBRI_FUZZ_OTA_SECONDS", "10")
     done = subprocess.run(
         [str(REPO / "build" / "fuzz" / "fuzz_ota"), f"-max_total_time={seconds}", "-timeout=10",

@@ -367,12 +367,25 @@ def test_truncation_checksum_fingerprint_and_data_crc(good_image):
     assert info.value.status == "COLIBRI_E_CHECKSUM" and info.value.offset == _u("Q", buf, gate + 32)
 
 
-def test_minor_version_and_reserved_bytes_are_accepted(good_image):
+def test_a_later_minor_version_is_accepted(good_image):
     buf = bytearray(good_image)
     _put(buf, "H", 10, 9)
-    buf[255] = 1  # reserved: a later minor may give it meaning
     fix_meta_crc(buf)
     assert read_image(bytes(buf)).header["version_minor"] == 9
+
+
+@pytest.mark.parametrize("offset", [60, 63, 244, 255, "tensor 56", "tensor 63"])
+def test_reserved_bytes_are_refused(good_image, offset):
+    """docs/format.md 7: a later minor version's feature lives in reserved bytes, so an
+    older reader refuses a non-zero one instead of misreading the image."""
+    buf = bytearray(good_image)
+    if isinstance(offset, str):
+        offset = _u("Q", buf, 48) + 3 * 64 + int(offset.split()[1])
+    buf[offset] = 1
+    fix_meta_crc(buf)
+    with pytest.raises(ImageFormatError) as info:
+        read_image(bytes(buf))
+    assert info.value.status == "COLIBRI_E_RESERVED" and "reserved" in str(info.value)
 
 
 def test_fix_meta_crc_returns_what_the_reader_accepts(good_image):

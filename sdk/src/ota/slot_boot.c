@@ -103,6 +103,9 @@ colibri_status colibri_slot_boot_select(const colibri_slots *s, colibri_slot_boo
     if (colibri_slot_record_read(s, &r) < 0) {
         return boot_without_record(s, boot);
     }
+    if (colibri_slot_record_copies(s) < 2 && colibri_slot_record_write(s, &r) != COLIBRI_OK) {
+        return COLIBRI_E_FLASH; /* one copy damaged: both hold the newest record again */
+    }
     for (uint32_t i = 0; i < 2; i++) {
         if (r.state[i] == COLIBRI_SLOT_TRYING) { /* its first run never confirmed it */
             if (set_state(s, &r, i, COLIBRI_SLOT_BAD) != COLIBRI_OK) {
@@ -152,8 +155,21 @@ colibri_status colibri_slot_confirm(const colibri_slots *s, uint32_t slot)
     return mark(s, slot, COLIBRI_SLOT_TRYING, COLIBRI_SLOT_GOOD);
 }
 
+/* Rejecting is refused where it would leave nothing to boot: a slot that
+ * could boot (GOOD or PENDING) is rejected only while the other slot is
+ * GOOD. The image on trial always can be: the next boot would mark it BAD
+ * anyway. */
 colibri_status colibri_slot_reject(const colibri_slots *s, uint32_t slot)
 {
+    colibri_slot_record r;
+    if (slot > 1 || colibri_slots_check(s) != COLIBRI_OK || colibri_slot_record_read(s, &r) < 0) {
+        return COLIBRI_E_BAD_ARGUMENT;
+    }
+    uint8_t state = r.state[slot];
+    if ((state == COLIBRI_SLOT_GOOD || state == COLIBRI_SLOT_PENDING) &&
+        r.state[1 - slot] != COLIBRI_SLOT_GOOD) {
+        return COLIBRI_E_LAST_IMAGE;
+    }
     return mark(s, slot, 0xFF, COLIBRI_SLOT_BAD);
 }
 

@@ -1,8 +1,8 @@
 /*
  * slot_record.c - the 64-byte slot record and its two copies (docs/ota.md,
  * "Slot record"): encode, decode, read the newest valid copy, write the next
- * one into the other copy's sector. A copy cut short by a power cut fails
- * its CRC and the other copy stands.
+ * one into both copies' sectors in turn. A copy cut short by a power cut
+ * fails its CRC and the other copy stands.
  */
 #include "colibri_compat.h"
 #include "colibri.h"
@@ -139,6 +139,21 @@ int colibri_slot_record_read(const colibri_slots *s, colibri_slot_record *record
     return use;
 }
 
+static colibri_status write_copy(const colibri_slots *s, int copy, const uint8_t *bytes)
+{
+    uint64_t at = s->record[copy];
+    if (s->erase(s->ctx, at, s->sector_size) != COLIBRI_OK ||
+        s->program(s->ctx, at, bytes, COLIBRI_SLOT_RECORD_BYTES) != COLIBRI_OK ||
+        !colibri_bytes_equal(s->base + at, bytes, COLIBRI_SLOT_RECORD_BYTES)) {
+        return COLIBRI_E_FLASH;
+    }
+    return COLIBRI_OK;
+}
+
+/* The new record goes into the copy that is not the newest, then into the
+ * other one too: a power cut in either step leaves one valid copy (the old
+ * record or the new one), and at rest both copies hold the newest record,
+ * so one corrupted copy loses nothing. */
 colibri_status colibri_slot_record_write(const colibri_slots *s, colibri_slot_record *record)
 {
     colibri_slot_record newest;
@@ -147,11 +162,19 @@ colibri_status colibri_slot_record_write(const colibri_slots *s, colibri_slot_re
     int target = current == 0 ? 1 : 0;
     record->seq = newest.seq + 1;
     colibri_slot_record_encode(record, bytes);
-    uint64_t at = s->record[target];
-    if (s->erase(s->ctx, at, s->sector_size) != COLIBRI_OK ||
-        s->program(s->ctx, at, bytes, sizeof bytes) != COLIBRI_OK ||
-        !colibri_bytes_equal(s->base + at, bytes, sizeof bytes)) {
+    if (write_copy(s, target, bytes) != COLIBRI_OK ||
+        write_copy(s, 1 - target, bytes) != COLIBRI_OK) {
         return COLIBRI_E_FLASH;
     }
     return COLIBRI_OK;
+}
+
+int colibri_slot_record_copies(const colibri_slots *s)
+{
+    colibri_slot_record copy;
+    int valid = 0;
+    for (int i = 0; i < 2; i++) {
+        valid += colibri_slot_record_decode(&copy, s->base + s->record[i]) == COLIBRI_OK;
+    }
+    return valid;
 }

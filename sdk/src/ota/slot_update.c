@@ -62,6 +62,25 @@ colibri_status colibri_slot_update_write(colibri_slot_update *u, uint64_t offset
     return COLIBRI_OK;
 }
 
+/* The image that verified must be exactly the bytes this update wrote: the
+ * image, then (always with a trusted key, optionally without) its signature
+ * block, and nothing past them. A prefix of an image would otherwise verify
+ * with the slot's previous tail and signature block. */
+static colibri_status check_extent(const colibri_slots *s, uint32_t target, uint64_t image_size,
+                                   uint64_t written)
+{
+    colibri_signature sig;
+    const uint8_t *image = s->base + s->slot[target];
+    if (written == image_size && s->trusted_key == NULL) {
+        return COLIBRI_OK;
+    }
+    if (written <= image_size ||
+        colibri_signature_check(&sig, image, (size_t)written, s->trusted_key) != COLIBRI_OK) {
+        return COLIBRI_E_UPDATE_MISMATCH;
+    }
+    return image_size + sig.size == written ? COLIBRI_OK : COLIBRI_E_UPDATE_MISMATCH;
+}
+
 colibri_status colibri_slot_update_finish(colibri_slot_update *u, int allow_older)
 {
     colibri_slot_record r;
@@ -75,6 +94,9 @@ colibri_status colibri_slot_update_finish(colibri_slot_update *u, int allow_olde
     u->active = 0;
     const colibri_slots *s = u->slots;
     colibri_status status = colibri_slot_verify(s, u->target, &size, &version);
+    if (status == COLIBRI_OK) {
+        status = check_extent(s, u->target, size, u->written);
+    }
     if (status != COLIBRI_OK) {
         return status;
     }

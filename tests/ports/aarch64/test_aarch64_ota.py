@@ -58,8 +58,8 @@ def ota_world(a72_board, cross_tools, tmp_path_factory):
 class Device:
     """One boot of the board on a slot flash file."""
 
-    def __init__(self, board, firmware, flash: pathlib.Path):
-        self.session = qemu.launch(board, firmware.elf, None, timeout=BOOT_TIMEOUT,
+    def __init__(self, board, firmware, flash: pathlib.Path, timeout: float = BOOT_TIMEOUT):
+        self.session = qemu.launch(board, firmware.elf, None, timeout=timeout,
                                    slots_file=flash)
         self.dev = SerialClient.from_port(self.session.open_serial(timeout=10), self.session.url,
                                           timeout=30)
@@ -202,3 +202,54 @@ def test_power_cut_at_every_update_step(ota_world, tmp_path, record_property):
     print(f"qemu_virt_a72 OTA: {cuts} power cuts ({total} update steps): booted old "
           f"{seen['old']}, new {seen['new']}")
     assert seen["old"] > 0 and seen["new"] > 0
+
+
+def _hostile_variants(image: bytes, plain: int, samples: int) -> dict[str, bytes]:
+    """Byte flips spread over the header, the tables, the data and the
+    signature block, and truncations at sampled lengths, of one signed image
+    (issue 25: the serial SLOT_* path, not only the Linux store)."""
+    flips = sorted({0, 8, 16, 24, 60, 255, 256, plain - 1, plain, plain + 16, plain + 56,
+                    len(image) - 1} | set(range(3, len(image), max(1, len(image) // samples))))
+    variants = {}
+    for at in flips:
+        data = bytearray(image)
+        data[at] ^= 1 << (at % 8)
+        variants[f"flip {at}"] = bytes(data)
+    cuts = set(range(17, len(image), max(1, len(image) // (samples // 3 + 1))))
+    for n in sorted({1, 256, 4096, plain - 1, plain, plain + 127, len(image) - 1} | cuts):
+        variants[f"first {n} bytes"] = image[:n]
+    variants["64 bytes past the block"] = image + bytes(64)
+    return variants
+
+
+def test_hostile_updates_over_serial(ota_world, tmp_path, record_property):
+    """Every flipped byte and every truncation of the signed NEW, sent over
+    SLOT_BEGIN/WRITE/FINISH to the bare-metal ota_runner, is refused by the
+    device with a status; the target stays EMPTY and A (OLD) keeps running;
+    bytes past the signature block are status 36 (the update must verify
+    exactly what it wrote). Then NEW itself installs and boots. The suite
+    sends about 35 (about 1.5 s each here); COLIBRI_OTA_QEMU_FULL=1 about 300."""
+    board, firmware, images, _, _ = ota_world
+    flash = tmp_path / "flash.img"
+    shutil.copy(factory(ota_world), flash)
+    new = images["new"].read_bytes()
+    full = os.environ.get("COLIBRI_OTA_QEMU_FULL") == "1"
+    variants = _hostile_variants(new, int.from_bytes(new[16:24], "little"), 200 if full else 12)
+    statuses: dict[int, int] = {}
+    d = Device(board, firmware, flash, timeout=BOOT_TIMEOUT + 2.0 * len(variants))
+    try:
+        for what, data in variants.items():
+            with pytest.raises(ota.UpdateError) as caught:
+                ota.update(d.dev, data)
+            statuses[caught.value.status] = statuses.get(caught.value.status, 0) + 1
+            if what == "64 bytes past the block":
+                assert caught.value.status == 36
+            state = d.dev.slot_state()
+            assert state.running == 0 and state.state == (3, 0), (what, state)
+        ota.update(d.dev, new)
+    finally:
+        d.close()
+    assert booted(ota_world, flash) == ("new", 1)
+    record_property("serial_hostile_updates", len(variants))
+    print(f"qemu_virt_a72 serial SLOT_*: {len(variants)} hostile updates refused, statuses "
+          f"{dict(sorted(statuses.items()))}")

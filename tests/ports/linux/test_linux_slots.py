@@ -108,7 +108,8 @@ def test_power_cut_at_every_write(world, tmp_path, record_property):
     shutil.copy(factory, store)
     n_install = counted(tmp_path, install)
     n_boot = counted(tmp_path, lambda env: run_store(store, env))
-    assert n_install > 20 and n_boot == 4          # trial (TRYING), confirm: 2 writes each
+    # trial (TRYING), confirm: each record write erases and programs both copies
+    assert n_install > 20 and n_boot == 8
     cuts, booted = 0, {"old": 0, "new": 0}
     for k in range(1, n_install + n_boot + 1):
         for tear in (False, True):
@@ -132,3 +133,87 @@ def test_power_cut_at_every_write(world, tmp_path, record_property):
     assert cuts == 2 * (n_install + n_boot) and booted["old"] > 0 and booted["new"] > 0
     print(f"Linux slot store: {cuts} cut points ({n_install} install writes, {n_boot} boot "
           f"writes, whole and torn): booted old {booted['old']}, new {booted['new']}")
+
+
+def test_a_prefix_of_an_image_never_installs(world, tmp_path):
+    """Issue 25 #1: NEW fails its trial in B (BAD, its bytes still there), then a
+    sector-aligned prefix of NEW, or NEW without its signature block, is sent:
+    the slot's old tail would complete it; the update must verify exactly the
+    bytes it wrote."""
+    root, images, factory, fps = world
+    new = images["new"].read_bytes()
+    plain = int.from_bytes(new[16:24], "little")
+    parts = {"4 KiB prefix": new[:4096], "all whole sectors": new[:plain // 4096 * 4096],
+             "64 bytes more": new + bytes(64)}
+    for what, data in parts.items():
+        store = tmp_path / "store.bin"
+        shutil.copy(factory, store)
+        slot("install", store, images["new"], "--trusted-key", KEY)
+        run_store(store, None, True, "--no-confirm")
+        assert "marked bad" in run_store(store).stderr
+        part = tmp_path / "part.bin"
+        part.write_bytes(data)
+        done = slot("install", store, part, "--trusted-key", KEY, check=False)
+        assert done.returncode == 1 and "(status 36)" in done.stderr, (what, done.stderr)
+        status = slot("status", store, "--trusted-key", KEY).stdout
+        assert re.search(r"slot B: empty, generation 0, fingerprint 0x00000000", status), status
+        assert fingerprint(run_store(store)) == fps["old"]
+
+
+def test_the_last_bootable_image_cannot_be_rejected(world, tmp_path):
+    """Issue 25 #3: rejecting A while it is the only good slot (B empty, or B on
+    trial: A typed for B) is refused and changes nothing; B once confirmed, A may go."""
+    root, images, factory, fps = world
+    store = tmp_path / "store.bin"
+    shutil.copy(factory, store)
+    before = store.read_bytes()
+    done = slot("reject", store, "A", check=False)
+    assert done.returncode == 1 and "last bootable image" in done.stderr, done.stderr
+    assert store.read_bytes() == before
+    slot("install", store, images["new"], "--trusted-key", KEY)
+    run_store(store, None, True, "--no-confirm")           # B on trial
+    done = slot("reject", store, "A", check=False)
+    assert done.returncode == 1 and "last bootable image" in done.stderr, done.stderr
+    done = slot("install", store, images["new"], "--trusted-key", KEY, check=False)
+    assert "slot B is on trial: confirm or reject the image on trial first" in done.stderr
+    slot("confirm", store, "B")
+    slot("reject", store, "A")
+    assert "last bootable image" in slot("reject", store, "B", check=False).stderr
+    assert fingerprint(run_store(store)) == fps["new"]
+
+
+def test_one_damaged_record_copy_keeps_a_confirmed_update(world, tmp_path):
+    """Issue 25 #7: after B is confirmed, one bit of either record copy flips: the
+    store still runs B, confirmed (no revert, B not marked bad), and the boot
+    rewrites the damaged copy."""
+    root, images, factory, fps = world
+    for copy in (0, 1):
+        store = tmp_path / "store.bin"
+        shutil.copy(factory, store)
+        slot("install", store, images["new"], "--trusted-key", KEY)
+        assert fingerprint(run_store(store)) == fps["new"]  # tried and confirmed
+        data = bytearray(store.read_bytes())
+        data[4096 * copy + 17] ^= 0x01                      # slot B's state byte
+        store.write_bytes(bytes(data))
+        done = run_store(store)
+        assert fingerprint(done) == fps["new"] and "marked bad" not in done.stderr, done.stderr
+        status = slot("status", store, "--trusted-key", KEY).stdout
+        assert re.search(r"slot B: good, .* verify: ok", status), status
+        assert store.read_bytes()[4096 * copy + 17] == 3    # repaired: GOOD again
+
+
+def test_a_file_that_is_not_a_store_is_refused(world, tmp_path):
+    """Issue 25 #9: colibri-slot refuses a model image (or any other file) as
+    a store instead of reading a record out of it or writing into it."""
+    root, images, factory, fps = world
+    model = tmp_path / "model.bin"
+    model.write_bytes(images["new"].read_bytes()[:-1] + b"\0" * (4096 - 1))
+    odd = tmp_path / "odd.bin"
+    odd.write_bytes(factory.read_bytes() + bytes(4096))
+    for path in (images["new"], model, odd):
+        before = path.read_bytes()
+        for args in (("status", path), ("reject", path, "A"),
+                     ("install", path, images["old"])):
+            done = slot(*args, check=False)
+            assert done.returncode == 1 and "not a slot store" in done.stderr, (args, done.stderr)
+        assert path.read_bytes() == before

@@ -32,17 +32,20 @@ from .image_spec import (
     FLAG_SCALES,
     FLAG_SLIDING,
     HEADER_FIELDS,
+    HEADER_RESERVED,
     HEADER_SIZE,
     KNOWN_FLAGS,
     LAYER_ENTRY_SIZE,
     MAGIC,
     META_CRC_OFFSET,
+    MODEL_RECORD_END,
     MODEL_RECORD_FIELDS,
     NO_EXPERT,
     NO_LAYER,
     QBLOCK,
     QUANT_DTYPES,
     TENSOR_ENTRY_SIZE,
+    TENSOR_RESERVED,
     VERSION_MAJOR,
     FfnKind,
     LayerEntry,
@@ -205,6 +208,14 @@ class _Checker:
             raise self.fail(f"fingerprint 0x{crc:08X} != expected 0x{expected_fingerprint:08X}",
                             Status.E_CONFIG_MISMATCH.c_name, META_CRC_OFFSET)
 
+    def check_reserved(self, start: int, end: int, what: str) -> None:
+        """Reserved bytes are zero: a later minor version's feature is refused,
+        not misread (docs/format.md 7)."""
+        raw = bytes(self.buf[start:end])
+        if any(raw):
+            raise self.fail(f"{what}: reserved bytes {start} .. {end - 1} are {raw.hex()}, not "
+                            "zero (a later format feature)", Status.E_RESERVED.c_name, start)
+
     def check_record(self, header: dict, record: ModelRecord) -> None:
         self.raise_first(record_problems(header["arch"], header["alignment"], record,
                                          header["flags"]))
@@ -258,6 +269,8 @@ class _Checker:
             if i >= len(actual) or i >= len(expected) or actual[i][0].key != expected[i].key:
                 what = expected[i].describe() if i < len(expected) else "no entry"
                 raise self.fail(f"tensor #{i}: expected {what}", Status.E_BAD_TENSOR_TABLE.c_name, offset)
+            self.check_reserved(offset + TENSOR_RESERVED, offset + TENSOR_ENTRY_SIZE,
+                                f"tensor #{i} {expected[i].describe()}")
             self._check_entry(header, i, offset, actual[i], expected[i], cursor)
             cursor = actual[i][0].offset + actual[i][0].size
 
@@ -340,6 +353,8 @@ def read_image(source: Source, *, expected_fingerprint: int = 0,
     header, record = check.check_fixed_header()
     end = check.check_extent(header)
     check.check_meta_crc(header, end, expected_fingerprint)
+    check.check_reserved(HEADER_RESERVED, HEADER_RESERVED + 4, "header")
+    check.check_reserved(MODEL_RECORD_END, HEADER_SIZE, "model record")
     check.check_record(header, record)
     layers = check.read_layers(record)
     check.check_layers(header, record, layers)

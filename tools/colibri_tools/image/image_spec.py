@@ -132,6 +132,7 @@ HEADER_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("n_tensors", 56, "I"),
     ("reserved", 60, "I"),
 )
+HEADER_RESERVED = 60  # u32, zero (COLIBRI_E_RESERVED otherwise)
 
 MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("vocab_size", 64, "I"),
@@ -222,7 +223,8 @@ TENSOR_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("size", 40, "Q"),
     ("block", 48, "I"),       # format 1.3, Q8/Q4: weights per block (32); else 0
     ("row_blocks", 52, "I"),  # format 1.3, Q8/Q4: blocks per row, ceil(cols / 32); else 0
-)  # bytes 56 .. 63 are reserved (zero)
+)
+TENSOR_RESERVED = 56  # bytes 56 .. 63 of an entry are reserved: zero (COLIBRI_E_RESERVED otherwise)
 
 
 @dataclass

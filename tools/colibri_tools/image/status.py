@@ -41,6 +41,9 @@ class Status(IntEnum):
     E_QUANT_BLOCKS = 32
     E_QUANT_SCALE = 33
     E_EXPERT_UNAVAILABLE = 34
+    E_RESERVED = 35
+    E_UPDATE_MISMATCH = 36
+    E_LAST_IMAGE = 37
 
     @property
     def c_name(self) -> str:
