@@ -143,3 +143,46 @@ def test_layout_constants_equal_the_c_header():
             assert c[name.upper()] == offset, name
     assert c["RESERVED_SIZE"] == 40
     assert '"COLISIG\\x1a"' in text and signing.MAGIC == b"COLISIG\x1a"
+
+
+def corrupt_images(plain: bytes) -> dict[str, bytes]:
+    """One metadata byte (the meta CRC-32 left as it was) and one data byte
+    (inside the last tensor, its data CRC-32 left as it was) changed."""
+    return {"metadata": flip_at(plain, 68),               # hidden_size, in the model record
+            "data": flip_at(plain, len(plain) - 100)}
+
+
+def test_sign_and_verify_refuse_an_image_the_device_would_refuse(valid_image, tmp_path, capsys):
+    """colibri-sign runs colibri_init's and colibri_verify's checks (the Python
+    reader) before it signs or calls a signature good (issue 25): a signature
+    never vouches for an image the device refuses."""
+    from cryptography.hazmat.primitives import serialization
+
+    pem, pub = tmp_path / "k.pem", tmp_path / "k.pub"
+    pem.write_bytes(KEY.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    pub.write_bytes(KEY.public_key().public_bytes(serialization.Encoding.PEM,
+                                                  serialization.PublicFormat.SubjectPublicKeyInfo))
+    plain = valid_image.read_bytes()
+    for what, data in corrupt_images(plain).items():
+        image, out = tmp_path / f"{what}.bin", tmp_path / f"{what}.signed.bin"
+        image.write_bytes(data)
+        assert signing.main(["sign", str(image), "--key", str(pem), "-o", str(out)]) == 1, what
+        err = capsys.readouterr().err
+        assert f"{image}: COLIBRI_E_CHECKSUM: " in err, err
+        assert not out.exists(), what
+        # signed anyway (the library does not refuse: device tests need such
+        # images): the signature verifies, the image does not
+        out.write_bytes(signing.sign_image(data, KEY, image_version=1))
+        assert signing.main(["verify", str(out), "--pubkey", str(pub)]) == 1, what
+        captured = capsys.readouterr()
+        assert f"{out}: COLIBRI_E_CHECKSUM: " in captured.err and "good" not in captured.out
+    good = tmp_path / "good.signed.bin"
+    image = tmp_path / "good.bin"
+    image.write_bytes(plain)
+    assert signing.main(["sign", str(image), "--key", str(pem), "-o", str(good)]) == 0
+    assert signing.main(["verify", str(good), "--pubkey", str(pub)]) == 0
+    assert "signature good" in capsys.readouterr().out
+    with pytest.raises(signing.ImageCheckError) as caught:
+        signing.check_image(corrupt_images(plain)["metadata"], "m.bin")
+    assert caught.value.status == "COLIBRI_E_CHECKSUM"

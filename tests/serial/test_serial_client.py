@@ -14,6 +14,7 @@ from colibri_tools.protocol import (
     Frame,
     Info,
     Msg,
+    PayloadError,
     SerialClient,
     SerialProtocolError,
     StreamDecoder,
@@ -236,3 +237,30 @@ def test_flood_of_garbage_keeps_the_timeout(fake):
         elapsed = time.monotonic() - start
     assert 1.95 < elapsed < 2.7, elapsed  # (the bug it guards against overran by 1.55 s)
     assert device.url in str(info.value)
+
+
+
+@pytest.mark.parametrize("type_, payload, ask, needle", [
+    (Msg.INFO, b"\x01\x00short", "hello", "INFO payload has 7 bytes"),
+    (Msg.ERROR, b"\x03", "hello", "ERROR payload has 1 bytes"),
+    (Msg.SLOT_STATE, bytes(10), "slot_state", "SLOT_STATE payload has 10 bytes"),
+    (Msg.SLOT_WRITTEN, bytes(3), "slot_write", "SLOT_WRITTEN payload has 3 bytes"),
+])
+def test_payload_errors_name_the_port(fake, type_, payload, ask, needle):
+    """A reply whose payload does not decode names the port, as a timeout
+    does (issue 25): "socket://HOST:PORT: INFO payload has ...". """
+    def behave(conn):
+        request = read_request(conn)
+        conn.sendall(encode_frame(type_, request.seq, payload))
+        time.sleep(1)
+
+    device = fake(behave)
+    with SerialClient.open(device.url, timeout=3) as client:
+        call = {"hello": client.hello, "slot_state": client.slot_state,
+                "slot_write": lambda: client.slot_write(0, b"x")}[ask]
+        with pytest.raises(PayloadError, match=needle) as info:
+            call()
+        with pytest.raises(PayloadError, match="5000 bytes is above 4096") as too_big:
+            client.transact(Msg.SLOT_WRITE, bytes(5000))
+    assert str(info.value).startswith(f"{device.url}: "), str(info.value)
+    assert str(too_big.value).startswith(f"{device.url}: "), str(too_big.value)

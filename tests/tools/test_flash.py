@@ -282,6 +282,21 @@ def test_inputs_that_do_not_fit_are_refused_before_anything_runs(model, tmp_path
         capsys.readouterr().err
 
 
+def test_a_model_whose_data_crc_is_wrong_is_refused_before_anything_runs(model, tmp_path,
+                                                                        capsys):
+    """One weight byte changed (its tensor's CRC-32 left as it was): header and
+    tables pass, colibri_verify on the device would not; colibri-flash runs
+    that check first, on bare-metal and Linux boards (issue 25)."""
+    data = bytearray(model.read_bytes())
+    data[-100] ^= 1
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(bytes(data))
+    board = stm32_board(tmp_path, "disco", weights=0x08100000)
+    for target in (str(board), "rpi4"):
+        assert main(["--board", target, "--weights", str(bad), "--host", "pi@h", "--dry-run"]) == 1
+        assert f"{bad}: COLIBRI_E_CHECKSUM: tensor #" in capsys.readouterr().err
+
+
 def test_missing_tool_is_named_with_how_to_install(model, tmp_path, monkeypatch, capsys):
     board = stm32_board(tmp_path, "nucleo", weights=0x08100000)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))

@@ -300,6 +300,34 @@ def test_truncated_firmware_hex_is_refused(tiny_model, board, tmp_path):
     build_hex(tiny_model, board, tmp_path / "merged.hex", firmware=elf.with_suffix(".objcopy.hex"))
 
 
+def test_records_after_an_early_end_of_file_record_are_refused(tiny_model, board, tmp_path,
+                                                              capsys):
+    """`cat boot.hex app.hex > both.hex`: intelhex stops at boot.hex's
+    end-of-file record, so the application would silently vanish from the
+    merged file (issue 25). Refused, naming the file and the line."""
+    boot, app = IntelHex(), IntelHex()
+    boot.frombytes(bytes(range(64)), offset=0x08000000)
+    app.frombytes(bytes(range(100, 164)), offset=0x08010000)
+    for ih, name in ((boot, "boot.hex"), (app, "app.hex")):
+        ih.write_hex_file(str(tmp_path / name))
+    first = (tmp_path / "boot.hex").read_bytes()
+    both = tmp_path / "both.hex"
+    both.write_bytes(first + (tmp_path / "app.hex").read_bytes())
+    eof_line = len(first.splitlines())
+    with pytest.raises(HexImageError, match=rf"both\.hex: line {eof_line + 1}: record after "
+                                            rf"the end-of-file record at line {eof_line}"):
+        load_firmware(both)
+    out = tmp_path / "out.hex"
+    assert main([str(tiny_model), "--board", str(board), "--merge", str(both),
+                 "-o", str(out), "-q"]) == 1
+    assert "both.hex: line" in capsys.readouterr().err
+    assert not out.exists()
+    # each file alone is fine, and blank lines after the one end-of-file record too
+    (tmp_path / "app_blank.hex").write_bytes((tmp_path / "app.hex").read_bytes() + b"\n\n")
+    assert [p.address for p in load_firmware(tmp_path / "app_blank.hex").pieces] == [0x08010000]
+    build_hex(tiny_model, board, out, firmware=tmp_path / "boot.hex")
+
+
 def test_elf_reader_agrees_with_objcopy(tmp_path):
     elf = _firmware_elf(tmp_path)
     reference = _objcopy_hex(elf)

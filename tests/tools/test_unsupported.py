@@ -182,6 +182,39 @@ def test_hostile_values_are_refused_not_raised(family, changes, needle, hf_check
     _assert_empty(tmp_path / "out")
 
 
+ZERO = "zero experts"
+
+
+@pytest.mark.parametrize("family,changes,field,needle", [
+    ("mixtral", {"rms_norm_eps": 1e-50}, "rms_norm_eps", "float32 holds 1e-50 as 0.0"),
+    ("deepseek_v3", {"rms_norm_eps": 1e-46}, "rms_norm_eps", "float32 holds 1e-46 as 0.0"),
+    ("mixtral", {"num_local_experts": 0}, "num_local_experts", ZERO),
+    ("olmoe", {"num_experts": 0}, "num_experts", ZERO),
+    ("phimoe", {"num_local_experts": 0}, "num_local_experts", ZERO),
+    ("gpt_oss", {"num_local_experts": 0}, "num_local_experts", ZERO),
+    ("ernie4_5_moe", {"moe_num_experts": 0}, "moe_num_experts", ZERO),
+    ("glm4_moe", {"n_routed_experts": 0}, "n_routed_experts", ZERO),
+    ("deepseek_v2", {"n_routed_experts": 0}, "n_routed_experts", ZERO),
+])
+def test_the_config_value_is_named_not_what_it_became(family, changes, field, needle,
+                                                      hf_checkpoint, copy_checkpoint, tmp_path,
+                                                      capsys):
+    """An rms eps that float32 rounds to 0 names rms_norm_eps and its value,
+    not the temporary image that the record check refused; zero experts are
+    "zero experts" under the family's key, not a top_k limit (issue 25)."""
+    hf_dir = copy_checkpoint(hf_checkpoint(family))
+    edit_config(hf_dir, **changes)
+    with pytest.raises(UnsupportedModelError) as info:
+        convert(hf_dir, tmp_path / "out", progress=False)
+    value = changes[field]
+    assert info.value.field == field and info.value.value == value
+    assert f"{field} = {value!r}" in str(info.value) and needle in str(info.value)
+    assert main([str(hf_dir), "-o", str(tmp_path / "out"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "config.json" in err and needle in err and ".tmp" not in err
+    _assert_empty(tmp_path / "out")
+
+
 def _config_of(hf_dir) -> dict:
     return json.loads((hf_dir / "config.json").read_text())
 

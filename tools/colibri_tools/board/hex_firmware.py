@@ -13,7 +13,16 @@ from typing import Self
 from ..image.image_reader import read_image
 from .boards import Board, Region
 from .elf import ElfError, is_elf, parse_elf
-from .hex_records import HEX_LIMIT, SEGMENT, START_LINEAR, START_SEGMENT, WINDOW, HexImageError, span
+from .hex_records import (
+    HEX_LIMIT,
+    SEGMENT,
+    START_LINEAR,
+    START_SEGMENT,
+    WINDOW,
+    HexImageError,
+    HexReader,
+    span,
+)
 
 # ---- what goes where --------------------------------------------------------
 
@@ -109,12 +118,12 @@ def _elf_firmware(path: Path, data: bytes) -> Firmware:
     return Firmware(path, tuple(pieces), start)
 
 
-def _ends_with_eof_record(path: Path) -> bool:
-    """The last record of the file is the end-of-file record (type 01)."""
-    with path.open("rb") as f:
-        f.seek(max(0, path.stat().st_size - 256))
-        lines = [line.strip() for line in f.read().splitlines() if line.strip()]
-    return bool(lines) and lines[-1].upper() == b":00000001FF"
+def _check_records(path: Path) -> None:
+    """Read every record with the project's own reader, which refuses a missing
+    end-of-file record (a truncated file) and any record after the first one
+    (intelhex stops there: `cat boot.hex app.hex` would lose the application)."""
+    for _ in HexReader(path):
+        pass
 
 
 def _hex_firmware(path: Path) -> Firmware:
@@ -125,9 +134,7 @@ def _hex_firmware(path: Path) -> Firmware:
         ih.loadhex(str(path))
     except (IntelHexError, ValueError) as exc:
         raise HexImageError(f"not valid Intel HEX: {exc}", path=path) from None
-    if not _ends_with_eof_record(path):
-        raise HexImageError("no end-of-file record (:00000001FF) at its end: a truncated "
-                            "firmware HEX, refused", path=path)
+    _check_records(path)
     pieces = tuple(Piece(s, e - s, f"{path.name} {span(s, e)}",
                          data=bytes(ih.tobinarray(start=s, end=e - 1))) for s, e in ih.segments())
     start = None

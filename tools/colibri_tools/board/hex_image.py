@@ -18,7 +18,9 @@ addresses, or an Intel HEX file read with intelhex) is small and held in RAM.
 Refused, with the address range in the message: a model larger than the
 board's weight region, a weight address not aligned for the model's expert
 blocks, firmware bytes inside the weight region, two inputs writing the same
-address, and addresses at or beyond 4 GiB (the limit of Intel HEX).
+address, addresses at or beyond 4 GiB (the limit of Intel HEX), and a firmware
+HEX without an end-of-file record or with records after its first one (`cat
+boot.hex app.hex`: intelhex would stop there and drop the application).
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ class HexReader:
         self.start: tuple[int, bytes] | None = None
         self.records = 0
         self._base = 0
-        self._ended = False
+        self._ended = 0      # line of the end-of-file record, 0 before it
         self._number = 0     # lines consumed so far
 
     def _fail(self, number: int, message: str) -> HexImageError:
@@ -167,7 +167,10 @@ class HexReader:
         if not line:
             return None
         if self._ended:
-            raise self._fail(self._number, "record after the end-of-file record")
+            raise self._fail(self._number, f"record after the end-of-file record at line "
+                                           f"{self._ended}: tools that stop there (intelhex, "
+                                           f"flashers) would drop every byte after it "
+                                           f"(two HEX files joined with cat?)")
         record = self._decode(line)
         kind, payload = record[3], record[4:-1]
         self.records += 1
@@ -181,7 +184,7 @@ class HexReader:
         elif kind in (START_LINEAR, START_SEGMENT) and len(payload) == 4:
             self.start = (kind, payload)
         elif kind == EOF:
-            self._ended = True
+            self._ended = self._number
         else:
             raise self._fail(self._number, f"unknown or malformed record of type {kind}")
         return None

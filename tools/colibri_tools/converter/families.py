@@ -56,6 +56,7 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -75,6 +76,7 @@ from ..image.image_spec import (
     BIAS_SINKS,
     DEFAULT_ALIGNMENT,
     MLA_LATENT,
+    MODEL_RECORD_FIELDS,
     NORM_LAYER,
     ROUTER_SIGMOID,
     ROUTER_SOFTMAX_BIASED,
@@ -91,6 +93,7 @@ from .family_fields import (
     attention_fields,
     check_common,
     dense_width,
+    expert_count,
     rope_fields,
     rope_parameters,
     rope_theta,
@@ -150,7 +153,7 @@ def _mixtral(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     fields = attention_fields(c, "head_dim")
     fields["sliding_window"] = _uniform_window(c)
     kinds = [FfnKind.MOE] * fields["n_layers"]
-    _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
+    n_experts = expert_count(c, ("num_local_experts", "num_experts"))
     fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), True)
     fields |= {"rope_theta": rope_theta(c, 1e6), "rms_eps": c.number("rms_norm_eps", 1e-5)}
     return Arch.MIXTRAL, fields, kinds
@@ -160,7 +163,7 @@ def _qwen_common(c: HFConfig) -> tuple[dict, list[int]]:
     """What Qwen2-MoE and Qwen3-MoE configs share: attention, layer kinds, routing."""
     _reject_sliding_window_qwen(c)
     fields = attention_fields(c, "head_dim")
-    _, n_experts = c.first_integer(("num_experts", "num_local_experts"))
+    _, n_experts = c.first_integer(("num_experts", "num_local_experts"))   # 0: all dense
     kinds = _qwen_ffn_kinds(c, fields["n_layers"], n_experts)
     moe_width = c.integer("moe_intermediate_size", minimum=1) if n_experts else 0
     fields |= routing_fields(c, kinds, n_experts, moe_width, c.flag("norm_topk_prob", False))
@@ -185,7 +188,7 @@ def _olmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
         raise c.unsupported("head_dim", fields["head_dim"], f"OLMoE's q/k norm needs head_dim == "
                             f"hidden_size / num_attention_heads ({hidden} / {heads})")
     kinds = [FfnKind.MOE] * fields["n_layers"]
-    _, n_experts = c.first_integer(("num_experts", "num_local_experts"))
+    n_experts = expert_count(c, ("num_experts", "num_local_experts"))
     fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1),
                        c.flag("norm_topk_prob", False))
     fields |= {"attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 1,
@@ -216,7 +219,7 @@ def _granitemoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     c.reject_if("attention_bias", bool, "attention biases are not supported for granitemoe")
     fields = attention_fields(c, None)
     kinds = [FfnKind.MOE] * fields["n_layers"]
-    _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
+    n_experts = expert_count(c, ("num_local_experts", "num_experts"))
     fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
     shared = c.integer("shared_intermediate_size", 0)
     fields |= {"router_score": ROUTER_TOPK_SOFTMAX, "shared_intermediate": shared,
@@ -250,7 +253,7 @@ def _phimoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     if not 0.0 <= jitter <= MAX_ROUTER_JITTER:
         raise c.unsupported("router_jitter_noise", jitter, "must be 0 .. 1")
     kinds = [FfnKind.MOE] * fields["n_layers"]
-    _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
+    n_experts = expert_count(c, ("num_local_experts", "num_experts"))
     fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
     biases = (ALL_BIASES if c.flag("attention_bias", False) else 0) | \
         (BIAS_LM_HEAD if c.flag("lm_head_bias", False) else 0)
@@ -278,7 +281,7 @@ def _ernie4_5_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     c.reject_if("use_bias", bool, "biases on projections and MLPs are not supported")
     fields = attention_fields(c, "head_dim")
     fields["tie_embeddings"] = int(c.flag("tie_word_embeddings", True))
-    _, n_experts = c.first_integer(("moe_num_experts", "num_experts"), minimum=1)
+    n_experts = expert_count(c, ("moe_num_experts", "num_experts"))
     kinds = _ernie_ffn_kinds(c, fields["n_layers"])
     norm_min = c.number("moe_norm_min", 1e-12)
     if not 0.0 <= norm_min <= MAX_ROUTER_NORM_MIN:
@@ -309,7 +312,7 @@ def _sigmoid_router(c: HFConfig, kinds: list[int], norm_default: bool) -> dict:
         raise c.unsupported("topk_method", method, "this family's router is noaux_tc (sigmoid "
                             "scores, correction bias)")
     c.reject_if("scoring_func", lambda v: v not in (None, "sigmoid"), "only sigmoid scores")
-    n_experts = c.integer("n_routed_experts", minimum=1)
+    n_experts = expert_count(c, ("n_routed_experts",))
     width = c.integer("moe_intermediate_size", minimum=1)
     fields = routing_fields(c, kinds, n_experts, width, c.flag("norm_topk_prob", norm_default))
     if FfnKind.MOE not in kinds:
@@ -374,7 +377,7 @@ def _gpt_oss(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     kinds = [FfnKind.MOE] * fields["n_layers"]
     attn = _gpt_oss_attn_kinds(c, fields["n_layers"])
     window = c.integer("sliding_window", minimum=1) if ATTN_SLIDING in attn else 0
-    _, n_experts = c.first_integer(("num_local_experts", "num_experts"))
+    n_experts = expert_count(c, ("num_local_experts", "num_experts"))
     fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), False)
     limit, alpha = c.number("swiglu_limit", 7.0), c.number("swiglu_alpha", 1.702)
     for key, value in (("swiglu_limit", limit), ("swiglu_alpha", alpha)):
@@ -427,7 +430,7 @@ def _deepseek_v2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     if method not in ("greedy", "group_limited_greedy"):
         raise c.unsupported("topk_method", method, "DeepSeek-V2's routers are greedy and "
                             "group_limited_greedy")
-    n_experts = c.integer("n_routed_experts", minimum=1)
+    n_experts = expert_count(c, ("n_routed_experts",))
     width = c.integer("moe_intermediate_size", minimum=1)
     fields |= routing_fields(c, kinds, n_experts, width, False)
     if FfnKind.MOE in kinds:
@@ -467,9 +470,30 @@ def _present(c: HFConfig, keys: tuple[str, ...]) -> str:
     return next((k for k in keys if c.raw(k) is not None), keys[0])
 
 
+def _float32(value: float) -> float:
+    try:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def _as_stored(record: ModelRecord) -> ModelRecord:
+    """The record as the image will hold it: every float field rounded to
+    float32 (an rms_norm_eps of 1e-50 becomes 0.0)."""
+    return replace(record, **{name: _float32(getattr(record, name))
+                              for name, _, fmt in MODEL_RECORD_FIELDS if fmt == "f"})
+
+
 def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]) -> None:
-    for p in model_problems(arch, DEFAULT_ALIGNMENT, record, kinds):
+    """The record's checks on the values the image will store, each failure
+    reported against the config field it comes from."""
+    stored = _as_stored(record)
+    for p in model_problems(arch, DEFAULT_ALIGNMENT, stored, kinds):
         source = _SOURCE_FIELDS.get(p.field, p.field)
+        reason = f"{p.field} {p.reason}"
+        before = getattr(record, p.field, None)
+        if isinstance(before, float) and before != p.value:
+            reason += f" (float32 holds {before!r} as {p.value!r})"
         if p.field == "expert_intermediate":
             plain = arch in (Arch.MIXTRAL, Arch.OLMOE, Arch.PHIMOE, Arch.GRANITEMOE,
                              Arch.GRANITEMOE_SHARED)
@@ -480,7 +504,7 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
         if p.field == "top_k":
             source = _present(c, ("num_experts_per_tok", "moe_k"))
         raise c.unsupported(source, c.raw(source) if c.raw(source) is not None else p.value,
-                            f"{p.field} {p.reason}")
+                            reason)
 
 
 def model_spec(config: dict, path: str | Path) -> ModelSpec:

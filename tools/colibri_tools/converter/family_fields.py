@@ -169,6 +169,16 @@ def attention_fields(c: HFConfig, head_dim_key: str | None) -> dict:
             "tie_embeddings": int(c.flag("tie_word_embeddings", False))}
 
 
+def expert_count(c: HFConfig, keys: tuple[str, ...]) -> int:
+    """The routed experts of a family whose MoE layers always have some, from
+    the first of `keys` the config has; zero is refused as such, naming the key."""
+    key, n = c.first_integer(keys)
+    if n == 0:
+        raise c.unsupported(key, n, "zero experts: a mixture-of-experts layer routes each token "
+                            "to experts, it needs at least one")
+    return n
+
+
 def routing_fields(c: HFConfig, kinds: list[int], n_experts: int, width: int, norm: bool) -> dict:
     if FfnKind.MOE not in kinds:
         return {"n_experts": 0, "expert_intermediate": 0, "top_k": 0, "router_norm_topk": 0}

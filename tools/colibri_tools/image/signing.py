@@ -9,8 +9,10 @@ host, with the `cryptography` package; devices only verify (sdk/src/ota/signatur
     colibri-sign header keys/release.pub -o trusted_key.h    the key for firmware (C)
     colibri-sign hex keys/release.pub                        64 hex digits (colibri-run --trusted-key)
 
-Library first: sign_image(), read_signature(), load_private_key(),
-load_public_key(), trusted_key_header().
+Library first: sign_image(), read_signature(), check_image(), load_private_key(),
+load_public_key(), trusted_key_header(). The sign and verify commands run the
+device's own image checks (check_image) first: no signature vouches for an
+image colibri_init or colibri_verify would refuse.
 """
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from ..errors import ColibriError
+from ..errors import ColibriError, ImageFormatError
 from ..version import add_version_option
+from .image_reader import ModelImage, read_image
 
 # The block's layout: sdk/src/ota/signature_layout.h mirrors the same text
 # (tests/tools/test_signing.py compares the two).
@@ -57,6 +60,17 @@ class SignatureError(ColibriError):
     def __init__(self, message: str, *, status: str, path: str | Path | None = None) -> None:
         self.status = status
         super().__init__(f"{message} [{status}]", path=path)
+
+
+class ImageCheckError(ColibriError):
+    """The image itself (not its signature block) breaks docs/format.md: the
+    device would refuse it. `status` names the colibri_status it would report."""
+
+    def __init__(self, cause: ImageFormatError, *, path: str | Path | None = None) -> None:
+        self.status = cause.status
+        at = "" if cause.offset is None else f" (at offset {cause.offset})"
+        super().__init__(f"{cause.status}: {cause.message.removesuffix(f' [{cause.status}]')}"
+                         f"{at}; a device would refuse this image", path=path)
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,17 @@ def unsigned_part(data: bytes, path: str | Path | None = None) -> bytes:
         raise SignatureError(f"{len(rest)} unknown bytes after the image (not a signature block)",
                              status="COLIBRI_E_BAD_SIGNATURE_BLOCK", path=path)
     return data[:size]
+
+
+def check_image(data: bytes, path: str | Path | None = None) -> ModelImage:
+    """Run the device's checks on the image part of `data` (its signature
+    block, if any, left aside): colibri_init's (read_image) and colibri_verify's
+    (every tensor's data CRC-32 and scales). Raises ImageCheckError."""
+    image = unsigned_part(data, path)
+    try:
+        return read_image(image, verify_data=True)
+    except ImageFormatError as exc:
+        raise ImageCheckError(exc, path=path) from None
 
 
 def sign_image(data: bytes, key: Ed25519PrivateKey, *, image_version: int = 0,
@@ -301,7 +326,9 @@ def _sign(args) -> int:
     key = load_private_key(args.key, password)
     if args.block_size <= 0 or args.block_size & (args.block_size - 1):
         raise ColibriError(f"--block-size {args.block_size} is not a power of two")
-    out = sign_image(Path(args.image).read_bytes(), key, image_version=args.image_version,
+    data = Path(args.image).read_bytes()
+    check_image(data, args.image)
+    out = sign_image(data, key, image_version=args.image_version,
                      block_log2=args.block_size.bit_length() - 1, path=args.image)
     if Path(args.output).resolve() == Path(args.image).resolve() and not args.in_place:
         raise ColibriError("the output would replace the input (use --in-place)", path=args.output)
@@ -314,7 +341,9 @@ def _sign(args) -> int:
 
 def _verify(args) -> int:
     trusted = load_public_key(args.pubkey) if args.pubkey else None
-    sig = read_signature(Path(args.image).read_bytes(), trusted, path=args.image)
+    data = Path(args.image).read_bytes()
+    sig = read_signature(data, trusted, path=args.image)
+    check_image(data, args.image)
     how = "trusted key" if trusted else "its own key (integrity only: no --pubkey given)"
     print(f"{args.image}: signature good ({how}), version {sig.image_version}, "
           f"fingerprint 0x{sig.fingerprint:08X}, {len(sig.hashes)} blocks verified")

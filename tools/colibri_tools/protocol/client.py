@@ -5,12 +5,13 @@ sends requests and waits, with a timeout, for the matching reply."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import socket
 import struct
 import termios
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import serial  # pyserial
 
@@ -191,13 +192,17 @@ class SerialClient:
         reply raises DeviceError; no reply in time raises DeviceTimeout."""
         wait = self.timeout if timeout is None else timeout
         seq = self._next_seq()
-        self.send_raw(encode_frame(type_, seq, payload))
+        with self._port_named():
+            frame = encode_frame(type_, seq, payload)
+        self.send_raw(frame)
         deadline = time.monotonic() + wait
         while (event := self.next_event(deadline)) is not None:
             if not isinstance(event, Frame) or event.seq != seq:
                 continue
             if event.type == Msg.ERROR:
-                raise DeviceError(ErrorReply.unpack(event.payload), type_, path=self.url)
+                with self._port_named():
+                    reply = ErrorReply.unpack(event.payload)
+                raise DeviceError(reply, type_, path=self.url)
             if event.type == type_ | 0x80:
                 return event
             raise PayloadError(f"reply of type 0x{event.type:02X} to {_enum_name(Msg, type_)}",
@@ -206,12 +211,30 @@ class SerialClient:
             f"no reply to {_enum_name(Msg, type_)} within {wait:g} s (is the firmware running, "
             f"the port right and the line clean?){self._recent_text()}", path=self.url)
 
+    @contextlib.contextmanager
+    def _port_named(self) -> Iterator[None]:
+        """A PayloadError raised inside (a reply that does not decode, a request
+        that does not encode) names the port, as a timeout does."""
+        try:
+            yield
+        except PayloadError as exc:
+            if exc.path is not None:
+                raise
+            raise PayloadError(exc.message, path=self.url) from None
+
+    def _ask(self, type_: int, reply: type, payload: bytes = b"", *,
+             timeout: float | None = None):
+        """Send a request; return its reply decoded as `reply` (a messages class)."""
+        frame = self.transact(type_, payload, timeout=timeout)
+        with self._port_named():
+            return reply.unpack(frame.payload)
+
     def _recent_text(self) -> str:
         lines = list(self.text_log)[-3:]
         return "; device printed: " + " | ".join(lines) if lines else ""
 
     def hello(self, *, timeout: float | None = None) -> Info:
-        info = Info.unpack(self.transact(Msg.HELLO, timeout=timeout).payload)
+        info = self._ask(Msg.HELLO, Info, timeout=timeout)
         self.info = info
         return info
 
@@ -238,17 +261,18 @@ class SerialClient:
         return info
 
     def reset(self) -> ResetDone:
-        return ResetDone.unpack(self.transact(Msg.RESET).payload)
+        return self._ask(Msg.RESET, ResetDone)
 
     def forward(self, ids: Iterable[int], *, logits: bool = True, top_k: int = 0,
                 in_interrupt: bool = False, timeout: float | None = None) -> ForwardResult:
-        request = ForwardRequest(tuple(ids), logits, top_k, in_interrupt)
-        return ForwardResult.unpack(self.transact(Msg.FORWARD, request.pack(),
-                                                  timeout=timeout).payload)
+        with self._port_named():
+            request = ForwardRequest(tuple(ids), logits, top_k, in_interrupt).pack()
+        return self._ask(Msg.FORWARD, ForwardResult, request, timeout=timeout)
 
     def get_logits(self, offset: int, count: int = MAX_LOGITS_CHUNK) -> LogitsChunk:
-        chunk = LogitsChunk.unpack(self.transact(Msg.GET_LOGITS,
-                                                 LogitsRequest(offset, count).pack()).payload)
+        with self._port_named():
+            request = LogitsRequest(offset, count).pack()
+        chunk = self._ask(Msg.GET_LOGITS, LogitsChunk, request)
         if chunk.offset != offset:
             raise PayloadError(f"LOGITS for offset {chunk.offset}, asked {offset}", path=self.url)
         return chunk
@@ -281,24 +305,23 @@ class SerialClient:
 
     def generate(self, ids: Iterable[int], n_new: int, *,
                  timeout: float | None = None) -> Generated:
-        request = GenerateRequest(tuple(ids), n_new)
-        return Generated.unpack(self.transact(Msg.GENERATE, request.pack(),
-                                              timeout=timeout).payload)
+        with self._port_named():
+            request = GenerateRequest(tuple(ids), n_new).pack()
+        return self._ask(Msg.GENERATE, Generated, request, timeout=timeout)
 
     def verify(self, *, timeout: float | None = None) -> VerifyResult:
-        return VerifyResult.unpack(self.transact(Msg.VERIFY, timeout=timeout).payload)
+        return self._ask(Msg.VERIFY, VerifyResult, timeout=timeout)
 
     def slot_state(self) -> SlotState:
-        return SlotState.unpack(self.transact(Msg.SLOT_STATUS).payload)
+        return self._ask(Msg.SLOT_STATUS, SlotState)
 
     def slot_begin(self, size: int, *, timeout: float | None = None) -> SlotBegun:
         """Mark the slot that is not running EMPTY and erase it (slow: give time)."""
-        return SlotBegun.unpack(self.transact(Msg.SLOT_BEGIN, struct.pack("<Q", size),
-                                              timeout=timeout).payload)
+        return self._ask(Msg.SLOT_BEGIN, SlotBegun, struct.pack("<Q", size), timeout=timeout)
 
     def slot_write(self, offset: int, data: bytes, *, timeout: float | None = None) -> SlotWritten:
-        return SlotWritten.unpack(self.transact(Msg.SLOT_WRITE, struct.pack("<Q", offset) + data,
-                                                timeout=timeout).payload)
+        return self._ask(Msg.SLOT_WRITE, SlotWritten, struct.pack("<Q", offset) + data,
+                         timeout=timeout)
 
     def slot_finish(self, *, allow_older: bool = False, timeout: float | None = None) -> int:
         """Verify the new slot and flip the record; the colibri status."""
@@ -312,7 +335,8 @@ class SerialClient:
         """Line mode: send `line`, return the answer's lines up to and
         including the one starting with "ok" or "error"."""
         if len(line) > MAX_LINE or not all(_printable(ord(c)) for c in line):
-            raise PayloadError(f"a command line is at most {MAX_LINE} printable ASCII characters")
+            raise PayloadError(f"a command line is at most {MAX_LINE} printable ASCII characters",
+                               path=self.url)
         wait = self.timeout if timeout is None else timeout
         self.send_raw(line.encode("ascii") + b"\r\n")
         deadline = time.monotonic() + wait

@@ -21,7 +21,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ...image.signing import SignatureError, read_signature
+from ...image import signing
+from ...image.signing import ImageCheckError, SignatureError, read_signature
 from ...protocol.client import DeviceError, SerialClient
 from .. import ota
 from .. import qemu as launcher
@@ -51,11 +52,17 @@ def check_image(req: FlashRequest) -> bytes:
 
 
 def _check_signature(data: bytes, trusted_key: bytes | None, path) -> None:
-    if trusted_key is not None:
-        try:
+    """What the device checks before it flips its record, checked before it
+    erases anything: the signature (with a trusted key), then the image itself
+    (colibri_init's and colibri_verify's checks)."""
+    try:
+        if trusted_key is not None:
             read_signature(data, trusted_key, path=path)
-        except SignatureError as exc:
-            raise FlashError(f"the device would refuse it: {exc.message}", path=path) from None
+        signing.check_image(data, path)
+    except SignatureError as exc:
+        raise FlashError(f"the device would refuse it: {exc.message}", path=path) from None
+    except ImageCheckError as exc:
+        raise FlashError(exc.message, path=path) from None
 
 
 def _check_fingerprint(data: bytes, info) -> None:
@@ -157,9 +164,10 @@ def serial_update(url: str, image: Path, *, trusted_key: bytes | None = None,
                   allow_older: bool = False, timeout: float = 300.0) -> int:
     """Send image into the inactive slot of the device that serves the serial
     protocol at url (a serial port, a pseudo-terminal, socket://HOST:PORT).
-    Before sending: the image is signed by trusted_key (when given), the
-    device has slots and they are large enough. The device verifies it before
-    it flips its record; its next reset tries it."""
+    Before opening the port: the image is signed by trusted_key (when given)
+    and passes the device's own image checks; then the device has slots and
+    they are large enough. The device verifies it before it flips its record;
+    its next reset tries it. Replies that contradict what was sent fail it."""
     if is_hex_file(image):
         raise FlashError("--slot auto sends a model image (model.bin, signed or not), not a HEX "
                          "file", path=image)
