@@ -15,21 +15,32 @@ BASE = (REPO / "boards" / "qemu_an547.toml").read_text()
 
 EDITS = [
     ("ticks unit breaks out of its C string",
-     r'^unit = .*$', 'unit = "x\\"\\n#error injected"', "unit must be printable text"),
-    ("negative weight size", r"^size = 0x10000000 .*$", "size = -4096", "non-empty region"),
-    ("empty weight region", r"^size = 0x10000000 .*$", "size = 0", "non-empty region"),
+     r'^unit = .*$', 'unit = "x\\"\\n#error injected"',
+     "[ticks] unit = 'x\"\\n#error injected': must be printable"),
+    ("negative weight size", r"^size = 0x10000000 .*$", "size = -4096",
+     "[weights] size = -0x1000: must be 1..2^32"),
+    ("empty weight region", r"^size = 0x10000000 .*$", "size = 0", "[weights] size = 0x0: must be 1.."),
     ("weights past a 32-bit address space", r"^address = 0x90000000$", "address = 0x100000000",
-     "below 2^32"),
-    ("uart base not a number", r"^base = 0x59303000$", 'base = "0x59303000"', "must be int"),
+     "[weights] address = 0x100000000: must be below 2^32"),
+    ("uart base not a number", r"^base = 0x59303000$", 'base = "0x59303000"',
+     "[uart] base = '0x59303000': must be an integer"),
     ("make syntax in a flag", r'^cflags = .*$', 'cflags = ["-mcpu=cortex-m55", "$(shell id)"]',
-     "is not a plain -option"),
+     "must be plain -options"),
     ("a flag with a space", r'^cflags = .*$', 'cflags = ["-mcpu=cortex-m55", "-O2 -g"]',
-     "is not a plain -option"),
-    ("alignment not a number", r"^alignment = 4096$", 'alignment = "4096"', "alignment must be"),
-    ("uart is not a table", r"^\[uart\]$", "[uart_spare]", "'uart' must be dict"),
+     "must be plain -options"),
+    ("alignment not a number", r"^alignment = 4096$", 'alignment = "4096"',
+     "[weights] alignment = '4096': must be an integer"),
+    ("uart is not a table", r"^\[uart\]$", "[uart_spare]", "[uart] = 'cmsdk': must be a table"),
     ("cross prefix with a path trick", r'^cross_prefix = .*$', 'cross_prefix = "../../evil "',
-     "is not a tool prefix"),
-    ("huge baud", r"^baud = 115200$", "baud = 0x100000000", "out of range"),
+     "cross_prefix = '../../evil ': must be a tool prefix"),
+    ("huge baud", r"^baud = 115200$", "baud = 0x100000000",
+     "[uart] baud = 4294967296: must be 300..12000000"),
+    # issue 25, item 8: a traceback in every colibri-board command; a division by zero in
+    # the STM32 UART driver
+    ("ldflags not a list", r"^ldflags = \[\]$", "ldflags = 7", "ldflags = 7: must be a list of strings"),
+    ("zero baud", r"^baud = 115200$", "baud = 0", "[uart] baud = 0: must be 300..12000000"),
+    ("a UART clock too slow for its baud", r"^baud = 115200$", "baud = 2000000",
+     "clock_hz 25000000 is below 16 x baud 2000000"),
 ]
 
 

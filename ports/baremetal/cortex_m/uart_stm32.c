@@ -5,7 +5,9 @@
  * TX/RX pins in their alternate function and programs 8N1 at config->baud
  * from config->clock_hz, the USART's kernel clock. This port leaves the
  * clock tree as reset makes it (HSI 64 MHz, no prescaler), where every
- * USART kernel clock (rcc_pclk1/rcc_pclk2) is 64 MHz.
+ * USART kernel clock (rcc_pclk1/rcc_pclk2) is 64 MHz. A baud of 0 (a board
+ * file colibri-board refuses: docs/boards.md) programs STM32_FALLBACK_BAUD
+ * rather than dividing by zero.
  * SoC facts (RCC, GPIO addresses, which enable bit clocks which USART) are
  * here; board facts (which USART, which pins) come from the board file.
  */
@@ -40,6 +42,7 @@
 #define ISR_RXNE 0x20u
 #define ISR_TXE 0x80u
 #define ICR_ORECF 0x8u
+#define STM32_FALLBACK_BAUD 115200u /* the board files' default */
 
 typedef struct usart_clock {
     uint32_t base;
@@ -94,7 +97,8 @@ static void stm32_init(const cm_uart_config *config)
     pin_alternate(config->tx_port, config->tx_pin, config->alternate_function, 0);
     pin_alternate(config->rx_port, config->rx_pin, config->alternate_function, PUPD_PULL_UP);
     CM_REG(config->base + USART_CR1) = 0;
-    CM_REG(config->base + USART_BRR) = (config->clock_hz + config->baud / 2u) / config->baud;
+    uint32_t baud = config->baud != 0u ? config->baud : STM32_FALLBACK_BAUD;
+    CM_REG(config->base + USART_BRR) = (config->clock_hz + baud / 2u) / baud;
     CM_REG(config->base + USART_CR1) = CR1_UE | CR1_RE | CR1_TE;
 }
 

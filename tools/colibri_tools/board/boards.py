@@ -4,7 +4,9 @@ from them what must never disagree: the linker script's memory regions, the
 compiler flags, the weight address of HEX images, and the compile-time checks
 against model_config.h. The colibri-board command is board_cli.
 
-Schema (docs/boards.md has the full description):
+Every field's type, presence and range is board_schema.FIELDS (docs/boards.md,
+"Every field", is tested against it); load() checks a file against it first,
+then what relates two fields (here). In short:
 
     name, description, arch ("aarch64" | "armv7e-m" | "armv8.1-m"), cpu, port
     ("baremetal-aarch64" | "baremetal-cortex-m" | "linux" | "zephyr"),
@@ -33,6 +35,17 @@ from typing import Any
 
 from ..converter.config_header import MODEL_FITS_BOARD
 from ..errors import ColibriError
+from .board_schema import (  # noqa: F401  (ARCHES ... UNIT_TEXT: re-exported)
+    ADDRESS_BITS,
+    ARCHES,
+    CROSS_PREFIX,
+    FLAG,
+    PORT_STACKS,
+    PORTS,
+    UNIT_TEXT,
+    BoardError,
+    check_fields,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BOARDS_ENV = "COLIBRI_BOARDS"  # more board folders, searched first (os.pathsep-separated)
@@ -53,12 +66,6 @@ def board_dirs() -> list[pathlib.Path]:
     """Where boards are looked for, first match wins: $COLIBRI_BOARDS, then BOARDS_DIR."""
     extra = [pathlib.Path(p) for p in os.environ.get(BOARDS_ENV, "").split(os.pathsep) if p]
     return [*extra, BOARDS_DIR]
-ARCHES = {"aarch64", "armv7e-m", "armv8.1-m"}
-PORTS = {"baremetal-aarch64", "baremetal-cortex-m", "linux", "zephyr"}
-
-
-class BoardError(ColibriError):
-    """A board file is missing, unreadable or inconsistent."""
 
 
 @dataclass(frozen=True)
@@ -135,31 +142,6 @@ class Board:
         return self.port.startswith("baremetal-")
 
 
-def _need(data: dict, key: str, kind: type, where: str) -> Any:
-    if key not in data:
-        raise BoardError(f"{where}: missing key '{key}'")
-    value = data[key]
-    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
-        raise BoardError(f"{where}: '{key}' must be {kind.__name__}, got {value!r}")
-    return value
-
-
-def _table(data: dict, key: str, where: str) -> dict:
-    """An optional [key] table (empty when absent)."""
-    return _need(data, key, dict, where) if key in data else {}
-
-
-def _region(data: dict, key: str, where: str) -> Region | None:
-    if key not in data:
-        return None
-    table = _need(data, key, dict, where)
-    origin = _need(table, "origin", int, f"{where} [{key}]")
-    length = _need(table, "length", int, f"{where} [{key}]")
-    if origin < 0 or length <= 0 or origin + length > 1 << 64:
-        raise BoardError(f"{where} [{key}]: origin/length out of range")
-    return Region(origin, length)
-
-
 KERNELS_MK = pathlib.Path(__file__).resolve().parents[3] / "sdk" / "src" / "kernels" / "tables.mk"
 KERNELS_LIST = PACKAGE_BOARDS / "kernel_tables.txt"  # a wheel's copy of tables.mk's names
 
@@ -178,145 +160,78 @@ def kernel_tables() -> list[str]:
     return KERNELS_LIST.read_text().split() if KERNELS_LIST.is_file() else []
 
 
-def _kernels(data: dict, where: str) -> tuple[str, ...]:
-    names = data.get("kernels", [])
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise BoardError(f"{where}: 'kernels' must be a list of kernel table names")
-    known = kernel_tables()
-    for name in names:
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name not in known:
-            raise BoardError(f"{where}: kernels: no table '{name}' (sdk/src/kernels/tables.mk has: "
-                             f"{', '.join(known)})")
-    if len(set(names)) != len(names):
-        raise BoardError(f"{where}: kernels: a table is named twice")
-    return tuple(n for n in names if n != "reference")
+# ---- what relates two fields (each field alone: board_schema.check_fields) ------------
 
-
-# Each bare-metal port's stacks: board-file key, linker symbol (link.ld reads
-# it from memory.ld), default size. A board file's [stacks] table overrides.
-PORT_STACKS = {
-    "baremetal-cortex-m": (("thread", "__cm_thread_stack_size", 0x4000),
-                           ("handler", "__cm_handler_stack_size", 0x2000)),
-    "baremetal-aarch64": (("main", "AARCH64_MAIN_STACK_SIZE", 0x10000),
-                          ("irq", "AARCH64_IRQ_STACK_SIZE", 0x8000)),
-}
+def _region(data: dict, key: str, where: str, bits: int) -> Region | None:
+    table = data.get("memory", {}).get(key)
+    if table is None:
+        return None
+    region = Region(table["origin"], table["length"])
+    if region.end > 1 << bits:
+        raise BoardError(f"{where} [memory.{key}]: origin 0x{region.origin:X} + length "
+                         f"0x{region.length:X} runs past 2^{bits}")
+    return region
 
 
 def _stacks(data: dict, port: str, where: str) -> dict[str, int]:
-    table = _table(data, "stacks", where)
+    table = data.get("stacks", {})
     known = PORT_STACKS.get(port, ())
     unknown = sorted(set(table) - {key for key, _, _ in known})
     if unknown:
         names = ", ".join(key for key, _, _ in known) or "none (not a bare-metal port)"
         raise BoardError(f"{where} [stacks]: unknown key(s) {', '.join(unknown)}; port {port} "
                          f"has: {names}")
-    out = {}
-    for key, _, default in known:
-        value = _need(table, key, int, f"{where} [stacks]") if key in table else default
-        if not 0 < value < 1 << 32 or value % 16:
-            raise BoardError(f"{where} [stacks]: {key} = {value} must be a positive multiple "
-                             "of 16 below 4 GiB")
-        out[key] = value
-    return out
+    return {key: table.get(key, default) for key, _, default in known}
 
 
 def _bandwidth(weights: dict, where: str) -> tuple[float | None, str]:
     """[weights] bandwidth (bytes/s, optional) and bandwidth_source (required with it)."""
-    where = f"{where} [weights]"
     source = weights.get("bandwidth_source", "")
-    if not isinstance(source, str):
-        raise BoardError(f"{where}: bandwidth_source must be a string")
     if "bandwidth" not in weights:
         return None, source
-    value = weights["bandwidth"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e15:
-        raise BoardError(f"{where}: bandwidth must be a positive number of bytes per second, "
-                         f"got {value!r}")
     if not source.strip():
-        raise BoardError(f"{where}: bandwidth needs bandwidth_source: where the figure comes from")
-    return float(value), source
-
-
-# What a board file may put into generated make files, C headers and linker
-# scripts: flags without spaces, quotes or make/shell syntax; plain unit text.
-FLAG = re.compile(r"-[A-Za-z0-9_=.,+/:-]+")
-CROSS_PREFIX = re.compile(r"([A-Za-z0-9_.+]+-)*")
-UNIT_TEXT = re.compile(r"[ -!#-\[\]-~]{0,200}")  # printable ASCII but " and \\
-ADDRESS_BITS = {"aarch64": 64, "armv7e-m": 32, "armv8.1-m": 32}
-
-
-def _check_text(board: Board, where: str) -> None:
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", board.name):
-        raise BoardError(f"{where}: name {board.name!r} must be lower-case letters, digits and _ "
-                         "(it becomes a C macro and a make target)")
-    for flag in (*board.cflags, *board.ldflags):
-        if not isinstance(flag, str) or not FLAG.fullmatch(flag):
-            raise BoardError(f"{where}: compiler/linker flag {flag!r} is not a plain -option "
-                             "(no spaces, quotes, $ or parentheses)")
-    if not CROSS_PREFIX.fullmatch(board.cross_prefix):
-        raise BoardError(f"{where}: cross_prefix {board.cross_prefix!r} is not a tool prefix "
-                         "like 'arm-none-eabi-'")
-    unit = board.ticks.get("unit", "")
-    if not isinstance(unit, str) or not UNIT_TEXT.fullmatch(unit):
-        raise BoardError(f"{where} [ticks]: unit must be printable text without quotes or "
-                         "backslashes, at most 200 characters")
-
-
-def _check_numbers(board: Board, where: str) -> None:
-    tables = {"uart": (board.uart, ("base", "clock_hz", "baud", "irq")),
-              "ticks": (board.ticks, ("hz",))}
-    for name, (table, keys) in tables.items():
-        for key in keys:
-            if key in table:
-                value = _need(table, key, int, f"{where} [{name}]")
-                if not 0 <= value < 1 << 32:
-                    raise BoardError(f"{where} [{name}]: {key} = {value} out of range")
-    w, limit = board.weights, 1 << ADDRESS_BITS.get(board.arch, 64)
-    if w.origin < 0 or w.length <= 0 or w.origin + w.length > limit:
-        raise BoardError(f"{where} [weights]: address 0x{w.origin:X} and size {w.length} must "
-                         f"give a non-empty region below 2^{ADDRESS_BITS.get(board.arch, 64)}")
+        raise BoardError(f"{where} [weights]: bandwidth needs bandwidth_source: where the figure "
+                         "comes from")
+    return float(weights["bandwidth"]), source
 
 
 def _slots(data: dict, where: str) -> SlotLayout | None:
     if "slots" not in data:
         return None
-    table = _need(data, "slots", dict, where)
-    at = f"{where} [slots]"
-    origin, length = _need(table, "origin", int, at), _need(table, "length", int, at)
-    sector = _need(table, "sector", int, at)
-    store = table.get("store", "")
-    if not isinstance(store, str) or not re.fullmatch(r"[A-Za-z0-9_./-]*", store):
-        raise BoardError(f"{at}: store must be a plain path (letters, digits, _ . / -)")
-    if sector < 4096 or sector & (sector - 1) or sector > 1 << 24:
-        raise BoardError(f"{at}: sector {sector} must be a power of two, 4 KiB .. 16 MiB")
-    if origin < 0 or origin % sector or length <= 0 or origin + length > 1 << 64:
-        raise BoardError(f"{at}: origin 0x{origin:X} must be a multiple of the sector and "
-                         f"length {length} positive")
-    layout = SlotLayout(origin, length, sector, store)
+    table, at = data["slots"], f"{where} [slots]"
+    origin, length, sector = table["origin"], table["length"], table["sector"]
+    if origin % sector:
+        raise BoardError(f"{at}: origin 0x{origin:X} must be a multiple of the sector {sector}")
+    if origin + length > 1 << 64:
+        raise BoardError(f"{at}: origin 0x{origin:X} + length 0x{length:X} runs past 2^64")
+    layout = SlotLayout(origin, length, sector, table.get("store", ""))
     if layout.slot_size < sector:
         raise BoardError(f"{at}: length {length} leaves no room for two records and two slots "
                          f"of at least one sector")
     return layout
 
 
-def _check(board: Board) -> None:
-    where = str(board.path)
-    _check_text(board, where)
-    if board.arch not in ARCHES:
-        raise BoardError(f"{where}: arch '{board.arch}' not one of {sorted(ARCHES)}")
-    if board.port not in PORTS:
-        raise BoardError(f"{where}: port '{board.port}' not one of {sorted(PORTS)}")
-    _check_numbers(board, where)
-    align = board.weights_alignment
-    if not isinstance(align, int) or isinstance(align, bool):
-        raise BoardError(f"{where} [weights]: alignment must be an integer")
-    if align < 64 or align & (align - 1) or board.weights.origin % align:
-        raise BoardError(f"{where}: weights address 0x{board.weights.origin:X} must be a "
-                         f"multiple of alignment {align} (a power of two >= 64)")
-    if board.bare_metal and (board.code is None or board.ram is None):
-        raise BoardError(f"{where}: a bare-metal board needs [memory.code] and [memory.ram]")
-    regions = {"code": board.code, "ram": board.ram, "weights": board.weights}
+def _check_uart(board: Board, where: str) -> None:
+    """The drivers divide clock_hz by 16 x baud (PL011, CMSDK, STM32 oversampling by 16)."""
+    clock, baud = board.uart.get("clock_hz"), board.uart.get("baud", 115200)
+    if clock is not None and clock < 16 * baud:
+        raise BoardError(f"{where} [uart]: clock_hz {clock} is below 16 x baud {baud}: no UART "
+                         "divides a clock that slow down to this baud")
+
+
+def _check_regions(board: Board, where: str) -> None:
+    bits = ADDRESS_BITS[board.arch]
+    w = board.weights
+    if w.end > 1 << bits:
+        raise BoardError(f"{where} [weights]: address 0x{w.origin:X} and size {w.length} must "
+                         f"give a non-empty region below 2^{bits}")
+    if w.origin % board.weights_alignment:
+        raise BoardError(f"{where}: weights address 0x{w.origin:X} must be a multiple of "
+                         f"alignment {board.weights_alignment} (a power of two >= 64)")
+    regions = {"code": board.code, "ram": board.ram, "weights": w}
     if board.slots is not None and board.bare_metal:
+        if board.slots.region.end > 1 << bits:
+            raise BoardError(f"{where} [slots]: origin + length runs past 2^{bits}")
         for name in ("code", "ram"):
             if regions[name] is not None and regions[name].overlaps(board.slots.region):
                 raise BoardError(f"{where}: the slots overlap the {name} region")
@@ -327,12 +242,21 @@ def _check(board: Board) -> None:
         for b in names[i + 1:]:
             if regions[a].overlaps(regions[b]):
                 raise BoardError(f"{where}: {a} and {b} regions overlap")
+
+
+def _check(board: Board) -> None:
+    where = str(board.path)
+    if board.name != board.path.stem:
+        raise BoardError(f"{where}: name '{board.name}' must equal the file name "
+                         f"'{board.path.stem}'")
+    _check_regions(board, where)
+    _check_uart(board, where)
     if not any(f"-mcpu={board.cpu}" == flag for flag in board.cflags):
         raise BoardError(f"{where}: cflags must contain -mcpu={board.cpu} (match the core, "
                          f"not only the ISA)")
 
 
-def load(name_or_path: str | pathlib.Path) -> Board:
+def _read(name_or_path: str | pathlib.Path) -> tuple[pathlib.Path, dict]:
     path = pathlib.Path(name_or_path)
     if path.suffix != ".toml":
         found = [d / f"{name_or_path}.toml" for d in board_dirs()]
@@ -341,31 +265,33 @@ def load(name_or_path: str | pathlib.Path) -> Board:
         known = ", ".join(board_names()) or "none"
         raise BoardError(f"no board '{name_or_path}' ({path} missing); known boards: {known}")
     try:
-        data = tomllib.loads(path.read_text())
+        return path, tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise BoardError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def load(name_or_path: str | pathlib.Path) -> Board:
+    """A board by name (boards/NAME.toml, $COLIBRI_BOARDS first) or .toml path,
+    checked field by field (board_schema) and as a whole; BoardError if not."""
+    path, data = _read(name_or_path)
     where = str(path)
-    memory = data.get("memory", {})
-    weights = _need(data, "weights", dict, where)
+    check_fields(data, where, kernel_tables())
+    weights, bits = data["weights"], ADDRESS_BITS[data["arch"]]
+    bandwidth, bandwidth_source = _bandwidth(weights, where)
     board = Board(
-        name=_need(data, "name", str, where), path=path,
-        description=data.get("description", ""), arch=_need(data, "arch", str, where),
-        cpu=_need(data, "cpu", str, where), port=_need(data, "port", str, where),
-        cross_prefix=data.get("cross_prefix", ""),
-        cflags=tuple(_need(data, "cflags", list, where)),
+        name=data["name"], path=path, description=data.get("description", ""),
+        arch=data["arch"], cpu=data["cpu"], port=data["port"],
+        cross_prefix=data.get("cross_prefix", ""), cflags=tuple(data["cflags"]),
         ldflags=tuple(data.get("ldflags", [])),
-        code=_region(memory, "code", where), ram=_region(memory, "ram", where),
-        weights=Region(_need(weights, "address", int, f"{where} [weights]"),
-                       _need(weights, "size", int, f"{where} [weights]")),
-        weights_alignment=weights.get("alignment", 4096), kernels=_kernels(data, where),
-        uart=_table(data, "uart", where), ticks=_table(data, "ticks", where),
-        emulate=_table(data, "emulate", where), flash=_table(data, "flash", where),
-        stacks=_stacks(data, data.get("port", ""), where),
-        zephyr_board=str(data.get("zephyr_board", "")),
-        bandwidth=_bandwidth(weights, where)[0], bandwidth_source=_bandwidth(weights, where)[1],
-        slots=_slots(data, where))
-    if board.name != path.stem:
-        raise BoardError(f"{where}: name '{board.name}' must equal the file name '{path.stem}'")
+        code=_region(data, "code", where, bits), ram=_region(data, "ram", where, bits),
+        weights=Region(weights["address"], weights["size"]),
+        weights_alignment=weights.get("alignment", 4096),
+        kernels=tuple(n for n in data.get("kernels", []) if n != "reference"),
+        uart=data.get("uart", {}), ticks=data.get("ticks", {}),
+        emulate=data.get("emulate", {}), flash=data.get("flash", {}),
+        stacks=_stacks(data, data["port"], where),
+        zephyr_board=data.get("zephyr_board", ""),
+        bandwidth=bandwidth, bandwidth_source=bandwidth_source, slots=_slots(data, where))
     _check(board)
     return board
 
