@@ -7,7 +7,7 @@
  *
  *   table       own slots                       borrowed                        NULL
  *   reference   all                             -                               -
- *   avx2        fp32 (no swiglu), q8, q4        -                               softmax, swiglu, q8r16, q4r16
+ *   avx2        fp32, softmax, q8, q4           -                               q8r16, q4r16
  *   avx512      fp32                            q8, q4 from avx2                softmax, q8r16, q4r16
  *   avx512vnni  q8, q4, q8r16, q4r16            fp32 from avx512                softmax
  *   neon        fp32 (no swiglu), q8, q4        -                               softmax, swiglu, q8r16, q4r16

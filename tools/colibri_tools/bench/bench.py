@@ -116,19 +116,36 @@ def _stat(text: str, line: str, key: str) -> float:
     raise BenchError(f"colibri-run --stats printed no {line} {key}")
 
 
-def time_colibri(image: pathlib.Path, ids: list[int], gen: int, threads: int) -> dict:
+def time_colibri(image: pathlib.Path, ids: list[int], gen: int, threads: int,
+                 kernels: str | None = None) -> dict:
     """The engine in this process (colibri_tools.runtime.engine), set up as colibri-run
     --preload --batch PROMPT would be: the prompt in one forward call, then
-    gen decode steps, each timed around its forward call."""
+    gen decode steps, each timed around its forward call. kernels: a table
+    name (None: the best this CPU runs)."""
     from ..runtime.engine import Engine
 
     with Engine(image, threads=threads, batch=min(len(ids), 256), preload=True,
-                context=len(ids) + gen + 1) as engine:
+                context=len(ids) + gen + 1, kernels=kernels) as engine:
         tokens, prompt_ns, steps = engine.timed_greedy(ids, gen + 1)
-        scratch = engine.scratch_bytes
+        scratch, table = engine.scratch_bytes, engine.kernels
     return {"prompt_tok_s": len(ids) * 1e9 / prompt_ns,
             "decode_tok_s": len(steps) * 1e9 / max(sum(steps), 1),
-            "scratch_bytes": scratch, "tokens": tokens}
+            "scratch_bytes": scratch, "tokens": tokens, "kernels": table}
+
+
+def cpu_description() -> str:
+    """The CPU's model name and the vector extensions the kernel tables use
+    (Linux /proc/cpuinfo; "unknown CPU" elsewhere)."""
+    try:
+        text = pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown CPU"
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    name = fields.get("model name") or fields.get("CPU part") or "unknown CPU"
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    known = ("avx2", "fma", "avx_vnni", "avx512f", "avx512_vnni", "asimd", "asimddp")
+    return f"{name} ({' '.join(f for f in known if f in flags) or 'no vector extensions listed'})"
 
 
 def time_torch(model, ids: list[int], gen: int) -> dict:
@@ -176,7 +193,7 @@ class Peers:
         from .bench_llama import run_llama_bench
 
         if name == "colibri":
-            return time_colibri(self.image, ids, self.args.gen, threads)
+            return time_colibri(self.image, ids, self.args.gen, threads, self.args.kernels)
         if name == "llama.cpp":
             return run_llama_bench(pathlib.Path(self.args.llama_bench), self.gguf, len(ids),
                                    self.args.gen, threads)
@@ -259,6 +276,8 @@ def run_benchmark(args: argparse.Namespace) -> dict:
                   "rows": _summary(runs, per_token, bandwidth)}
         tokens = [runs[k][0]["tokens"] for k in runs if runs[k] and "tokens" in runs[k][0]]
         report["same_greedy_tokens"] = all(t == tokens[0] for t in tokens)
+        report["cpu"] = cpu_description()
+        report["kernels"] = next(r[0]["kernels"] for k, r in runs.items() if k[0] == "colibri")
         report["load_average"] = os.getloadavg()[1]  # 5 minutes: how shared the cores were
         if model is not None and args.quant:
             report["weights"] = {"colibri": _weights(args), "llama.cpp": _llama_type(args)}
@@ -383,6 +402,8 @@ def print_report(report: dict) -> None:
     model = report["model"]
     shape = model if isinstance(model, str) else " ".join(f"{k}={v}" for k, v in model.items())
     print(f"model: {shape}")
+    if "cpu" in report:
+        print(f"CPU: {report['cpu']}; Colibri's kernel table: {report['kernels']}")
     print(f"{report['parameters'] / 1e6:.1f} M parameters, image {report['image_bytes']} B, "
           f"{report['bytes_per_decoded_token'] / 1e6:.1f} MB of weights read per decoded token; "
           f"prompt {report['prompt_tokens']} tokens, decode {report['decoded_tokens']} tokens, "
@@ -455,6 +476,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fidelity-prompts", type=int, default=4, help="prompts for the fidelity "
                    "report (default 4)")
     p.add_argument("--fidelity-length", type=int, default=32, help="tokens per fidelity prompt")
+    p.add_argument("--kernels", help="Colibri's kernel table (default: the best this CPU "
+                   "runs); e.g. avx2 times the AVX2 path on an AVX-512 machine")
     p.add_argument("--membw", help="colibri-membw binary (default build/host/colibri-membw)")
     p.add_argument("--work", type=pathlib.Path, help="directory for the temporary model files")
     p.add_argument("--json", type=pathlib.Path, help="also write the report here")

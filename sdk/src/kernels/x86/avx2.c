@@ -194,8 +194,101 @@ AVX2 static void colibri_avx2_rope_apply(float *x, const float *cos_sin, uint32_
     }
 }
 
-/* softmax and swiglu are the reference's (NULL): their cost is exp, which
- * this table does not reimplement. */
+/* colibri_expf on eight lanes, step for step (colibri_math.h); lanes
+ * outside the plain range (NaN, overflow, underflow, a subnormal or huge
+ * scale) are recomputed by the scalar function, so every bit agrees. */
+AVX2 static __m256 exp8(__m256 x)
+{
+    __m256 fk = _mm256_mul_ps(x, _mm256_set1_ps(COLIBRI_EXPF_LOG2E));
+    __m256 half = _mm256_set1_ps(0.5f);
+    __m256 up = _mm256_cmp_ps(fk, _mm256_setzero_ps(), _CMP_GE_OQ);
+    __m256i k =
+        _mm256_cvttps_epi32(_mm256_blendv_ps(_mm256_sub_ps(fk, half), _mm256_add_ps(fk, half), up));
+    __m256 kf = _mm256_cvtepi32_ps(k);
+    __m256 r =
+        _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(kf, _mm256_set1_ps(COLIBRI_EXPF_LN2_HI))),
+                      _mm256_mul_ps(kf, _mm256_set1_ps(COLIBRI_EXPF_LN2_LO)));
+    __m256 p = _mm256_set1_ps(COLIBRI_EXPF_C7);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(COLIBRI_EXPF_C6));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(COLIBRI_EXPF_C5));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(COLIBRI_EXPF_C4));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(COLIBRI_EXPF_C3));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(COLIBRI_EXPF_C2));
+    __m256 y = _mm256_add_ps(_mm256_set1_ps(1.0f),
+                             _mm256_add_ps(r, _mm256_mul_ps(_mm256_mul_ps(r, r), p)));
+    __m256i bias = _mm256_add_epi32(k, _mm256_set1_epi32(127));
+    __m256 result = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(bias, 23)));
+    __m256i k_ok = _mm256_andnot_si256(_mm256_cmpgt_epi32(k, _mm256_set1_epi32(127)),
+                                       _mm256_cmpgt_epi32(k, _mm256_set1_epi32(-127)));
+    __m256 plain = _mm256_and_ps(
+        _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(COLIBRI_EXPF_OVERFLOW), _CMP_LT_OQ),
+                      _mm256_cmp_ps(x, _mm256_set1_ps(COLIBRI_EXPF_UNDERFLOW), _CMP_GT_OQ)),
+        _mm256_castsi256_ps(k_ok));
+    int mask = _mm256_movemask_ps(plain);
+    if (mask != 0xFF) {
+        float lanes[8], out[8];
+        _mm256_storeu_ps(lanes, x);
+        _mm256_storeu_ps(out, result);
+        for (int j = 0; j < 8; j++) {
+            out[j] = (mask >> j) & 1 ? out[j] : colibri_expf(lanes[j]);
+        }
+        result = _mm256_loadu_ps(out);
+    }
+    return result;
+}
+
+/* a = a / (1 + exp(-a)) * b, eight at a time, the rest one by one. */
+AVX2 static void colibri_avx2_swiglu(float *a, const float *b, uint32_t n)
+{
+    __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    uint32_t i = 0;
+    for (; i + 8u <= n; i += 8u) {
+        __m256 av = _mm256_loadu_ps(a + i);
+        __m256 e = exp8(_mm256_xor_ps(av, sign));
+        _mm256_storeu_ps(
+            a + i, _mm256_mul_ps(_mm256_div_ps(av, _mm256_add_ps(one, e)), _mm256_loadu_ps(b + i)));
+    }
+    for (; i < n; i++) {
+        a[i] = a[i] / (1.0f + colibri_expf(-a[i])) * b[i];
+    }
+}
+
+/* The reference's steps: the sequential max, exp(x - max) into the sixteen
+ * canonical lanes (plain adds), the tree, then every x divided by the sum. */
+AVX2 static void colibri_avx2_softmax(float *x, uint32_t n)
+{
+    float max = x[0], lane[16];
+    for (uint32_t i = 1; i < n; i++) {
+        max = x[i] > max ? x[i] : max;
+    }
+    __m256 mv = _mm256_set1_ps(max);
+    lanes16 l = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    uint32_t i = 0;
+    for (; i + 16u <= n; i += 16u) {
+        __m256 lo = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        __m256 hi = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv));
+        _mm256_storeu_ps(x + i, lo);
+        _mm256_storeu_ps(x + i + 8, hi);
+        l.lo = _mm256_add_ps(l.lo, lo);
+        l.hi = _mm256_add_ps(l.hi, hi);
+    }
+    _mm256_storeu_ps(lane, l.lo);
+    _mm256_storeu_ps(lane + 8, l.hi);
+    for (uint32_t j = 0; i + j < n; j++) {
+        x[i + j] = colibri_expf(x[i + j] - max);
+        lane[j] = lane[j] + x[i + j];
+    }
+    l.lo = _mm256_loadu_ps(lane);
+    l.hi = _mm256_loadu_ps(lane + 8);
+    __m256 sum = _mm256_set1_ps(lanes_reduce(l));
+    for (i = 0; i + 8u <= n; i += 8u) {
+        _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), sum));
+    }
+    for (; i < n; i++) {
+        x[i] = x[i] / _mm256_cvtss_f32(sum);
+    }
+}
+
 /* ---- quantized products (docs/kernels.md, "Quantized products") ---------
  * A tile is R weight rows by T tokens, R * T = 8 (row, token) pairs, pair
  * p = t * R + r in lane p of one float accumulator: per block each lane gets
@@ -380,6 +473,8 @@ const colibri_kernels colibri_kernels_avx2 = {
     .add = colibri_avx2_add,
     .add_scaled = colibri_avx2_add_scaled,
     .rope_apply = colibri_avx2_rope_apply,
+    .softmax = colibri_avx2_softmax,
+    .swiglu = colibri_avx2_swiglu,
     .matmat_f32 = colibri_avx2_matmat_f32,
     .matmat_q8 = colibri_avx2_matmat_q8,
     .matmat_q4 = colibri_avx2_matmat_q4,
