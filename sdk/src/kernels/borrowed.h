@@ -7,9 +7,11 @@
  *
  *   table       own slots                       borrowed                        NULL
  *   reference   all                             -                               -
- *   avx2        fp32, softmax, q8, q4           -                               q8r16, q4r16
- *   avx512      fp32                            q8, q4 from avx2                softmax, q8r16, q4r16
- *   avx512vnni  q8, q4, q8r16, q4r16            fp32 from avx512                softmax
+ *   avx2        all                             -                               -
+ *   avx512      fp32                            softmax, q8, q4, q8r16, q4r16   -
+ *                                               from avx2
+ *   avx512vnni  q8, q4, q8r16, q4r16            fp32 from avx512, softmax       -
+ *                                               from avx2
  *   neon        fp32 (no swiglu), q8, q4        -                               softmax, swiglu, q8r16, q4r16
  *   neondot     q8, q4, q8r16, q4r16            fp32 from neon                  softmax, swiglu
  *   helium      fp32 (no swiglu), q8, q4        -                               softmax, swiglu, q8r16, q4r16
@@ -25,11 +27,16 @@
 
 #include "colibri.h"
 
-/* x86/avx2.c (AVX2, FMA, F16C), borrowed by avx512. */
+/* x86/avx2.c and avx2_r16.c (AVX2, FMA, F16C), borrowed by avx512. */
+void colibri_avx2_softmax(float *x, uint32_t n);
 void colibri_avx2_matmat_q8(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                             uint32_t rows, uint32_t cols, uint32_t n);
 void colibri_avx2_matmat_q4(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                             uint32_t rows, uint32_t cols, uint32_t n);
+void colibri_avx2_matmat_q8r16(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                               uint32_t rows, uint32_t cols, uint32_t n);
+void colibri_avx2_matmat_q4r16(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                               uint32_t rows, uint32_t cols, uint32_t n);
 
 /* x86/avx512.c (AVX-512F, FMA), borrowed by avx512vnni. */
 float colibri_avx512_dot(const float *a, const float *b, uint32_t n);

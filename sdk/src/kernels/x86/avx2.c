@@ -255,7 +255,7 @@ AVX2 static void colibri_avx2_swiglu(float *a, const float *b, uint32_t n)
 
 /* The reference's steps: the sequential max, exp(x - max) into the sixteen
  * canonical lanes (plain adds), the tree, then every x divided by the sum. */
-AVX2 static void colibri_avx2_softmax(float *x, uint32_t n)
+AVX2 void colibri_avx2_softmax(float *x, uint32_t n)
 {
     float max = x[0], lane[16];
     for (uint32_t i = 1; i < n; i++) {
@@ -478,4 +478,6 @@ const colibri_kernels colibri_kernels_avx2 = {
     .matmat_f32 = colibri_avx2_matmat_f32,
     .matmat_q8 = colibri_avx2_matmat_q8,
     .matmat_q4 = colibri_avx2_matmat_q4,
+    .matmat_q8r16 = colibri_avx2_matmat_q8r16, /* avx2_r16.c */
+    .matmat_q4r16 = colibri_avx2_matmat_q4r16,
 };

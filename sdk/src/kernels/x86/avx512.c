@@ -301,7 +301,6 @@ AVX512 void colibri_avx512_swiglu(float *a, const float *b, uint32_t n)
     }
 }
 
-/* softmax is the reference's (NULL). */
 const colibri_kernels colibri_kernels_avx512 = {
     .name = "avx512",
     .dot = colibri_avx512_dot,
@@ -312,7 +311,10 @@ const colibri_kernels colibri_kernels_avx512 = {
     .add_scaled = colibri_avx512_add_scaled,
     .rope_apply = colibri_avx512_rope_apply,
     .matmat_f32 = colibri_avx512_matmat_f32,
-    /* the quantized products: avx2's (the VNNI ones: avx512vnni.c) */
+    /* softmax and the quantized products: avx2's (the VNNI ones: avx512vnni.c) */
+    .softmax = colibri_avx2_softmax,
     .matmat_q8 = colibri_avx2_matmat_q8,
     .matmat_q4 = colibri_avx2_matmat_q4,
+    .matmat_q8r16 = colibri_avx2_matmat_q8r16,
+    .matmat_q4r16 = colibri_avx2_matmat_q4r16,
 };

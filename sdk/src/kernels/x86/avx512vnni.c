@@ -103,6 +103,7 @@ const colibri_kernels colibri_kernels_avx512vnni = {
     .name = "avx512vnni",
     .dot = colibri_avx512_dot,
     .swiglu = colibri_avx512_swiglu,
+    .softmax = colibri_avx2_softmax,
     .matvec_f32 = colibri_avx512_matvec_f32,
     .rmsnorm = colibri_avx512_rmsnorm,
     .add = colibri_avx512_add,
