@@ -23,3 +23,14 @@ def pytest_sessionstart(session):
     absent = missing()
     if absent:
         pytest.exit(report(absent), returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Once, at the end: which kernel tables ran here and which did not, and why."""
+    from cpu_tables import not_run_here, runnable
+
+    missing = not_run_here()
+    line = f"x86-64 kernel tables run here: {', '.join(runnable()) or 'none'}"
+    if missing:
+        line += "; not run: " + ", ".join(f"{t} ({why})" for t, why in missing.items())
+    terminalreporter.write_line(line)

@@ -5,28 +5,15 @@ reference table on one thread, one token at a time. Transformers agreement is te
 this one compares builds of our own with each other, byte for byte."""
 from __future__ import annotations
 
-import pathlib
-import platform
-
 import pytest
+from cpu_tables import runnable
 from golden_helpers import FAMILIES, run_engine
 
-X86_TABLES = {"avx512vnni": "avx512_vnni", "avx512": "avx512f", "avx2": "avx2"}
 
-
-def _cpu_flags() -> set[str]:
-    text = pathlib.Path("/proc/cpuinfo").read_text()
-    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "flags:")
-    return set(line.split(":", 1)[1].split())
-
-
-def _tables() -> list:
-    if platform.machine() != "x86_64":
-        return [pytest.param(t, marks=pytest.mark.skip(reason="x86-64 tables")) for t in X86_TABLES]
-    flags = _cpu_flags()
-    return [t if flag in flags else
-            pytest.param(t, marks=pytest.mark.skip(reason=f"this CPU lacks {flag}"))
-            for t, flag in X86_TABLES.items()]
+def _tables() -> list[str]:
+    """The x86 tables this CPU runs (tests/cpu_tables.py; the session's summary
+    names the others and why)."""
+    return runnable()
 
 
 def _logits(colibri_run, image, ids, path, vocab, *extra: str) -> bytes:

@@ -226,4 +226,6 @@ const colibri_kernels colibri_kernels_neon = {
     .matmat_f32 = colibri_neon_matmat_f32,
     .matmat_q8 = colibri_neon_matmat_q8,
     .matmat_q4 = colibri_neon_matmat_q4,
+    .matmat_q8r16 = colibri_neon_matmat_q8r16, /* neon_r16.c */
+    .matmat_q4r16 = colibri_neon_matmat_q4r16,
 };

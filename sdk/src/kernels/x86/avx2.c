@@ -124,6 +124,12 @@ AVX2 static void colibri_avx2_matmat_f32(float *out, size_t stride, const float 
                                          uint32_t rows, uint32_t cols, uint32_t n)
 {
     uint32_t r = 0;
+    if (n == 1u) { /* one token: each row read whole, one stream (the rows' order in memory) */
+        for (; r < rows; r++) {
+            out[r] = colibri_avx2_dot(w + (size_t)r * cols, x, cols);
+        }
+        return;
+    }
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
         for (uint32_t t = 0; t < n; t++) {
             rows4(out + t * stride + r, w + (size_t)r * cols, x + (size_t)t * cols, cols);

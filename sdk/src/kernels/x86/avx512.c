@@ -177,6 +177,12 @@ AVX512 void colibri_avx512_matmat_f32(float *out, size_t stride, const float *w,
                                       uint32_t rows, uint32_t cols, uint32_t n)
 {
     uint32_t r = 0;
+    if (n == 1u) { /* one token: each row read whole, one stream (the rows' order in memory) */
+        for (; r < rows; r++) {
+            out[r] = colibri_avx512_dot(w + (size_t)r * cols, x, cols);
+        }
+        return;
+    }
     for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK) {
         const float *wr = w + (size_t)r * cols;
         uint32_t t = 0;
