@@ -461,7 +461,7 @@ def _parser() -> argparse.ArgumentParser:
                    "llama.cpp: Q8_0/Q4_0) and a fidelity report")
     p.add_argument("--row-groups", action="store_true", help="with --quant: the quantized "
                    "matrices in groups of 16 rows (colibri-convert --row-groups), the layout the "
-                   "AVX-512 VNNI kernels read fastest")
+                   "x86-64 and AArch64 kernels read fastest")
     p.add_argument("--real", choices=sorted(REAL_SHAPES), help="a real checkpoint's shapes "
                    "with random quantized weights (needs --quant)")
     p.add_argument("--budgets", type=_percents, help="with --real: memory budgets in percent "

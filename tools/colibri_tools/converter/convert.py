@@ -333,8 +333,9 @@ def _parser() -> argparse.ArgumentParser:
                    "embedding and the output projection (LM head) too")
     p.add_argument("--row-groups", action="store_true", help="with --quant: store the "
                    "quantized matrices (but the token embedding) in groups of 16 rows, format "
-                   "1.8 (docs/format.md 3.4): the same results, read fastest by the AVX-512 VNNI "
-                   "kernels; other kernel tables read it with the portable C kernel (slower)")
+                   "1.8 (docs/format.md 3.4): the same results, read fastest by the x86-64 (AVX2, "
+                   "AVX-512) and AArch64 (NEON, SDOT) kernels; Cortex-M tables read it with the "
+                   "portable C kernel (slower): docs/quantization.md")
     p.add_argument("--calibration", type=Path, help="with --quant mixed: a text; the experts it "
                    "uses most are stored int8, the others int4")
     p.add_argument("--int8-share", type=float, default=0.25, help="with --quant mixed: the "
