@@ -2,8 +2,8 @@
  * neon_quant.h - the quantized products of the AArch64 tables, shared by
  * neon.c (Advanced SIMD only: the Cortex-A72 of a Raspberry Pi 4) and
  * neondot.c (with the dot-product extension, SDOT: Cortex-A76 and later),
- * which differ only in how one block's integer sums are made (the isum
- * function each passes in; both exact). Included by those two files only.
+ * and neon_r16.c, which differ only in how one block's integer sums are
+ * made (the isum or tile_sums function each passes in; all exact).
  *
  * A tile is four weight rows by T <= 2 tokens; lane r of token t's float
  * accumulator is the pair (row r, token t): per block it gets
@@ -110,6 +110,40 @@ NEON_Q_INLINE void neon_q_matmat(float *out, size_t stride, const uint8_t *w,
             neon_q_tile(out + t * stride + r, stride, w + r * row_bytes, row_bytes,
                         x + (size_t)t * nb, nb, rows - r, n - t, q4, T, isum);
         }
+    }
+}
+
+/* ---- weights in groups of 16 rows (Q8_R16, Q4_R16) ------------------------
+ * One group (rows_left of its 16 rows real) by one token, tile after tile:
+ * tile_sums (the table's: each row's exact sum of the tile, lane = row)
+ * then the reference's float steps, lane = row; r16.h's pass. */
+typedef void (*neon_r16_sums_fn)(const uint8_t *tile, const colibri_qblock *xb, int q4,
+                                 int32x4_t *sum);
+
+NEON_Q_INLINE void neon_r16_group(float *out, const uint8_t *group, size_t tile_bytes,
+                                  const colibri_qblock *x, uint32_t nb, uint32_t rows_left, int q4,
+                                  neon_r16_sums_fn tile_sums)
+{
+    float32x4_t acc[4];
+    for (uint32_t q = 0; q < 4u; q++) {
+        acc[q] = vdupq_n_f32(0.0f);
+    }
+    for (uint32_t b = 0; b < nb; b++) {
+        const uint8_t *tile = group + (size_t)b * tile_bytes;
+        int32x4_t sum[4];
+        tile_sums(tile, x + b, q4, sum);
+        for (uint32_t q = 0; q < 4u; q++) {
+            uint16x4_t h = vld1_u16((const uint16_t *)(const void *)(tile + 8u * q));
+            float32x4_t scale = vmulq_n_f32(vcvt_f32_f16(vreinterpret_f16_u16(h)), x[b].d);
+            acc[q] = vfmaq_f32(acc[q], vcvtq_f32_s32(sum[q]), scale);
+        }
+    }
+    float v[16];
+    for (uint32_t q = 0; q < 4u; q++) {
+        vst1q_f32(v + 4u * q, acc[q]);
+    }
+    for (uint32_t r = 0; r < 16u && r < rows_left; r++) {
+        out[r] = v[r];
     }
 }
 

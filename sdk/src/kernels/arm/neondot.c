@@ -124,27 +124,7 @@ DOTPROD static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group
 {
     (void)stride;
     (void)tokens_left;
-    float32x4_t acc[4];
-    for (uint32_t q = 0; q < 4u; q++) {
-        acc[q] = vdupq_n_f32(0.0f);
-    }
-    for (uint32_t b = 0; b < nb; b++) {
-        const uint8_t *tile = group + (size_t)b * tile_bytes;
-        int32x4_t sum[4];
-        r16_tile_sums(tile, x + b, q4, sum);
-        for (uint32_t q = 0; q < 4u; q++) {
-            uint16x4_t h = vld1_u16((const uint16_t *)(const void *)(tile + 8u * q));
-            float32x4_t scale = vmulq_n_f32(vcvt_f32_f16(vreinterpret_f16_u16(h)), x[b].d);
-            acc[q] = vfmaq_f32(acc[q], vcvtq_f32_s32(sum[q]), scale);
-        }
-    }
-    float v[COLIBRI_R16_ROWS];
-    for (uint32_t q = 0; q < 4u; q++) {
-        vst1q_f32(v + 4u * q, acc[q]);
-    }
-    for (uint32_t r = 0; r < COLIBRI_R16_ROWS && r < rows_left; r++) {
-        out[r] = v[r];
-    }
+    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, q4, r16_tile_sums);
     return 1u;
 }
 
