@@ -28,7 +28,7 @@
 
 #include "colibri.h"
 
-/* x86/avx2.c and avx2_r16.c (AVX2, FMA, F16C), borrowed by avx512. */
+/* x86/avx2.c, avx2_quant.c and avx2_r16.c (AVX2, FMA, F16C), borrowed by avx512. */
 void colibri_avx2_softmax(float *x, uint32_t n);
 void colibri_avx2_matmat_q8(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                             uint32_t rows, uint32_t cols, uint32_t n);
