@@ -49,19 +49,19 @@ def test_aarch64_kernel_tables_meet_the_contract(cpu, dotprod):
     """The NEON tables (and the reference) built for AArch64, run under
     qemu-user: the same contract, bit for bit. A Cortex-A72 (Raspberry Pi 4)
     lacks the dot-product extension, so the port's probe must skip neondot
-    there (and neon alone is checked: the reference and neon are the A76
-    run's too); a Cortex-A76 (Pi 5) has it, so every table is checked."""
+    there, and the reference and neon are checked on it; a Cortex-A76 (Pi 5)
+    has it, and checks neondot (each table once: the suite's time)."""
     for tool in ("aarch64-linux-gnu-gcc", "qemu-aarch64"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
     target = "build/aarch64-test/test_kernels"
     subprocess.run(["make", "-s", target], cwd=REPO, check=True, timeout=600)
-    tables = [] if dotprod else ["neon", "neondot"]
+    tables = ["neondot"] if dotprod else ["reference", "neon", "neondot"]
     done = subprocess.run(["qemu-aarch64", "-cpu", cpu, str(REPO / target), *tables],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "neon: checked" in done.stdout
-    assert ("reference: checked" in done.stdout) == dotprod
+    assert ("neon: checked" in done.stdout) != dotprod
+    assert ("reference: checked" in done.stdout) != dotprod
     verdict = "checked" if dotprod else "skipped, this CPU cannot run it"
     assert f"neondot: {verdict}" in done.stdout
     assert re.search(r"^\d+ passed, 0 failed$", done.stdout, re.M)
@@ -123,7 +123,7 @@ def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_r16_image, v
     (corpus / "valid_mla.bin").write_bytes(valid_mla_image.read_bytes())
     for image in valid_family_images:
         (corpus / f"valid_{image.parent.parent.name}.bin").write_bytes(image.read_bytes())
-    seconds = os.environ.get("COLIBRI_FUZZ_SECONDS", "20")
+    seconds = os.environ.get("COLIBRI_FUZZ_SECONDS", "12")
     done = subprocess.run(
         [str(REPO / "build" / "fuzz" / "fuzz_image"), f"-max_total_time={seconds}",
          "-timeout=10", "-rss_limit_mb=2048", f"-artifact_prefix={tmp_path}/", str(corpus)],

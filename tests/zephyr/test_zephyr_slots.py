@@ -267,8 +267,10 @@ def test_power_cut_at_flash_steps(world, tmp_path, record_property):
     assert [kind for _, kind in boot] == ["erase", "program"] * 4, boot
     full = os.environ.get("COLIBRI_OTA_ZEPHYR_FULL") == "1"
     last = len(update)
-    points = [(n, False) for n in range(1, last + 1) if full or n % 4 == 1 or n > last - 4]
-    points += [(n, True) for n in programs if full or n % 4 == 3 or n > last - 4]
+    # sampled: every sixth step, every step of the first and last record writes
+    points = [(n, False) for n in range(1, last + 1) if full or n % 6 == 1 or n <= 4
+              or n > last - 4]
+    points += [(n, True) for n in programs if full or n % 6 == 3 or n <= 4 or n > last - 4]
     flash = tmp_path / "flash.bin"
     seen = {"old": 0, "new": 0}
     for step, torn in sorted(points):
