@@ -10,18 +10,12 @@ from cpu_tables import runnable
 from golden_helpers import FAMILIES, run_engine
 
 
-def _tables() -> list[str]:
-    """The x86 tables this CPU runs (tests/cpu_tables.py; the session's summary
-    names the others and why)."""
-    return runnable()
-
-
 def _logits(colibri_run, image, ids, path, vocab, *extra: str) -> bytes:
     run_engine(colibri_run, image, ids, logits_path=path, vocab=vocab, extra=extra)
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("table", _tables())
+@pytest.mark.parametrize("table", runnable())
 @pytest.mark.parametrize("family", FAMILIES)
 def test_kernel_tables_bit_identical(family, table, converted, colibri_run, tmp_path):
     model, image = converted(family)

@@ -13,8 +13,8 @@ import re
 import subprocess
 
 import pytest
+from cpu_tables import runnable
 from golden_helpers import REPO
-from test_bit_identity import _tables
 
 FAMILIES = ["mixtral", "qwen2_moe", "gpt_oss", "deepseek_v3"]
 FORMATS = ["f32", "int4+attention+rows16"]
@@ -58,7 +58,7 @@ def _slot_counts(colibri_run, image, tmp_path) -> list[int]:
     return sorted({least, (least + every) // 2, every})
 
 
-@pytest.mark.parametrize("table", ["reference", *_tables()])
+@pytest.mark.parametrize("table", ["reference", *runnable()])
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_size_and_table_same_bits(family, fmt, table, colibri_run, converted, quantized,

@@ -14,8 +14,8 @@ import re
 import subprocess
 
 import pytest
+from cpu_tables import runnable
 from golden_helpers import REPO
-from test_bit_identity import _tables
 
 FAMILIES = ["mixtral", "qwen2_moe", "gpt_oss", "deepseek_v3"]
 FORMATS = ["f32", "int4+attention+rows16"]
@@ -40,7 +40,7 @@ def _run(expert_port, image, table, threads, batch, fail_at=0) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("table", ["reference", *_tables()])
+@pytest.mark.parametrize("table", ["reference", *runnable()])
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_table_same_bits(family, fmt, table, expert_port, converted, quantized):

@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from cpu_tables import runnable
 from golden_helpers import FAMILIES, record, run_engine
-from test_bit_identity import _logits, _tables
+from test_bit_identity import _logits
 
 # (min top-1 agreement, max mean KL) over 4 prompts x 40 positions, set just
 # below what was measured (docs/quantization.md has the table): int8 top-1
@@ -128,7 +129,7 @@ def test_quantized_threads_and_chunks_bit_identical(family, quant, quantized, co
         assert got == want, (threads, batch)
 
 
-@pytest.mark.parametrize("table", _tables())
+@pytest.mark.parametrize("table", runnable())
 @pytest.mark.parametrize("quant", ["int8", "int4+attention+embeddings"])
 @pytest.mark.parametrize("family", ["qwen2_moe", "olmoe", "granitemoeshared"])
 def test_quantized_kernel_tables_bit_identical(family, quant, table, quantized, colibri_run,
@@ -156,7 +157,7 @@ def test_row_groups_give_the_same_bits(family, quant, quantized, colibri_run, tm
     ids = [(7 * i + 3) % vocab for i in range(40)]
     want = _logits(colibri_run, image, ids, tmp_path / "rows.bin", vocab, "--kernels", "reference",
                    "--threads", "1", "--batch", "1")
-    tables = _tables()
+    tables = runnable()
     for options in (("--kernels", "reference"), ("--threads", "2", "--batch", "7"),
                     ("--threads", "1", "--batch", "1"),
                     *(("--kernels", t, "--batch", "7") for t in tables),

@@ -138,21 +138,26 @@ colibri_status colibri_slot_boot_select(const colibri_slots *s, colibri_slot_boo
     return COLIBRI_E_NO_SLOT;
 }
 
-static colibri_status mark(const colibri_slots *s, uint32_t slot, uint8_t from, uint8_t to)
+/* The record, for a state change of slot; COLIBRI_E_BAD_ARGUMENT without one. */
+static colibri_status record_for(const colibri_slots *s, uint32_t slot, colibri_slot_record *r)
 {
-    colibri_slot_record r;
-    if (slot > 1 || colibri_slots_check(s) != COLIBRI_OK || colibri_slot_record_read(s, &r) < 0) {
+    if (slot > 1 || colibri_slots_check(s) != COLIBRI_OK || colibri_slot_record_read(s, r) < 0) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
-    if (from != 0xFF && r.state[slot] != from) {
-        return r.state[slot] == to ? COLIBRI_OK : COLIBRI_E_UPDATE_ORDER;
-    }
-    return set_state(s, &r, slot, to);
+    return COLIBRI_OK;
 }
 
 colibri_status colibri_slot_confirm(const colibri_slots *s, uint32_t slot)
 {
-    return mark(s, slot, COLIBRI_SLOT_TRYING, COLIBRI_SLOT_GOOD);
+    colibri_slot_record r;
+    colibri_status status = record_for(s, slot, &r);
+    if (status != COLIBRI_OK || r.state[slot] == COLIBRI_SLOT_GOOD) {
+        return status; /* a GOOD slot is confirmed already */
+    }
+    if (r.state[slot] != COLIBRI_SLOT_TRYING) {
+        return COLIBRI_E_UPDATE_ORDER;
+    }
+    return set_state(s, &r, slot, COLIBRI_SLOT_GOOD);
 }
 
 /* Rejecting is refused where it would leave nothing to boot: a slot that
@@ -162,15 +167,16 @@ colibri_status colibri_slot_confirm(const colibri_slots *s, uint32_t slot)
 colibri_status colibri_slot_reject(const colibri_slots *s, uint32_t slot)
 {
     colibri_slot_record r;
-    if (slot > 1 || colibri_slots_check(s) != COLIBRI_OK || colibri_slot_record_read(s, &r) < 0) {
-        return COLIBRI_E_BAD_ARGUMENT;
+    colibri_status status = record_for(s, slot, &r);
+    if (status != COLIBRI_OK) {
+        return status;
     }
     uint8_t state = r.state[slot];
     if ((state == COLIBRI_SLOT_GOOD || state == COLIBRI_SLOT_PENDING) &&
         r.state[1 - slot] != COLIBRI_SLOT_GOOD) {
         return COLIBRI_E_LAST_IMAGE;
     }
-    return mark(s, slot, 0xFF, COLIBRI_SLOT_BAD);
+    return set_state(s, &r, slot, COLIBRI_SLOT_BAD);
 }
 
 int colibri_slot_running(const colibri_slot_record *r)

@@ -27,9 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ColibriError, ImageFormatError
-from ..image.image_reader import read_image
-from ..image.signing import ImageCheckError, load_public_key
+from ..errors import ColibriError
+from ..image.signing import check_image, load_public_key
 from ..version import add_version_option
 from . import ota
 from .board_check import check_firmware
@@ -85,15 +84,6 @@ def default_backend(board: Board) -> str:
     return names[0]
 
 
-def _verify_model(path: Path) -> None:
-    """colibri_verify's checks (every tensor's data CRC-32 and scales) on a
-    model.bin whose header and tables already passed: a device would refuse it."""
-    try:
-        read_image(path, verify_data=True)
-    except ImageFormatError as exc:
-        raise ImageCheckError(exc, path=path) from None
-
-
 def _check_inputs(board: Board, weights: Path | None, firmware: Path | None) -> None:
     """The weights fit the weight region; no firmware byte lands inside it."""
     for path in (weights, firmware):
@@ -102,7 +92,7 @@ def _check_inputs(board: Board, weights: Path | None, firmware: Path | None) -> 
     if board.port == "linux":            # the weights are a file, mapped anywhere at run time
         if weights is not None and not is_hex_file(weights):
             check_model(weights, board)
-            _verify_model(weights)
+            check_image(weights, weights)
         if firmware is not None:
             check_firmware(board, firmware)
         return
@@ -112,7 +102,7 @@ def _check_inputs(board: Board, weights: Path | None, firmware: Path | None) -> 
         pieces.append(Piece(lo, hi - lo, weights.name, data=b""))
     elif weights is not None:
         pieces.append(model_piece(weights, board))
-        _verify_model(weights)
+        check_image(weights, weights)
     else:
         pieces.append(Piece(board.weights.origin, 0, "weights", data=b""))
     if firmware is not None:

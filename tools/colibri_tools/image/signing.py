@@ -117,13 +117,14 @@ def unsigned_part(data: bytes, path: str | Path | None = None) -> bytes:
     return data[:size]
 
 
-def check_image(data: bytes, path: str | Path | None = None) -> ModelImage:
-    """Run the device's checks on the image part of `data` (its signature
-    block, if any, left aside): colibri_init's (read_image) and colibri_verify's
-    (every tensor's data CRC-32 and scales). Raises ImageCheckError."""
-    image = unsigned_part(data, path)
+def check_image(data: bytes | Path, path: str | Path | None = None) -> ModelImage:
+    """Run the device's checks on an image: colibri_init's (read_image) and
+    colibri_verify's (every tensor's data CRC-32 and scales). data: the file's
+    bytes (a signature block after the image left aside) or a model.bin path
+    (read in place). Raises ImageCheckError."""
+    source = data if isinstance(data, Path) else unsigned_part(data, path)
     try:
-        return read_image(image, verify_data=True)
+        return read_image(source, verify_data=True)
     except ImageFormatError as exc:
         raise ImageCheckError(exc, path=path) from None
 
