@@ -7,9 +7,10 @@
  *   qemu-system-arm -M mps3-an547 -cpu cortex-m55 -m 2G -icount shift=0 \
  *       -semihosting -display none -serial null -kernel build/qemu_an547/colibri-qbench.elf
  *
- * A 256 x 1024 matrix (Q8 and Q4), 1 token (decode) and 4 (prompt); one
- * line per (table, dtype, tokens): SysTick ticks per block of 32 weights and
- * token, and the output's FNV-1a digest (equal across tables). Under
+ * A 256 x 1024 matrix (Q8 and Q4, by row and in groups of 16 rows: R16),
+ * 1 token (decode) and 4 (prompt); one line per (table, dtype, layout,
+ * tokens): SysTick ticks per block of 32 weights and token, and the
+ * output's FNV-1a digest (equal across tables). Under
  * -icount shift=0 a 32 MHz SysTick tick is 31.25 instructions (the AN547's
  * board file). Built with kernels_m's start (tests/ports/cortex_m).
  */
@@ -53,14 +54,43 @@ static uint32_t digest(const float *v, uint32_t n)
     return h;
 }
 
+typedef void matmat_q(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                      uint32_t rows, uint32_t cols, uint32_t n);
+
+static matmat_q *slot(const colibri_kernels *k, int q4, int r16)
+{
+    if (r16) {
+        return q4 ? k->matmat_q4r16 : k->matmat_q8r16;
+    }
+    return q4 ? k->matmat_q4 : k->matmat_q8;
+}
+
+/* Random quants; every block scale a normal binary16 (by row: a block's
+ * first two bytes; R16: a tile's first 16 x 2). */
+static void fill(int q4, int r16)
+{
+    uint32_t block_bytes = q4 ? 18u : 34u;
+    for (uint32_t i = 0; i < sizeof weights; i++) {
+        weights[i] = (uint8_t)next_u32();
+    }
+    uint32_t scales = r16 ? 16u : 1u;
+    for (uint32_t b = 0; b < ROWS * NB / scales; b++) {
+        uint8_t *at = weights + b * block_bytes * scales;
+        for (uint32_t i = 0; i < scales; i++) {
+            uint16_t h = (uint16_t)(0x2000u + (next_u32() & 0x3FFu));
+            at[2 * i] = (uint8_t)h, at[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+    }
+}
+
 /* SysTick ticks of one product (a 24-bit down counter on the CPU clock). */
-static uint32_t ticks(const colibri_kernels *k, int q4, uint32_t n)
+static uint32_t ticks(matmat_q *product, uint32_t n)
 {
     SYST_RVR = 0x00FFFFFFu;
     SYST_CVR = 0;
     SYST_CSR = 5u; /* enable, processor clock, no interrupt */
     uint32_t start = SYST_CVR;
-    (q4 ? k->matmat_q4 : k->matmat_q8)(out, ROWS, weights, acts, ROWS, COLS, n);
+    product(out, ROWS, weights, acts, ROWS, COLS, n);
     uint32_t end = SYST_CVR;
     SYST_CSR = 0;
     return (start - end) & 0x00FFFFFFu;
@@ -74,25 +104,18 @@ int main(void)
         }
         colibri_quantize_row(acts + t * NB, xf, COLS);
     }
-    for (int q4 = 0; q4 < 2; q4++) {
-        uint32_t block_bytes = q4 ? 18u : 34u;
-        for (uint32_t b = 0; b < ROWS * NB; b++) {
-            uint8_t *blk = weights + b * block_bytes;
-            uint16_t h = (uint16_t)(0x2000u + (next_u32() & 0x3FFu));
-            blk[0] = (uint8_t)h, blk[1] = (uint8_t)(h >> 8);
-            for (uint32_t i = 2; i < block_bytes; i++) {
-                blk[i] = (uint8_t)next_u32();
-            }
-        }
+    for (int layout = 0; layout < 4; layout++) {
+        int q4 = layout & 1, r16 = layout >> 1;
+        fill(q4, r16);
         for (uint32_t n = 1; n <= TOKENS; n += TOKENS - 1u) {
             for (uint32_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-                const colibri_kernels *k = tables[i];
-                if ((q4 ? k->matmat_q4 : k->matmat_q8) == NULL) {
+                if (slot(tables[i], q4, r16) == NULL) {
                     continue;
                 }
-                uint32_t tk = ticks(k, q4, n);
-                printf("table=%s dtype=%s tokens=%u ticks_per_block=%u.%02u digest=%08x\n", k->name,
-                       q4 ? "q4" : "q8", (unsigned)n, (unsigned)(tk / (ROWS * NB * n)),
+                uint32_t tk = ticks(slot(tables[i], q4, r16), n);
+                printf("table=%s dtype=%s%s tokens=%u ticks_per_block=%u.%02u digest=%08x\n",
+                       tables[i]->name, q4 ? "q4" : "q8", r16 ? "r16" : "", (unsigned)n,
+                       (unsigned)(tk / (ROWS * NB * n)),
                        (unsigned)(tk * 100u / (ROWS * NB * n) % 100u),
                        (unsigned)digest(out, n * ROWS));
             }

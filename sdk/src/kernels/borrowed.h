@@ -15,8 +15,9 @@
  *   neon        fp32 (no swiglu), q8, q4,       -                               softmax, swiglu
  *               q8r16, q4r16
  *   neondot     q8, q4, q8r16, q4r16            fp32 from neon                  softmax, swiglu
- *   helium      fp32 (no swiglu), q8, q4        -                               softmax, swiglu, q8r16, q4r16
- *   dsp         q8, q4                          -                               every fp32 slot, q8r16, q4r16
+ *   helium      fp32 (no swiglu), q8, q4,       -                               softmax, swiglu
+ *               q8r16, q4r16
+ *   dsp         q8, q4, q8r16, q4r16            -                               every fp32 slot
  *
  * "fp32" = dot, matvec_f32, matmat_f32, rmsnorm, add, add_scaled,
  * rope_apply and swiglu; the quantized slots are matmat_q8, matmat_q4,

@@ -17,6 +17,7 @@
 #include "colibri_compat.h"
 #include "colibri_math.h"
 #include "kernels.h"
+#include "kernels/r16.h"
 #include "quant.h"
 #include "qtile.h"
 
@@ -165,22 +166,48 @@ static void colibri_helium_rope_apply(float *x, const float *cos_sin, uint32_t h
  * pair are summed exactly by two VMLADAVA (sixteen int8 products added into
  * a 32-bit scalar); then acc = fma((float)isum, d_w * d_x, acc) on the FPU,
  * the reference's steps. Four weight and two token vectors use six of the
- * eight Q registers. */
+ * eight Q registers.
+ *
+ * Rows in groups of 16 (Q8_R16, Q4_R16: colibri.h, docs/format.md 3.4) go
+ * the same way: MVE has no dot product into 32-bit lanes, so the row, not
+ * the lane, stays the unit, and a row's bytes, four to a 64-byte chunk of
+ * its tile, are gathered into the by-row order (VLDRB gather, offsets
+ * r16_offsets: element e of the row is byte 64 (e / 4) + e % 4 past the
+ * row's first). One instruction like a contiguous load; on a Cortex-M55 a
+ * gather takes a beat per element, so a load costs about four times the
+ * cycles (docs/kernels.md). */
 
 typedef struct qrow {
     int8x16_t lo, hi; /* elements 0..15, 16..31 */
 } qrow;
 
-static qrow load_q8(const uint8_t *block)
+/* Where a tile's two rows are: block b of row i has its binary16 scale at
+ * scale[i] + b * step and its quants at quants[i] + b * step. */
+typedef struct qrows {
+    const uint8_t *scale[2], *quants[2];
+    size_t step;
+} qrows;
+
+static const uint8_t r16_offsets[16] = {0,   1,   2,   3,   64,  65,  66,  67,
+                                        128, 129, 130, 131, 192, 193, 194, 195};
+
+/* The 16 bytes of a row from q: contiguous, or gathered from an R16 tile. */
+static int8x16_t row_bytes(const uint8_t *q, int r16, uint8x16_t offsets)
 {
-    qrow v = {vldrbq_s8((const int8_t *)(block + 2)), vldrbq_s8((const int8_t *)(block + 18))};
+    return r16 ? vldrbq_gather_offset_s8((const int8_t *)q, offsets) : vldrbq_s8((const int8_t *)q);
+}
+
+/* Q8: the 32 elements; an R16 row's elements 16..31 are four chunks on. */
+static qrow load_q8(const uint8_t *q, int r16, uint8x16_t offsets)
+{
+    qrow v = {row_bytes(q, r16, offsets), row_bytes(q + (r16 ? 256 : 16), r16, offsets)};
     return v;
 }
 
-/* byte j: element j in the low nibble, j + 16 in the high one; minus 8 */
-static qrow load_q4(const uint8_t *block)
+/* Q4 byte j: element j in the low nibble, j + 16 in the high one; minus 8 */
+static qrow load_q4(const uint8_t *q, int r16, uint8x16_t offsets)
 {
-    uint8x16_t raw = vldrbq_u8(block + 2);
+    uint8x16_t raw = vreinterpretq_u8_s8(row_bytes(q, r16, offsets));
     qrow v = {vsubq_n_s8(vreinterpretq_s8_u8(vandq_u8(raw, vdupq_n_u8(0x0F))), 8),
               vsubq_n_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), 8)};
     return v;
@@ -188,9 +215,9 @@ static qrow load_q4(const uint8_t *block)
 
 /* A block's binary16 scale as a float with the FPU's VCVTB (exact, every
  * binary16 value; 2 instructions where the integer conversion takes ~10). */
-static float block_scale(const uint8_t *block)
+static float block_scale(const uint8_t *scale)
 {
-    uint16_t bits = colibri_rd_u16(block);
+    uint16_t bits = colibri_rd_u16(scale);
     __extension__ _Float16 h; /* ACLE's IEEE half of every Helium CPU */
     memcpy(&h, &bits, sizeof h);
     return (float)h;
@@ -202,16 +229,21 @@ static float pair_step(float acc, qrow w, float dw, const colibri_qblock *x)
     return colibri_fmaf((float)isum, dw * x->d, acc);
 }
 
-/* Rows w0, w1 by tokens x0, x1 (T of them) through every block. */
-static void q_tile(float *out, size_t stride, const uint8_t *w0, const uint8_t *w1,
-                   const colibri_qblock *x0, const colibri_qblock *x1, uint32_t nb, int q4,
-                   uint32_t rows, uint32_t T)
+/* Rows w by tokens x0, x1 (T of them) through every block; their bytes
+ * contiguous (by row) or spread over the tile's chunks (r16). Inlined where
+ * q4 and r16 are constants (what keeps the by-row loop as short as before). */
+static inline __attribute__((always_inline)) void
+q_tile(float *out, size_t stride, const qrows *w, const colibri_qblock *x0,
+       const colibri_qblock *x1, uint32_t nb, int q4, int r16, uint32_t rows, uint32_t T)
 {
     float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f; /* a<token><row> */
-    size_t step = q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES;
-    for (uint32_t b = 0; b < nb; b++, w0 += step, w1 += step) {
-        qrow r0 = q4 ? load_q4(w0) : load_q8(w0), r1 = q4 ? load_q4(w1) : load_q8(w1);
-        float d0 = block_scale(w0), d1 = block_scale(w1);
+    uint8x16_t offsets = vldrbq_u8(r16_offsets);
+    for (uint32_t b = 0; b < nb; b++) {
+        size_t at = (size_t)b * w->step;
+        const uint8_t *q0 = w->quants[0] + at, *q1 = w->quants[1] + at;
+        qrow r0 = q4 ? load_q4(q0, r16, offsets) : load_q8(q0, r16, offsets);
+        qrow r1 = q4 ? load_q4(q1, r16, offsets) : load_q8(q1, r16, offsets);
+        float d0 = block_scale(w->scale[0] + at), d1 = block_scale(w->scale[1] + at);
         a00 = pair_step(a00, r0, d0, x0 + b);
         a01 = pair_step(a01, r1, d1, x0 + b);
         if (T == 2u) {
@@ -226,17 +258,36 @@ static void q_matmat(float *out, size_t stride, const uint8_t *w, const colibri_
                      uint32_t rows, uint32_t cols, uint32_t n, int q4)
 {
     uint32_t nb = colibri_qblocks(cols);
-    size_t row_bytes = (size_t)nb * (q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES);
+    size_t step = q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES;
+    size_t row_bytes = (size_t)nb * step;
     for (uint32_t r = 0; r < rows; r += 2u) {
         uint32_t rows_here = rows - r >= 2u ? 2u : 1u;
         const uint8_t *w0 = w + r * row_bytes, *w1 = w0 + (rows_here - 1u) * row_bytes;
+        qrows tile = {{w0, w1}, {w0 + 2, w1 + 2}, step};
         for (uint32_t t = 0; t < n; t += 2u) {
             uint32_t T = n - t >= 2u ? 2u : 1u;
             const colibri_qblock *x0 = x + (size_t)t * nb;
-            q_tile(out + t * stride + r, stride, w0, w1, x0, x0 + (T - 1u) * nb, nb, q4, rows_here,
-                   T);
+            q_tile(out + t * stride + r, stride, &tile, x0, x0 + (T - 1u) * nb, nb, q4, 0,
+                   rows_here, T);
         }
     }
+}
+
+/* r16.h's pass: one group's rows, two by two, by one or two tokens. */
+static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
+                         const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
+                         uint32_t tokens_left, int q4)
+{
+    uint32_t rows = rows_left < COLIBRI_R16_ROWS ? rows_left : COLIBRI_R16_ROWS;
+    uint32_t T = tokens_left >= 2u ? 2u : 1u;
+    const uint8_t *chunks = group + 2u * COLIBRI_R16_ROWS;
+    for (uint32_t r = 0; r < rows; r += 2u) {
+        uint32_t r1 = rows - r >= 2u ? r + 1u : r;
+        qrows tile = {{group + 2u * r, group + 2u * r1}, {chunks + 4u * r, chunks + 4u * r1},
+                      tile_bytes};
+        q_tile(out + r, stride, &tile, x, x + (T - 1u) * nb, nb, q4, 1, r1 - r + 1u, T);
+    }
+    return T;
 }
 
 static void matmat_q8_helium(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
@@ -249,6 +300,18 @@ static void matmat_q4_helium(float *out, size_t stride, const uint8_t *w, const 
                              uint32_t rows, uint32_t cols, uint32_t n)
 {
     q_matmat(out, stride, w, x, rows, cols, n, 1);
+}
+
+static void matmat_q8r16_helium(float *out, size_t stride, const uint8_t *w,
+                                const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n)
+{
+    colibri_r16_walk(out, stride, w, x, rows, cols, n, 0, r16_pass);
+}
+
+static void matmat_q4r16_helium(float *out, size_t stride, const uint8_t *w,
+                                const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n)
+{
+    colibri_r16_walk(out, stride, w, x, rows, cols, n, 1, r16_pass);
 }
 
 /* softmax and swiglu are the reference's (NULL): their cost is exp, which
@@ -264,4 +327,6 @@ const colibri_kernels colibri_kernels_helium = {
     .matmat_f32 = colibri_helium_matmat_f32,
     .matmat_q8 = matmat_q8_helium,
     .matmat_q4 = matmat_q4_helium,
+    .matmat_q8r16 = matmat_q8r16_helium,
+    .matmat_q4r16 = matmat_q4r16_helium,
 };
