@@ -38,6 +38,7 @@ NEON_Q_INLINE int32x4_t neon_isum4(int32x4_t a, int32x4_t b, int32x4_t c, int32x
 NEON_Q_INLINE neon_qrows neon_load_rows(const uint8_t *const *w, uint32_t b, int q4)
 {
     neon_qrows v;
+#pragma GCC unroll 4
     for (uint32_t r = 0; r < 4u; r++) {
         if (q4) { /* byte j: element j low, element j + 16 high; minus 8 */
             uint8x16_t raw = vld1q_u8(w[r] + b * COLIBRI_Q4_BLOCK_BYTES + 2u);
@@ -53,16 +54,20 @@ NEON_Q_INLINE neon_qrows neon_load_rows(const uint8_t *const *w, uint32_t b, int
     return v;
 }
 
-/* The four rows' block scales as floats (binary16 -> binary32 is exact). */
+/* The four rows' block scales as floats (binary16 -> binary32 is exact):
+ * each loaded into its lane, then one FCVTL. */
 NEON_Q_INLINE float32x4_t neon_row_scales(const uint8_t *const *w, size_t offset)
 {
-    uint64_t h = (uint64_t)colibri_rd_u16(w[0] + offset) |
-                 (uint64_t)colibri_rd_u16(w[1] + offset) << 16 |
-                 (uint64_t)colibri_rd_u16(w[2] + offset) << 32 |
-                 (uint64_t)colibri_rd_u16(w[3] + offset) << 48;
-    return vcvt_f32_f16(vreinterpret_f16_u64(vcreate_u64(h)));
+    uint16x4_t h = vdup_n_u16(0);
+    h = vld1_lane_u16((const uint16_t *)(const void *)(w[0] + offset), h, 0);
+    h = vld1_lane_u16((const uint16_t *)(const void *)(w[1] + offset), h, 1);
+    h = vld1_lane_u16((const uint16_t *)(const void *)(w[2] + offset), h, 2);
+    h = vld1_lane_u16((const uint16_t *)(const void *)(w[3] + offset), h, 3);
+    return vcvt_f32_f16(vreinterpret_f16_u16(h));
 }
 
+/* Four rows by T tokens (T a constant where this is inlined: 1 or 2, so the
+ * accumulators and the block's rows stay in registers). */
 NEON_Q_INLINE void neon_q_tile(float *out, size_t stride, const uint8_t *w, size_t row_bytes,
                                const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
                                uint32_t tokens_left, int q4, uint32_t T, neon_isum_fn isum)
@@ -71,19 +76,22 @@ NEON_Q_INLINE void neon_q_tile(float *out, size_t stride, const uint8_t *w, size
     const colibri_qblock *xt[2];
     float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     size_t block_bytes = q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES;
+#pragma GCC unroll 4
     for (uint32_t r = 0; r < 4u; r++) {
         wr[r] = w + (size_t)(r < rows_left ? r : rows_left - 1u) * row_bytes;
     }
+#pragma GCC unroll 2
     for (uint32_t t = 0; t < T; t++) {
         xt[t] = x + (size_t)(t < tokens_left ? t : tokens_left - 1u) * nb;
     }
     for (uint32_t b = 0; b < nb; b++) {
         neon_qrows rows = neon_load_rows(wr, b, q4);
         float32x4_t dw = neon_row_scales(wr, b * block_bytes);
+#pragma GCC unroll 2
         for (uint32_t t = 0; t < T; t++) {
             const colibri_qblock *xb = xt[t] + b;
             int32x4_t s = isum(&rows, vld1q_s8(xb->q), vld1q_s8(xb->q + 16));
-            float32x4_t scale = vmulq_f32(dw, vdupq_n_f32(xb->d));
+            float32x4_t scale = vmulq_n_f32(dw, xb->d);
             acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(s), scale);
         }
     }
@@ -104,11 +112,17 @@ NEON_Q_INLINE void neon_q_matmat(float *out, size_t stride, const uint8_t *w,
 {
     uint32_t nb = colibri_qblocks(cols);
     size_t row_bytes = (size_t)nb * (q4 ? COLIBRI_Q4_BLOCK_BYTES : COLIBRI_Q8_BLOCK_BYTES);
-    uint32_t T = n == 1u ? 1u : 2u;
     for (uint32_t r = 0; r < rows; r += 4u) {
-        for (uint32_t t = 0; t < n; t += T) {
-            neon_q_tile(out + t * stride + r, stride, w + r * row_bytes, row_bytes,
-                        x + (size_t)t * nb, nb, rows - r, n - t, q4, T, isum);
+        for (uint32_t t = 0; t < n; t += 2u) {
+            float *o = out + t * stride + r;
+            const colibri_qblock *xt = x + (size_t)t * nb;
+            if (n == 1u) { /* (two copies: T a constant in each) */
+                neon_q_tile(o, stride, w + r * row_bytes, row_bytes, xt, nb, rows - r, n - t, q4,
+                            1u, isum);
+            } else {
+                neon_q_tile(o, stride, w + r * row_bytes, row_bytes, xt, nb, rows - r, n - t, q4,
+                            2u, isum);
+            }
         }
     }
 }
@@ -116,7 +130,9 @@ NEON_Q_INLINE void neon_q_matmat(float *out, size_t stride, const uint8_t *w,
 /* ---- weights in groups of 16 rows (Q8_R16, Q4_R16) ------------------------
  * One group (rows_left of its 16 rows real) by one token, tile after tile:
  * tile_sums (the table's: each row's exact sum of the tile, lane = row)
- * then the reference's float steps, lane = row; r16.h's pass. */
+ * then the reference's float steps, lane = row; r16.h's pass. q4 a
+ * constant where this is inlined (each table has a pass for Q8 and one for
+ * Q4), the loops unrolled: the sums stay in registers. */
 typedef void (*neon_r16_sums_fn)(const uint8_t *tile, const colibri_qblock *xb, int q4,
                                  int32x4_t *sum);
 
@@ -125,6 +141,7 @@ NEON_Q_INLINE void neon_r16_group(float *out, const uint8_t *group, size_t tile_
                                   neon_r16_sums_fn tile_sums)
 {
     float32x4_t acc[4];
+#pragma GCC unroll 4
     for (uint32_t q = 0; q < 4u; q++) {
         acc[q] = vdupq_n_f32(0.0f);
     }
@@ -132,6 +149,7 @@ NEON_Q_INLINE void neon_r16_group(float *out, const uint8_t *group, size_t tile_
         const uint8_t *tile = group + (size_t)b * tile_bytes;
         int32x4_t sum[4];
         tile_sums(tile, x + b, q4, sum);
+#pragma GCC unroll 4
         for (uint32_t q = 0; q < 4u; q++) {
             uint16x4_t h = vld1_u16((const uint16_t *)(const void *)(tile + 8u * q));
             float32x4_t scale = vmulq_n_f32(vcvt_f32_f16(vreinterpret_f16_u16(h)), x[b].d);
@@ -139,6 +157,7 @@ NEON_Q_INLINE void neon_r16_group(float *out, const uint8_t *group, size_t tile_
         }
     }
     float v[16];
+#pragma GCC unroll 4
     for (uint32_t q = 0; q < 4u; q++) {
         vst1q_f32(v + 4u * q, acc[q]);
     }

@@ -24,6 +24,7 @@
 /* acc[q] (rows 4q .. 4q + 3) += each row's four weights of w[q] times xw. */
 static inline void r16_mul_add(int32x4_t *acc, const int8x16_t *w, int8x16_t xw)
 {
+#pragma GCC unroll 4
     for (uint32_t q = 0; q < 4u; q++) {
         int16x8_t lo = vmull_s8(vget_low_s8(w[q]), vget_low_s8(xw));
         int16x8_t hi = vmull_high_s8(w[q], xw);
@@ -39,16 +40,19 @@ static inline int8x16_t x_word(const colibri_qblock *xb, uint32_t j)
     return vreinterpretq_s8_s32(vdupq_n_s32(v));
 }
 
-/* One tile (block b of 16 rows) times one token's block: the 16 exact sums. */
-static inline void r16_tile_sums(const uint8_t *tile, const colibri_qblock *xb, int q4,
-                                 int32x4_t *sum)
+/* One tile (block b of 16 rows) times one token's block: the 16 exact sums
+ * (inlined into each pass, where q4 is a constant). */
+static inline __attribute__((always_inline)) void
+r16_tile_sums(const uint8_t *tile, const colibri_qblock *xb, int q4, int32x4_t *sum)
 {
     const uint8_t *c = tile + 2u * COLIBRI_R16_ROWS;
+#pragma GCC unroll 4
     for (uint32_t q = 0; q < 4u; q++) {
         sum[q] = vdupq_n_s32(0);
     }
     for (uint32_t k = 0; k < (q4 ? 4u : 8u); k++) {
         int8x16_t w[4], high[4];
+#pragma GCC unroll 4
         for (uint32_t q = 0; q < 4u; q++) {
             uint8x16_t raw = vld1q_u8(c + 64u * k + 16u * q);
             if (q4) {
@@ -66,25 +70,34 @@ static inline void r16_tile_sums(const uint8_t *tile, const colibri_qblock *xb, 
     }
 }
 
-/* One group of rows (rows_left of them real) by one token: r16.h's pass. */
-static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
-                         const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
-                         uint32_t tokens_left, int q4)
+/* One group of rows (rows_left of them real) by one token: r16.h's pass,
+ * one for Q8 and one for Q4 (q4 a constant in each). */
+static uint32_t r16_pass_q8(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
+                            const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
+                            uint32_t tokens_left, int q4)
 {
-    (void)stride;
-    (void)tokens_left;
-    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, q4, r16_tile_sums);
+    (void)stride, (void)tokens_left, (void)q4;
+    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, 0, r16_tile_sums);
+    return 1u;
+}
+
+static uint32_t r16_pass_q4(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
+                            const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
+                            uint32_t tokens_left, int q4)
+{
+    (void)stride, (void)tokens_left, (void)q4;
+    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, 1, r16_tile_sums);
     return 1u;
 }
 
 void colibri_neon_matmat_q8r16(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                                uint32_t rows, uint32_t cols, uint32_t n)
 {
-    colibri_r16_walk(out, stride, w, x, rows, cols, n, 0, r16_pass);
+    colibri_r16_walk(out, stride, w, x, rows, cols, n, 0, r16_pass_q8);
 }
 
 void colibri_neon_matmat_q4r16(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                                uint32_t rows, uint32_t cols, uint32_t n)
 {
-    colibri_r16_walk(out, stride, w, x, rows, cols, n, 1, r16_pass);
+    colibri_r16_walk(out, stride, w, x, rows, cols, n, 1, r16_pass_q4);
 }

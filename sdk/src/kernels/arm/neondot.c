@@ -56,6 +56,7 @@ DOTPROD static void colibri_neondot_matmat_q4(float *out, size_t stride, const u
 /* Chunk k's weights for x words j (w) and, Q4 only, j + 4 (w_high). */
 DOTPROD static inline void r16_chunk(const uint8_t *chunk, int q4, int8x16_t *w, int8x16_t *w_high)
 {
+#pragma GCC unroll 4
     for (uint32_t q = 0; q < 4u; q++) {
         if (q4) {
             uint8x16_t raw = vld1q_u8(chunk + 16u * q);
@@ -71,7 +72,8 @@ DOTPROD static inline void r16_chunk(const uint8_t *chunk, int q4, int8x16_t *w,
 /* acc[q] += the dot of each lane of w[q] with x word `lane` of xv. */
 #define R16_SDOT(acc, w, xv, lane)                                                                 \
     do {                                                                                           \
-        for (uint32_t q_ = 0; q_ < 4u; q_++) {                                                     \
+        _Pragma("GCC unroll 4") for (uint32_t q_ = 0; q_ < 4u; q_++)                               \
+        {                                                                                          \
             (acc)[q_] = vdotq_laneq_s32((acc)[q_], (w)[q_], (xv), (lane));                         \
         }                                                                                          \
     } while (0)
@@ -92,10 +94,11 @@ DOTPROD static inline void r16_chunk(const uint8_t *chunk, int q4, int8x16_t *w,
     } while (0)
 
 /* One tile (block b of 16 rows) times one token's block: the 16 exact sums. */
-DOTPROD static inline void r16_tile_sums(const uint8_t *tile, const colibri_qblock *xb, int q4,
-                                         int32x4_t *sum)
+DOTPROD static inline __attribute__((always_inline)) void
+r16_tile_sums(const uint8_t *tile, const colibri_qblock *xb, int q4, int32x4_t *sum)
 {
     int8x16_t x0 = vld1q_s8(xb->q), x1 = vld1q_s8(xb->q + 16);
+#pragma GCC unroll 4
     for (uint32_t q = 0; q < 4u; q++) {
         sum[q] = vdupq_n_s32(0);
     }
@@ -117,14 +120,23 @@ DOTPROD static inline void r16_tile_sums(const uint8_t *tile, const colibri_qblo
     R16_Q8_CHUNK(sum, c, x1, 7, 3);
 }
 
-/* One group of rows (rows_left of them real) by one token: r16.h's pass. */
-DOTPROD static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
-                                 const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
-                                 uint32_t tokens_left, int q4)
+/* One group of rows (rows_left of them real) by one token: r16.h's pass,
+ * one for Q8 and one for Q4 (q4 a constant in each). */
+DOTPROD static uint32_t r16_pass_q8(float *out, size_t stride, const uint8_t *group,
+                                    size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
+                                    uint32_t rows_left, uint32_t tokens_left, int q4)
 {
-    (void)stride;
-    (void)tokens_left;
-    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, q4, r16_tile_sums);
+    (void)stride, (void)tokens_left, (void)q4;
+    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, 0, r16_tile_sums);
+    return 1u;
+}
+
+DOTPROD static uint32_t r16_pass_q4(float *out, size_t stride, const uint8_t *group,
+                                    size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
+                                    uint32_t rows_left, uint32_t tokens_left, int q4)
+{
+    (void)stride, (void)tokens_left, (void)q4;
+    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, 1, r16_tile_sums);
     return 1u;
 }
 
@@ -132,14 +144,14 @@ DOTPROD static void colibri_neondot_matmat_q8r16(float *out, size_t stride, cons
                                                  const colibri_qblock *x, uint32_t rows,
                                                  uint32_t cols, uint32_t n)
 {
-    colibri_r16_walk(out, stride, w, x, rows, cols, n, 0, r16_pass);
+    colibri_r16_walk(out, stride, w, x, rows, cols, n, 0, r16_pass_q8);
 }
 
 DOTPROD static void colibri_neondot_matmat_q4r16(float *out, size_t stride, const uint8_t *w,
                                                  const colibri_qblock *x, uint32_t rows,
                                                  uint32_t cols, uint32_t n)
 {
-    colibri_r16_walk(out, stride, w, x, rows, cols, n, 1, r16_pass);
+    colibri_r16_walk(out, stride, w, x, rows, cols, n, 1, r16_pass_q4);
 }
 
 /* softmax and swiglu are the reference's (NULL), as in neon. */
