@@ -76,17 +76,20 @@ float colibri_neon_dot(const float *a, const float *b, uint32_t n)
 }
 
 /* ROW_BLOCK rows at once: each 16 floats of x are loaded once for all four
- * (16 accumulator and 4 x registers of the 32). */
+ * (16 accumulator and 4 x registers of the 32; the row loops unrolled, or
+ * GCC 12 keeps the accumulators on the stack). */
 static void rows4_neon(float *out, size_t stride, const float *w, const float *x, uint32_t cols)
 {
     lanes16 l[ROW_BLOCK];
     uint32_t i = 0;
+#pragma GCC unroll 4
     for (uint32_t r = 0; r < ROW_BLOCK; r++) {
         l[r] = lanes_zero();
     }
     for (; i + 16u <= cols; i += 16u) {
         float32x4_t x0 = vld1q_f32(x + i), x1 = vld1q_f32(x + i + 4);
         float32x4_t x2 = vld1q_f32(x + i + 8), x3 = vld1q_f32(x + i + 12);
+#pragma GCC unroll 4
         for (uint32_t r = 0; r < ROW_BLOCK; r++) {
             const float *wr = w + (size_t)r * cols + i;
             l[r].l0 = vfmaq_f32(l[r].l0, vld1q_f32(wr), x0);
@@ -95,6 +98,7 @@ static void rows4_neon(float *out, size_t stride, const float *w, const float *x
             l[r].l3 = vfmaq_f32(l[r].l3, vld1q_f32(wr + 12), x3);
         }
     }
+#pragma GCC unroll 4
     for (uint32_t r = 0; r < ROW_BLOCK; r++) {
         if (i < cols) {
             l[r] = lanes_add_tail(l[r], w + (size_t)r * cols + i, x + i, cols - i);
