@@ -110,6 +110,12 @@ $(BUILD)/host/colibri-membw: bench/colibri_membw.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -Wall -Wextra -Werror -O3 -march=native -pthread $< -o $@
 
+# colibri-bench --emulate's instruction counter: a QEMU TCG plugin
+# (qemu-aarch64 / qemu-system-arm -plugin build/host/qemu-insn.so,out=FILE).
+$(BUILD)/host/qemu-insn.so: bench/qemu_insn.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -Werror -O2 -shared -fPIC -fvisibility=hidden $< -o $@
+
 # Speed of the quantized products of every table this CPU runs
 # (docs/kernels.md): the core as the library is built, one thread.
 $(BUILD)/host/colibri-qbench: $(BUILD)/host/bench/colibri_qbench.o \

@@ -17,10 +17,13 @@ cd "$(dirname "$0")/.."
 #   clang-format           the C style check (tests/test_style.py, .clang-format)
 #   cmake ninja-build device-tree-compiler gperf
 #                          what a Zephyr build needs (tests/zephyr, twister)
+#   g++-aarch64-linux-gnu  C++ for the AArch64 build of llama.cpp that
+#                          colibri-bench --emulate counts instructions
+#                          beside (docs/performance.md); cmake builds it
 # (Never gcc-multilib: on Debian 12 it removes gcc-aarch64-linux-gnu.)
 APT_PACKAGES=(
   build-essential make clang libclang-rt-14-dev clang-format python3-venv python3-dev
-  gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
   gcc-arm-none-eabi binutils-arm-none-eabi libnewlib-arm-none-eabi
   qemu-system-arm qemu-user
   cmake ninja-build device-tree-compiler gperf

@@ -98,7 +98,7 @@ def test_convert_quantizes_the_roles_asked_for(hf_checkpoint, tmp_path):
             (["--quant", "int4", "--quant-attention"], ffn | attention - kv, Q4, kv),
             (["--quant", "int8", "--quant-embeddings"], ffn | embeddings, Q8, set())):
         out = tmp_path / "_".join(args)
-        assert main([str(hf), "-o", str(out), "--quiet", *args]) == 0
+        assert main([str(hf), "-o", str(out), "--quiet", "--no-row-groups", *args]) == 0
         image = read_image(out / "model.bin", verify_data=True)
         assert image.header["version_minor"] == 3
         assert {t.role for t in image.tensors if t.dtype == dtype} == quantized
@@ -108,7 +108,29 @@ def test_convert_quantizes_the_roles_asked_for(hf_checkpoint, tmp_path):
         assert "#define COLIBRI_MODEL_QUANTIZED" in (out / "model_config.h").read_text()
     assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-attention"]) == 1
     assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--quant-embeddings"]) == 1
+    assert main([str(hf), "-o", str(tmp_path / "x"), "--quiet", "--row-groups"]) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_convert_groups_rows_by_default_when_quantized(hf_checkpoint, tmp_path):
+    """Without --no-row-groups every quantized matrix but the token embedding
+    is stored in groups of 16 rows (format 1.8); float32 stays float32."""
+    from colibri_tools.converter.convert import main
+    from colibri_tools.image.image_format import Role, read_image
+
+    hf = hf_checkpoint("qwen2_moe")
+    out = tmp_path / "int4"
+    assert main([str(hf), "-o", str(out), "--quiet", "--quant", "int4", "--quant-attention",
+                 "--quant-embeddings"]) == 0
+    image = read_image(out / "model.bin", verify_data=True)
+    assert image.header["version_minor"] == 8
+    grouped = {t.role for t in image.tensors if t.dtype in (Q8_R16, Q4_R16)}
+    assert grouped and Role.TOKEN_EMBED not in grouped
+    assert {t.dtype for t in image.tensors if t.role == Role.TOKEN_EMBED} == {Q4}
+    assert all(t.dtype in (0, Q8_R16, Q4_R16) for t in image.tensors
+               if t.role != Role.TOKEN_EMBED)
+    assert main([str(hf), "-o", str(tmp_path / "f32"), "--quiet"]) == 0
+    assert {t.dtype for t in read_image(tmp_path / "f32" / "model.bin").tensors} == {0}
 
 
 def test_row_group_layout_by_hand():
@@ -172,7 +194,7 @@ def test_int4_keeps_the_logits_matrix_in_q8(hf_checkpoint, tmp_path, family, hea
 
     out = tmp_path / family
     assert main([str(hf_checkpoint(family)), "-o", str(out), "--quiet", "--quant", "int4",
-                 "--quant-attention", "--quant-embeddings"]) == 0
+                 "--quant-attention", "--quant-embeddings", "--no-row-groups"]) == 0
     image = read_image(out / "model.bin", verify_data=True)
     q8 = {t.role for t in image.tensors if t.dtype == Q8}
     assert q8 == {getattr(Role, head), Role.ATTN_K, Role.ATTN_V}
@@ -197,7 +219,7 @@ def test_mixed_keeps_the_experts_a_text_uses_most_in_int8(tmp_path):
             "the garden before dinner, since the rain had stopped and the evening was fine.")
     (tmp_path / "cal.txt").write_text(text)
     result = convert(demo, tmp_path / "out", progress=False, quant="mixed",
-                     calibration=tmp_path / "cal.txt", int8_share=0.5)
+                     calibration=tmp_path / "cal.txt", int8_share=0.5, row_groups=False)
     image = read_image(result.image_path, verify_data=True)
     ids = Tokenizer.from_file(str(demo / "tokenizer.json")).encode(text).ids
     model = AutoModelForCausalLM.from_pretrained(demo, torch_dtype=torch.float32).eval()

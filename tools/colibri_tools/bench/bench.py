@@ -10,6 +10,9 @@ drift, ratios much less), with the machine's memory read bandwidth.
     colibri-bench --real olmoe-1b-7b --quant int4 --budgets 100,50,25,12.5
                   [--llama-bench PATH] [--image FILE] [--gguf FILE]
                                                         (larger than memory: bench_budget.py)
+    colibri-bench --emulate rpi4 [--quant int8|int4] [--llama-bench PATH]
+                                                        (instructions per token on an emulated
+                                                        AArch64 board: bench_emulate.py)
 
 Builds a random-weight model of the given shape from a transformers config
 (default: Mixtral architecture, 152 M parameters, 605 MB in fp32: beyond a
@@ -50,63 +53,14 @@ import time
 
 from ..errors import ColibriError
 from ..version import add_version_option
+from .bench_model import SHAPE, build_model, bytes_per_token, llama_model, llama_type, shape_of
 from .bench_synth import REAL_SHAPES
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-SHAPE = (("vocab", 32000), ("hidden", 512), ("layers", 8), ("heads", 8), ("kv-heads", 2),
-         ("experts", 8), ("top-k", 2), ("ffn", 1152))
 
 
 class BenchError(ColibriError):
     """The benchmark could not run (missing binary, failed run)."""
-
-
-def _hf_config(args: argparse.Namespace):
-    import transformers
-
-    common = dict(vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
-                  num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
-                  max_position_embeddings=max(args.prompt + args.gen + 8, 256),
-                  tie_word_embeddings=False)
-    if args.family == "mixtral":
-        return transformers.MixtralConfig(intermediate_size=args.ffn, num_local_experts=args.experts,
-                                          num_experts_per_tok=args.top_k, **common)
-    return transformers.Qwen3MoeConfig(moe_intermediate_size=args.ffn, intermediate_size=args.ffn,
-                                       num_experts=args.experts, num_experts_per_tok=args.top_k,
-                                       head_dim=args.hidden // args.heads, **common)
-
-
-def build_model(args: argparse.Namespace, work: pathlib.Path):
-    """A random model of the shape asked for, saved and converted in work."""
-    import torch
-    import transformers
-
-    from ..converter.convert import convert
-
-    torch.manual_seed(args.seed)
-    model = transformers.AutoModelForCausalLM.from_config(_hf_config(args)).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() >= 2:
-                param.normal_(0.0, param.shape[-1] ** -0.5)
-    model.save_pretrained(work / "hf")
-    convert(work / "hf", work / "out", progress=False, quant=args.quant,
-            quant_attention=args.quant is not None, quant_embeddings=args.quant is not None,
-            row_groups=args.row_groups)
-    return model, work / "out" / "model.bin"
-
-
-def bytes_per_token(image_path: pathlib.Path) -> tuple[int, int, int]:
-    """(parameters, bytes of weights one decoded token reads, vocab size),
-    from the image read once (colibri_tools.image.sizes.decode_bytes_per_token)."""
-    import math
-
-    from ..image.image_reader import read_image
-    from ..image.sizes import decode_bytes_per_token
-
-    image = read_image(image_path)
-    params = sum(math.prod(t.shape) for t in image.tensors)
-    return params, decode_bytes_per_token(image.record, image.tensors), image.record.vocab_size
 
 
 def _stat(text: str, line: str, key: str) -> float:
@@ -254,6 +208,10 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         raise BenchError(f"{membw} not found: run `make host` first")
     if args.budgets:
         return run_budget_bench(args)
+    if args.emulate:
+        from .bench_emulate import run_emulate
+
+        return run_emulate(args)
     if args.real:
         return run_real(args, membw)
     if args.llama_bench and not pathlib.Path(args.llama_bench).is_file():
@@ -264,12 +222,12 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         if image is None:
             model, image = build_model(args, pathlib.Path(tmp))
             if args.llama_bench:
-                gguf, f32_gguf = _llama_model(args, model, pathlib.Path(tmp))
+                gguf, f32_gguf = llama_model(args, model, pathlib.Path(tmp))
         params, per_token, vocab = bytes_per_token(image)
         bandwidth = {t: read_bandwidth(membw, t) for t in args.threads}
         ids = [(7 * i + 3) % vocab for i in range(args.prompt)]
         runs = _measure(Peers(args, image, model, gguf), ids)
-        report = {"model": str(args.model) if args.model else _shape(args), "parameters": params,
+        report = {"model": str(args.model) if args.model else shape_of(args), "parameters": params,
                   "image_bytes": image.stat().st_size, "bytes_per_decoded_token": per_token,
                   "prompt_tokens": args.prompt, "decoded_tokens": args.gen,
                   "repetitions": args.repeat, "read_gb_per_s": bandwidth,
@@ -280,7 +238,7 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         report["kernels"] = next(r[0]["kernels"] for k, r in runs.items() if k[0] == "colibri")
         report["load_average"] = os.getloadavg()[1]  # 5 minutes: how shared the cores were
         if model is not None and args.quant:
-            report["weights"] = {"colibri": _weights(args), "llama.cpp": _llama_type(args)}
+            report["weights"] = {"colibri": _weights(args), "llama.cpp": llama_type(args)}
             report["fidelity"] = _fidelity(args, model, image, gguf, f32_gguf, vocab,
                                            pathlib.Path(tmp))
     return report
@@ -351,23 +309,6 @@ def _weights(args: argparse.Namespace) -> str:
     return args.quant + (" r16" if args.row_groups else "")
 
 
-def _llama_type(args: argparse.Namespace) -> str:
-    from .bench_llama import LLAMA_TYPES
-
-    return LLAMA_TYPES[args.quant] if args.quant else "F32"
-
-
-def _llama_model(args: argparse.Namespace, model, work: pathlib.Path):
-    """(the GGUF llama-bench runs, the F32 GGUF): with --quant, the F32 one
-    quantized by the peer's llama-quantize to the same bit width."""
-    from .bench_llama import quantize_gguf, write_gguf
-
-    f32 = write_gguf(model, work / "model.gguf")
-    if not args.quant:
-        return f32, f32
-    return quantize_gguf(pathlib.Path(args.llama_bench), f32, _llama_type(args)), f32
-
-
 def _fidelity(args: argparse.Namespace, model, image: pathlib.Path, gguf, f32_gguf,
               vocab: int, work: pathlib.Path) -> list[dict]:
     """Each engine's logits against transformers' float32 ones, same prompts."""
@@ -382,7 +323,7 @@ def _fidelity(args: argparse.Namespace, model, image: pathlib.Path, gguf, f32_gg
         from .bench_llama import build_llama_logits, llama_logits, quantize_gguf
 
         exe = build_llama_logits(pathlib.Path(args.llama_bench), work)
-        peers = [(gguf, _llama_type(args)), (f32_gguf, "F32")]
+        peers = [(gguf, llama_type(args)), (f32_gguf, "F32")]
         if args.quant == "int4":  # llama-quantize's Q4_0 keeps a Q6_K output matrix: also all Q4_0
             pure = quantize_gguf(pathlib.Path(args.llama_bench), f32_gguf, "Q4_0", pure=True)
             peers.insert(1, (pure, "Q4_0 all"))
@@ -391,11 +332,6 @@ def _fidelity(args: argparse.Namespace, model, image: pathlib.Path, gguf, f32_gg
             rows.append({"engine": "llama.cpp", "weights": kind,
                          **fid.fidelity(reference, got)})
     return rows
-
-
-def _shape(args: argparse.Namespace) -> dict:
-    return {"family": args.family, **{k.replace("-", "_"): getattr(args, k.replace("-", "_"))
-                                      for k, _ in SHAPE}, "seed": args.seed}
 
 
 def print_report(report: dict) -> None:
@@ -459,9 +395,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--torch", action="store_true", help="also time transformers (1 thread)")
     p.add_argument("--quant", choices=["int8", "int4"], help="quantized weights (Q8/Q4; "
                    "llama.cpp: Q8_0/Q4_0) and a fidelity report")
-    p.add_argument("--row-groups", action="store_true", help="with --quant: the quantized "
-                   "matrices in groups of 16 rows (colibri-convert --row-groups), the layout the "
-                   "x86-64 and AArch64 kernels read fastest")
+    p.add_argument("--row-groups", action=argparse.BooleanOptionalAction, help="with --quant: "
+                   "the quantized matrices in groups of 16 rows, colibri-convert's default "
+                   "(--no-row-groups: row by row; --real and --budgets default to row by row)")
+    p.add_argument("--emulate", metavar="BOARD", help="instructions per token on this Linux "
+                   "board under qemu-user (rpi4, jetson_orin_nano), beside llama.cpp built for "
+                   "it with --llama-bench's source tree (bench_emulate.py)")
     p.add_argument("--real", choices=sorted(REAL_SHAPES), help="a real checkpoint's shapes "
                    "with random quantized weights (needs --quant)")
     p.add_argument("--budgets", type=_percents, help="with --real: memory budgets in percent "
@@ -486,6 +425,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_args(args: argparse.Namespace) -> str | None:
+    if args.row_groups is None:  # colibri-convert's default, but for the real-shape runs
+        args.row_groups = args.quant is not None and not (args.real or args.emulate)
     sizes = [getattr(args, k.replace("-", "_")) for k, _ in SHAPE] + [args.prompt, args.gen,
                                                                       args.repeat]
     if min(sizes) < 1:
@@ -506,6 +447,10 @@ def _check_args(args: argparse.Namespace) -> str | None:
                       (args.llama_bench and not args.budgets)):
         return ("--real needs --quant and runs Colibri alone (no -m, --torch; --llama-bench "
                 "only with --budgets)")
+    if args.emulate and (args.model or args.torch or args.real or args.row_groups or
+                         args.family != "mixtral" or args.prompt < 2):
+        return ("--emulate builds its own mixtral model and counts both layouts (no -m, --torch, "
+                "--real, --row-groups); --prompt at least 2")
     if args.row_groups and args.quant is None:
         return "--row-groups needs --quant"
     if args.llama_bench and args.family != "mixtral" and not args.budgets:
@@ -530,6 +475,10 @@ def main(argv: list[str] | None = None) -> int:
         from .bench_budget import print_budgets
 
         print_budgets(report)
+    elif args.emulate:
+        from .bench_emulate import print_emulate
+
+        print_emulate(report)
     else:
         (print_real if args.real else print_report)(report)
     if args.json:

@@ -220,7 +220,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
             batch: int = 1, board=None, app: str = "serial_runner", quant: str | None = None,
             quant_attention: bool = False, quant_embeddings: bool = False,
             calibration: str | Path | None = None, int8_share: float = 0.25,
-            row_groups: bool = False) -> ConvertResult:
+            row_groups: bool | None = None) -> ConvertResult:
     """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
     scratch sized for prompt chunks of `batch` tokens) and (when the
     checkpoint has tokenizer.json) model_tokenizer.json into out_dir. With
@@ -231,9 +231,9 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
     (docs/format.md 3.3). `quant` "mixed" stores the `int8_share` of each
     layer's experts that the `calibration` text uses most as Q8 and the others
     as Q4 (the rest of the feed-forward Q8; docs/quantization.md). `row_groups`
-    stores those matrices (but the token embedding) in groups of 16 rows
-    (Q8_R16, Q4_R16: docs/format.md 3.4), the layout the AVX-512 VNNI kernels
-    read fastest."""
+    (None: whenever quantized) stores those matrices (but the token embedding)
+    in groups of 16 rows (Q8_R16, Q4_R16: docs/format.md 3.4), the layout the
+    SIMD kernels of every target read fastest or as fast; False row by row."""
     _check_alignment(alignment)
     if quant is not None and quant not in (*QUANT_NAMES, "mixed"):
         raise OptionError(f"--quant {quant}: one of {', '.join(QUANT_NAMES)}, mixed")
@@ -244,6 +244,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
                           "int8, int4 or mixed")
     if not 1 <= batch <= MAX_BATCH:
         raise OptionError(f"--batch {batch}: must be 1 .. {MAX_BATCH}")
+    row_groups = quant is not None if row_groups is None else row_groups
     out_dir = Path(out_dir)
     _check_output_dir(out_dir)
     with Checkpoint(hf_dir) as ckpt:
@@ -331,11 +332,13 @@ def _parser() -> argparse.ArgumentParser:
                    "projections (q, k, v, o) too")
     p.add_argument("--quant-embeddings", action="store_true", help="with --quant: the token "
                    "embedding and the output projection (LM head) too")
-    p.add_argument("--row-groups", action="store_true", help="with --quant: store the "
-                   "quantized matrices (but the token embedding) in groups of 16 rows, format "
-                   "1.8 (docs/format.md 3.4): the same results, read fastest by the x86-64 (AVX2, "
-                   "AVX-512) and AArch64 (NEON, SDOT) kernels; Cortex-M tables read it with the "
-                   "portable C kernel (slower): docs/quantization.md")
+    p.add_argument("--row-groups", action=argparse.BooleanOptionalAction, help="with --quant "
+                   "(the default there): store the quantized matrices (but the token embedding) "
+                   "in groups of 16 rows, format 1.8 (docs/format.md 3.4): the same results, "
+                   "read fastest by the x86-64 (AVX2, AVX-512) and AArch64 (NEON, SDOT) kernels "
+                   "and as fast, in instructions, by Helium and the Cortex-M DSP table; "
+                   "--no-row-groups: row by row, for readers older than format 1.8 "
+                   "(docs/quantization.md)")
     p.add_argument("--calibration", type=Path, help="with --quant mixed: a text; the experts it "
                    "uses most are stored int8, the others int4")
     p.add_argument("--int8-share", type=float, default=0.25, help="with --quant mixed: the "

@@ -92,14 +92,15 @@ def placed_tensors(record: ModelRecord, ffn_kinds: Sequence[int],
                    alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
                    quant_attention: bool = False,
                    quant_embeddings: bool = False,
-                   row_groups: bool = False) -> tuple[list[TensorEntry], int]:
+                   row_groups: bool | None = None) -> tuple[list[TensorEntry], int]:
     """Every tensor of the image with its dtype, offset and size, and the image
     size (docs/format.md 3.1 - 3.4), without any weights: what colibri-convert
     writes with --quant `quant` ("int8", "int4"; None: float32),
-    --quant-attention, --quant-embeddings and --row-groups."""
+    --quant-attention, --quant-embeddings and --row-groups (None: the
+    converter's default, groups of 16 rows whenever quantized)."""
     tensors, layers = canonical_tensors(record, list(ffn_kinds))
     tensors = assign_dtypes(tensors, quant, quant_attention, quant_embeddings)
-    if row_groups:
+    if quant is not None if row_groups is None else row_groups:
         tensors = in_row_groups(tensors)
     start = align_up(tables_end(len(layers), len(tensors)), DATA_ALIGN)
     return place_tensors(tensors, start, alignment, tensor_size)
@@ -107,10 +108,11 @@ def placed_tensors(record: ModelRecord, ffn_kinds: Sequence[int],
 
 def image_size(record: ModelRecord, ffn_kinds: Sequence[int],
                alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
-               quant_attention: bool = False, quant_embeddings: bool = False) -> int:
+               quant_attention: bool = False, quant_embeddings: bool = False,
+               row_groups: bool | None = None) -> int:
     """Bytes of the model image colibri-convert writes for this record."""
     return placed_tensors(record, ffn_kinds, alignment, quant, quant_attention,
-                          quant_embeddings)[1]
+                          quant_embeddings, row_groups)[1]
 
 
 def decode_bytes_per_token(record: ModelRecord, tensors: Sequence[TensorEntry]) -> int:

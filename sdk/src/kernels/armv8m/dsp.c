@@ -114,8 +114,8 @@ INLINE void q_tile_dsp(float *out, size_t stride, qrows w, const colibri_qblock 
 }
 
 /* The tile w by every token, two at a time. */
-INLINE void q_tokens_dsp(float *out, size_t stride, qrows w, const colibri_qblock *x,
-                         uint32_t nb, int q4, uint32_t rows, uint32_t n)
+INLINE void q_tokens_dsp(float *out, size_t stride, qrows w, const colibri_qblock *x, uint32_t nb,
+                         int q4, uint32_t rows, uint32_t n)
 {
     for (uint32_t t = 0; t < n; t += 2u) {
         const colibri_qblock *x0 = x + (size_t)t * nb;
@@ -149,8 +149,10 @@ static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group, size_t
     const uint8_t *chunks = group + 2u * COLIBRI_R16_ROWS;
     for (uint32_t r = 0; r < rows; r += 2u) {
         uint32_t r1 = rows - r >= 2u ? r + 1u : r;
-        qrows tile = {{group + 2u * r, group + 2u * r1}, {chunks + 4u * r, chunks + 4u * r1},
-                      tile_bytes, 64u};
+        qrows tile = {{group + 2u * r, group + 2u * r1},
+                      {chunks + 4u * r, chunks + 4u * r1},
+                      tile_bytes,
+                      64u};
         if (q4) {
             q_tokens_dsp(out + r, stride, tile, x, nb, 1, r1 - r + 1u, tokens_left);
         } else {

@@ -232,9 +232,10 @@ static float pair_step(float acc, qrow w, float dw, const colibri_qblock *x)
 /* Rows w by tokens x0, x1 (T of them) through every block; their bytes
  * contiguous (by row) or spread over the tile's chunks (r16). Inlined where
  * q4 and r16 are constants (what keeps the by-row loop as short as before). */
-static inline __attribute__((always_inline)) void
-q_tile(float *out, size_t stride, const qrows *w, const colibri_qblock *x0,
-       const colibri_qblock *x1, uint32_t nb, int q4, int r16, uint32_t rows, uint32_t T)
+static inline __attribute__((always_inline)) void q_tile(float *out, size_t stride, const qrows *w,
+                                                         const colibri_qblock *x0,
+                                                         const colibri_qblock *x1, uint32_t nb,
+                                                         int q4, int r16, uint32_t rows, uint32_t T)
 {
     float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f; /* a<token><row> */
     uint8x16_t offsets = vldrbq_u8(r16_offsets);
@@ -283,8 +284,8 @@ static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group, size_t
     const uint8_t *chunks = group + 2u * COLIBRI_R16_ROWS;
     for (uint32_t r = 0; r < rows; r += 2u) {
         uint32_t r1 = rows - r >= 2u ? r + 1u : r;
-        qrows tile = {{group + 2u * r, group + 2u * r1}, {chunks + 4u * r, chunks + 4u * r1},
-                      tile_bytes};
+        qrows tile = {
+            {group + 2u * r, group + 2u * r1}, {chunks + 4u * r, chunks + 4u * r1}, tile_bytes};
         q_tile(out + r, stride, &tile, x, x + (T - 1u) * nb, nb, q4, 1, r1 - r + 1u, T);
     }
     return T;
