@@ -81,27 +81,32 @@ float colibri_neon_dot(const float *a, const float *b, uint32_t n)
 static void rows4_neon(float *out, size_t stride, const float *w, const float *x, uint32_t cols)
 {
     lanes16 l[ROW_BLOCK];
-    uint32_t i = 0;
+    const float *wr[ROW_BLOCK];
 #pragma GCC unroll 4
     for (uint32_t r = 0; r < ROW_BLOCK; r++) {
         l[r] = lanes_zero();
+        wr[r] = w + (size_t)r * cols;
     }
-    for (; i + 16u <= cols; i += 16u) {
-        float32x4_t x0 = vld1q_f32(x + i), x1 = vld1q_f32(x + i + 4);
-        float32x4_t x2 = vld1q_f32(x + i + 8), x3 = vld1q_f32(x + i + 12);
+    /* pointers that step, not offsets from a 32-bit index: no address
+     * arithmetic per row in the loop */
+    const float *xi = x, *end = x + cols / 16u * 16u;
+    for (; xi != end; xi += 16) {
+        float32x4x4_t xv = vld1q_f32_x4(xi); /* one LD1 of four registers */
 #pragma GCC unroll 4
         for (uint32_t r = 0; r < ROW_BLOCK; r++) {
-            const float *wr = w + (size_t)r * cols + i;
-            l[r].l0 = vfmaq_f32(l[r].l0, vld1q_f32(wr), x0);
-            l[r].l1 = vfmaq_f32(l[r].l1, vld1q_f32(wr + 4), x1);
-            l[r].l2 = vfmaq_f32(l[r].l2, vld1q_f32(wr + 8), x2);
-            l[r].l3 = vfmaq_f32(l[r].l3, vld1q_f32(wr + 12), x3);
+            float32x4x4_t wv = vld1q_f32_x4(wr[r]);
+            l[r].l0 = vfmaq_f32(l[r].l0, wv.val[0], xv.val[0]);
+            l[r].l1 = vfmaq_f32(l[r].l1, wv.val[1], xv.val[1]);
+            l[r].l2 = vfmaq_f32(l[r].l2, wv.val[2], xv.val[2]);
+            l[r].l3 = vfmaq_f32(l[r].l3, wv.val[3], xv.val[3]);
+            wr[r] += 16;
         }
     }
+    uint32_t rest = cols % 16u;
 #pragma GCC unroll 4
     for (uint32_t r = 0; r < ROW_BLOCK; r++) {
-        if (i < cols) {
-            l[r] = lanes_add_tail(l[r], w + (size_t)r * cols + i, x + i, cols - i);
+        if (rest != 0) {
+            l[r] = lanes_add_tail(l[r], wr[r], end, rest);
         }
         out[r * stride] = lanes_reduce(l[r]);
     }
