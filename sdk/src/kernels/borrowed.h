@@ -12,9 +12,8 @@
  *                                               from avx2
  *   avx512vnni  q8, q4, q8r16, q4r16            fp32 from avx512, softmax       -
  *                                               from avx2
- *   neon        fp32 (no swiglu), q8, q4,       -                               softmax, swiglu
- *               q8r16, q4r16
- *   neondot     q8, q4, q8r16, q4r16            fp32 from neon                  softmax, swiglu
+ *   neon        fp32, q8, q4, q8r16, q4r16      -                               softmax
+ *   neondot     q8, q4, q8r16, q4r16            fp32 from neon                  softmax
  *   helium      fp32 (no swiglu), q8, q4,       -                               softmax, swiglu
  *               q8r16, q4r16
  *   dsp         q8, q4, q8r16, q4r16            -                               every fp32 slot
@@ -62,6 +61,7 @@ void colibri_neon_rmsnorm(float *out, const float *x, const float *w, uint32_t n
 void colibri_neon_add(float *y, const float *x, uint32_t n);
 void colibri_neon_add_scaled(float *y, const float *x, float s, uint32_t n);
 void colibri_neon_rope_apply(float *x, const float *cos_sin, uint32_t head_dim);
+void colibri_neon_swiglu(float *a, const float *b, uint32_t n);
 /* arm/neon_r16.c, the neon table's (neondot has its own). */
 void colibri_neon_matmat_q8r16(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                                uint32_t rows, uint32_t cols, uint32_t n);

@@ -222,8 +222,63 @@ static void colibri_neon_matmat_q4(float *out, size_t stride, const uint8_t *w,
     neon_q_matmat(out, stride, w, x, rows, cols, n, 1, isum_widening);
 }
 
-/* softmax and swiglu are the reference's (NULL): their cost is exp, which
- * this table does not reimplement. */
+/* colibri_expf on four lanes, step for step (colibri_math.h: separate
+ * multiplies and adds, no fused ones); lanes outside the plain range (NaN,
+ * overflow, underflow, a subnormal or huge scale) are recomputed by the
+ * scalar function, so every bit agrees. */
+static float32x4_t exp4(float32x4_t x)
+{
+    float32x4_t fk = vmulq_n_f32(x, COLIBRI_EXPF_LOG2E);
+    float32x4_t half = vdupq_n_f32(0.5f);
+    uint32x4_t up = vcgeq_f32(fk, vdupq_n_f32(0.0f));
+    int32x4_t k = vcvtq_s32_f32(vbslq_f32(up, vaddq_f32(fk, half), vsubq_f32(fk, half)));
+    float32x4_t kf = vcvtq_f32_s32(k);
+    float32x4_t r = vsubq_f32(vsubq_f32(x, vmulq_n_f32(kf, COLIBRI_EXPF_LN2_HI)),
+                              vmulq_n_f32(kf, COLIBRI_EXPF_LN2_LO));
+    float32x4_t p = vdupq_n_f32(COLIBRI_EXPF_C7);
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(COLIBRI_EXPF_C6));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(COLIBRI_EXPF_C5));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(COLIBRI_EXPF_C4));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(COLIBRI_EXPF_C3));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(COLIBRI_EXPF_C2));
+    float32x4_t y = vaddq_f32(vdupq_n_f32(1.0f), vaddq_f32(r, vmulq_f32(vmulq_f32(r, r), p)));
+    int32x4_t bias = vaddq_s32(k, vdupq_n_s32(127));
+    float32x4_t result = vmulq_f32(y, vreinterpretq_f32_s32(vshlq_n_s32(bias, 23)));
+    uint32x4_t plain =
+        vandq_u32(vandq_u32(vcltq_f32(x, vdupq_n_f32(COLIBRI_EXPF_OVERFLOW)),
+                            vcgtq_f32(x, vdupq_n_f32(COLIBRI_EXPF_UNDERFLOW))),
+                  vandq_u32(vcleq_s32(k, vdupq_n_s32(127)), vcgtq_s32(k, vdupq_n_s32(-127))));
+    if (vminvq_u32(plain) != UINT32_MAX) {
+        float lanes[4], out[4];
+        uint32_t ok[4];
+        vst1q_f32(lanes, x);
+        vst1q_f32(out, result);
+        vst1q_u32(ok, plain);
+        for (uint32_t j = 0; j < 4u; j++) {
+            out[j] = ok[j] ? out[j] : colibri_expf(lanes[j]);
+        }
+        result = vld1q_f32(out);
+    }
+    return result;
+}
+
+/* a = a / (1 + exp(-a)) * b, four at a time, the rest one by one. */
+void colibri_neon_swiglu(float *a, const float *b, uint32_t n)
+{
+    float32x4_t one = vdupq_n_f32(1.0f);
+    uint32_t i = 0;
+    for (; i + 4u <= n; i += 4u) {
+        float32x4_t av = vld1q_f32(a + i);
+        float32x4_t e = exp4(vnegq_f32(av));
+        vst1q_f32(a + i, vmulq_f32(vdivq_f32(av, vaddq_f32(one, e)), vld1q_f32(b + i)));
+    }
+    for (; i < n; i++) {
+        a[i] = a[i] / (1.0f + colibri_expf(-a[i])) * b[i];
+    }
+}
+
+/* softmax is the reference's (NULL): a router's few scores and attention's
+ * positions, little of a token's work. */
 const colibri_kernels colibri_kernels_neon = {
     .name = "neon",
     .dot = colibri_neon_dot,
@@ -232,6 +287,7 @@ const colibri_kernels colibri_kernels_neon = {
     .add = colibri_neon_add,
     .add_scaled = colibri_neon_add_scaled,
     .rope_apply = colibri_neon_rope_apply,
+    .swiglu = colibri_neon_swiglu,
     .matmat_f32 = colibri_neon_matmat_f32,
     .matmat_q8 = colibri_neon_matmat_q8,
     .matmat_q4 = colibri_neon_matmat_q4,

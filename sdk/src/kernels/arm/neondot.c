@@ -154,7 +154,7 @@ DOTPROD static void colibri_neondot_matmat_q4r16(float *out, size_t stride, cons
     colibri_r16_walk(out, stride, w, x, rows, cols, n, 1, r16_pass_q4);
 }
 
-/* softmax and swiglu are the reference's (NULL), as in neon. */
+/* softmax is the reference's (NULL), as in neon. */
 const colibri_kernels colibri_kernels_neondot = {
     .name = "neondot",
     .dot = colibri_neon_dot,
@@ -163,6 +163,7 @@ const colibri_kernels colibri_kernels_neondot = {
     .add = colibri_neon_add,
     .add_scaled = colibri_neon_add_scaled,
     .rope_apply = colibri_neon_rope_apply,
+    .swiglu = colibri_neon_swiglu,
     .matmat_f32 = colibri_neon_matmat_f32,
     .matmat_q8 = colibri_neondot_matmat_q8,
     .matmat_q4 = colibri_neondot_matmat_q4,
