@@ -139,7 +139,8 @@ $(QBENCH_M_DIR)/memory.ld: boards/$(BOARD).toml tools/colibri_tools/board/boards
 	@mkdir -p $(dir $@)
 	@$(PY) -m colibri_tools.board.board_cli ld $(BOARD) -o $@
 $(QBENCH_M_DIR)/colibri-qbench.elf: bench/colibri_qbench_m.c $(QBENCH_M_START)/start.c \
-        $(QBENCH_M_START)/link.ld $(QBENCH_M_DIR)/memory.ld $(CORE_SRC) $(call kernel_src,$(BOARD_KERNELS))
+        $(QBENCH_M_START)/link.ld $(QBENCH_M_DIR)/memory.ld $(CORE_SRC) $(call kernel_src,$(BOARD_KERNELS)) \
+        $(CORE_HDR)
 	$(BOARD_CC) $(BOARD_CFLAGS) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 $(CORE_INC) \
 	    '-DCOLIBRI_BENCH_TABLES=$(call kernel_tables,$(BOARD_KERNELS))' --specs=rdimon.specs \
 	    -L$(QBENCH_M_DIR) -T $(QBENCH_M_START)/link.ld $(filter %.c,$^) -o $@
@@ -179,11 +180,12 @@ $(BUILD)/asan/test_kernels: tests/sdk/test_kernels.c tests/sdk/kernels_here_linu
 # qemu-aarch64 (tests/sdk/test_core.py).
 $(BUILD)/aarch64-test/test_kernels: tests/sdk/test_kernels.c tests/sdk/kernels_here_linux.c \
         ports/linux/colibri_linux_kernels.c \
-        $(CORE_SRC) $(call kernel_src,$(AARCH64_KERNELS))
+        $(CORE_SRC) $(call kernel_src,$(AARCH64_KERNELS)) $(CORE_HDR)
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -static $(CORE_INC) -Iports/linux \
 	    '-DCOLIBRI_TEST_KERNEL_TABLES=$(call kernel_tables,$(AARCH64_KERNELS))' \
-	    '-DCOLIBRI_LINUX_KERNEL_TABLES=$(call kernel_tables,$(AARCH64_KERNELS))' $^ -lm -o $@
+	    '-DCOLIBRI_LINUX_KERNEL_TABLES=$(call kernel_tables,$(AARCH64_KERNELS))' \
+	    $(filter %.c,$^) -lm -o $@
 
 # The port's expert slots against the in-place run (tests/golden/test_expert_port.py).
 $(BUILD)/asan/expert_port: tests/sdk/expert_port.c $(patsubst %.c,$(BUILD)/asan/%.o,$(LINUX_SRC)) \

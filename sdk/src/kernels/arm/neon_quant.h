@@ -128,41 +128,53 @@ NEON_Q_INLINE void neon_q_matmat(float *out, size_t stride, const uint8_t *w,
 }
 
 /* ---- weights in groups of 16 rows (Q8_R16, Q4_R16) ------------------------
- * One group (rows_left of its 16 rows real) by one token, tile after tile:
- * tile_sums (the table's: each row's exact sum of the tile, lane = row)
- * then the reference's float steps, lane = row; r16.h's pass. q4 a
- * constant where this is inlined (each table has a pass for Q8 and one for
- * Q4), the loops unrolled: the sums stay in registers. */
-typedef void (*neon_r16_sums_fn)(const uint8_t *tile, const colibri_qblock *xb, int q4,
-                                 int32x4_t *sum);
+ * One group (rows_left of its 16 rows real) by T tokens (1 or 2), tile
+ * after tile: tile_sums (the table's: each row's exact sum of the tile with
+ * each token, lane = row; a tile's weights loaded and unpacked once for
+ * both tokens) then the reference's float steps, lane = row; r16.h's pass.
+ * q4 and T constants where this is inlined (each table has a pass for Q8
+ * and one for Q4, each with a copy for one and for two tokens), the loops
+ * unrolled: the sums stay in registers. */
+typedef void (*neon_r16_sums_fn)(const uint8_t *tile, const colibri_qblock *const *xb, int q4,
+                                 uint32_t T, int32x4_t sum[2][4]);
 
-NEON_Q_INLINE void neon_r16_group(float *out, const uint8_t *group, size_t tile_bytes,
-                                  const colibri_qblock *x, uint32_t nb, uint32_t rows_left, int q4,
+NEON_Q_INLINE void neon_r16_group(float *out, size_t stride, const uint8_t *group,
+                                  size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
+                                  uint32_t rows_left, int q4, uint32_t T,
                                   neon_r16_sums_fn tile_sums)
 {
-    float32x4_t acc[4];
+    float32x4_t acc[2][4];
+#pragma GCC unroll 2
+    for (uint32_t t = 0; t < T; t++) {
 #pragma GCC unroll 4
-    for (uint32_t q = 0; q < 4u; q++) {
-        acc[q] = vdupq_n_f32(0.0f);
+        for (uint32_t q = 0; q < 4u; q++) {
+            acc[t][q] = vdupq_n_f32(0.0f);
+        }
     }
     for (uint32_t b = 0; b < nb; b++) {
         const uint8_t *tile = group + (size_t)b * tile_bytes;
-        int32x4_t sum[4];
-        tile_sums(tile, x + b, q4, sum);
+        const colibri_qblock *xb[2] = {x + b, x + (size_t)(T - 1u) * nb + b};
+        int32x4_t sum[2][4];
+        tile_sums(tile, xb, q4, T, sum);
 #pragma GCC unroll 4
         for (uint32_t q = 0; q < 4u; q++) {
             uint16x4_t h = vld1_u16((const uint16_t *)(const void *)(tile + 8u * q));
-            float32x4_t scale = vmulq_n_f32(vcvt_f32_f16(vreinterpret_f16_u16(h)), x[b].d);
-            acc[q] = vfmaq_f32(acc[q], vcvtq_f32_s32(sum[q]), scale);
+            float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(h));
+#pragma GCC unroll 2
+            for (uint32_t t = 0; t < T; t++) {
+                float32x4_t scale = vmulq_n_f32(dw, xb[t]->d);
+                acc[t][q] = vfmaq_f32(acc[t][q], vcvtq_f32_s32(sum[t][q]), scale);
+            }
         }
     }
-    float v[16];
-#pragma GCC unroll 4
-    for (uint32_t q = 0; q < 4u; q++) {
-        vst1q_f32(v + 4u * q, acc[q]);
-    }
-    for (uint32_t r = 0; r < 16u && r < rows_left; r++) {
-        out[r] = v[r];
+    for (uint32_t t = 0; t < T; t++) {
+        float v[16];
+        for (uint32_t q = 0; q < 4u; q++) {
+            vst1q_f32(v + 4u * q, acc[t][q]);
+        }
+        for (uint32_t r = 0; r < 16u && r < rows_left; r++) {
+            out[t * stride + r] = v[r];
+        }
     }
 }
 

@@ -40,15 +40,20 @@ static inline int8x16_t x_word(const colibri_qblock *xb, uint32_t j)
     return vreinterpretq_s8_s32(vdupq_n_s32(v));
 }
 
-/* One tile (block b of 16 rows) times one token's block: the 16 exact sums
- * (inlined into each pass, where q4 is a constant). */
-static inline __attribute__((always_inline)) void
-r16_tile_sums(const uint8_t *tile, const colibri_qblock *xb, int q4, int32x4_t *sum)
+/* One tile (block b of 16 rows) times T tokens' blocks: the 16 exact sums
+ * of each (inlined into each pass, where q4 and T are constants). */
+static inline __attribute__((always_inline)) void r16_tile_sums(const uint8_t *tile,
+                                                                const colibri_qblock *const *xb,
+                                                                int q4, uint32_t T,
+                                                                int32x4_t sum[2][4])
 {
     const uint8_t *c = tile + 2u * COLIBRI_R16_ROWS;
+#pragma GCC unroll 2
+    for (uint32_t t = 0; t < T; t++) {
 #pragma GCC unroll 4
-    for (uint32_t q = 0; q < 4u; q++) {
-        sum[q] = vdupq_n_s32(0);
+        for (uint32_t q = 0; q < 4u; q++) {
+            sum[t][q] = vdupq_n_s32(0);
+        }
     }
     for (uint32_t k = 0; k < (q4 ? 4u : 8u); k++) {
         int8x16_t w[4], high[4];
@@ -63,31 +68,44 @@ r16_tile_sums(const uint8_t *tile, const colibri_qblock *xb, int q4, int32x4_t *
                 w[q] = vreinterpretq_s8_u8(raw);
             }
         }
-        r16_mul_add(sum, w, x_word(xb, k));
-        if (q4) {
-            r16_mul_add(sum, high, x_word(xb, 4u + k));
+#pragma GCC unroll 2
+        for (uint32_t t = 0; t < T; t++) {
+            r16_mul_add(sum[t], w, x_word(xb[t], k));
+            if (q4) {
+                r16_mul_add(sum[t], high, x_word(xb[t], 4u + k));
+            }
         }
     }
 }
 
-/* One group of rows (rows_left of them real) by one token: r16.h's pass,
- * one for Q8 and one for Q4 (q4 a constant in each). */
+/* One group of rows (rows_left of them real) by one or two tokens: r16.h's
+ * pass, one for Q8 and one for Q4 (q4 and T constants in each copy). */
+static inline __attribute__((always_inline)) uint32_t
+r16_pass(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
+         const colibri_qblock *x, uint32_t nb, uint32_t rows_left, uint32_t tokens_left, int q4)
+{
+    if (tokens_left >= 2u) {
+        neon_r16_group(out, stride, group, tile_bytes, x, nb, rows_left, q4, 2u, r16_tile_sums);
+        return 2u;
+    }
+    neon_r16_group(out, stride, group, tile_bytes, x, nb, rows_left, q4, 1u, r16_tile_sums);
+    return 1u;
+}
+
 static uint32_t r16_pass_q8(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
                             const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
                             uint32_t tokens_left, int q4)
 {
-    (void)stride, (void)tokens_left, (void)q4;
-    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, 0, r16_tile_sums);
-    return 1u;
+    (void)q4;
+    return r16_pass(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, 0);
 }
 
 static uint32_t r16_pass_q4(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
                             const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
                             uint32_t tokens_left, int q4)
 {
-    (void)stride, (void)tokens_left, (void)q4;
-    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, 1, r16_tile_sums);
-    return 1u;
+    (void)q4;
+    return r16_pass(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, 1);
 }
 
 void colibri_neon_matmat_q8r16(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,

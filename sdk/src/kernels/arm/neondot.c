@@ -78,66 +78,90 @@ DOTPROD static inline void r16_chunk(const uint8_t *chunk, int q4, int8x16_t *w,
         }                                                                                          \
     } while (0)
 
-/* Chunk k of a Q8 tile (x word `lane` of xv); of a Q4 tile (x0 and x1 word k). */
-#define R16_Q8_CHUNK(acc, c, xv, k, lane)                                                          \
+/* Chunk k of a Q8 tile (x word `lane` of x0 or x1: xv) for each token; of
+ * a Q4 tile (x0 and x1 word k). The chunk is loaded once for the tokens. */
+#define R16_Q8_CHUNK(sum, c, xv, k, lane, T)                                                       \
     do {                                                                                           \
         int8x16_t w_[4], unused_[4];                                                               \
         r16_chunk((c) + 64u * (k), 0, w_, unused_);                                                \
-        R16_SDOT(acc, w_, xv, lane);                                                               \
+        _Pragma("GCC unroll 2") for (uint32_t t_ = 0; t_ < (T); t_++)                              \
+        {                                                                                          \
+            R16_SDOT(sum[t_], w_, xv[t_], lane);                                                   \
+        }                                                                                          \
     } while (0)
-#define R16_Q4_CHUNK(acc, c, x0, x1, k)                                                            \
+#define R16_Q4_CHUNK(sum, c, x0, x1, k, T)                                                         \
     do {                                                                                           \
         int8x16_t w_[4], high_[4];                                                                 \
         r16_chunk((c) + 64u * (k), 1, w_, high_);                                                  \
-        R16_SDOT(acc, w_, x0, k);                                                                  \
-        R16_SDOT(acc, high_, x1, k);                                                               \
+        _Pragma("GCC unroll 2") for (uint32_t t_ = 0; t_ < (T); t_++)                              \
+        {                                                                                          \
+            R16_SDOT(sum[t_], w_, x0[t_], k);                                                      \
+            R16_SDOT(sum[t_], high_, x1[t_], k);                                                   \
+        }                                                                                          \
     } while (0)
 
-/* One tile (block b of 16 rows) times one token's block: the 16 exact sums. */
+/* One tile (block b of 16 rows) times T tokens' blocks: the 16 exact sums
+ * of each (inlined into each pass, where q4 and T are constants). */
 DOTPROD static inline __attribute__((always_inline)) void
-r16_tile_sums(const uint8_t *tile, const colibri_qblock *xb, int q4, int32x4_t *sum)
+r16_tile_sums(const uint8_t *tile, const colibri_qblock *const *xb, int q4, uint32_t T,
+              int32x4_t sum[2][4])
 {
-    int8x16_t x0 = vld1q_s8(xb->q), x1 = vld1q_s8(xb->q + 16);
+    int8x16_t x0[2], x1[2];
+#pragma GCC unroll 2
+    for (uint32_t t = 0; t < T; t++) {
+        x0[t] = vld1q_s8(xb[t]->q);
+        x1[t] = vld1q_s8(xb[t]->q + 16);
 #pragma GCC unroll 4
-    for (uint32_t q = 0; q < 4u; q++) {
-        sum[q] = vdupq_n_s32(0);
+        for (uint32_t q = 0; q < 4u; q++) {
+            sum[t][q] = vdupq_n_s32(0);
+        }
     }
     const uint8_t *c = tile + 2u * COLIBRI_R16_ROWS;
     if (q4) { /* chunk k: elements 4k.. (x0 word k) and 16 + 4k.. (x1 word k) */
-        R16_Q4_CHUNK(sum, c, x0, x1, 0);
-        R16_Q4_CHUNK(sum, c, x0, x1, 1);
-        R16_Q4_CHUNK(sum, c, x0, x1, 2);
-        R16_Q4_CHUNK(sum, c, x0, x1, 3);
+        R16_Q4_CHUNK(sum, c, x0, x1, 0, T);
+        R16_Q4_CHUNK(sum, c, x0, x1, 1, T);
+        R16_Q4_CHUNK(sum, c, x0, x1, 2, T);
+        R16_Q4_CHUNK(sum, c, x0, x1, 3, T);
         return;
     }
-    R16_Q8_CHUNK(sum, c, x0, 0, 0);
-    R16_Q8_CHUNK(sum, c, x0, 1, 1);
-    R16_Q8_CHUNK(sum, c, x0, 2, 2);
-    R16_Q8_CHUNK(sum, c, x0, 3, 3);
-    R16_Q8_CHUNK(sum, c, x1, 4, 0);
-    R16_Q8_CHUNK(sum, c, x1, 5, 1);
-    R16_Q8_CHUNK(sum, c, x1, 6, 2);
-    R16_Q8_CHUNK(sum, c, x1, 7, 3);
+    R16_Q8_CHUNK(sum, c, x0, 0, 0, T);
+    R16_Q8_CHUNK(sum, c, x0, 1, 1, T);
+    R16_Q8_CHUNK(sum, c, x0, 2, 2, T);
+    R16_Q8_CHUNK(sum, c, x0, 3, 3, T);
+    R16_Q8_CHUNK(sum, c, x1, 4, 0, T);
+    R16_Q8_CHUNK(sum, c, x1, 5, 1, T);
+    R16_Q8_CHUNK(sum, c, x1, 6, 2, T);
+    R16_Q8_CHUNK(sum, c, x1, 7, 3, T);
 }
 
-/* One group of rows (rows_left of them real) by one token: r16.h's pass,
- * one for Q8 and one for Q4 (q4 a constant in each). */
+/* One group of rows (rows_left of them real) by one or two tokens: r16.h's
+ * pass, one for Q8 and one for Q4 (q4 and T constants in each copy). */
+DOTPROD static inline __attribute__((always_inline)) uint32_t
+r16_pass(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
+         const colibri_qblock *x, uint32_t nb, uint32_t rows_left, uint32_t tokens_left, int q4)
+{
+    if (tokens_left >= 2u) {
+        neon_r16_group(out, stride, group, tile_bytes, x, nb, rows_left, q4, 2u, r16_tile_sums);
+        return 2u;
+    }
+    neon_r16_group(out, stride, group, tile_bytes, x, nb, rows_left, q4, 1u, r16_tile_sums);
+    return 1u;
+}
+
 DOTPROD static uint32_t r16_pass_q8(float *out, size_t stride, const uint8_t *group,
                                     size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
                                     uint32_t rows_left, uint32_t tokens_left, int q4)
 {
-    (void)stride, (void)tokens_left, (void)q4;
-    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, 0, r16_tile_sums);
-    return 1u;
+    (void)q4;
+    return r16_pass(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, 0);
 }
 
 DOTPROD static uint32_t r16_pass_q4(float *out, size_t stride, const uint8_t *group,
                                     size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
                                     uint32_t rows_left, uint32_t tokens_left, int q4)
 {
-    (void)stride, (void)tokens_left, (void)q4;
-    neon_r16_group(out, group, tile_bytes, x, nb, rows_left, 1, r16_tile_sums);
-    return 1u;
+    (void)q4;
+    return r16_pass(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, 1);
 }
 
 DOTPROD static void colibri_neondot_matmat_q8r16(float *out, size_t stride, const uint8_t *w,
