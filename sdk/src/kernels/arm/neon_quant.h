@@ -178,4 +178,19 @@ NEON_Q_INLINE void neon_r16_group(float *out, size_t stride, const uint8_t *grou
     }
 }
 
+/* r16.h's pass for one or two tokens: the group by the first tokens_left
+ * (two copies, T a constant in each); returns the tokens it took. */
+NEON_Q_INLINE uint32_t neon_r16_pass(float *out, size_t stride, const uint8_t *group,
+                                     size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
+                                     uint32_t rows_left, uint32_t tokens_left, int q4,
+                                     neon_r16_sums_fn tile_sums)
+{
+    if (tokens_left >= 2u) {
+        neon_r16_group(out, stride, group, tile_bytes, x, nb, rows_left, q4, 2u, tile_sums);
+        return 2u;
+    }
+    neon_r16_group(out, stride, group, tile_bytes, x, nb, rows_left, q4, 1u, tile_sums);
+    return 1u;
+}
+
 #endif

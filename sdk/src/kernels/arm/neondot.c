@@ -134,26 +134,14 @@ r16_tile_sums(const uint8_t *tile, const colibri_qblock *const *xb, int q4, uint
     R16_Q8_CHUNK(sum, c, x1, 7, 3, T);
 }
 
-/* One group of rows (rows_left of them real) by one or two tokens: r16.h's
- * pass, one for Q8 and one for Q4 (q4 and T constants in each copy). */
-DOTPROD static inline __attribute__((always_inline)) uint32_t
-r16_pass(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
-         const colibri_qblock *x, uint32_t nb, uint32_t rows_left, uint32_t tokens_left, int q4)
-{
-    if (tokens_left >= 2u) {
-        neon_r16_group(out, stride, group, tile_bytes, x, nb, rows_left, q4, 2u, r16_tile_sums);
-        return 2u;
-    }
-    neon_r16_group(out, stride, group, tile_bytes, x, nb, rows_left, q4, 1u, r16_tile_sums);
-    return 1u;
-}
-
+/* r16.h's pass, one for Q8 and one for Q4 (q4 a constant in each). */
 DOTPROD static uint32_t r16_pass_q8(float *out, size_t stride, const uint8_t *group,
                                     size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
                                     uint32_t rows_left, uint32_t tokens_left, int q4)
 {
     (void)q4;
-    return r16_pass(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, 0);
+    return neon_r16_pass(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, 0,
+                         r16_tile_sums);
 }
 
 DOTPROD static uint32_t r16_pass_q4(float *out, size_t stride, const uint8_t *group,
@@ -161,7 +149,8 @@ DOTPROD static uint32_t r16_pass_q4(float *out, size_t stride, const uint8_t *gr
                                     uint32_t rows_left, uint32_t tokens_left, int q4)
 {
     (void)q4;
-    return r16_pass(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, 1);
+    return neon_r16_pass(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, 1,
+                         r16_tile_sums);
 }
 
 DOTPROD static void colibri_neondot_matmat_q8r16(float *out, size_t stride, const uint8_t *w,
