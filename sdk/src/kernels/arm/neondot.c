@@ -26,7 +26,8 @@ DOTPROD static inline int32x4_t row_isum_dot(int8x16_t wlo, int8x16_t whi, int8x
     return vdotq_s32(vdotq_s32(vdupq_n_s32(0), wlo, xlo), whi, xhi);
 }
 
-DOTPROD static int32x4_t isum_dot(const neon_qrows *w, int8x16_t xlo, int8x16_t xhi)
+DOTPROD static inline __attribute__((always_inline)) int32x4_t
+isum_dot(const neon_qrows *w, int8x16_t xlo, int8x16_t xhi)
 {
     return neon_isum4(
         row_isum_dot(w->lo[0], w->hi[0], xlo, xhi), row_isum_dot(w->lo[1], w->hi[1], xlo, xhi),
