@@ -228,12 +228,15 @@ static int32_t isum_q4(const uint8_t *w, uint32_t i, const int8_t *xq)
 }
 
 /* Q8 in groups of 16 rows (colibri.h): row i's element 4k + j at
- * 32 + 64k + 4i + j of the tile. */
+ * 32 + 64k + 4i + j of the tile (four bytes of the row, chunk after chunk). */
 static int32_t isum_q8r16(const uint8_t *w, uint32_t i, const int8_t *xq)
 {
     int32_t sum = 0;
-    for (uint32_t e = 0; e < COLIBRI_QBLOCK; e++) {
-        sum += (int32_t)(int8_t)w[32u + 64u * (e / 4u) + 4u * i + e % 4u] * xq[e];
+    for (uint32_t k = 0; k < COLIBRI_QBLOCK / 4u; k++) {
+        const uint8_t *four = w + 32u + 64u * k + 4u * i;
+        for (uint32_t j = 0; j < 4u; j++) {
+            sum += (int32_t)(int8_t)four[j] * xq[4u * k + j];
+        }
     }
     return sum;
 }
@@ -243,10 +246,12 @@ static int32_t isum_q8r16(const uint8_t *w, uint32_t i, const int8_t *xq)
 static int32_t isum_q4r16(const uint8_t *w, uint32_t i, const int8_t *xq)
 {
     int32_t sum = 0;
-    for (uint32_t e = 0; e < COLIBRI_QBLOCK / 2u; e++) {
-        uint8_t byte = w[32u + 64u * (e / 4u) + 4u * i + e % 4u];
-        sum += ((int32_t)(byte & 0x0Fu) - 8) * xq[e];
-        sum += ((int32_t)(byte >> 4) - 8) * xq[e + 16u];
+    for (uint32_t k = 0; k < COLIBRI_QBLOCK / 8u; k++) {
+        const uint8_t *four = w + 32u + 64u * k + 4u * i;
+        for (uint32_t j = 0; j < 4u; j++) {
+            sum += ((int32_t)(four[j] & 0x0Fu) - 8) * xq[4u * k + j];
+            sum += ((int32_t)(four[j] >> 4) - 8) * xq[4u * k + j + 16u];
+        }
     }
     return sum;
 }
