@@ -424,9 +424,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _check_args(args: argparse.Namespace) -> str | None:
-    if args.row_groups is None:  # colibri-convert's default, but for the real-shape runs
+def _default_row_groups(args: argparse.Namespace) -> None:
+    """--row-groups unsaid: colibri-convert's default, but for the real-shape
+    and emulated runs (which choose their own layouts)."""
+    if args.row_groups is None:
         args.row_groups = args.quant is not None and not (args.real or args.emulate)
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
     sizes = [getattr(args, k.replace("-", "_")) for k, _ in SHAPE] + [args.prompt, args.gen,
                                                                       args.repeat]
     if min(sizes) < 1:
@@ -462,6 +467,7 @@ def _check_args(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _default_row_groups(args)
     problem = _check_args(args)
     if problem:
         print(f"colibri-bench: {problem}", file=sys.stderr)
