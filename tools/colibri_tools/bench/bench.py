@@ -74,12 +74,16 @@ def time_colibri(image: pathlib.Path, ids: list[int], gen: int, threads: int,
                  kernels: str | None = None) -> dict:
     """The engine in this process (colibri_tools.runtime.engine), set up as colibri-run
     --preload --batch PROMPT would be: the prompt in one forward call, then
-    gen decode steps, each timed around its forward call. kernels: a table
-    name (None: the best this CPU runs)."""
+    gen decode steps, each timed around its forward call, after one
+    untimed warm-up of the prompt and a decode step (llama-bench warms up
+    the same way: first touches of the scratch and KV pages and the
+    threads' start stay out of both). kernels: a table name (None: the best
+    this CPU runs)."""
     from ..runtime.engine import Engine
 
     with Engine(image, threads=threads, batch=min(len(ids), 256), preload=True,
                 context=len(ids) + gen + 1, kernels=kernels) as engine:
+        engine.timed_greedy(ids, 2)
         tokens, prompt_ns, steps = engine.timed_greedy(ids, gen + 1)
         scratch, table = engine.scratch_bytes, engine.kernels
     return {"prompt_tok_s": len(ids) * 1e9 / prompt_ns,

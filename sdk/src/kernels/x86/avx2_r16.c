@@ -121,10 +121,12 @@ AVX2Q static INLINE void r16_tokens(float *out, size_t stride, const uint8_t *gr
     }
 }
 
-/* One token a pass (decode), else two (r16.h's walk). */
-AVX2Q static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group, size_t tile_bytes,
-                               const colibri_qblock *x, uint32_t nb, uint32_t rows_left,
-                               uint32_t tokens_left, int q4)
+/* One token a pass (decode), else two (r16.h's walk); q4 a constant in each
+ * of the two passes below, so that neither carries the other's branch and
+ * registers through its loop (Q8 prompt: 0.63 -> 0.61 ns per block). */
+AVX2Q static INLINE uint32_t r16_pass(float *out, size_t stride, const uint8_t *group,
+                                      size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
+                                      uint32_t rows_left, uint32_t tokens_left, int q4)
 {
     if (tokens_left >= 2u) {
         r16_tokens(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, q4, 2u);
@@ -134,16 +136,32 @@ AVX2Q static uint32_t r16_pass(float *out, size_t stride, const uint8_t *group, 
     return 1u;
 }
 
+AVX2Q static uint32_t r16_pass_q8(float *out, size_t stride, const uint8_t *group,
+                                  size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
+                                  uint32_t rows_left, uint32_t tokens_left, int q4)
+{
+    (void)q4;
+    return r16_pass(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, 0);
+}
+
+AVX2Q static uint32_t r16_pass_q4(float *out, size_t stride, const uint8_t *group,
+                                  size_t tile_bytes, const colibri_qblock *x, uint32_t nb,
+                                  uint32_t rows_left, uint32_t tokens_left, int q4)
+{
+    (void)q4;
+    return r16_pass(out, stride, group, tile_bytes, x, nb, rows_left, tokens_left, 1);
+}
+
 AVX2Q void colibri_avx2_matmat_q8r16(float *out, size_t stride, const uint8_t *w,
                                      const colibri_qblock *x, uint32_t rows, uint32_t cols,
                                      uint32_t n)
 {
-    colibri_r16_walk(out, stride, w, x, rows, cols, n, 0, r16_pass);
+    colibri_r16_walk(out, stride, w, x, rows, cols, n, 0, r16_pass_q8);
 }
 
 AVX2Q void colibri_avx2_matmat_q4r16(float *out, size_t stride, const uint8_t *w,
                                      const colibri_qblock *x, uint32_t rows, uint32_t cols,
                                      uint32_t n)
 {
-    colibri_r16_walk(out, stride, w, x, rows, cols, n, 1, r16_pass);
+    colibri_r16_walk(out, stride, w, x, rows, cols, n, 1, r16_pass_q4);
 }
