@@ -2,7 +2,8 @@
  * colibri_linux_pool.c - the Linux port's parallel_for: a pool of worker
  * threads started once and kept. A batch of tasks is published as one
  * atomic word (batch number, task count, next task); the workers and the calling thread
- * claim task numbers from it until none is left, and the caller returns when
+ * claim runs of task numbers from it (a share of those left: claim_size)
+ * until none is left, and the caller returns when
  * every task has finished. The caller never waits for a worker that took no
  * task: on a machine with more runnable threads than CPUs a worker may not
  * get a CPU for milliseconds, and waiting for it at each of the hundred
@@ -15,6 +16,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "colibri_linux.h"
@@ -39,11 +41,13 @@
 struct colibri_linux_pool {
     pthread_mutex_t lock;
     pthread_cond_t wake;       /* a new batch (or stop) for the workers */
-    atomic_uint_fast64_t work; /* batch << 32 | count << 16 | next task */
-    atomic_uint finished;      /* tasks of the current batch done */
-    colibri_task_fn fn;        /* the current batch's: written only while */
-    void *arg;                 /* no task can be claimed or is running */
-    uint32_t base;             /* task number of the batch's task 0 */
+    /* Each of the two words the threads write on its own cache line, away
+     * from what a task reads (fn, arg, base). */
+    _Alignas(64) atomic_uint_fast64_t work; /* batch << 32 | count << 16 | next task */
+    _Alignas(64) atomic_uint finished;      /* tasks of the current batch done */
+    _Alignas(64) colibri_task_fn fn;        /* the current batch's: written only */
+    void *arg;                              /* while no task can be claimed or */
+    uint32_t base;                          /* is running; base: task 0's number */
     int stop;
     uint32_t n_workers;
     pthread_t workers[COLIBRI_LINUX_MAX_THREADS];
@@ -75,6 +79,17 @@ static uint32_t word_next(uint64_t word)
     return (uint32_t)word & MAX_BATCH_TASKS;
 }
 
+/* Tasks one claim takes when `left` are left: a share of them per thread
+ * (the guided schedule), so that a batch of 16 tasks on two threads costs
+ * five or six claims, not sixteen, and the last claims, one task each,
+ * still even out the threads. Each claim is a contended atomic on a line the
+ * threads pass between them (docs/performance.md, "Threads"). */
+static uint32_t claim_size(const colibri_linux_pool *p, uint32_t left)
+{
+    uint32_t share = left / (2u * (p->n_workers + 1u));
+    return share > 1u ? share : 1u;
+}
+
 /* Claim and run tasks of `batch` until none is left. A claim succeeds only
  * while the word still names that batch with a task left, and fn, arg and
  * base are read after it: they stay the batch's until its last task ends. */
@@ -82,10 +97,13 @@ static void run_tasks(colibri_linux_pool *p, uint32_t batch)
 {
     uint64_t word = atomic_load_explicit(&p->work, memory_order_acquire);
     while (word_batch(word) == batch && word_next(word) < word_count(word)) {
-        if (atomic_compare_exchange_weak_explicit(&p->work, &word, word + 1u, memory_order_acquire,
-                                                  memory_order_acquire)) {
-            p->fn(p->arg, p->base + word_next(word));
-            atomic_fetch_add_explicit(&p->finished, 1u, memory_order_release);
+        uint32_t first = word_next(word), take = claim_size(p, word_count(word) - first);
+        if (atomic_compare_exchange_weak_explicit(&p->work, &word, word + take,
+                                                  memory_order_acquire, memory_order_acquire)) {
+            for (uint32_t task = first; task < first + take; task++) {
+                p->fn(p->arg, p->base + task);
+            }
+            atomic_fetch_add_explicit(&p->finished, take, memory_order_release);
             word = atomic_load_explicit(&p->work, memory_order_acquire);
         }
     }
@@ -191,9 +209,10 @@ colibri_linux_pool *colibri_linux_pool_start(uint32_t n_threads)
 {
     colibri_linux_pool *p;
     if (n_threads < 1u || n_threads > COLIBRI_LINUX_MAX_THREADS ||
-        (p = calloc(1, sizeof *p)) == NULL) {
+        (p = aligned_alloc(_Alignof(colibri_linux_pool), sizeof *p)) == NULL) {
         return NULL;
     }
+    memset(p, 0, sizeof *p);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     atomic_init(&p->work, 0u); /* batch 0: none yet (the first is 1) */

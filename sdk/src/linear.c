@@ -8,10 +8,12 @@
 /* Multiply-adds below which a group runs on the calling thread (waking
  * workers costs more); tasks a product is cut into (enough to balance a few
  * threads, few enough that taking one costs nothing), each with at least
- * TASK_MIN_WORK multiply-adds. */
+ * TASK_MIN_WORK multiply-adds: a decoded token's 1152 x 512 expert matrix
+ * is five tasks, not sixteen, since each task a thread takes costs an atomic
+ * operation the threads contend for (docs/performance.md, "Threads"). */
 #define PARALLEL_MIN_WORK (1u << 15)
 #define TASKS_PER_PRODUCT 16u
-#define TASK_MIN_WORK (1u << 14)
+#define TASK_MIN_WORK (1u << 17)
 /* Rows of a task: a multiple of every SIMD kernel's row block (1, 2, 4, 8)
  * and of the 16-row tile of the AVX-512 VNNI decode product, so that no task
  * ends in a part tile, whose missing rows a kernel still computes. */
