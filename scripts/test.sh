@@ -13,4 +13,4 @@ if [ -z "${ZEPHYR_BASE:-}" ] && [ -f ../shared/zephyr/colibri-env.sh ]; then
   . ../shared/zephyr/colibri-env.sh
 fi
 echo "test: Zephyr tree: ${ZEPHYR_BASE:-none (the Zephyr tests skip)}"
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q --durations=20 "$@"

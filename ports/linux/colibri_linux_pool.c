@@ -40,7 +40,7 @@
 
 struct colibri_linux_pool {
     pthread_mutex_t lock;
-    pthread_cond_t wake;       /* a new batch (or stop) for the workers */
+    pthread_cond_t wake; /* a new batch (or stop) for the workers */
     /* Each of the two words the threads write on its own cache line, away
      * from what a task reads (fn, arg, base). */
     _Alignas(64) atomic_uint_fast64_t work; /* batch << 32 | count << 16 | next task */
