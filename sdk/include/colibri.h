@@ -49,7 +49,7 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 8
+#define COLIBRI_FORMAT_MINOR 9
 
 /* Largest top_k an image may ask for, and largest max_context. The other
  * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
@@ -384,6 +384,9 @@ typedef struct colibri_hparams {
 typedef struct colibri_model {
     const uint8_t *image;        /* the image, as passed to colibri_init */
     uint64_t image_size;         /* bytes the image says it has */
+    uint64_t resident_size;      /* bytes of it at image: image_size, or less when the
+                                  * routed experts come from the port (format 1.9's
+                                  * EXPERTS_LAST; docs/core.md, Experts from storage) */
     const uint8_t *layer_table;  /* n_layers entries of 16 bytes */
     const uint8_t *tensor_table; /* n_tensors entries of 64 bytes */
     uint32_t n_tensors;
@@ -411,6 +414,10 @@ typedef struct colibri_options {
  * Checks the header, the header/table CRC, the model record, the layer table
  * and every tensor table entry against the buffer size (docs/format.md,
  * section 4). Does not read tensor data (see colibri_verify). Zero copy.
+ * The buffer may hold only the start of an image whose expert blocks come
+ * last (format 1.9, EXPERTS_LAST), up to at least the end of its last
+ * tensor that is not an expert's, when the port gives the routed experts
+ * (expert_acquire): the rest stays in storage (docs/core.md).
  * On failure *model is zeroed and the status names the first defect found.
  * options may be NULL. image must be at least 4-byte aligned.
  */
@@ -433,11 +440,15 @@ colibri_status colibri_image_fingerprint(const void *image, size_t image_size,
  * that every scale of a quantized (Q8/Q4) tensor is finite. Returns
  * COLIBRI_E_CHECKSUM or COLIBRI_E_QUANT_SCALE for the first bad tensor; if
  * bad_tensor is not NULL it receives that tensor's table index. Time is
- * proportional to the image size.
+ * proportional to the image size. Of an image given in part (colibri_init),
+ * the part given: the expert blocks in storage are checked where the port
+ * reads them (colibri_verify_expert_block).
  */
 colibri_status colibri_verify(const colibri_model *model, uint32_t *bad_tensor);
 
-/* Check the data CRCs (and scales) of one expert's block (gate, up, down) only. */
+/* Check the data CRCs (and scales) of one expert's block (gate, up, down)
+ * only, in the image: COLIBRI_E_EXPERT_UNAVAILABLE for a block past the
+ * part of the image colibri_init was given. */
 colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer, uint32_t expert);
 
 /* The same checks on a copy of the expert's block at `block` (what a port's

@@ -34,8 +34,17 @@ static uint64_t tables_end(const uint8_t *img)
            (uint64_t)colibri_rd_u32(img + HDR_N_TENSORS) * IMG_TENSOR_ENTRY_SIZE;
 }
 
+/* The buffer may end before the image does (only the start of it is here):
+ * format 1.9's experts-last images whose routed experts the port gives. */
+static int prefix_allowed(const uint8_t *img, const colibri_options *options)
+{
+    const colibri_port *port = options != NULL ? options->port : NULL;
+    return (colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_EXPERTS_LAST) != 0 && port != NULL &&
+           port->version >= 4u && port->expert_acquire != NULL;
+}
+
 /* v1 fixes the table placement; the offsets are still stored explicitly. */
-static colibri_status check_layout(const uint8_t *img, size_t size)
+static colibri_status check_layout(const uint8_t *img, size_t size, int prefix_ok)
 {
     uint64_t n_layers = colibri_rd_u32(img + REC_N_LAYERS);
     uint64_t image_size = colibri_rd_u64(img + HDR_IMAGE_SIZE);
@@ -50,8 +59,8 @@ static colibri_status check_layout(const uint8_t *img, size_t size)
         !aligned_ok) {
         return COLIBRI_E_BAD_HYPERPARAMS;
     }
-    if (image_size < IMG_HEADER_SIZE || image_size > (uint64_t)size ||
-        tables_end(img) > image_size) {
+    if (image_size < IMG_HEADER_SIZE || (image_size > (uint64_t)size && !prefix_ok) ||
+        tables_end(img) > image_size || tables_end(img) > (uint64_t)size) {
         return COLIBRI_E_TRUNCATED;
     }
     return COLIBRI_OK;
@@ -90,10 +99,12 @@ static colibri_status check_reserved(const uint8_t *img)
     return any == 0 ? COLIBRI_OK : COLIBRI_E_RESERVED;
 }
 
-static void model_fill(colibri_model *m, const uint8_t *img, const colibri_options *options)
+static void model_fill(colibri_model *m, const uint8_t *img, size_t size,
+                       const colibri_options *options)
 {
     m->image = img;
     m->image_size = colibri_rd_u64(img + HDR_IMAGE_SIZE);
+    m->resident_size = m->image_size < (uint64_t)size ? m->image_size : (uint64_t)size;
     m->layer_table = img + IMG_HEADER_SIZE;
     m->tensor_table = img + colibri_rd_u64(img + HDR_TENSOR_TABLE);
     m->n_tensors = colibri_rd_u32(img + HDR_N_TENSORS);
@@ -117,7 +128,7 @@ static colibri_status init_steps(colibri_model *model, const uint8_t *img, size_
 {
     colibri_status status = check_identity(img, size);
     if (status == COLIBRI_OK) {
-        status = check_layout(img, size);
+        status = check_layout(img, size, prefix_allowed(img, options));
     }
     if (status == COLIBRI_OK) {
         status = check_integrity(img, options);
@@ -129,7 +140,7 @@ static colibri_status init_steps(colibri_model *model, const uint8_t *img, size_
         status = colibri_hparams_decode(img, &model->hp);
     }
     if (status == COLIBRI_OK) {
-        model_fill(model, img, options);
+        model_fill(model, img, size, options);
         status = colibri_layer_table_check(model);
     }
     if (status == COLIBRI_OK) {

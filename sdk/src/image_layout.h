@@ -89,9 +89,11 @@ enum {
 enum {
     HDR_FLAG_SCALES = 1,
     HDR_FLAG_ROPE = 2,
-    HDR_FLAG_SLIDING = 4, /* format 1.6: sliding_window and the layers' attn_kind */
-    HDR_FLAG_MLA = 8,     /* format 1.7: Multi-head Latent Attention */
-    HDR_KNOWN_FLAGS = HDR_FLAG_SCALES | HDR_FLAG_ROPE | HDR_FLAG_SLIDING | HDR_FLAG_MLA
+    HDR_FLAG_SLIDING = 4,       /* format 1.6: sliding_window and the layers' attn_kind */
+    HDR_FLAG_MLA = 8,           /* format 1.7: Multi-head Latent Attention */
+    HDR_FLAG_EXPERTS_LAST = 16, /* format 1.9: every expert block after the other data */
+    HDR_KNOWN_FLAGS =
+        HDR_FLAG_SCALES | HDR_FLAG_ROPE | HDR_FLAG_SLIDING | HDR_FLAG_MLA | HDR_FLAG_EXPERTS_LAST
 };
 
 /* activation values (section 1.1): SiLU; gpt-oss's clamped SwiGLU (1.6). */

@@ -18,8 +18,12 @@ typedef struct expected_tensor {
 /* Walk state of the check. */
 typedef struct table_walk {
     const colibri_model *m;
-    uint32_t index;     /* next entry to check */
-    uint64_t data_end;  /* end of the previous tensor's data */
+    uint32_t index;        /* next entry to check */
+    uint64_t data_end;     /* end of the previous tensor's data (1.9 EXPERTS_LAST: of the
+                            * previous tensor that is not an expert's) */
+    uint64_t expert_end;   /* EXPERTS_LAST: end of the previous expert tensor's data */
+    uint64_t first_expert; /* EXPERTS_LAST: where the first expert block starts */
+    int experts_last;
     uint32_t quantized; /* 1 once a Q8 or Q4 tensor was seen */
 } table_walk;
 
@@ -145,26 +149,39 @@ static colibri_status size_matches(const uint8_t *e, const expected_tensor *want
     return size == rows * row_blocks * block_bytes ? COLIBRI_OK : COLIBRI_E_QUANT_SIZE;
 }
 
+static int role_is_expert(uint16_t role)
+{
+    return role >= ROLE_EXPERT_GATE && role <= ROLE_EXPERT_DOWN;
+}
+
 static colibri_status check_placement(table_walk *w, const uint8_t *e, uint16_t role)
 {
     uint64_t offset = colibri_rd_u64(e + TEN_OFFSET);
     uint64_t size = colibri_rd_u64(e + TEN_SIZE);
     uint64_t align = role == ROLE_EXPERT_GATE ? w->m->hp.alignment : IMG_DATA_ALIGN;
+    int expert = role_is_expert(role);
+    uint64_t *end = w->experts_last && expert ? &w->expert_end : &w->data_end;
     if (size > w->m->image_size || offset > w->m->image_size - size) {
         return COLIBRI_E_OUT_OF_RANGE;
+    }
+    if (!expert && offset + size > w->m->resident_size) {
+        return COLIBRI_E_TRUNCATED; /* a prefix buffer must hold all but the experts */
     }
     if ((offset & (align - 1u)) != 0) { /* align is a power of two */
         return COLIBRI_E_MISALIGNED;
     }
-    if (offset < w->data_end) {
+    if (offset < *end) {
         return COLIBRI_E_OVERLAP;
     }
     /* Up and down follow their gate back to back (one expert = one block). */
     if ((role == ROLE_EXPERT_UP || role == ROLE_EXPERT_DOWN) &&
-        offset != ((w->data_end + IMG_DATA_ALIGN - 1u) & ~(uint64_t)(IMG_DATA_ALIGN - 1u))) {
+        offset != ((*end + IMG_DATA_ALIGN - 1u) & ~(uint64_t)(IMG_DATA_ALIGN - 1u))) {
         return COLIBRI_E_MISALIGNED;
     }
-    w->data_end = offset + size;
+    if (expert && w->first_expert > offset) {
+        w->first_expert = offset;
+    }
+    *end = offset + size;
     return COLIBRI_OK;
 }
 
@@ -276,14 +293,20 @@ static colibri_status expect_layer(table_walk *w, uint32_t l, uint32_t kind)
 
 colibri_status colibri_tensor_table_check(const colibri_model *m, uint32_t *quantized)
 {
-    table_walk w = {m, 0, 0, 0};
+    table_walk w = {m, 0, 0, 0, UINT64_MAX, 0, 0};
     w.data_end = colibri_rd_u64(m->image + HDR_TENSOR_TABLE) +
                  (uint64_t)m->n_tensors * IMG_TENSOR_ENTRY_SIZE;
+    w.expert_end = w.data_end;
+    w.experts_last = (colibri_rd_u32(m->image + HDR_FLAGS) & HDR_FLAG_EXPERTS_LAST) != 0;
     EXPECT(expect_globals(&w));
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         uint32_t kind = colibri_rd_u32(m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE);
         EXPECT(expect_layer(&w, l, kind));
     }
     *quantized = w.quantized;
-    return w.index == m->n_tensors ? COLIBRI_OK : COLIBRI_E_BAD_TENSOR_TABLE;
+    if (w.index != m->n_tensors) {
+        return COLIBRI_E_BAD_TENSOR_TABLE;
+    }
+    /* EXPERTS_LAST: the experts' data after all the rest (docs/format.md 3.2) */
+    return w.experts_last && w.first_expert < w.data_end ? COLIBRI_E_OVERLAP : COLIBRI_OK;
 }

@@ -5,7 +5,10 @@
  * input at the checksum. So the harness first writes the right CRC into a
  * copy of the input when the header's table bounds fit (the loader still
  * checks them itself), then runs colibri_init, colibri_verify and, on
- * success, a two-token colibri_forward. Build: make fuzz.
+ * success, a two-token colibri_forward; then the same with a port whose
+ * routed experts are always unavailable (expert_acquire returns NULL), under
+ * which an experts-last image (format 1.9) may be given in part: the input
+ * cut at a byte its own first bytes choose. Build: make fuzz.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -62,17 +65,47 @@ static void try_forward(const colibri_model *model)
     free(logits);
 }
 
+static const void *no_expert(void *ctx, uint32_t layer, uint32_t expert, uint64_t offset,
+                             size_t size)
+{
+    (void)ctx, (void)layer, (void)expert, (void)offset, (void)size;
+    return NULL;
+}
+
+static void no_release(void *ctx, uint32_t layer, uint32_t expert)
+{
+    (void)ctx, (void)layer, (void)expert;
+}
+
+/* Init, verify and forward on the first size bytes of img (a copy of
+ * exactly that many, so a read past them is the sanitizer's to see). */
+static void try_image(const uint8_t *img, size_t size, const colibri_options *options)
+{
+    uint8_t *part = malloc(size > 0 ? size : 1);
+    colibri_model model;
+    memcpy(part, img, size);
+    if (colibri_init(&model, part, size, options) == COLIBRI_OK) {
+        (void)colibri_verify(&model, NULL);
+        try_forward(&model);
+    }
+    free(part);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static const colibri_port storage = {
+        .version = 4, .expert_acquire = no_expert, .expert_release = no_release};
+    const colibri_options with_storage = {0, &storage};
     uint8_t *img = malloc(size > 0 ? size : 1);
-    colibri_model model;
     memcpy(img, data, size);
     fix_meta_crc(img, size);
-    if (colibri_init(&model, img, size, NULL) == COLIBRI_OK) {
-        (void)colibri_verify(&model, NULL);
-        try_forward(&model);
+    try_image(img, size, NULL);
+    try_image(img, size, &with_storage);
+    if (size > 300u) { /* a cut the input chooses: past the header, before its end */
+        size_t cut = 256u + (size_t)rd_le(img + size - 2u, 2) % (size - 256u);
+        try_image(img, cut, &with_storage);
     }
     free(img);
     return 0;

@@ -14,6 +14,8 @@ import re
 import subprocess
 
 import pytest
+from colibri_tools import read_image
+from colibri_tools.image.image_spec import EXPERT_ROLES
 from cpu_tables import runnable
 from golden_helpers import REPO
 
@@ -64,3 +66,39 @@ def test_a_failed_acquire_loses_nothing(family, expert_port, converted):
     for fail_at in (1, total // 2, total):
         out = _run(expert_port, image, "reference", 1, 7, fail_at)
         assert out.startswith("ok "), out
+
+
+@pytest.fixture(scope="module")
+def experts_last(converted):
+    """(family, quant) -> the family's tiny model converted with --experts-last
+    (format 1.9): float32 (quant None), or int4 in row groups with the
+    attention projections."""
+    from colibri_tools.converter.convert import convert
+
+    made = {}
+
+    def get(family: str, quant: str | None):
+        if (family, quant) not in made:
+            root = converted(family)[1].parent.parent
+            out = root / f"experts_last_{quant or 'f32'}"
+            convert(root / "hf", out, context=64, progress=False, quant=quant,
+                    quant_attention=quant is not None, experts_last=True)
+            made[family, quant] = out / "model.bin"
+        return made[family, quant]
+
+    return get
+
+
+@pytest.mark.parametrize("quant", [None, "int4"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_an_experts_last_image_runs_from_its_start_alone(family, quant, expert_port,
+                                                         experts_last):
+    """The core given only the bytes before the first expert block (the rest
+    in storage, read through the port): the in-place logits, bit for bit."""
+    image = experts_last(family, quant)
+    out = _run(expert_port, image, "reference", 2, 7)
+    found = re.fullmatch(r"ok acquires=[1-9]\d* held=[12] prefix=(\d+)\n", out)
+    assert found, out
+    tensors = read_image(image).tensors
+    experts = sum(t.size for t in tensors if t.role in EXPERT_ROLES)
+    assert 0 < int(found[1]) <= image.stat().st_size - experts, out

@@ -140,6 +140,9 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "text_file": (b"COLIBRI is not this text\n" * 20, init(BAD_MAGIC)),
         "version_2": (edited(v, set_at(8, "H", 2)), init(UNSUPPORTED_VERSION)),
         "unknown_flag": (edited(v, set_at(28, "I", 1 << 31)), init(UNSUPPORTED_VERSION)),
+        # format 1.9's EXPERTS_LAST on an image whose expert blocks lie between layers
+        "experts_last_flag_on_interleaved_data": (
+            edited(v, set_at(28, "I", get(v, 28, "I") | 16)), init(OVERLAP)),
         "header_only_100_bytes": (v[:100], init(TRUNCATED)),
         "cut_in_tensor_table": (v[:tensor(v, 2) + 10], init(TRUNCATED)),
         "cut_last_byte": (v[:-1], init(TRUNCATED)),

@@ -32,6 +32,17 @@ def valid_image(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def valid_experts_last_image(valid_image) -> pathlib.Path:
+    """The same tiny Qwen2-MoE with every expert block after the other tensors'
+    data (format 1.9, EXPERTS_LAST)."""
+    from colibri_tools.converter.convert import convert
+
+    root = valid_image.parent.parent
+    convert(root / "hf", root / "experts_last", context=64, progress=False, experts_last=True)
+    return root / "experts_last" / "model.bin"
+
+
+@pytest.fixture(scope="session")
 def valid_mla_image(tmp_path_factory) -> pathlib.Path:
     """A tiny DeepSeek-V3: Multi-head Latent Attention, whose KV state holds the
     latent and the RoPE key (format 1.6)."""

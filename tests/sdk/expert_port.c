@@ -18,7 +18,15 @@
  * fails: the call must return COLIBRI_E_EXPERT_UNAVAILABLE with nothing held
  * and the state's position unchanged, and running it again without the
  * fault must give the reference's logits.
- * Prints "ok acquires=N held=H" or a FAIL line; exit status 0 or 1.
+ * An image whose expert blocks come last (format 1.9, EXPERTS_LAST) runs a
+ * third time from only its start: a buffer of exactly the bytes before its
+ * first expert block (ASan sees any read past it), which colibri_init must
+ * accept with the port's experts and refuse (COLIBRI_E_TRUNCATED) without
+ * them or one byte short of the other tensors' end; colibri_verify checks the
+ * part given, colibri_verify_expert answers COLIBRI_E_EXPERT_UNAVAILABLE, and
+ * the logits must again be the reference's.
+ * Prints "ok acquires=N held=H" (then " prefix=BYTES") or a FAIL line; exit
+ * status 0 or 1.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +221,58 @@ static void run(const uint8_t *image, size_t size, const colibri_port *port, uin
     free(scratch);
 }
 
+/* End of the data of the tensors that are not routed experts'. */
+static uint64_t others_end(const colibri_model *m)
+{
+    uint64_t end = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        const uint8_t *e = tensor_entry(m, i);
+        uint16_t role = colibri_rd_u16(e + TEN_ROLE);
+        uint64_t last = colibri_rd_u64(e + TEN_OFFSET) + colibri_rd_u64(e + TEN_SIZE);
+        if ((role < ROLE_EXPERT_GATE || role > ROLE_EXPERT_DOWN) && last > end) {
+            end = last;
+        }
+    }
+    return end;
+}
+
+/* The image from only its start (an EXPERTS_LAST image): 0, or a FAIL said. */
+static int prefix_run(const uint8_t *pristine, const colibri_model *probe, const storage_port *sp,
+                      const colibri_port *seam, const colibri_port *plain, uint32_t batch,
+                      const run_result *ref, size_t *prefix_bytes)
+{
+    uint64_t first = UINT64_MAX, need = others_end(probe);
+    colibri_model m;
+    colibri_options with = {0, seam}, without = {0, plain};
+    run_result got = {0};
+    uint32_t bad_tensor = 0;
+    for (uint32_t i = 0; i < sp->n_blocks; i++) {
+        first = sp->blocks[i].offset < first ? sp->blocks[i].offset : first;
+    }
+    uint8_t *prefix = malloc((size_t)first);
+    memcpy(prefix, pristine, (size_t)first);
+    int ok = colibri_init(&m, prefix, (size_t)first, &without) == COLIBRI_E_TRUNCATED &&
+             colibri_init(&m, prefix, (size_t)need - 1u, &with) == COLIBRI_E_TRUNCATED &&
+             colibri_init(&m, prefix, (size_t)first, &with) == COLIBRI_OK &&
+             m.resident_size == first && colibri_verify(&m, &bad_tensor) == COLIBRI_OK &&
+             colibri_verify_expert(&m, sp->blocks[0].layer, sp->blocks[0].expert) ==
+                 COLIBRI_E_EXPERT_UNAVAILABLE;
+    if (ok) {
+        run(prefix, (size_t)first, seam, batch, &got);
+    }
+    size_t bytes = (size_t)(PROMPT + STEPS) * probe->hp.vocab_size * sizeof(float);
+    ok = ok && got.status == COLIBRI_OK && memcmp(got.logits, ref->logits, bytes) == 0;
+    if (!ok) {
+        printf("FAIL the image from its first %llu bytes (others end at %llu): init, verify or "
+               "logits\n",
+               (unsigned long long)first, (unsigned long long)need);
+    }
+    *prefix_bytes = (size_t)first;
+    free(got.logits);
+    free(prefix);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     static storage_port sp;
@@ -281,7 +341,16 @@ int main(int argc, char **argv)
         printf("FAIL the port's rules (held %u, acquires %u)\n", sp.held, sp.acquires);
         return 1;
     }
-    printf("ok acquires=%u held=%u\n", sp.acquires, sp.max_held);
+    size_t prefix = 0;
+    int experts_last = (colibri_rd_u32(pristine + HDR_FLAGS) & HDR_FLAG_EXPERTS_LAST) != 0;
+    if (experts_last && prefix_run(pristine, &probe, &sp, &seam, &plain, batch, &ref, &prefix)) {
+        return 1;
+    }
+    printf("ok acquires=%u held=%u", sp.acquires, sp.max_held);
+    if (experts_last) {
+        printf(" prefix=%zu", prefix);
+    }
+    printf("\n");
     colibri_linux_pool_stop(ctx.pool);
     for (uint32_t s = 0; s < COLIBRI_EXPERTS_HELD; s++) {
         free(sp.slot[s]);

@@ -109,9 +109,12 @@ def test_fingerprint_mismatch_is_refused(asan_bins, valid_image):
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="libFuzzer needs clang")
 def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_r16_image, valid_mla_image,
-                                 valid_family_images, tmp_path, record_property):
+                                 valid_experts_last_image, valid_family_images, tmp_path,
+                                 record_property):
     """Bounded libFuzzer run seeded with a valid image, a Multi-head Latent
-    Attention one, PhiMoE, ERNIE-4.5 and gpt-oss ones and the broken ones;
+    Attention one, an experts-last one (format 1.9, also given in part to a
+    port whose experts never come), PhiMoE, ERNIE-4.5 and gpt-oss ones and
+    the broken ones;
     any crash, sanitizer report, leak or timeout fails the test, and so does a
     run too short to matter (the executions are recorded). Longer campaigns:
     docs/core.md, "Fuzzing"."""
@@ -121,6 +124,7 @@ def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_r16_image, v
                         valid_r16_image.read_bytes())
     (corpus / "manifest.json").unlink()
     (corpus / "valid_mla.bin").write_bytes(valid_mla_image.read_bytes())
+    (corpus / "valid_experts_last.bin").write_bytes(valid_experts_last_image.read_bytes())
     for image in valid_family_images:
         (corpus / f"valid_{image.parent.parent.name}.bin").write_bytes(image.read_bytes())
     seconds = os.environ.get("COLIBRI_FUZZ_SECONDS", "12")

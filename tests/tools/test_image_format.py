@@ -204,7 +204,10 @@ def _check_layer_table(data: bytes, rec: dict, order: list[tuple]) -> None:
                                                       rec["attn_kinds"][layer])
 
 
-def _check_placement(data: bytes, tensors: list[dict], table_end: int, alignment: int) -> None:
+def _check_placement(data: bytes, tensors: list[dict], table_end: int, alignment: int,
+                     padding: bool = True) -> None:
+    """tensors placed in their order from table_end (3.2); with padding, every
+    other byte past the tables zero."""
     covered = bytearray(len(data))
     covered[:table_end] = b"\1" * table_end
     cursor = table_end
@@ -218,8 +221,9 @@ def _check_placement(data: bytes, tensors: list[dict], table_end: int, alignment
         assert len(body) == t["size"] and zlib.crc32(body) == t["crc"]
         covered[t["offset"]:t["offset"] + t["size"]] = b"\1" * t["size"]
         cursor = t["offset"] + t["size"]
-    padding = bytes(b for b, c in zip(data, covered) if not c)
-    assert padding == bytes(len(padding))
+    if padding:
+        rest = bytes(b for b, c in zip(data, covered) if not c)
+        assert rest == bytes(len(rest))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -240,6 +244,37 @@ def test_written_image_follows_the_document(family, hf_model, hf_checkpoint, tmp
         assert t["shape"][t["ndim"]:] == (0,) * (4 - t["ndim"])
         assert t["size"] == 4 * math.prod(t["shape"][:t["ndim"]])
     _check_placement(data, tensors, table + 64 * n_tensors, alignment)
+
+
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe"])
+def test_experts_last_image_follows_the_document(family, hf_checkpoint, tmp_path):
+    """Format 1.9 (3.2): flag bit 4 and minor 9; the tensors that are not
+    experts' in table order from the tables' end, then every expert block,
+    in table order, each gate at a multiple of the alignment, up and down
+    back to back; zero padding; the same data as the interleaved image."""
+    plain = convert(hf_checkpoint(family), tmp_path / "plain", progress=False)
+    last = convert(hf_checkpoint(family), tmp_path / "last", progress=False, experts_last=True)
+    data = last.image_path.read_bytes()
+    assert _u("I", data, 28) & 16 and _u("H", data, 10) == 9
+    assert not _u("I", plain.image_path.read_bytes(), 28) & 16
+    table, n_tensors = _u("Q", data, 48), _u("I", data, 56)
+    tensors = _raw_tensors(data, table, n_tensors)
+    others = [t for t in tensors if t["role"] not in (48, 49, 50)]
+    experts = [t for t in tensors if t["role"] in (48, 49, 50)]
+    assert experts and others
+    _check_placement(data, others, table + 64 * n_tensors, 4096, padding=False)
+    first = experts[0]["offset"]
+    assert first >= others[-1]["offset"] + others[-1]["size"] and first % 4096 == 0
+    _check_placement(data, experts, first, 4096, padding=False)
+    covered = bytearray(len(data))
+    covered[:table + 64 * n_tensors] = b"\1" * (table + 64 * n_tensors)
+    for t in tensors:
+        covered[t["offset"]:t["offset"] + t["size"]] = b"\1" * t["size"]
+    assert bytes(b for b, c in zip(data, covered) if not c) == bytes(covered.count(0))
+    plain_data = plain.image_path.read_bytes()
+    plain_tensors = _raw_tensors(plain_data, table, n_tensors)
+    assert [t["crc"] for t in tensors] == [t["crc"] for t in plain_tensors]
+    assert read_image(last.image_path).fingerprint == _u("I", data, 24)
 
 
 def test_meta_crc_is_the_crc_of_the_check_string():

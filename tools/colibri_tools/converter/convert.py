@@ -78,6 +78,7 @@ class ConvertResult:
     quant_attention: bool = False
     quant_embeddings: bool = False
     row_groups: bool = False
+    experts_last: bool = False
 
 
 def _check_alignment(alignment: int) -> None:
@@ -158,13 +159,14 @@ def _staged_outputs(out_dir: Path, names: Sequence[str]) -> Iterator[dict[str, P
 
 def _write_all(staged: dict[str, Path], spec: ModelSpec, sources: list[SourceTensor],
                alignment: int, sizing: tuple[int, int], ckpt: Checkpoint,
-               progress: bool) -> ModelImage:
+               progress: bool, experts_last: bool) -> ModelImage:
     total = sum(tensor_size(s.entry) for s in sources)
     with tqdm(total=total, unit="B", unit_scale=True, desc=IMAGE_NAME,
               disable=None if progress else True) as bar:
         written = write_image(staged[IMAGE_NAME], arch=spec.arch, record=spec.record,
                               ffn_kinds=spec.ffn_kinds, sources=sources, alignment=alignment,
-                              progress=bar.update, attn_kinds=spec.attn_kinds)
+                              progress=bar.update, attn_kinds=spec.attn_kinds,
+                              experts_last=experts_last)
     image = _self_check(staged[IMAGE_NAME], written)
     context, batch = sizing
     write_config_header(staged[HEADER_NAME], image, context, ckpt.path.resolve().name, batch)
@@ -220,7 +222,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
             batch: int = 1, board=None, app: str = "serial_runner", quant: str | None = None,
             quant_attention: bool = False, quant_embeddings: bool = False,
             calibration: str | Path | None = None, int8_share: float = 0.25,
-            row_groups: bool | None = None) -> ConvertResult:
+            row_groups: bool | None = None, experts_last: bool = False) -> ConvertResult:
     """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
     scratch sized for prompt chunks of `batch` tokens) and (when the
     checkpoint has tokenizer.json) model_tokenizer.json into out_dir. With
@@ -233,7 +235,10 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
     as Q4 (the rest of the feed-forward Q8; docs/quantization.md). `row_groups`
     (None: whenever quantized) stores those matrices (but the token embedding)
     in groups of 16 rows (Q8_R16, Q4_R16: docs/format.md 3.4), the layout the
-    SIMD kernels of every target read fastest or as fast; False row by row."""
+    SIMD kernels of every target read fastest or as fast; False row by row.
+    `experts_last` places every expert block after the other tensors' data
+    (format 1.9, docs/format.md 3.2): a device holds the start of the image
+    and its port reads the routed experts from storage."""
     _check_alignment(alignment)
     if quant is not None and quant not in (*QUANT_NAMES, "mixed"):
         raise OptionError(f"--quant {quant}: one of {', '.join(QUANT_NAMES)}, mixed")
@@ -265,7 +270,8 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         # generation settings and the chat template, copied as they are (colibri-generate)
         companions = [n for s, n in COMPANION_FILES.items() if (ckpt.path / s).is_file()]
         with _staged_outputs(out_dir, names + companions) as staged:
-            image = _write_all(staged, spec, sources, alignment, (context, batch), ckpt, progress)
+            image = _write_all(staged, spec, sources, alignment, (context, batch), ckpt, progress,
+                               experts_last)
         for name in set(COMPANION_FILES.values()) - set(companions):
             (out_dir / name).unlink(missing_ok=True)  # stale from another model
         if ckpt.tokenizer_path is None:
@@ -278,7 +284,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         spec.family, int(spec.arch), spec.record, spec.ffn_kinds, image.fingerprint,
         image.image_size, len(image.tensors), alignment, context, batch,
         state_size(spec.record, context), scratch_size(spec.record, context, batch, image.quantized),
-        dropped, quant, quant_attention, quant_embeddings, row_groups)
+        dropped, quant, quant_attention, quant_embeddings, row_groups, experts_last)
 
 
 def summary(result: ConvertResult) -> str:
@@ -294,6 +300,7 @@ def summary(result: ConvertResult) -> str:
         + (" (zero shared expert dropped)" if result.dropped_shared_expert else ""),
         f"image: {result.image_size} bytes, {result.n_tensors} tensors, alignment "
         f"{result.alignment}, fingerprint 0x{result.fingerprint:08X}"
+        + (", expert blocks last" if result.experts_last else "")
         + (f", {result.quant} feed-forward" + (", attention" if result.quant_attention else "")
            + (", embedding, LM head" if result.quant_embeddings else "") + " matrices"
            + (" in groups of 16 rows" if result.row_groups else "")
@@ -339,6 +346,10 @@ def _parser() -> argparse.ArgumentParser:
                    "and as fast, in instructions, by Helium and the Cortex-M DSP table; "
                    "--no-row-groups: row by row, for readers older than format 1.8 "
                    "(docs/quantization.md)")
+    p.add_argument("--experts-last", action="store_true", help="place every expert block after "
+                   "the other tensors' data (format 1.9, docs/format.md 3.2), so that a device "
+                   "can hold the start of the image in RAM and read the routed experts from "
+                   "storage through its port (docs/core.md, Experts from storage)")
     p.add_argument("--calibration", type=Path, help="with --quant mixed: a text; the experts it "
                    "uses most are stored int8, the others int4")
     p.add_argument("--int8-share", type=float, default=0.25, help="with --quant mixed: the "
@@ -379,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              quant_attention=args.quant_attention,
                              quant_embeddings=args.quant_embeddings,
                              calibration=args.calibration, int8_share=args.int8_share,
-                             row_groups=args.row_groups)
+                             row_groups=args.row_groups, experts_last=args.experts_last)
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1

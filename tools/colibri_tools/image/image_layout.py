@@ -16,6 +16,7 @@ from .image_spec import (
     BIAS_ROUTER,
     BIAS_SINKS,
     DATA_ALIGN,
+    EXPERT_ROLES,
     FLAG_MLA,
     FLAG_ROPE,
     LIMITS,
@@ -24,6 +25,7 @@ from .image_spec import (
     MAX_LORA_RANK,
     MAX_TOP_K,
     MIN_ALIGNMENT,
+    MINOR_EXPERTS_LAST,
     MINOR_QUANT,
     MINOR_ROW_GROUPS,
     MLA_FIELDS,
@@ -95,9 +97,12 @@ MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing w
 
 
 def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
-                 row_groups: bool = False) -> int:
+                 row_groups: bool = False, experts_last: bool = False) -> int:
     """The minor format version an image needs: the newest feature it uses
-    (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor."""
+    (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
+    `experts_last`: the EXPERTS_LAST layout (1.9)."""
+    if experts_last:
+        return MINOR_EXPERTS_LAST
     if row_groups:
         return MINOR_ROW_GROUPS
     if r.has_mla or arch >= Arch.DEEPSEEK_V2:
@@ -428,17 +433,26 @@ def tensor_bytes(shape: tuple[int, ...]) -> int:
 
 
 def place_tensors(entries: list[TensorEntry], data_start: int, alignment: int,
-                  size_of=None) -> tuple[list[TensorEntry], int]:
-    """Give every entry its offset and size (section 3.2); return them and the image size.
-    `size_of(entry)` gives a tensor's bytes (default: by its dtype, quant.tensor_size)."""
-    cursor, out = data_start, []
-    for entry in entries:
-        step = alignment if entry.role == Role.EXPERT_GATE else DATA_ALIGN
-        offset = align_up(cursor, step)
-        size = size_of(entry) if size_of is not None else tensor_size(entry)
-        out.append(replace(entry, offset=offset, size=size))
-        cursor = offset + size
-    return out, align_up(cursor, DATA_ALIGN)
+                  size_of=None, experts_last: bool = False) -> tuple[list[TensorEntry], int]:
+    """Give every entry its offset and size (section 3.2); return them (in table
+    order) and the image size. `size_of(entry)` gives a tensor's bytes (default:
+    by its dtype, quant.tensor_size). experts_last (format 1.9): the data of
+    every tensor but the experts' first, then the expert blocks, each in
+    table order."""
+    placed: dict[int, TensorEntry] = {}
+    lanes = ([[i for i, e in enumerate(entries) if e.role not in EXPERT_ROLES],
+              [i for i, e in enumerate(entries) if e.role in EXPERT_ROLES]]
+             if experts_last else [list(range(len(entries)))])
+    cursor = data_start
+    for lane in lanes:
+        for i in lane:
+            entry = entries[i]
+            step = alignment if entry.role == Role.EXPERT_GATE else DATA_ALIGN
+            offset = align_up(cursor, step)
+            size = size_of(entry) if size_of is not None else tensor_size(entry)
+            placed[i] = replace(entry, offset=offset, size=size)
+            cursor = offset + size
+    return [placed[i] for i in range(len(entries))], align_up(cursor, DATA_ALIGN)
 
 
 def expert_blocks(entries: list[TensorEntry]) -> list[ExpertBlock]:

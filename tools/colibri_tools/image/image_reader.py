@@ -29,6 +29,8 @@ from .image_layout import (
 )
 from .image_spec import (
     DATA_ALIGN,
+    EXPERT_ROLES,
+    FLAG_EXPERTS_LAST,
     FLAG_SCALES,
     FLAG_SLIDING,
     HEADER_FIELDS,
@@ -263,7 +265,9 @@ class _Checker:
                       actual: list[tuple[TensorEntry, int, tuple, tuple]],
                       tables_end: int) -> None:
         expected, _ = canonical_tensors(record, [layer.ffn_kind for layer in layers])
-        cursor = tables_end
+        experts_last = bool(header["flags"] & FLAG_EXPERTS_LAST)
+        cursors = {False: tables_end, True: tables_end}  # by "is an expert's" (1.9: apart)
+        first_expert = None
         for i in range(max(len(expected), len(actual))):
             offset = header["tensor_table_offset"] + TENSOR_ENTRY_SIZE * i
             if i >= len(actual) or i >= len(expected) or actual[i][0].key != expected[i].key:
@@ -271,8 +275,15 @@ class _Checker:
                 raise self.fail(f"tensor #{i}: expected {what}", Status.E_BAD_TENSOR_TABLE.c_name, offset)
             self.check_reserved(offset + TENSOR_RESERVED, offset + TENSOR_ENTRY_SIZE,
                                 f"tensor #{i} {expected[i].describe()}")
-            self._check_entry(header, i, offset, actual[i], expected[i], cursor)
-            cursor = actual[i][0].offset + actual[i][0].size
+            lane = experts_last and actual[i][0].role in EXPERT_ROLES
+            self._check_entry(header, i, offset, actual[i], expected[i], cursors[lane])
+            cursors[lane] = actual[i][0].offset + actual[i][0].size
+            if lane and first_expert is None:
+                first_expert = actual[i][0].offset
+        if first_expert is not None and first_expert < cursors[False]:
+            raise self.fail(f"EXPERTS_LAST: the first expert block at {first_expert} is before "
+                            f"the end of the other tensors' data, {cursors[False]} (3.2)",
+                            Status.E_OVERLAP.c_name, 28)
 
     def _check_entry(self, header: dict, index: int, offset: int,
                      actual: tuple[TensorEntry, int, tuple, tuple], want: TensorEntry,

@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.8 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.9 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 8  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 9  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
@@ -37,6 +37,7 @@ BLOCK_BYTES = {DTYPE_Q8: 34, DTYPE_Q4: 18,  # bytes per block, scale included
                DTYPE_Q8_R16: 34, DTYPE_Q4_R16: 18}
 MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
 MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16 tensor
+MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LAST
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -189,7 +190,8 @@ FLAG_SCALES = 1  # header flags bit 0: the record's four scales are set (format 
 FLAG_ROPE = 2  # bit 1: the record's RoPE fields are set (format 1.5)
 FLAG_SLIDING = 4  # bit 2: sliding_window and the layers' attn_kind (format 1.6)
 FLAG_MLA = 8  # bit 3: the record's Multi-head Latent Attention fields are set (format 1.7)
-KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING | FLAG_MLA
+FLAG_EXPERTS_LAST = 16  # bit 4: every expert block after all other tensor data (format 1.9)
+KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING | FLAG_MLA | FLAG_EXPERTS_LAST
 ACT_SILU, ACT_SWIGLU_CLAMPED = 0, 1  # activation values (1: gpt-oss, format 1.6)
 ATTN_FULL, ATTN_SLIDING = 0, 1  # a layer's attn_kind (format 1.6)
 MLA_FIELDS = ("mla", "q_lora_rank", "kv_lora_rank", "v_head_dim", "lora_eps")
@@ -295,10 +297,12 @@ class ModelRecord:
         return self.n_heads * (self.v_head_dim if self.mla else self.head_dim)
 
 
-def header_flags(record: ModelRecord) -> int:
-    """The header's flags for this record (section 1)."""
+def header_flags(record: ModelRecord, experts_last: bool = False) -> int:
+    """The header's flags for this record (section 1), and the layout's
+    (experts_last: section 3.2, format 1.9)."""
     return ((FLAG_SCALES if record.has_scales else 0) | (FLAG_ROPE if record.has_rope else 0)
-            | (FLAG_SLIDING if record.sliding_window else 0) | (FLAG_MLA if record.has_mla else 0))
+            | (FLAG_SLIDING if record.sliding_window else 0) | (FLAG_MLA if record.has_mla else 0)
+            | (FLAG_EXPERTS_LAST if experts_last else 0))
 
 
 @dataclass(frozen=True)

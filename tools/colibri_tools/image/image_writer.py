@@ -127,15 +127,18 @@ def _blocks_as_bytes(path: Path, entry: TensorEntry, blocks: np.ndarray) -> memo
 def _write_data(f: BinaryIO, path: Path, placed: list[TensorEntry],
                 sources: Sequence[SourceTensor], image_size: int,
                 progress: Callable[[int], None] | None) -> list[TensorEntry]:
-    """Write zeros for the tables, then every tensor at its offset; return entries with CRCs."""
+    """Write zeros for the tables, then every tensor at its offset, in the order
+    of the offsets (an experts-last image's differs from the table's); return
+    the entries, in table order, with their CRCs."""
     position = 0
-    out = []
-    for entry, source in zip(placed, sources):
+    out: list[TensorEntry | None] = [None] * len(placed)
+    for i in sorted(range(len(placed)), key=lambda i: placed[i].offset):
+        entry = placed[i]
         position = _pad_to(f, position, entry.offset)
-        data = _as_bytes(path, entry, source.load())
+        data = _as_bytes(path, entry, sources[i].load())
         f.write(data)
         position += len(data)
-        out.append(replace(entry, data_crc32=zlib.crc32(data) & 0xFFFFFFFF))
+        out[i] = replace(entry, data_crc32=zlib.crc32(data) & 0xFFFFFFFF)
         if progress is not None:
             progress(len(data))
     _pad_to(f, position, image_size)
@@ -143,7 +146,7 @@ def _write_data(f: BinaryIO, path: Path, placed: list[TensorEntry],
 
 
 def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEntry],
-            tensors: list[TensorEntry], image_size: int) -> bytearray:
+            tensors: list[TensorEntry], image_size: int, experts_last: bool) -> bytearray:
     layer_offset = HEADER_SIZE
     tensor_offset = layer_offset + LAYER_ENTRY_SIZE * len(layers)
     end = tables_end(len(layers), len(tensors))
@@ -151,9 +154,9 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
     quantized = any(t.dtype in QUANT_DTYPES for t in tensors)
     row_groups = any(t.dtype in R16_DTYPES for t in tensors)
     header = {"magic": MAGIC, "version_major": VERSION_MAJOR,
-              "version_minor": format_minor(arch, record, quantized, row_groups),
+              "version_minor": format_minor(arch, record, quantized, row_groups, experts_last),
               "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0,
-              "flags": header_flags(record),
+              "flags": header_flags(record, experts_last),
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,
               "tensor_table_offset": tensor_offset, "n_tensors": len(tensors), "reserved": 0}
     pack_header(buf, header, record)
@@ -168,17 +171,20 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
 def write_image(path: str | Path, *, arch: int, record: ModelRecord, ffn_kinds: list[int],
                 sources: Sequence[SourceTensor], alignment: int = DEFAULT_ALIGNMENT,
                 progress: Callable[[int], None] | None = None,
-                attn_kinds: list[int] | None = None) -> WrittenImage:
+                attn_kinds: list[int] | None = None,
+                experts_last: bool = False) -> WrittenImage:
     """Write the image to `path`; `sources` must be in canonical order (section 3.1);
-    attn_kinds: each layer's attention kind (format 1.6), all full when None."""
+    attn_kinds: each layer's attention kind (format 1.6), all full when None;
+    experts_last: every expert block after the other tensors' data (format 1.9)."""
     path = Path(path)
     layers = _check_inputs(path, arch, alignment, record, ffn_kinds, sources, attn_kinds)
     unplaced = [s.entry for s in sources]
     end = tables_end(len(layers), len(unplaced))
-    placed, image_size = place_tensors(unplaced, align_up(end, DATA_ALIGN), alignment)
+    placed, image_size = place_tensors(unplaced, align_up(end, DATA_ALIGN), alignment,
+                                       experts_last=experts_last)
     with path.open("wb") as f:
         tensors = _write_data(f, path, placed, sources, image_size, progress)
-        tables = _tables(arch, alignment, record, layers, tensors, image_size)
+        tables = _tables(arch, alignment, record, layers, tensors, image_size, experts_last)
         f.seek(0)
         f.write(tables)
     return WrittenImage(path, image_size, int.from_bytes(tables[24:28], "little"), layers, tensors)

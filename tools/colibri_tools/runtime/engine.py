@@ -115,7 +115,8 @@ class Port(ctypes.Structure):
 
 
 class Model(ctypes.Structure):
-    _fields_ = [("image", _ptr), ("image_size", ctypes.c_uint64), ("layer_table", _ptr),
+    _fields_ = [("image", _ptr), ("image_size", ctypes.c_uint64),
+                ("resident_size", ctypes.c_uint64), ("layer_table", _ptr),
                 ("tensor_table", _ptr), ("n_tensors", _u32), ("fingerprint", _u32),
                 ("hp", HParams), ("token_embed", _ptr), ("output_norm", _ptr), ("lm_head", _ptr),
                 ("output_norm_bias", _ptr), ("lm_head_bias", _ptr),
