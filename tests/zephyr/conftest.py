@@ -8,7 +8,6 @@ import filecmp
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ from zephyr_helpers import (  # noqa: E402
     TWISTER_RUNS,
     TWISTER_SUITE_OF,
     Build,
-    StartedTwister,
     TwisterRun,
     find_env,
     missing_for_board,
@@ -44,13 +42,14 @@ def zephyr():
     return env
 
 
-def _stable_model(root: Path) -> Path:
-    """A tiny random Mixtral converted with colibri-convert (in root), copied
-    to build/zephyr-tests/model (files rewritten only when their bytes
-    change)."""
+@pytest.fixture(scope="session")
+def zephyr_model(tmp_path_factory) -> Path:
+    """A tiny random Mixtral converted with colibri-convert, in
+    build/zephyr-tests/model (files rewritten only when their bytes change)."""
     from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
+    root = tmp_path_factory.mktemp("zephyr_model")
     model, _ = build_model("mixtral", seed=0)
     save_checkpoint(model, root / "hf")
     convert(root / "hf", root / "out", context=64, progress=False)
@@ -66,34 +65,13 @@ def _stable_model(root: Path) -> Path:
     return stable
 
 
-_MODEL: list[Path] = []  # the stable model once made in this session
-
-
-def _model_once(root_of) -> Path:
-    if not _MODEL:
-        _MODEL.append(_stable_model(root_of()))
-    return _MODEL[0]
-
-
-@pytest.fixture(scope="session")
-def zephyr_model(tmp_path_factory) -> Path:
-    """The tiny converted model in build/zephyr-tests/model (_stable_model)."""
-    return _model_once(lambda: tmp_path_factory.mktemp("zephyr_model"))
-
-
-def _make_host() -> str | None:
-    """`make -s host` (colibri-run, the golden values' source): None or the failure."""
-    done = subprocess.run(["make", "-s", "host"], cwd=_REPO, capture_output=True, text=True,
-                          timeout=600, check=False)
-    return None if done.returncode == 0 else f"make host failed:\n{done.stdout}\n{done.stderr}"
-
-
 @pytest.fixture(scope="session")
 def colibri_run() -> Path:
     """build/host/colibri-run, the Linux build of the same core (golden values)."""
-    failure = _make_host()
-    if failure:
-        pytest.fail(failure, pytrace=False)
+    done = subprocess.run(["make", "-s", "host"], cwd=_REPO, capture_output=True, text=True,
+                          timeout=600, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"make host failed:\n{done.stdout}\n{done.stderr}", pytrace=False)
     return _REPO / "build" / "host" / "colibri-run"
 
 
@@ -114,50 +92,10 @@ def twister_run(zephyr, zephyr_model, colibri_run):
 
     def run(name: str) -> TwisterRun:
         if name not in runs:
-            started = _STARTED.pop(name, None)
-            runs[name] = started.finish() if started else twister(zephyr, zephyr_model, name)
+            runs[name] = twister(zephyr, zephyr_model, name)
         return runs[name]
 
     return run
-
-
-# Twister runs started at the end of collection (pytest_collection_finish).
-_STARTED: dict[str, StartedTwister] = {}
-
-
-def _runs_needed(items) -> list[str]:
-    """The twister runs the selected tests will ask for: test_twister's own,
-    and every run when a test takes a build (zephyr_build: from twister where
-    its run builds the app)."""
-    names = set()
-    for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if "zephyr_build" in fixtures:
-            names.update(TWISTER_RUNS)
-        elif "twister_run" in fixtures and hasattr(item, "callspec"):
-            names.add(item.callspec.params.get("name"))
-    return [name for name in TWISTER_RUNS if name in names]
-
-
-def pytest_collection_finish(session):
-    """Start the twister runs the selected tests need, niced, in the
-    background (zephyr_helpers.StartedTwister): they build while the tests
-    before the Zephyr ones run, instead of after them (about five minutes of
-    the suite on two cores). Nothing starts where the Zephyr tests would
-    skip; a failure here is left to the fixtures to report."""
-    if session.config.option.collectonly:
-        return
-    names = _runs_needed(session.items)
-    env = find_env()
-    if not names or isinstance(env, str) or shutil.which("qemu-system-arm") is None:
-        return
-    names = [n for n in names if _twister_can_run(env, n)]
-    if not names or _make_host() is not None:
-        return
-    with tempfile.TemporaryDirectory(prefix="zephyr_model_") as root:
-        model = _model_once(lambda: Path(root))
-    for name in names:
-        _STARTED[name] = StartedTwister(env, model, name, background=True)
 
 
 def _twister_can_run(zephyr, name: str) -> bool:

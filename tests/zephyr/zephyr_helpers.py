@@ -178,64 +178,19 @@ class TwisterRun:
         return Build(app, board, found[0].parent, found[0].read_text())
 
 
-# A twister run started before the tests that need it (conftest, at the end
-# of collection) builds in the background at this niceness while the rest of
-# the suite runs, with its QEMU time limits multiplied (a busy machine must
-# not time out a board that would pass).
-BACKGROUND_NICE = 10
-BACKGROUND_TIMEOUT_MULTIPLIER = 3
-TWISTER_TIMEOUT = 1800  # seconds, from the start
-
-
-def _niced_child(niceness: int):
-    def setup() -> None:
-        die_with_pytest()
-        os.nice(niceness)
-    return setup
-
-
-class StartedTwister:
-    """`west twister` on TWISTER_RUNS[name] against the converted model in
-    model_dir, into BUILD_ROOT/twister/name (a fresh folder), started and
-    running; finish() waits for it. Started from pytest's main thread (the
-    kernel kills a child whose parent thread ends: die_with_pytest)."""
-
-    def __init__(self, env: ZephyrEnv, model_dir: Path, name: str, *, background: bool):
-        self.platforms = TWISTER_RUNS[name]
-        self.outdir = BUILD_ROOT / "twister" / name
-        self.log_path = BUILD_ROOT / "twister" / f"{name}.log"  # outside the clobbered outdir
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.started = time.monotonic()
-        argv = [env.west, "twister", *[a for s in TWISTER_SUITE_ROOTS for a in ("-T", s)],
-                *[a for p in self.platforms for a in ("-p", p)], "--outdir", str(self.outdir),
-                "--clobber-output", "--disable-warnings-as-errors", "-j", "2", "--inline-logs"]
-        if background:
-            argv += ["--timeout-multiplier", str(BACKGROUND_TIMEOUT_MULTIPLIER)]
-        run_env = board_env(self.platforms[0])
-        run_env["COLIBRI_MODEL_DIR"] = str(model_dir)
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                argv, cwd=REPO, env=run_env, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_niced_child(BACKGROUND_NICE if background else 0))
-
-    def finish(self) -> TwisterRun:
-        left = TWISTER_TIMEOUT - (time.monotonic() - self.started)
-        try:
-            code = self.process.wait(timeout=max(left, 1))
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-            code = -signal.SIGKILL
-        log = self.log_path.read_text(errors="replace")
-        if code == -signal.SIGKILL:
-            log += f"\n(twister killed after {TWISTER_TIMEOUT} s)"
-        return TwisterRun(self.platforms, self.outdir, code, log)
-
-
 def twister(env: ZephyrEnv, model_dir: Path, name: str) -> TwisterRun:
-    """`west twister` on TWISTER_RUNS[name] (StartedTwister), to its end."""
-    return StartedTwister(env, model_dir, name, background=False).finish()
+    """`west twister` on TWISTER_RUNS[name] against the converted model in
+    model_dir, into BUILD_ROOT/twister/name (a fresh folder)."""
+    platforms = TWISTER_RUNS[name]
+    outdir = BUILD_ROOT / "twister" / name
+    argv = [env.west, "twister", *[a for s in TWISTER_SUITE_ROOTS for a in ("-T", s)],
+            *[a for p in platforms for a in ("-p", p)], "--outdir", str(outdir),
+            "--clobber-output", "--disable-warnings-as-errors", "-j", "2", "--inline-logs"]
+    run_env = board_env(platforms[0])
+    run_env["COLIBRI_MODEL_DIR"] = str(model_dir)
+    done = subprocess.run(argv, cwd=REPO, env=run_env, capture_output=True, text=True,
+                          timeout=1200, preexec_fn=die_with_pytest)
+    return TwisterRun(platforms, outdir, done.returncode, done.stdout + done.stderr)
 
 
 def twister_run_of(board: str) -> str | None:
