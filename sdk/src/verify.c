@@ -106,13 +106,17 @@ colibri_status colibri_expert_block(const colibri_model *model, uint32_t layer, 
 }
 
 /* The gate, up and down tensors of the expert, read at block (NULL: in the
- * image). */
+ * image, COLIBRI_E_EXPERT_UNAVAILABLE past the part colibri_init was given). */
 static colibri_status check_expert(const colibri_model *model, uint32_t layer, uint32_t expert,
                                    const uint8_t *block)
 {
     layer_view lv;
     expert_view ev;
     colibri_status status = routed_expert(model, layer, expert, &lv, &ev);
+    if (status == COLIBRI_OK && block == NULL &&
+        (uint64_t)(ev.block - model->image) + ev.block_size > model->resident_size) {
+        return COLIBRI_E_EXPERT_UNAVAILABLE; /* verify the copy: colibri_verify_expert_block */
+    }
     for (uint32_t k = 0; status == COLIBRI_OK && k < EXPERT_TENSORS; k++) {
         uint32_t index = lv.first_expert + expert * EXPERT_TENSORS + k;
         const uint8_t *data = NULL;
@@ -127,14 +131,7 @@ static colibri_status check_expert(const colibri_model *model, uint32_t layer, u
 
 colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer, uint32_t expert)
 {
-    layer_view lv;
-    expert_view ev;
-    colibri_status status = routed_expert(model, layer, expert, &lv, &ev);
-    if (status == COLIBRI_OK &&
-        !tensor_resident(model, lv.first_expert + expert * EXPERT_TENSORS + EXPERT_TENSORS - 1u)) {
-        return COLIBRI_E_EXPERT_UNAVAILABLE; /* not in the buffer: colibri_verify_expert_block */
-    }
-    return status == COLIBRI_OK ? check_expert(model, layer, expert, NULL) : status;
+    return check_expert(model, layer, expert, NULL);
 }
 
 colibri_status colibri_verify_expert_block(const colibri_model *model, uint32_t layer,

@@ -439,20 +439,17 @@ def place_tensors(entries: list[TensorEntry], data_start: int, alignment: int,
     by its dtype, quant.tensor_size). experts_last (format 1.9): the data of
     every tensor but the experts' first, then the expert blocks, each in
     table order."""
-    placed: dict[int, TensorEntry] = {}
-    lanes = ([[i for i, e in enumerate(entries) if e.role not in EXPERT_ROLES],
-              [i for i, e in enumerate(entries) if e.role in EXPERT_ROLES]]
-             if experts_last else [list(range(len(entries)))])
-    cursor = data_start
-    for lane in lanes:
-        for i in lane:
-            entry = entries[i]
-            step = alignment if entry.role == Role.EXPERT_GATE else DATA_ALIGN
-            offset = align_up(cursor, step)
-            size = size_of(entry) if size_of is not None else tensor_size(entry)
-            placed[i] = replace(entry, offset=offset, size=size)
-            cursor = offset + size
-    return [placed[i] for i in range(len(entries))], align_up(cursor, DATA_ALIGN)
+    # the order of the data: table order, the experts' after the rest when asked (a stable sort)
+    order = sorted(range(len(entries)),
+                   key=lambda i: experts_last and entries[i].role in EXPERT_ROLES)
+    out, cursor = list(entries), data_start
+    for i in order:
+        step = alignment if out[i].role == Role.EXPERT_GATE else DATA_ALIGN
+        offset = align_up(cursor, step)
+        size = size_of(out[i]) if size_of is not None else tensor_size(out[i])
+        out[i] = replace(out[i], offset=offset, size=size)
+        cursor = offset + size
+    return out, align_up(cursor, DATA_ALIGN)
 
 
 def expert_blocks(entries: list[TensorEntry]) -> list[ExpertBlock]:
