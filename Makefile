@@ -165,7 +165,8 @@ TEST_CFLAGS := -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O1 -g -fsanitize=add
                -fno-sanitize-recover=all $(CORE_INC)
 test-bins: $(BUILD)/asan/test_units $(BUILD)/asan/image_probe $(BUILD)/asan/test_kernels \
            $(BUILD)/asan/test_port_seam $(BUILD)/asan/layout_dump $(BUILD)/asan/sizes_dump \
-           $(BUILD)/asan/crypto_probe $(BUILD)/asan/test_slots $(BUILD)/asan/expert_port
+           $(BUILD)/asan/crypto_probe $(BUILD)/asan/test_slots $(BUILD)/asan/expert_port \
+           $(BUILD)/asan/expert_cache
 
 $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@
@@ -191,6 +192,10 @@ $(BUILD)/aarch64-test/test_kernels: tests/sdk/test_kernels.c tests/sdk/kernels_h
 $(BUILD)/asan/expert_port: tests/sdk/expert_port.c $(patsubst %.c,$(BUILD)/asan/%.o,$(LINUX_SRC)) \
         $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) -Iports/linux $^ -pthread -o $@
+
+# The core's expert cache against the image in memory (tests/golden/test_expert_cache_core.py).
+$(BUILD)/asan/expert_cache: tests/sdk/expert_cache.c $(BUILD)/asan/libcolibri.a
+	$(CC) $(TEST_CFLAGS) $^ -o $@
 
 $(BUILD)/asan/sizes_dump: tests/sdk/sizes_dump.c $(BUILD)/asan/libcolibri.a
 	$(CC) $(TEST_CFLAGS) $^ -o $@

@@ -548,6 +548,10 @@ uint32_t colibri_crc32_update(uint32_t crc, const uint8_t *data, size_t size);
  * file of its own, part of this header. */
 #include "colibri_ota.h"
 
+/* The expert cache (routed experts read from storage into caller memory): in
+ * a file of its own, part of this header. */
+#include "colibri_expert_cache.h"
+
 #ifdef __cplusplus
 }
 #endif

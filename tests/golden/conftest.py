@@ -70,3 +70,24 @@ def quantized(converted):
         return cache[family, quant]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def experts_last(converted):
+    """(family, quant) -> the family's tiny model converted with --experts-last
+    (format 1.9): float32 (quant None), or int4 in row groups with the
+    attention projections."""
+    from colibri_tools.converter.convert import convert
+
+    made = {}
+
+    def get(family: str, quant: str | None):
+        if (family, quant) not in made:
+            root = converted(family)[1].parent.parent
+            out = root / f"experts_last_{quant or 'f32'}"
+            convert(root / "hf", out, context=64, progress=False, quant=quant,
+                    quant_attention=quant is not None, experts_last=True)
+            made[family, quant] = out / "model.bin"
+        return made[family, quant]
+
+    return get
