@@ -30,7 +30,7 @@ def _macro(header: str, name: str) -> int:
 
 
 @pytest.mark.parametrize("which", ["valid_image", "valid_q8_image", "valid_q4_image",
-                                   "valid_mla_image"])
+                                   "valid_mla_image", "valid_experts_last_image"])
 def test_macros_equal_api_sizes(which, request, asan_bins, tmp_path):
     valid_image = request.getfixturevalue(which)
     header = (valid_image.parent / "model_config.h").read_text()
@@ -44,6 +44,13 @@ def test_macros_equal_api_sizes(which, request, asan_bins, tmp_path):
         "  int s = colibri_init(&m, img, sizeof img, &o);\n"
         "  printf(\"%d %zu %zu\\n\", s, colibri_state_size(&m, COLIBRI_MODEL_CONTEXT),\n"
         "         colibri_scratch_size_batch(&m, COLIBRI_MODEL_CONTEXT, COLIBRI_MODEL_BATCH));\n"
+        "  uint64_t first = m.image_size, at; size_t size;\n"
+        "  for (uint32_t k = 0; k < m.hp.n_layers * m.hp.n_experts; k++)\n"
+        "    if (colibri_expert_block(&m, k / m.hp.n_experts, k % m.hp.n_experts, &at, &size) == 0\n"
+        "        && (m.image[28] & 16) && at < first) first = at;\n"
+        "  printf(\"%llu %zu %zu %zu %zu\\n\", (unsigned long long)first,\n"
+        "         colibri_expert_cache_size(&m, 2), (size_t)COLIBRI_MODEL_EXPERT_CACHE_BYTES(2),\n"
+        "         colibri_expert_cache_size(&m, 9), (size_t)COLIBRI_MODEL_EXPERT_CACHE_BYTES(9));\n"
         "  return 0; }\n")
     subprocess.run(["cc", "-std=c11", "-Isdk/include", f"-I{valid_image.parent}", str(program),
                     "build/asan/libcolibri.a", "-fsanitize=address,undefined", "-lm",
@@ -53,6 +60,9 @@ def test_macros_equal_api_sizes(which, request, asan_bins, tmp_path):
     assert int(out[0]) == 0
     assert int(out[1]) == _macro(header, "COLIBRI_MODEL_STATE_BYTES")
     assert int(out[2]) == _macro(header, "COLIBRI_MODEL_SCRATCH_BYTES")
+    # The image's start a device keeps in memory, and the expert cache's arena.
+    assert int(out[3]) == _macro(header, "COLIBRI_MODEL_RESIDENT_BYTES")
+    assert int(out[4]) == int(out[5]) > 0 and int(out[6]) == int(out[7]) > int(out[4])
 
 
 def test_static_sample_matches_transformers_and_refuses_other_image(tmp_path):

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from ..image.image_reader import ModelImage
-from ..image.sizes import scratch_size, state_size
+from ..image.sizes import expert_cache_fixed_size, expert_slot_size, scratch_size, state_size
 
 GUARD = "COLIBRI_MODEL_CONFIG_H"
 BLOCKS_PER_LINE = 2
@@ -44,6 +44,8 @@ def header_values(image: ModelImage, context: int, batch: int = 1) -> list[tuple
         ("SCRATCH_BYTES", scratch_size(r, context, batch, image.quantized)),
         ("N_EXPERT_BLOCKS", len(image.expert_blocks())),
         ("QUANTIZED", int(image.quantized)),
+        ("RESIDENT_BYTES", image.resident_size),
+        ("EXPERT_SLOT_BYTES", expert_slot_size([b.size for b in image.expert_blocks()])),
     ]
     return [("FINGERPRINT", f"0x{image.fingerprint:08X}u")] + [(n, c_uint(v)) for n, v in ints]
 
@@ -56,6 +58,14 @@ def _blocks_macro(image: ModelImage) -> list[str]:
     return ["/* {layer, expert, offset, size} of every expert block: the gate tensor's offset",
             " * to the end of the down tensor (docs/format.md 3.2). */",
             "#define COLIBRI_MODEL_EXPERT_BLOCKS { \\", *body, "}"]
+
+
+def _cache_macro(image: ModelImage) -> list[str]:
+    fixed = expert_cache_fixed_size(image.record)
+    return ["/* Bytes of arena for an expert cache of n slots: colibri_expert_cache_size",
+            " * (docs/core.md, An expert cache in caller memory). */",
+            "#define COLIBRI_MODEL_EXPERT_CACHE_BYTES(n_slots) \\",
+            f"    ({c_uint(fixed)} + (n_slots) * (16u + COLIBRI_MODEL_EXPERT_SLOT_BYTES))"]
 
 
 # Does the model fit the board? Both model_config.h and board_config.h carry
@@ -86,7 +96,8 @@ def render_config_header(image: ModelImage, context: int, source_name: str, batc
         "",
     ]
     lines += [f"#define {('COLIBRI_MODEL_' + name).ljust(width)} {value}" for name, value in values]
-    lines += ["", *_blocks_macro(image), "", *BOARD_CHECKS, "", f"#endif /* {GUARD} */", ""]
+    lines += ["", *_blocks_macro(image), "", *_cache_macro(image), "", *BOARD_CHECKS, "",
+              f"#endif /* {GUARD} */", ""]
     return "\n".join(lines)
 
 

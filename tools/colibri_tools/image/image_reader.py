@@ -100,6 +100,16 @@ class ModelImage:
         return self.header["image_size"]
 
     @property
+    def resident_size(self) -> int:
+        """Bytes a device needs in memory when the routed experts come from
+        storage: the image's start up to its first expert block when they come
+        last (format 1.9, EXPERTS_LAST; docs/core.md), else the whole image."""
+        blocks = self.expert_blocks()
+        if blocks and self.header["flags"] & FLAG_EXPERTS_LAST:
+            return min(b.offset for b in blocks)
+        return self.image_size
+
+    @property
     def fingerprint(self) -> int:
         return self.header["meta_crc32"]
 

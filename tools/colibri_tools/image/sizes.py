@@ -29,6 +29,7 @@ from .quant import assign_dtypes, in_row_groups, tensor_size
 FLOAT_BYTES = 4
 SCRATCH_ROUND = 16  # each scratch float count is rounded up to a multiple of this
 MAX_BATCH = 256  # COLIBRI_MAX_BATCH
+EXPERT_SLOT_ALIGN = 64  # sdk/src/expert_cache.c SLOT_ALIGN
 
 
 def _check_context(record: ModelRecord, context: int) -> None:
@@ -81,6 +82,26 @@ def scratch_size(record: ModelRecord, context: int, batch: int = 1,
     counts = scratch_float_counts(record, context, batch, quantized)
     rounded = (-(-n // SCRATCH_ROUND) * SCRATCH_ROUND for n in counts)
     return FLOAT_BYTES * sum(rounded)
+
+
+def expert_slot_size(block_sizes: Sequence[int]) -> int:
+    """Bytes of one slot of the core's expert cache: the largest expert block
+    rounded up to 64 (colibri_expert_cache.h); 0 without expert blocks."""
+    largest = max(block_sizes, default=0)
+    return -(-largest // EXPERT_SLOT_ALIGN) * EXPERT_SLOT_ALIGN
+
+
+def expert_cache_fixed_size(record: ModelRecord) -> int:
+    """The part of colibri_expert_cache_size that does not grow with the
+    slots: the per-expert and per-layer words and the alignment slack."""
+    keys = record.n_layers * record.n_experts
+    return 3 + 4 * (2 * keys + record.n_layers) + EXPERT_SLOT_ALIGN - 1
+
+
+def expert_cache_size(record: ModelRecord, slot_bytes: int, n_slots: int) -> int:
+    """colibri_expert_cache_size(model, n_slots) (docs/core.md, An expert
+    cache in caller memory): four words a slot besides its bytes."""
+    return expert_cache_fixed_size(record) + n_slots * (4 * 4 + slot_bytes)
 
 
 def logits_size(record: ModelRecord) -> int:
