@@ -47,6 +47,24 @@ const colibri_slots *board_slots(const uint8_t *trusted_key);
  * interrupt stack the handler used, measured by stack painting, or 0. */
 int board_run_in_interrupt(void (*fn)(void *arg), void *arg, size_t *stack_used);
 
+/* ---- storage: the model image where it is not in the address map ---------- */
+
+/* Open the image file the emulator names (semihosting: the command line's
+ * second word, semihosting_storage.c): its size in bytes, or -1 when there
+ * is none (no semihosting host, no such argument, no such file). */
+int64_t board_storage_open(void);
+
+/* A colibri_read_fn (ctx unused): copy [offset, offset + size) of the opened
+ * image to dst. 0, or one of these. */
+#define BOARD_STORAGE_CLOSED (-1)   /* board_storage_open has not succeeded */
+#define BOARD_STORAGE_PAST_END (-2) /* the range is not inside the file */
+#define BOARD_STORAGE_IO (-3)       /* the host refused a seek or a read */
+int board_storage_read(void *ctx, uint64_t offset, void *dst, size_t size);
+
+/* The emulator command line's words after the program and the image path
+ * (for a sample's run-time settings), "" if none; after board_storage_open. */
+const char *board_args(void);
+
 /* End the program: under QEMU (semihosting) exit with this status; on a
  * real board, stop in a low-power loop. */
 void board_exit(int status) __attribute__((noreturn));

@@ -12,6 +12,9 @@
 # firmware.map, size.txt, *.su (stack usage).
 
 BOARD     ?= qemu_virt_a72
+# Slots of the expert cache a paging sample compiles in (samples/baremetal/
+# paged_moe): 0 = one per expert block of the model.
+EXPERT_CACHE_SLOTS ?= 0
 APP       ?= serial_runner
 FW_DIR    := $(BUILD)/fw/$(BOARD)/$(APP)
 BOARD_PY  := $(PY) -m colibri_tools.board.board_cli
@@ -40,7 +43,7 @@ endif
 # Rebuild when MODEL_DIR points at another model, even one whose
 # model_config.h is older than the objects: the stamp changes with its content.
 FW_MODEL_STAMP := $(FW_DIR)/model.stamp
-FW_MODEL_ID := $(shell cat $(MODEL_DIR)/model_config.h 2>/dev/null | cksum)
+FW_MODEL_ID := $(shell cat $(MODEL_DIR)/model_config.h 2>/dev/null | cksum) $(EXPERT_CACHE_SLOTS)
 ifneq ($(FW_MODEL_ID),$(shell cat $(FW_MODEL_STAMP) 2>/dev/null))
 $(shell mkdir -p $(FW_DIR) && echo '$(FW_MODEL_ID)' > $(FW_MODEL_STAMP))
 endif
@@ -61,7 +64,8 @@ FW_KERNELS := $(firstword $(BOARD_KERNELS) reference)
 FW_CFLAGS := $(BOARD_CFLAGS) $(PORT_CFLAGS) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -g \
              -ffreestanding -ffunction-sections -fdata-sections -fstack-usage -MD -MP \
              -Isdk/include -Isdk/src -Iports/baremetal -I$(PORT_DIR) -Iports/serial \
-             -I$(FW_DIR) -I$(MODEL_DIR) '-DCOLIBRI_BOARD_KERNELS=(&colibri_kernels_$(FW_KERNELS))'
+             -I$(FW_DIR) -I$(MODEL_DIR) '-DCOLIBRI_BOARD_KERNELS=(&colibri_kernels_$(FW_KERNELS))' \
+             -DCOLIBRI_EXPERT_CACHE_SLOTS=$(EXPERT_CACHE_SLOTS)u
 
 # The Ed25519 key A/B slot images must be signed with (docs/ota.md):
 # TRUSTED_KEY=keys/release.pub, or none (unsigned images accepted).

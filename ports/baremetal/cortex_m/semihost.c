@@ -1,9 +1,13 @@
 /*
- * semihost.c - leave QEMU with an exit status: the Arm semihosting call
- * SYS_EXIT_EXTENDED (0x20) through BKPT 0xAB, with the parameter block
- * {ADP_Stopped_ApplicationExit, status}. QEMU needs -semihosting.
+ * semihost.c - Arm semihosting through BKPT 0xAB (operation in r0, parameter
+ * block in r1, result in r0): leave QEMU with an exit status
+ * (SYS_EXIT_EXTENDED, 0x20, with {ADP_Stopped_ApplicationExit, status}) and
+ * the other operations (semihosting_call.h). QEMU needs -semihosting; on a
+ * board file without it no call is made.
  */
+#include "cm_board_config.h"
 #include "cortex_m.h"
+#include "semihosting_call.h"
 
 #define SYS_EXIT_EXTENDED 0x20u
 #define ADP_STOPPED_APPLICATION_EXIT 0x20026u
@@ -19,4 +23,15 @@ void cm_semihost_exit(int status)
     for (;;) {
         __asm__ volatile("wfi");
     }
+}
+
+intptr_t semihosting_call(uint32_t operation, uintptr_t *parameters)
+{
+    if (!CM_BOARD_SEMIHOSTING) {
+        return -1;
+    }
+    register uint32_t result __asm__("r0") = operation;
+    register uintptr_t *block __asm__("r1") = parameters;
+    __asm__ volatile("bkpt 0xAB" : "+r"(result) : "r"(block) : "memory");
+    return (intptr_t)(int32_t)result;
 }

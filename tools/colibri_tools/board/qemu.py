@@ -39,7 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -170,6 +170,19 @@ def slots_args(board: Board, slots_file: str | Path) -> list[str]:
     return ["-drive", f"{drive},file={_option_value(Path(slots_file))}"]
 
 
+def storage_args(storage: str | Path, settings: Sequence[str] = ()) -> list[str]:
+    """The image file a paging sample reads through semihosting
+    (ports/baremetal/semihosting_storage.c): the emulator's command line
+    "firmware PATH SETTING...", each setting a word without spaces."""
+    words = ["firmware", str(Path(storage).resolve()), *settings]
+    for word in words[1:]:
+        if not word or " " in word:
+            raise QemuError(f"semihosting argument {word!r}: the firmware splits its command "
+                            f"line at spaces (one word each, no spaces in the path)")
+    return ["-semihosting-config",
+            "enable=on,target=native," + ",".join(f"arg={_option_value(w)}" for w in words)]
+
+
 def serial_spec(port: int | None) -> str:
     if port is None:
         return "stdio"
@@ -178,9 +191,11 @@ def serial_spec(port: int | None) -> str:
 
 def qemu_argv(board: Board, firmware: str | Path, weights: str | Path | None = None, *,
               port: int | None = None, qmp: Path | None = None,
-              slots_file: str | Path | None = None) -> list[str]:
+              slots_file: str | Path | None = None, storage: str | Path | None = None,
+              settings: Sequence[str] = ()) -> list[str]:
     """The QEMU command line. With `qmp`, QEMU starts paused (-S) with a QMP
-    socket there, for the weights to be read back before the CPU runs."""
+    socket there, for the weights to be read back before the CPU runs. With
+    `storage`, the image file (and `settings`) a paging sample reads."""
     emu = emulation(board)
     argv = [emu.binary, "-M", emu.machine]
     argv += ["-cpu", emu.cpu] if emu.cpu else []
@@ -191,6 +206,7 @@ def qemu_argv(board: Board, firmware: str | Path, weights: str | Path | None = N
     argv += [*emu.extra, *firmware_args(board, firmware)]
     argv += weights_args(board, weights) if weights is not None else []
     argv += slots_args(board, slots_file) if slots_file is not None else []
+    argv += storage_args(storage, settings) if storage is not None else []
     if qmp is not None:
         argv += ["-qmp", f"unix:{_option_value(qmp)},server=on,wait=off", "-S"]
     return argv
@@ -495,7 +511,8 @@ class QemuSession:
 def launch(board: Board | str, firmware: str | Path, weights: str | Path | None = None, *,
            tcp: bool = True, port: int | None = None, timeout: float = 60.0,
            verify: bool = True, capture: bool | str = True,
-           check: bool = True, slots_file: str | Path | None = None) -> QemuSession:
+           check: bool = True, slots_file: str | Path | None = None,
+           storage: str | Path | None = None, settings: Sequence[str] = ()) -> QemuSession:
     """Start QEMU for the board. With tcp (default) the serial port is a TCP
     server on `port` (a free one if None) that waits for its client: connect
     with session.connect() or session.open_serial(). Without tcp the serial
@@ -503,12 +520,14 @@ def launch(board: Board | str, firmware: str | Path, weights: str | Path | None 
     process's stdout ("tee": both). With verify and weights, the weights are
     read back from emulated memory before the CPU starts. With check, a
     firmware built for another board is refused (board_check). slots_file: the
-    file that holds the board's A/B slot flash (docs/ota.md)."""
+    file that holds the board's A/B slot flash (docs/ota.md). storage: the
+    image file a paging sample reads through semihosting, with its settings
+    (samples/baremetal/paged_moe)."""
     board = board if isinstance(board, Board) else load(board)
     emu = emulation(board)
     require_binary(emu.binary)
     check_weight_region(board)
-    for path in (firmware, weights):
+    for path in (firmware, weights, storage):
         if path is not None and not Path(path).is_file():
             raise QemuError("no such file", path=path)
     if check:
@@ -520,7 +539,7 @@ def launch(board: Board | str, firmware: str | Path, weights: str | Path | None 
     port = (port or free_port()) if tcp else None
     argv = qemu_argv(board, firmware, weights, port=port,
                      qmp=workdir / "qmp.sock" if readback else None,
-                     slots_file=slots_file)
+                     slots_file=slots_file, storage=storage, settings=settings)
     session = QemuSession(board, argv, port=port, timeout=timeout, workdir=workdir,
                           check=readback, capture=capture, firmware=Path(firmware))
     try:
