@@ -12,9 +12,6 @@
 # firmware.map, size.txt, *.su (stack usage).
 
 BOARD     ?= qemu_virt_a72
-# Slots of the expert cache a paging sample compiles in (samples/baremetal/
-# paged_moe): 0 = one per expert block of the model.
-EXPERT_CACHE_SLOTS ?= 0
 APP       ?= serial_runner
 FW_DIR    := $(BUILD)/fw/$(BOARD)/$(APP)
 BOARD_PY  := $(PY) -m colibri_tools.board.board_cli
@@ -39,6 +36,13 @@ ifneq ($(BOARD_PORT),)
 $(error board '$(BOARD)' runs the $(BOARD_PORT) port, not bare metal: build its firmware with \
     that port (linux boards: make linux-cross BOARD=$(BOARD); zephyr: west build))
 endif
+endif
+# The expert cache a paging sample (samples/baremetal/paged_moe) compiles in:
+# EXPERT_CACHE_SLOTS=N, else the most slots the board's RAM holds beside the
+# rest (colibri-board fit --cache-slots; 0 for the other samples).
+ifeq ($(origin EXPERT_CACHE_SLOTS),undefined)
+EXPERT_CACHE_SLOTS := $(shell $(BOARD_PY) fit $(BOARD) $(MODEL_DIR) --app $(APP) --cache-slots \
+                        2>/dev/null || echo 0)
 endif
 # Rebuild when MODEL_DIR points at another model, even one whose
 # model_config.h is older than the objects: the stamp changes with its content.

@@ -139,6 +139,34 @@ def test_largest_context_is_where_the_linker_agrees(demo_256, tmp_path):
     assert not (tmp_path / "build2" / "fw" / "stm32h747i_disco" / "serial_runner" / "obj").exists()
 
 
+def test_paged_cache_is_what_the_linker_agrees(tmp_path):
+    """paged_moe (routed experts paged from storage) on the STM32H747I-DISCO's
+    512 KiB: the demo model in int4 with its experts last, whose 16 expert
+    blocks do not all fit beside the image's start. make firmware compiles in
+    the planner's cache (colibri-board fit --cache-slots); the link's RAM is
+    within the planner's total, and one slot more would not fit the RAM."""
+    board = load("stm32h747i_disco")
+    model_dir = tmp_path / "model"
+    convert(DEMO, model_dir, context=32, progress=False, quant="int4", quant_attention=True,
+            quant_embeddings=True, experts_last=True)
+    report = plan(board, load_model(model_dir), app="paged_moe")
+    paged = report.paged
+    assert report.fits and 2 <= paged["slots"] < paged["blocks"] == 16
+    done = _link("stm32h747i_disco", model_dir, tmp_path / "build", app="paged_moe")
+    assert done.returncode == 0, done.stderr[-2000:]
+    elf = tmp_path / "build" / "fw" / "stm32h747i_disco" / "paged_moe" / "firmware.elf"
+    used = _ram_used(elf, board)
+    assert used <= report.ram["total"] <= board.ram.length
+    assert report.ram["total"] - used <= 2048  # the planner's static estimate is close
+    assert report.ram["total"] + 16 + paged["slot_bytes"] > board.ram.length
+    facts = load_model(model_dir)
+    assert facts.resident_bytes == read_image(model_dir / "model.bin").resident_size
+    not_last = tmp_path / "not_last"
+    convert(DEMO, not_last, context=32, progress=False, quant="int4")
+    refused = plan(board, load_model(not_last), app="paged_moe")
+    assert not refused.fits and "--experts-last" in refusal(refused)
+
+
 def test_convert_board_refuses_before_writing(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(OptionError) as err:

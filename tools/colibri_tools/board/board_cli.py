@@ -98,8 +98,11 @@ def _add_fit_parser(sub) -> None:
                    "converted context, else min(max positions, 2048))")
     f.add_argument("--batch", type=int, help="prompt chunk size the scratch is sized for")
     f.add_argument("--app", default="serial_runner", help="bare-metal sample whose RAM is "
-                   "counted: serial_runner (default), hello_moe, isr_forward")
+                   "counted: serial_runner (default), hello_moe, isr_forward, paged_moe (the "
+                   "routed experts paged from storage into an expert cache)")
     f.add_argument("--json", action="store_true", help="the report as JSON")
+    f.add_argument("--cache-slots", action="store_true", help="print only the expert cache "
+                   "slots a paging sample gets (0: not a paging sample, or none fit)")
     f.add_argument("--check", action="store_true", help="print nothing when it fits; when it "
                    "does not, one line saying why (for make and scripts)")
 
@@ -115,7 +118,9 @@ def _fit(args: argparse.Namespace) -> int:
     except ColibriError as exc:
         print(f"colibri-board fit: error: {exc}", file=sys.stderr)
         return 2
-    if args.json:
+    if args.cache_slots:
+        print(report.paged["slots"] if report.paged else 0)
+    elif args.json:
         print(report.to_json())
     elif args.check:
         if not report.fits:

@@ -14,6 +14,10 @@ config.json) it answers, before anything is built:
   (bare-metal boards), or the image plus those buffers against the board's
   DRAM (Linux boards);
 - the largest context that fits that RAM;
+- for a sample that pages the routed experts (paged_moe): the image in the
+  weight region's storage, read through a driver, and in RAM its start (all
+  but the routed experts) and the largest expert cache the rest of the RAM
+  holds (docs/core.md, An expert cache in caller memory);
 - a projected decode speed: the board's read bandwidth of the weight memory
   ([weights] bandwidth, with its source in the board file) over the bytes of
   weights one decoded token reads. A ceiling, not a measurement.
@@ -33,11 +37,15 @@ from pathlib import Path
 from ..converter.checkpoint import CONFIG_NAME, read_json, resolve_model_dir
 from ..converter.families import model_spec
 from ..errors import ColibriError, OptionError
-from ..image.image_spec import DEFAULT_ALIGNMENT, Arch, ModelRecord
+from ..image.image_layout import expert_blocks
+from ..image.image_spec import DEFAULT_ALIGNMENT, FLAG_EXPERTS_LAST, Arch, ModelRecord
 from ..image.quant import weights_name
 from ..image.sizes import (
     MAX_BATCH,
     decode_bytes_per_token,
+    expert_cache_fixed_size,
+    expert_cache_size,
+    expert_slot_size,
     logits_size,
     placed_tensors,
     scratch_size,
@@ -58,13 +66,20 @@ BUFFER_ALIGN = 16           # the samples' _Alignas(16) on the KV state and scra
 # checks a build against it.
 #   Cortex-M: serial_runner 9,096 B, hello_moe 328 B, isr_forward 432 B.
 #   AArch64:  serial_runner 85,056 B, hello_moe 76,864 B, isr_forward 75,904 B.
+# paged_moe (its pin list, command line and the cache's struct): Cortex-M
+# 2,366 B, AArch64 75,878 B.
 FIRMWARE_STATIC = {
-    "baremetal-cortex-m": {"serial_runner": 10 << 10, "hello_moe": 1 << 10, "isr_forward": 1 << 10},
+    "baremetal-cortex-m": {"serial_runner": 10 << 10, "hello_moe": 1 << 10, "isr_forward": 1 << 10,
+                           "paged_moe": 3 << 10},
     "baremetal-aarch64": {"serial_runner": 92 << 10, "hello_moe": 84 << 10,
-                          "isr_forward": 84 << 10},
+                          "isr_forward": 84 << 10, "paged_moe": 84 << 10},
 }
 # How many (KV state, scratch, logits) sets each sample keeps.
-MODEL_INSTANCES = {"serial_runner": 1, "hello_moe": 1, "isr_forward": 2}
+MODEL_INSTANCES = {"serial_runner": 1, "hello_moe": 1, "isr_forward": 2, "paged_moe": 1}
+# Samples that page the routed experts from storage, and the rows of logits
+# each keeps (paged_moe prints the prompt's: 8).
+PAGED_APPS = {"paged_moe": 8}
+MIN_SLOTS = 2  # COLIBRI_EXPERTS_HELD: the fewest slots the core works with
 
 
 class FitError(ColibriError):
@@ -87,6 +102,12 @@ class ModelFacts:
     context: int               # the converted context, or colibri-convert's default
     batch: int
     weights: str               # "fp32", "int8", "int4"
+    # Paging (its experts last: as converted, or for a checkpoint as
+    # colibri-convert --experts-last would write it).
+    resident_bytes: int = 0    # the image's start: all but the routed experts
+    blocks: int = 0            # routed expert blocks
+    slot_bytes: int = 0        # one expert cache slot
+    experts_last: bool = True
 
 
 def _header_ints(path: Path) -> dict[str, int]:
@@ -103,9 +124,12 @@ def _from_image(path: Path, header: Path | None) -> ModelFacts:
     macros = _header_ints(header) if header is not None and header.is_file() else {}
     context = macros.get("CONTEXT", min(r.max_context, DEFAULT_CONTEXT_CAP))
     family = Arch(image.arch).name.lower() if image.arch in Arch._value2member_map_ else "?"
+    blocks = image.expert_blocks()
     return ModelFacts(str(path), "image", family, r, image.image_size,
                       decode_bytes_per_token(r, image.tensors), image.alignment, context,
-                      macros.get("BATCH", 1), weights_name(image.tensors))
+                      macros.get("BATCH", 1), weights_name(image.tensors), image.resident_size,
+                      len(blocks), expert_slot_size([b.size for b in blocks]),
+                      bool(image.header["flags"] & FLAG_EXPERTS_LAST))
 
 
 def facts_from_spec(spec, source: str, *, alignment: int = DEFAULT_ALIGNMENT,
@@ -114,9 +138,13 @@ def facts_from_spec(spec, source: str, *, alignment: int = DEFAULT_ALIGNMENT,
     """ModelFacts of a families.ModelSpec (what colibri-convert would write)."""
     r = spec.record
     tensors, size = placed_tensors(r, spec.ffn_kinds, alignment, quant)
+    paged, _ = placed_tensors(r, spec.ffn_kinds, alignment, quant, experts_last=True)
+    blocks = expert_blocks(paged)
+    resident = min((b.offset for b in blocks), default=size)
     context = min(r.max_context, DEFAULT_CONTEXT_CAP) if context is None else context
     return ModelFacts(source, "config", spec.family, r, size, decode_bytes_per_token(r, tensors),
-                      alignment, context, batch, quant or "fp32")
+                      alignment, context, batch, quant or "fp32", resident, len(blocks),
+                      expert_slot_size([b.size for b in blocks]))
 
 
 def _from_config(path: Path, alignment: int, quant: str | None) -> ModelFacts:
@@ -157,7 +185,9 @@ class Budget:
     instances: int
     stacks: int
     firmware: int
-    image_in_ram: int          # Linux boards: the mapped image is resident too
+    image_in_ram: int          # Linux boards: the mapped image is resident too;
+                               # paging samples: the image's start
+    cache: int = 0             # paging samples: the expert cache's arena
 
     @property
     def per_instance(self) -> int:
@@ -165,7 +195,8 @@ class Budget:
 
     @property
     def total(self) -> int:
-        return self.instances * self.per_instance + self.stacks + self.firmware + self.image_in_ram
+        return (self.instances * self.per_instance + self.stacks + self.firmware
+                + self.image_in_ram + self.cache)
 
 
 def _round(n: int) -> int:
@@ -181,14 +212,28 @@ def firmware_static(board: Board, app: str) -> int | None:
     return FIRMWARE_STATIC.get(board.port, {}).get(app)
 
 
-def budget(board: Board, model: ModelFacts, context: int, batch: int, app: str) -> Budget:
+def budget(board: Board, model: ModelFacts, context: int, batch: int, app: str,
+           slots: int = MIN_SLOTS) -> Budget:
+    """The RAM at a context; a paging sample's with an expert cache of `slots`."""
     r = model.record
     linux = board.port == "linux"
     quantized = model.weights != "fp32"
-    return Budget(state_size(r, context), scratch_size(r, context, batch, quantized), logits_size(r),
+    paged = not linux and app in PAGED_APPS
+    return Budget(state_size(r, context), scratch_size(r, context, batch, quantized),
+                  logits_size(r) * PAGED_APPS.get(app, 1) if paged else logits_size(r),
                   1 if linux else MODEL_INSTANCES.get(app, 1),
                   stack_bytes(board), 0 if linux else (firmware_static(board, app) or 0),
-                  model.image_bytes if linux else 0)
+                  model.image_bytes if linux else model.resident_bytes if paged else 0,
+                  expert_cache_size(r, model.slot_bytes, slots) if paged else 0)
+
+
+def cache_slots(board: Board, model: ModelFacts, context: int, batch: int, app: str) -> int:
+    """The most expert cache slots (at most one per block) the RAM holds
+    besides everything else; 0 when not even MIN_SLOTS do."""
+    spare = board.ram.length - budget(board, model, context, batch, app, 0).total
+    slots = (spare - expert_cache_fixed_size(model.record)) // (16 + model.slot_bytes) \
+        if model.slot_bytes else 0
+    return min(slots, model.blocks) if slots >= MIN_SLOTS else 0
 
 
 def largest_context(board: Board, model: ModelFacts, batch: int, app: str) -> int:
@@ -226,6 +271,7 @@ class FitReport:
     bandwidth_source: str
     tokens_per_s: float | None
     notes: list[str] = field(default_factory=list)
+    paged: dict | None = None  # paging samples: resident, slots, blocks, slot_bytes, cache
 
     @property
     def fits(self) -> bool:
@@ -241,6 +287,8 @@ def _ram_section(board: Board, b: Budget) -> dict:
              "instances": b.instances, "stacks": b.stacks, "firmware": b.firmware}
     if b.image_in_ram:
         parts["image"] = b.image_in_ram
+    if b.cache:
+        parts["expert_cache"] = b.cache
     return parts | {"total": b.total, "origin": region.origin, "size": region.length}
 
 
@@ -261,8 +309,14 @@ def plan(board: Board, model: ModelFacts, *, context: int | None = None,
     if w.origin % model.alignment:
         notes.append(f"weight address 0x{w.origin:08X} is not a multiple of the model's "
                      f"expert-block alignment {model.alignment}")
-    ram, ram_fits, largest = None, None, None
-    if board.ram is not None:
+    ram, ram_fits, largest, paged = None, None, None, None
+    if board.ram is not None and board.bare_metal and app in PAGED_APPS:
+        paged = _paged_plan(board, model, context, batch, app, notes)
+        b = budget(board, model, context, batch, app, max(paged["slots"], MIN_SLOTS))
+        ram, ram_fits = _ram_section(board, b), paged["slots"] >= MIN_SLOTS
+        largest = largest_context(board, model, batch, app)
+        image_fits = image_fits and model.experts_last
+    elif board.ram is not None:
         b = budget(board, model, context, batch, app)
         ram, ram_fits = _ram_section(board, b), b.total <= board.ram.length
         largest = largest_context(board, model, batch, app)
@@ -278,7 +332,22 @@ def plan(board: Board, model: ModelFacts, *, context: int | None = None,
                       "top_k": r.top_k, "vocab": r.vocab_size, "max_context": r.max_context},
                      context, batch, app, model.image_bytes,
                      {"origin": w.origin, "size": w.length}, image_fits, ram, ram_fits, largest,
-                     model.bytes_per_token, board.bandwidth, board.bandwidth_source, speed, notes)
+                     model.bytes_per_token, board.bandwidth, board.bandwidth_source, speed, notes,
+                     paged)
+
+
+def _paged_plan(board: Board, model: ModelFacts, context: int, batch: int, app: str,
+                notes: list[str]) -> dict:
+    """The expert cache a paging sample gets: the most slots the RAM holds."""
+    slots = cache_slots(board, model, context, batch, app)
+    if not model.experts_last:
+        notes.append("the image's experts are not last: convert with colibri-convert "
+                     "--experts-last to page them (docs/format.md 3.2)")
+    if model.blocks == 0:
+        notes.append("the model has no routed experts to page")
+    return {"resident": model.resident_bytes, "blocks": model.blocks,
+            "slot_bytes": model.slot_bytes, "slots": slots,
+            "cache": expert_cache_size(model.record, model.slot_bytes, slots) if slots else 0}
 
 
 def size_text(n: float) -> str:
@@ -297,6 +366,8 @@ def _verdict(need: int, have: int) -> str:
 
 
 def _image_verdict(rep: FitReport) -> str:
+    if rep.paged is not None and not rep.image_fits and rep.image_bytes <= rep.weight_region["size"]:
+        return "DOES NOT FIT: the routed experts are not last (colibri-convert --experts-last)"
     if rep.image_bytes <= rep.weight_region["size"] and not rep.image_fits:
         return "DOES NOT FIT: the weight address does not suit the model's alignment"
     return _verdict(rep.image_bytes, rep.weight_region["size"])
@@ -320,11 +391,19 @@ def format_report(rep: FitReport) -> str:
     if rep.ram is not None:
         r = rep.ram
         times = f" x {r['instances']}" if r["instances"] > 1 else ""
-        lines += ["RAM" + (" (DRAM: the image is mapped and resident)" if "image" in r else ""),
+        mapped = "image" in r and rep.paged is None
+        lines += ["RAM" + (" (DRAM: the image is mapped and resident)" if mapped else ""),
                   _row(f"KV state{times}", r["kv_state"], f"{rep.context} positions"),
                   _row(f"scratch{times}", r["scratch"], f"chunks of {rep.batch}"),
                   _row(f"logits{times}", r["logits"])]
-        lines += [_row("image", r["image"])] if "image" in r else []
+        paged = rep.paged
+        lines += [_row("image", r["image"])] if "image" in r and paged is None else []
+        if paged is not None:
+            lines += [_row("image's start", r["image"], "all but the routed experts"),
+                      _row("expert cache", r["expert_cache"],
+                           f"{max(paged['slots'], MIN_SLOTS)} of {paged['blocks']} blocks, "
+                           f"{paged['slot_bytes']:,} B a slot"
+                           + ("" if paged["slots"] else " (the fewest)"))]
         lines += [_row("stacks", r["stacks"])] if r["stacks"] else []
         lines += [_row("firmware", r["firmware"], "static data besides the model")] \
             if rep.port != "linux" else []
@@ -334,6 +413,8 @@ def format_report(rep: FitReport) -> str:
                   f"  largest context that fits: {rep.largest_context}"
                   + (f" (the model allows {m['max_context']})" if rep.largest_context
                      == m["max_context"] else ""), ""]
+    if rep.paged is not None:
+        lines[lines.index("weights")] = "weights (in storage, read through the board's driver)"
     lines.append("decode (memory-bound ceiling)")
     lines.append(_row("weights read per token", rep.bytes_per_token))
     if rep.tokens_per_s is not None:
@@ -351,6 +432,8 @@ def refusal(rep: FitReport) -> str:
     """One message for colibri-convert --board and make firmware: what does
     not fit, by how much, and the largest context that would."""
     parts = []
+    if rep.paged is not None:
+        return _paged_refusal(rep)
     if not rep.image_fits:
         w = rep.weight_region
         parts.append(f"the model image is {rep.image_bytes} bytes ({size_text(rep.image_bytes)}) "
@@ -371,4 +454,21 @@ def refusal(rep: FitReport) -> str:
                          f"colibri-convert ... --context {rep.largest_context}")
         else:
             parts.append("no context fits: this model needs a board with more RAM")
+    return "; ".join(parts)
+
+
+def _paged_refusal(rep: FitReport) -> str:
+    parts, p = [], rep.paged
+    if rep.image_bytes > rep.weight_region["size"]:
+        parts.append(f"the model image is {rep.image_bytes} bytes but {rep.board}'s weight "
+                     f"storage holds {rep.weight_region['size']} bytes")
+    elif not rep.image_fits:
+        parts.append("its routed experts are not last in the image: convert with "
+                     "colibri-convert ... --experts-last")
+    if rep.ram_fits is False and not parts:
+        r = rep.ram
+        parts.append(f"the RAM ({r['size']} bytes) cannot hold the image's start "
+                     f"({p['resident']} bytes), the buffers for context {rep.context} and an "
+                     f"expert cache of {MIN_SLOTS} slots of {p['slot_bytes']} bytes "
+                     f"(with it: {r['total']} bytes)")
     return "; ".join(parts)

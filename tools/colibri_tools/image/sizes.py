@@ -112,19 +112,20 @@ def logits_size(record: ModelRecord) -> int:
 def placed_tensors(record: ModelRecord, ffn_kinds: Sequence[int],
                    alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
                    quant_attention: bool = False,
-                   quant_embeddings: bool = False,
-                   row_groups: bool | None = None) -> tuple[list[TensorEntry], int]:
+                   quant_embeddings: bool = False, row_groups: bool | None = None,
+                   experts_last: bool = False) -> tuple[list[TensorEntry], int]:
     """Every tensor of the image with its dtype, offset and size, and the image
     size (docs/format.md 3.1 - 3.4), without any weights: what colibri-convert
     writes with --quant `quant` ("int8", "int4"; None: float32),
-    --quant-attention, --quant-embeddings and --row-groups (None: the
-    converter's default, groups of 16 rows whenever quantized)."""
+    --quant-attention, --quant-embeddings, --row-groups (None: the
+    converter's default, groups of 16 rows whenever quantized) and
+    --experts-last."""
     tensors, layers = canonical_tensors(record, list(ffn_kinds))
     tensors = assign_dtypes(tensors, quant, quant_attention, quant_embeddings)
     if quant is not None if row_groups is None else row_groups:
         tensors = in_row_groups(tensors)
     start = align_up(tables_end(len(layers), len(tensors)), DATA_ALIGN)
-    return place_tensors(tensors, start, alignment, tensor_size)
+    return place_tensors(tensors, start, alignment, tensor_size, experts_last=experts_last)
 
 
 def image_size(record: ModelRecord, ffn_kinds: Sequence[int],
