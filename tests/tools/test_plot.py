@@ -78,6 +78,8 @@ def test_cli_writes_pngs(tmp_path, capsys):
                       "--sram-experts", "3"]) == 0
     out = capsys.readouterr().out
     assert "layer 1: SRAM [1, 2]  QSPI [0, 3]" in out and "62.5% of expert reads" in out
+    assert "layer 2: SRAM [1]  QSPI [0, 2, 3]" in out
+    assert out.rstrip().endswith(" pin=5:6:9")  # keys layer * 4 + expert, ascending
     assert plot.main(["latency", str(tmp_path / "run.txt"), "-o", str(tmp_path / "l.png")]) == 0
     assert plot.main(["roofline", str(tmp_path / "bench.json"), "-o", str(tmp_path / "r.png")]) == 0
     for name in ("e.png", "l.png", "r.png"):

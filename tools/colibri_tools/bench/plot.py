@@ -12,8 +12,9 @@ layer's routed tokens the expert took), from the `experts:` lines of --stats.
 With an SRAM budget it also plans which expert blocks belong in fast memory:
 the most used blocks, over all layers, as many as fit (--sram-bytes with the
 image, which gives each block's size, or --sram-experts), outlined on the map
-and listed, with the share of expert reads they would serve; the rest can stay
-in QSPI/external flash.
+and listed, with the share of expert reads they would serve, and as the keys
+to pin in the core's expert cache (pin=...); the rest can stay in QSPI or
+external flash.
 latency: the histogram of decode-step times (`token_ns:` of --stats) with the
 median, 90th and 99th percentiles.
 roofline: each engine's decode speed beside the speed the memory bandwidth
@@ -266,7 +267,15 @@ def _experts(args: argparse.Namespace) -> str:
             fast = np.flatnonzero(sram[layer]).tolist()
             slow = np.flatnonzero(~sram[layer]).tolist()
             lines.append(f"  layer {layer}: SRAM {fast or '-'}  QSPI {slow or '-'}")
+        lines.append("pinned for the expert cache (layer * n_experts + expert; "
+                     "samples/baremetal/paged_moe): pin=" + pin_setting(sram))
     return "\n".join(lines)
+
+
+def pin_setting(sram: np.ndarray) -> str:
+    """An SRAM plan as the expert cache's pinned keys, layer * n_experts +
+    expert, ascending and joined by ':' (colibri_expert_cache_config.pinned)."""
+    return ":".join(str(int(k)) for k in np.flatnonzero(sram.reshape(-1)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
