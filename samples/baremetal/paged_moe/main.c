@@ -12,13 +12,16 @@
  *
  *   -semihosting-config enable=on,target=native,arg=paged_moe,arg=PATH
  *                       [,arg=slots=N][,arg=pin=K1:K2:...][,arg=gen=N]
+ *                       [,arg=ids=A:B:...][,arg=logits=0|1]
  *
  * slots: cache slots (default and most: COLIBRI_EXPERT_CACHE_SLOTS, the
  * arena compiled in); pin: experts held for good (layer * n_experts +
  * expert, e.g. from colibri-plot experts --sram-bytes); gen: tokens to
- * generate (default 8). Runs the prompt ids[i] = (7 i + 3) mod vocab, 8 ids,
- * and prints its logits (hex words, "logits ROW ..."), then decodes greedily,
- * one line per token with the cache's reads for it, then the totals.
+ * generate (default 8); ids: the prompt (default ids[i] = (7 i + 3) mod
+ * vocab, 8 ids); logits: 1 (the default, for a prompt of at most 8 ids)
+ * prints the prompt's logits as hex words ("logits ROW ..."). Then it
+ * decodes greedily, one line per token with the cache's reads for it, then
+ * the totals.
  * Exit status: 0, 1 bad setting or storage, 2 image refused, 3 cache
  * refused, 4 forward failed.
  */
@@ -28,8 +31,9 @@
 #include "console.h"
 #include "model_config.h"
 
-#define N_IDS 8u
-#define GEN_MAX 64u
+#define N_IDS 8u       /* the default prompt, and the most whose logits are printed */
+#define PROMPT_MAX 64u /* ids= */
+#define GEN_MAX 256u
 _Static_assert(N_IDS + 8u <= COLIBRI_MODEL_CONTEXT, "the prompt and 8 tokens exceed the context");
 
 /* The arena's slots: make firmware EXPERT_CACHE_SLOTS=N, else every block. */
@@ -47,9 +51,10 @@ static colibri_state state;
 static colibri_expert_cache cache;
 static colibri_port port;
 static uint32_t pinned[PIN_MAX];
+static int32_t prompt[PROMPT_MAX];
 
 typedef struct settings {
-    uint32_t slots, n_pinned, gen;
+    uint32_t slots, n_pinned, gen, n_prompt, logits;
 } settings;
 
 static void fail(const char *what, const char *why, int code)
@@ -79,6 +84,20 @@ static int64_t number(const char **p)
     return value;
 }
 
+/* Numbers A:B:... (each at most max) into list: 0, or -1. */
+static int numbers(const char *p, uint32_t *list, uint32_t *count, uint32_t room, uint32_t max)
+{
+    int64_t n;
+    do {
+        n = number(&p);
+        if (n < 0 || n > (int64_t)max || *count == room) {
+            return -1;
+        }
+        list[(*count)++] = (uint32_t)n;
+    } while (*p == ':' && *++p != '\0');
+    return *p == '\0' || *p == ' ' ? 0 : -1;
+}
+
 static int starts(const char *p, const char *word)
 {
     while (*word != '\0' && *p == *word) {
@@ -102,26 +121,32 @@ static int setting(const char *p, settings *s)
         p += 4;
         n = number(&p);
         s->gen = (uint32_t)n;
-        return n < 1 || n > (int64_t)GEN_MAX || N_IDS + n > COLIBRI_MODEL_CONTEXT ? -1 : 0;
+        return n < 1 || n > (int64_t)GEN_MAX ? -1 : 0;
+    }
+    if (starts(p, "logits=")) {
+        p += 7;
+        n = number(&p);
+        s->logits = (uint32_t)n;
+        return n == 0 || n == 1 ? 0 : -1;
     }
     if (starts(p, "pin=")) {
-        p += 4;
-        do {
-            n = number(&p);
-            if (n < 0 || s->n_pinned == PIN_MAX) {
-                return -1;
-            }
-            pinned[s->n_pinned++] = (uint32_t)n;
-        } while (*p == ':' && *++p != '\0');
-        return *p == '\0' || *p == ' ' ? 0 : -1;
+        return numbers(p + 4, pinned, &s->n_pinned, PIN_MAX, UINT32_MAX);
+    }
+    if (starts(p, "ids=")) {
+        s->n_prompt = 0;
+        return numbers(p + 4, (uint32_t *)prompt, &s->n_prompt, PROMPT_MAX,
+                       COLIBRI_MODEL_VOCAB_SIZE - 1u);
     }
     return -1;
 }
 
 static settings read_settings(void)
 {
-    settings s = {MAX_SLOTS, 0, 8};
+    settings s = {MAX_SLOTS, 0, 8, N_IDS, 1};
     const char *p = board_args();
+    for (uint32_t i = 0; i < N_IDS; i++) {
+        prompt[i] = (int32_t)((7u * i + 3u) % COLIBRI_MODEL_VOCAB_SIZE);
+    }
     while (*p != '\0') {
         if (setting(p, &s) != 0) {
             fail("setting", p, 1);
@@ -132,6 +157,9 @@ static settings read_settings(void)
         while (*p == ' ') {
             p++;
         }
+    }
+    if (s.n_prompt + s.gen > COLIBRI_MODEL_CONTEXT || (s.logits && s.n_prompt > N_IDS)) {
+        fail("setting", "prompt and gen exceed the context, or logits=1 with more than 8 ids", 1);
     }
     return s;
 }
@@ -172,11 +200,10 @@ static void load(int64_t size, const settings *s)
     console_puts("\n");
 }
 
-static void forward(const int32_t *ids, uint32_t n, uint64_t *ticks)
+static void forward(const int32_t *ids, uint32_t n, colibri_logits_mode mode, uint64_t *ticks)
 {
-    colibri_status status = colibri_forward(&model, &state, ids, n, logits,
-                                            n > 1u ? COLIBRI_LOGITS_ALL : COLIBRI_LOGITS_LAST,
-                                            scratch, sizeof scratch, ticks);
+    colibri_status status =
+        colibri_forward(&model, &state, ids, n, logits, mode, scratch, sizeof scratch, ticks);
     if (status != COLIBRI_OK) {
         console_puts("paged_moe: forward: ");
         console_puts(colibri_strerror(status));
@@ -191,9 +218,9 @@ static void forward(const int32_t *ids, uint32_t n, uint64_t *ticks)
     }
 }
 
-static void print_prompt_logits(void)
+static void print_prompt_logits(uint32_t rows)
 {
-    for (uint32_t row = 0; row < N_IDS; row++) {
+    for (uint32_t row = 0; row < rows; row++) {
         put_field("logits ", row);
         for (uint32_t i = 0; i < COLIBRI_MODEL_VOCAB_SIZE; i++) {
             uint32_t bits;
@@ -206,17 +233,17 @@ static void print_prompt_logits(void)
 }
 
 /* Per token: the id, the bytes read for it, the hits and acquires, ticks. */
-static void decode(uint32_t gen)
+static void decode(const settings *s)
 {
-    int32_t ids[N_IDS], next;
+    int32_t next;
     uint64_t ticks = 0;
-    for (uint32_t i = 0; i < N_IDS; i++) {
-        ids[i] = (int32_t)((7u * i + 3u) % COLIBRI_MODEL_VOCAB_SIZE);
+    uint32_t last = s->logits ? s->n_prompt - 1u : 0u, gen = s->gen;
+    forward(prompt, s->n_prompt, s->logits ? COLIBRI_LOGITS_ALL : COLIBRI_LOGITS_LAST, &ticks);
+    if (s->logits) {
+        print_prompt_logits(s->n_prompt);
     }
-    forward(ids, N_IDS, &ticks);
-    print_prompt_logits();
-    next = (int32_t)colibri_argmax(logits + (N_IDS - 1u) * COLIBRI_MODEL_VOCAB_SIZE,
-                                   COLIBRI_MODEL_VOCAB_SIZE);
+    next =
+        (int32_t)colibri_argmax(logits + last * COLIBRI_MODEL_VOCAB_SIZE, COLIBRI_MODEL_VOCAB_SIZE);
     put_field("prompt: ticks=", ticks);
     put_field(" bytes_read=", cache.stats.bytes_read);
     console_puts("\n");
@@ -226,7 +253,7 @@ static void decode(uint32_t gen)
         put_field("token ", t);
         put_field(" id=", (uint64_t)next);
         if (t + 1u < gen) {
-            forward(&next, 1, &ticks);
+            forward(&next, 1, COLIBRI_LOGITS_LAST, &ticks);
             put_field(" bytes_read=", cache.stats.bytes_read - bytes);
             put_field(" hits=", cache.stats.hits - hits);
             put_field(" acquires=", cache.stats.acquires - acquires);
@@ -250,7 +277,7 @@ int main(void)
         COLIBRI_OK) {
         fail("state", "refused", 4);
     }
-    decode(s.gen);
+    decode(&s);
     put_field("cache: acquires=", cache.stats.acquires);
     put_field(" hits=", cache.stats.hits);
     put_field(" reads=", cache.stats.reads);
