@@ -7,12 +7,23 @@ Then transformers runs the same checkpoint and the texts are compared.
 
     scripts/demo.sh [--board qemu_virt_a72|qemu_an547|qemu_an500] [--prompt TEXT] [--gen N]
                     [--quant int8|int4]
+    scripts/demo.sh --paged [--board qemu_an547|qemu_virt_a72] [--prompt TEXT] [--gen N]
+                    [--slots N] [--pins N] [--no-verify]
 
 With --quant every matrix but the routers is Q8 or Q4 (colibri-convert
 --quant ... --quant-attention --quant-embeddings): the board must then print
 what Colibri prints on this machine from the same image (the same bits on
 every kernel table), and the script reports how many generated tokens agree
 with transformers' float32 continuation.
+
+With --paged the model is models/paged_moe, whose routed experts (25 MB in
+float32) are several times the board's RAM: nothing of it is in the board's
+address map. The paged_moe firmware reads the image's start into RAM and
+the experts, as the router picks them, into an expert cache of as many slots
+as the RAM holds beside the rest (colibri-board fit), through semihosting
+file reads; the experts a routing profile of another prompt uses most are
+pinned. Per token it prints the bytes read from storage, the cache's hits
+and the instructions; the text must match transformers'.
 """
 from __future__ import annotations
 
@@ -25,6 +36,8 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BIN = REPO / ".venv" / "bin"
 CHECKPOINT = REPO / "models" / "tiny_moe"
+PAGED_CHECKPOINT = REPO / "models" / "paged_moe"
+PROFILE_PROMPT = "Mr. Darcy said"  # the routing profile's prompt: not the one generated from
 
 
 def step(title: str, cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -47,11 +60,12 @@ def write_prompt_header(model_dir: pathlib.Path, prompt: str, gen: int) -> list[
     return ids
 
 
-def reference_ids(prompt_ids: list[int], gen: int) -> list[int]:
+def reference_ids(prompt_ids: list[int], gen: int, checkpoint: pathlib.Path = CHECKPOINT
+                  ) -> list[int]:
     import torch
     import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(CHECKPOINT, dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
     with torch.no_grad():
         out = model.eval().generate(torch.tensor([prompt_ids]), max_new_tokens=gen,
                                     min_new_tokens=gen, do_sample=False, eos_token_id=None,
@@ -81,11 +95,24 @@ def host_ids(model_dir: pathlib.Path, prompt_ids: list[int], gen: int) -> list[i
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--board", default="qemu_virt_a72")
+    p.add_argument("--board", help="default qemu_virt_a72 (--paged: qemu_an547)")
     p.add_argument("--prompt", default="It is a truth universally acknowledged")
     p.add_argument("--gen", type=int, default=64)
     p.add_argument("--quant", choices=["int8", "int4"], help="quantized weights")
+    p.add_argument("--paged", action="store_true", help="models/paged_moe, its experts paged "
+                   "from storage into an expert cache (paged_moe firmware)")
+    p.add_argument("--slots", type=int, help="--paged: expert cache slots (default: what the "
+                   "board's RAM holds, colibri-board fit)")
+    p.add_argument("--pins", type=int, help="--paged: slots pinned to the profile's most used "
+                   "experts (default: half)")
+    p.add_argument("--no-verify", action="store_true", help="--paged: trust the storage (no "
+                   "CRC-32 check of each expert block read)")
     args = p.parse_args(argv)
+    if args.paged:
+        from demo_paged import paged_demo
+
+        return paged_demo(args)
+    args.board = args.board or "qemu_virt_a72"
     out = REPO / "out" / "demo_board" / (args.board + (f"-{args.quant}" if args.quant else ""))
     quant = ["--quant", args.quant, "--quant-attention", "--quant-embeddings"] if args.quant else []
     model_dir, fw = out / "model", REPO / "build" / "fw" / args.board / "hello_moe"

@@ -12,14 +12,16 @@
  *
  *   -semihosting-config enable=on,target=native,arg=paged_moe,arg=PATH
  *                       [,arg=slots=N][,arg=pin=K1:K2:...][,arg=gen=N]
- *                       [,arg=ids=A:B:...][,arg=logits=0|1]
+ *                       [,arg=ids=A:B:...][,arg=logits=0|1][,arg=verify=0|1]
  *
  * slots: cache slots (default and most: COLIBRI_EXPERT_CACHE_SLOTS, the
  * arena compiled in); pin: experts held for good (layer * n_experts +
  * expert, e.g. from colibri-plot experts --sram-bytes); gen: tokens to
  * generate (default 8); ids: the prompt (default ids[i] = (7 i + 3) mod
  * vocab, 8 ids); logits: 1 (the default, for a prompt of at most 8 ids)
- * prints the prompt's logits as hex words ("logits ROW ..."). Then it
+ * prints the prompt's logits as hex words ("logits ROW ..."); verify: 1 (the
+ * default) checks every block read against its CRC-32s and scales
+ * (COLIBRI_EXPERT_CACHE_VERIFY), 0 trusts the storage. Then it
  * decodes greedily, one line per token with the cache's reads for it, then
  * the totals.
  * Exit status: 0, 1 bad setting or storage, 2 image refused, 3 cache
@@ -54,7 +56,7 @@ static uint32_t pinned[PIN_MAX];
 static int32_t prompt[PROMPT_MAX];
 
 typedef struct settings {
-    uint32_t slots, n_pinned, gen, n_prompt, logits;
+    uint32_t slots, n_pinned, gen, n_prompt, logits, verify;
 } settings;
 
 static void fail(const char *what, const char *why, int code)
@@ -123,11 +125,12 @@ static int setting(const char *p, settings *s)
         s->gen = (uint32_t)n;
         return n < 1 || n > (int64_t)GEN_MAX ? -1 : 0;
     }
-    if (starts(p, "logits=")) {
+    if (starts(p, "logits=") || starts(p, "verify=")) {
+        uint32_t *flag = starts(p, "logits=") ? &s->logits : &s->verify;
         p += 7;
         n = number(&p);
-        s->logits = (uint32_t)n;
-        return n == 0 || n == 1 ? 0 : -1;
+        *flag = (uint32_t)n;
+        return (n == 0 || n == 1) && (*p == '\0' || *p == ' ') ? 0 : -1;
     }
     if (starts(p, "pin=")) {
         return numbers(p + 4, pinned, &s->n_pinned, PIN_MAX, UINT32_MAX);
@@ -142,7 +145,7 @@ static int setting(const char *p, settings *s)
 
 static settings read_settings(void)
 {
-    settings s = {MAX_SLOTS, 0, 8, N_IDS, 1};
+    settings s = {MAX_SLOTS, 0, 8, N_IDS, 1, 1};
     const char *p = board_args();
     for (uint32_t i = 0; i < N_IDS; i++) {
         prompt[i] = (int32_t)((7u * i + 3u) % COLIBRI_MODEL_VOCAB_SIZE);
@@ -169,7 +172,7 @@ static void load(int64_t size, const settings *s)
     colibri_options options = {COLIBRI_MODEL_FINGERPRINT, &port};
     colibri_status status;
     colibri_expert_cache_config config = {board_storage_read, NULL, pinned, s->n_pinned,
-                                          COLIBRI_EXPERT_CACHE_VERIFY};
+                                          s->verify ? COLIBRI_EXPERT_CACHE_VERIFY : 0u};
     if (size != (int64_t)COLIBRI_MODEL_IMAGE_SIZE) {
         fail("storage", size < 0 ? "no image file (semihosting argument)" : "not this model", 1);
     }
@@ -197,6 +200,7 @@ static void load(int64_t size, const settings *s)
     put_field(" slot_bytes=", cache.slot_bytes);
     put_field(" arena=", colibri_expert_cache_size(&model, s->slots));
     put_field(" pinned_read=", cache.stats.bytes_read);
+    put_field(" verify=", s->verify);
     console_puts("\n");
 }
 
