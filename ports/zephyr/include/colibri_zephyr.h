@@ -66,6 +66,18 @@ static inline size_t colibri_zephyr_weights_size(void)
     return (size_t)COLIBRI_ZEPHYR_WEIGHTS_SIZE;
 }
 
+/*
+ * The model image in a flash partition (CONFIG_COLIBRI_STORAGE; the chosen
+ * property "colibri,storage", else the partition labelled colibri_storage):
+ * for a board whose image is not in the address map, the routed experts
+ * paged into the core's expert cache (docs/zephyr.md, "Experts from a flash
+ * partition"). colibri_zephyr_storage_open: the partition's size, or a
+ * negative errno. colibri_zephyr_storage_read is a colibri_read_fn (ctx
+ * unused): 0, or flash_read's negative errno.
+ */
+int64_t colibri_zephyr_storage_open(void);
+int colibri_zephyr_storage_read(void *ctx, uint64_t offset, void *dst, size_t size);
+
 /* The A/B weight slots partition (CONFIG_COLIBRI_SLOTS): the node the chosen
  * property "colibri,slots" points at, else the node labelled colibri_slots. */
 #if DT_HAS_CHOSEN(colibri_slots)
