@@ -2,9 +2,10 @@
 through Zephyr's flash driver API (CONFIG_COLIBRI_STORAGE), its start into
 RAM and its routed experts into the core's expert cache: nothing of it in
 the address map. On native_sim the flash simulator keeps the flash in a
-file (the image written at the partition's offset: write_flash_file); on
+file (the image written at the partition's offset); on
 QEMU's AN547 (Cortex-M55, Helium) the simulator's flash lies in DDR, where
-QEMU's loader writes the image as a programmer would. Each prompt row's
+QEMU's loader writes the image as a programmer would; colibri-flash writes the
+native_sim flash file from the build's devicetree. Each prompt row's
 logits (their CRC-32) and the greedy tokens must equal x86-64 colibri-run's
 with the whole image in memory; a flipped bit in a stored expert block stops
 the forward pass with a named status."""
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from zephyr_helpers import AN547, NATIVE_SIM, run_until, west_build
+from zephyr_helpers import AN547, NATIVE_SIM, REPO, run_until, west_build
 
 APP = "samples/zephyr/paged_moe"
 N_IDS, GEN = 8, 8  # the sample's prompt (7 i + 3 mod vocab) and CONFIG_PAGED_MOE_GENERATE
@@ -67,11 +68,13 @@ def _check(output: str, reference) -> None:
 
 
 def _flash_file(build, image: Path, out: Path) -> Path:
-    from colibri_tools.board.flash_file import write_flash_file
-
-    offset = _dts_value(build, r"colibri_storage: partition@([0-9a-f]+)")
-    size = _dts_value(build, r"flash0: flash@0 \{.*?reg = < 0x0 (0x[0-9a-f]+) >")
-    return write_flash_file(out, image, offset=offset, flash_size=size)
+    """colibri-flash writes the image into the build's colibri,storage partition."""
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "colibri-flash"), "--build-dir",
+                           str(build.directory), "--weights", str(image), "--flash-file", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "at 0x200000 in the colibri,storage partition" in done.stdout, done.stdout
+    return out
 
 
 def _flipped(image: Path, out: Path) -> Path:
@@ -103,8 +106,10 @@ def test_native_sim_reads_the_image_from_a_flash_file(zephyr, paged_model, refer
 def test_an547_reads_the_image_through_the_flash_simulator(zephyr, paged_model, reference,
                                                            need_qemu):
     build = west_build(zephyr, APP, AN547, paged_model)
+    from colibri_tools.board.flash_file import storage_partition
+
     address = _dts_value(build, r"colibri_flash_memory: memory@([0-9a-f]+)")
-    address += _dts_value(build, r"colibri_storage: partition@([0-9a-f]+)")
+    address += storage_partition(build.directory).offset
     argv = ["qemu-system-arm", "-machine", "mps3-an547", "-cpu", "cortex-m55", "-nographic",
             "-vga", "none", "-net", "none", "-monitor", "none", "-serial", "stdio",
             "-device", f"loader,file={build.directory / 'zephyr' / 'zephyr.hex'}",

@@ -60,14 +60,22 @@ def test_twister(zephyr, need_qemu, name, twister_run, twister_summary):
         twister_summary.append(f"twister {' '.join(platforms)}: {line}")
 
 
-def _doc_sizes() -> dict[str, list[tuple[int, int]]]:
-    """board -> [(FLASH, RAM)] per sample, from the table in docs/zephyr.md section 7."""
-    cell = r"\s*(\d+) / (\d+) B\s*"
+def _doc_sizes() -> dict[str, list[tuple[int, int] | None]]:
+    """board -> [(FLASH, RAM), or None for a sample not built there] per
+    sample, from the table in docs/zephyr.md section 7."""
+    cell = r"\s*((\d+) / (\d+) B|-)\s*"
     rows = {}
     for m in re.finditer(rf"^\| `([^`]+)`[^|]*\|{cell}\|{cell}\|{cell}\|$", DOC.read_text(), re.M):
-        values = [int(v) for v in m.groups()[1:]]
-        rows[m.group(1)] = list(zip(values[::2], values[1::2]))
+        groups = m.groups()[1:]
+        rows[m.group(1)] = [None if groups[i] == "-" else (int(groups[i + 1]), int(groups[i + 2]))
+                            for i in range(0, 9, 3)]
     return rows
+
+
+def _built_here(sample: str, board: str) -> bool:
+    """Twister builds isr_forward for the QEMU boards only (its sample.yaml):
+    the STM32H7 builds of hello_moe and serial_runner cover those boards."""
+    return sample != "isr_forward" or not board.startswith("stm32")
 
 
 def _check_size_table(outdir, boards: list[str]) -> None:
@@ -75,11 +83,15 @@ def _check_size_table(outdir, boards: list[str]) -> None:
     for board in boards:
         sizes = []
         for sample in SAMPLES:
+            if not _built_here(sample, board):
+                sizes.append(None)
+                continue
             log = next((outdir / board.replace("/", "_")).glob(f"**/sample.colibri.{sample}/build.log"))
             regions = memory_report(log.read_text())
             sizes.append((regions["FLASH"][0], regions["RAM"][0]))
         built[board] = sizes
-        fresh.append(f"| `{board}` | " + " | ".join(f"{f} / {r} B" for f, r in sizes) + " |")
+        fresh.append(f"| `{board}` | " + " | ".join(f"{s[0]} / {s[1]} B" if s else "-"
+                                                     for s in sizes) + " |")
     stale = {b: (doc.get(b), built[b]) for b in boards if doc.get(b) != built[b]}
     assert not stale, ("docs/zephyr.md section 7 disagrees with the build; the built figures:\n"
                        + "\n".join(fresh))

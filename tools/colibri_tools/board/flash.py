@@ -5,6 +5,7 @@
     colibri-flash --board B --backend openocd --weights weights.hex --dry-run
     colibri-flash --board qemu_virt_a72 --slot auto --weights model.signed.bin --firmware ota.elf
     colibri-flash --slot auto --serial /dev/ttyACM0 --weights model.signed.bin --trusted-key K.pub
+    colibri-flash --build-dir build --weights model.bin --flash-file flash.bin   (Zephyr storage)
 
 Library first: plan_flash() makes a FlashPlan (the exact commands, from the
 board file), run_plan() runs it, format_plan() prints it; main() is the CLI.
@@ -205,6 +206,11 @@ def _parser() -> argparse.ArgumentParser:
                         "a serial port, /dev/pts/N or socket://HOST:PORT; no board file needed")
     p.add_argument("--allow-older", action="store_true",
                    help="--slot: accept an image whose signed version is below the running one")
+    p.add_argument("--flash-file", type=Path, metavar="FILE",
+                   help="with --build-dir (a Zephyr build with CONFIG_COLIBRI_STORAGE) and "
+                        "--weights: write FILE, the build's storage flash with the image in "
+                        "its colibri,storage partition (native_sim: zephyr.exe --flash=FILE); "
+                        "no board file needed")
     p.add_argument("--dry-run", action="store_true",
                    help="print the commands, one per line, and run nothing")
     add_version_option(p)
@@ -216,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.serial is not None and (args.slot != "auto" or args.weights is None):
         parser.error("--serial goes with --slot auto --weights IMAGE")
+    if args.flash_file is not None:
+        return _flash_file(parser, args)
     if args.serial is None and args.board is None:
         parser.error("--board is required (but with --slot auto --serial URL)")
     try:
@@ -243,6 +251,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ColibriError, OSError) as exc:
         print(f"colibri-flash: error: {exc}", file=sys.stderr)
         return 1
+
+
+def _flash_file(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .flash_file import write_partition_file
+
+    if args.build_dir is None or args.weights is None:
+        parser.error("--flash-file goes with --build-dir BUILD --weights model.bin")
+    try:
+        part = write_partition_file(args.flash_file, args.weights, args.build_dir)
+    except (ColibriError, OSError) as exc:
+        print(f"colibri-flash: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.flash_file}: {part.flash_size} bytes of flash, {args.weights} at "
+          f"0x{part.offset:X} in the colibri,storage partition ({part.size} bytes)")
+    return 0
 
 
 if __name__ == "__main__":
