@@ -1,4 +1,4 @@
-"""samples/baremetal/paged_moe on the emulated Cortex-M55 (qemu_an547, Helium
+"""samples/baremetal/paged_moe (and paged_runner) on the emulated Cortex-M55 (qemu_an547, Helium
 kernels) and Cortex-A72 (qemu_virt_a72, NEON): nothing of the model in the
 address map. The firmware reads the image's start into RAM and the routed
 experts, as routed, into the core's expert cache (docs/core.md, An expert
@@ -160,3 +160,39 @@ def test_another_file_or_an_unknown_setting_is_refused(paged_model, firmware, tm
     assert code == 1 and "setting: slots=999999" in out, out
     code, out = _run(board, elf, paged_model / "model.bin", "pin=0:0", "slots=4")
     assert code == 3 and "expert cache: " in out, out
+
+
+@pytest.fixture(scope="module")
+def paged_f32(paged_model) -> pathlib.Path:
+    """The same checkpoint in float32, its experts last: transformers' golden
+    suite then holds to 1e-4."""
+    from colibri_tools.converter.convert import convert
+
+    out = paged_model.parent / "out_f32"
+    convert(paged_model.parent / "hf", out, context=64, progress=False, experts_last=True)
+    return out
+
+
+def test_colibri_test_checks_the_paged_runner(paged_f32, tmp_path):
+    """samples/baremetal/paged_runner serves the serial protocol with the
+    experts paged: colibri-test run --storage passes transformers' suite on
+    the Cortex-M55 board; without the storage the device says its image is
+    missing and every case fails."""
+    board = "qemu_an547"
+    _need(board)
+    done = subprocess.run(["make", "-s", "-j2", "firmware", f"BUILD={tmp_path}", f"BOARD={board}",
+                           "APP=paged_runner", f"MODEL_DIR={paged_f32}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    elf = tmp_path / "fw" / board / "paged_runner" / "firmware.elf"
+    test = str(REPO / ".venv" / "bin" / "colibri-test")
+    suite = tmp_path / "suite.json"
+    subprocess.run([test, "golden", str(paged_f32.parent / "hf"), "-o", str(suite), "--image",
+                    str(paged_f32 / "model.bin")], capture_output=True, timeout=300, check=True)
+    argv = [test, "run", "--board", board, "--firmware", str(elf), "--weights",
+            str(paged_f32 / "model.bin"), str(suite)]
+    done = subprocess.run([*argv, "--storage"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert re.search(r"^4 passed, 0 failed", done.stdout, re.M), done.stdout
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "COLIBRI_E_TRUNCATED" in done.stdout, done.stdout

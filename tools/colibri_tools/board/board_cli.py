@@ -98,8 +98,8 @@ def _add_fit_parser(sub) -> None:
                    "converted context, else min(max positions, 2048))")
     f.add_argument("--batch", type=int, help="prompt chunk size the scratch is sized for")
     f.add_argument("--app", default="serial_runner", help="bare-metal sample whose RAM is "
-                   "counted: serial_runner (default), hello_moe, isr_forward, paged_moe (the "
-                   "routed experts paged from storage into an expert cache)")
+                   "counted: serial_runner (default), hello_moe, isr_forward, paged_moe and "
+                   "paged_runner (the routed experts paged from storage into an expert cache)")
     f.add_argument("--json", action="store_true", help="the report as JSON")
     f.add_argument("--cache-slots", action="store_true", help="print only the expert cache "
                    "slots a paging sample gets (0: not a paging sample, or none fit)")

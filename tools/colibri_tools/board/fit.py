@@ -67,18 +67,19 @@ BUFFER_ALIGN = 16           # the samples' _Alignas(16) on the KV state and scra
 #   Cortex-M: serial_runner 9,096 B, hello_moe 328 B, isr_forward 432 B.
 #   AArch64:  serial_runner 85,056 B, hello_moe 76,864 B, isr_forward 75,904 B.
 # paged_moe (its pin list, command line and the cache's struct): Cortex-M
-# 2,366 B, AArch64 75,878 B.
+# 2,366 B, AArch64 75,878 B; paged_runner 10,070 B and 85,750 B.
 FIRMWARE_STATIC = {
     "baremetal-cortex-m": {"serial_runner": 10 << 10, "hello_moe": 1 << 10, "isr_forward": 1 << 10,
-                           "paged_moe": 3 << 10},
+                           "paged_moe": 3 << 10, "paged_runner": 11 << 10},
     "baremetal-aarch64": {"serial_runner": 92 << 10, "hello_moe": 84 << 10,
-                          "isr_forward": 84 << 10, "paged_moe": 84 << 10},
+                          "isr_forward": 84 << 10, "paged_moe": 84 << 10, "paged_runner": 92 << 10},
 }
 # How many (KV state, scratch, logits) sets each sample keeps.
-MODEL_INSTANCES = {"serial_runner": 1, "hello_moe": 1, "isr_forward": 2, "paged_moe": 1}
+MODEL_INSTANCES = {"serial_runner": 1, "hello_moe": 1, "isr_forward": 2, "paged_moe": 1,
+                   "paged_runner": 1}
 # Samples that page the routed experts from storage, and the rows of logits
 # each keeps (paged_moe prints the prompt's: 8).
-PAGED_APPS = {"paged_moe": 8}
+PAGED_APPS = {"paged_moe": 8, "paged_runner": 1}
 MIN_SLOTS = 2  # COLIBRI_EXPERTS_HELD: the fewest slots the core works with
 
 

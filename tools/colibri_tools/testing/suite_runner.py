@@ -374,6 +374,9 @@ def _parser() -> argparse.ArgumentParser:
                    "pyocd, openocd, west, scp)")
     b.add_argument("--build-dir", help="west: the Zephyr build directory (its firmware)")
     b.add_argument("--probe", help="debug probe serial number")
+    b.add_argument("--storage", action="store_true", help="QEMU: give --weights to the firmware "
+                   "as its storage file (semihosting) instead of loading it into the address "
+                   "map: a paging firmware (samples/baremetal/paged_runner)")
     b.add_argument("--limit", type=float, default=600.0, help="QEMU: kill the board after this "
                    "many seconds (default 600)")
     r.add_argument("--junit", help="write JUnit XML here")
@@ -435,7 +438,11 @@ def _run_in_qemu(args, board, suite: Suite) -> RunReport:
     from ..board.qemu import QemuError, launch
 
     try:
-        session = launch(board, args.firmware, args.weights, timeout=args.limit)
+        if args.storage:
+            session = launch(board, args.firmware, None, timeout=args.limit,
+                             storage=args.weights)
+        else:
+            session = launch(board, args.firmware, args.weights, timeout=args.limit)
     except QemuError as exc:
         return _unreachable(f"qemu:{board.name}", suite, args.tolerance, str(exc))
     with session:
