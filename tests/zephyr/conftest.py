@@ -44,7 +44,7 @@ def zephyr():
 
 @pytest.fixture(scope="session")
 def zephyr_model(tmp_path_factory) -> Path:
-    """A tiny random Mixtral converted with colibri-convert, in
+    """A tiny random Mixtral converted with colibri-convert --experts-last, in
     build/zephyr-tests/model (files rewritten only when their bytes change)."""
     from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
@@ -52,7 +52,8 @@ def zephyr_model(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("zephyr_model")
     model, _ = build_model("mixtral", seed=0)
     save_checkpoint(model, root / "hf")
-    convert(root / "hf", root / "out", context=64, progress=False)
+    # experts last (format 1.9): the same in-place runs, and samples/zephyr/paged_moe too
+    convert(root / "hf", root / "out", context=64, progress=False, experts_last=True)
     stable = BUILD_ROOT / "model"
     stable.mkdir(parents=True, exist_ok=True)
     for name in ("model.bin", "model_config.h"):

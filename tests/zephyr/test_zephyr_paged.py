@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from zephyr_helpers import AN547, NATIVE_SIM, REPO, run_until, west_build
+from zephyr_helpers import AN547, NATIVE_SIM, REPO, run_until
 
 APP = "samples/zephyr/paged_moe"
 N_IDS, GEN = 8, 8  # the sample's prompt (7 i + 3 mod vocab) and CONFIG_PAGED_MOE_GENERATE
@@ -26,12 +26,9 @@ N_IDS, GEN = 8, 8  # the sample's prompt (7 i + 3 mod vocab) and CONFIG_PAGED_MO
 
 @pytest.fixture(scope="module")
 def paged_model(zephyr_model) -> Path:
-    """The Zephyr tests' tiny Mixtral converted again with its experts last."""
-    from colibri_tools.converter.convert import convert
-
-    out = zephyr_model.parent / "model_experts_last"
-    convert(zephyr_model / "hf", out, context=64, progress=False, experts_last=True)
-    return out
+    """The Zephyr tests' tiny Mixtral, its experts last (the model twister
+    builds every application for)."""
+    return zephyr_model
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +89,9 @@ def _native(build, flash: Path) -> str:
                      r"^(done|paged_moe: .*)$", timeout=60)
 
 
-def test_native_sim_reads_the_image_from_a_flash_file(zephyr, paged_model, reference, tmp_path):
-    build = west_build(zephyr, APP, NATIVE_SIM, paged_model)
+def test_native_sim_reads_the_image_from_a_flash_file(zephyr_build, paged_model, reference,
+                                                      tmp_path):
+    build = zephyr_build(APP, NATIVE_SIM)
     out = _native(build, _flash_file(build, paged_model / "model.bin", tmp_path / "flash.bin"))
     _check(out, reference)
     bad = _flash_file(build, _flipped(paged_model / "model.bin", tmp_path / "bad.bin"),
@@ -103,9 +101,9 @@ def test_native_sim_reads_the_image_from_a_flash_file(zephyr, paged_model, refer
                      r"expert=\d+ read_error=0", out), out[-2000:]
 
 
-def test_an547_reads_the_image_through_the_flash_simulator(zephyr, paged_model, reference,
+def test_an547_reads_the_image_through_the_flash_simulator(zephyr_build, paged_model, reference,
                                                            need_qemu):
-    build = west_build(zephyr, APP, AN547, paged_model)
+    build = zephyr_build(APP, AN547)
     from colibri_tools.board.flash_file import storage_partition
 
     address = _dts_value(build, r"colibri_flash_memory: memory@([0-9a-f]+)")

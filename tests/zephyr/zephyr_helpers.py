@@ -44,7 +44,11 @@ TWISTER_SUITE_ROOTS = ["tests/zephyr", "samples/zephyr"]
 TWISTER_SUITE_OF = {"tests/zephyr/colibri_core": "colibri.core",
                     "samples/zephyr/hello_moe": "sample.colibri.hello_moe",
                     "samples/zephyr/isr_forward": "sample.colibri.isr_forward",
-                    "samples/zephyr/serial_runner": "sample.colibri.serial_runner"}
+                    "samples/zephyr/serial_runner": "sample.colibri.serial_runner",
+                    "samples/zephyr/paged_moe": "sample.colibri.paged_moe"}
+# Suites twister only builds (their runs need a flash written first:
+# tests/zephyr/test_zephyr_paged.py runs them).
+TWISTER_BUILD_ONLY = {"sample.colibri.paged_moe"}
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
