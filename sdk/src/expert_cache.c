@@ -73,16 +73,16 @@ size_t colibri_expert_cache_size(const colibri_model *model, uint32_t n_slots)
 
 uint32_t colibri_expert_cache_slots(const colibri_model *model, size_t arena_size)
 {
-    size_t slot = slot_size(model);
-    uint32_t n = 0;
+    size_t slot = slot_size(model), fixed, n;
     if (slot == 0) {
         return 0;
     }
-    n = (uint32_t)(arena_size / slot < UINT32_MAX ? arena_size / slot : UINT32_MAX - 1u);
-    while (n > 0 && colibri_expert_cache_size(model, n) > arena_size) {
-        n--; /* at most a few steps: the books are small beside a slot */
+    fixed = colibri_expert_cache_size(model, 1) - (4u * sizeof(uint32_t) + slot);
+    if (arena_size <= fixed) {
+        return 0;
     }
-    return n;
+    n = (arena_size - fixed) / (4u * sizeof(uint32_t) + slot);
+    return n < UINT32_MAX / 2u ? (uint32_t)n : UINT32_MAX / 2u;
 }
 
 /* Carve the arrays and the slots out of the arena. */

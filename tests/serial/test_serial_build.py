@@ -18,7 +18,7 @@ TARGETS = {"freestanding": ("arm-none-eabi-gcc", "arm-none-eabi-nm"),
 
 
 def _public_core_symbols() -> set[str]:
-    """The functions of the public header (colibri.h and colibri_ota.h, which it includes)."""
+    """The functions of the public header (colibri.h and the files it includes)."""
     headers = "".join(p.read_text() for p in (REPO / "sdk" / "include").glob("colibri*.h"))
     return set(re.findall(r"\b(colibri_\w+)\s*\(", headers)) | {"colibri_crc32_update"}
 

@@ -98,7 +98,8 @@ def _expected(colibri_run, image) -> str:
 
 def test_install_lays_out_the_files(prefix):
     names = {str(p.relative_to(prefix)) for p in prefix.rglob("*")}
-    for want in ("include/colibri.h", "include/colibri_ota.h", "include/colibri_linux.h",
+    for want in ("include/colibri.h", "include/colibri_ota.h", "include/colibri_expert_cache.h",
+                 "include/colibri_linux.h",
                  "lib/libcolibri.a", "lib/libcolibri.so", "lib/libcolibri.so.0", "lib/libcolibri.so.0.1.0",
                  "lib/libcolibri_linux.a", "lib/libcolibri_linux.so.0.1.0",
                  "lib/pkgconfig/colibri.pc", "lib/pkgconfig/colibri-linux.pc",
