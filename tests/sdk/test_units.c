@@ -24,6 +24,39 @@ static void test_crc32(void)
     CHECK(colibri_crc32_update(0, NULL, 0) == 0u);
 }
 
+/* The definition, bit by bit (reflected polynomial 0xEDB88320). */
+static uint32_t crc32_bitwise(const uint8_t *data, size_t size)
+{
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < size; i++) {
+        crc ^= data[i];
+        for (int bit = 0; bit < 8; bit++) {
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+        }
+    }
+    return ~crc;
+}
+
+/* Four bytes a step: every start offset and length around the word steps,
+ * and a split anywhere, against the definition. */
+static void test_crc32_every_alignment(void)
+{
+    static uint8_t data[80];
+    uint32_t x = 12345u;
+    for (size_t i = 0; i < sizeof data; i++) {
+        x = x * 1103515245u + 12345u;
+        data[i] = (uint8_t)(x >> 24);
+    }
+    for (size_t start = 0; start < 8; start++) {
+        for (size_t n = 0; start + n <= sizeof data; n++) {
+            uint32_t want = crc32_bitwise(data + start, n);
+            CHECK(colibri_crc32_update(0, data + start, n) == want);
+            uint32_t part = colibri_crc32_update(0, data + start, n / 3);
+            CHECK(colibri_crc32_update(part, data + start + n / 3, n - n / 3) == want);
+        }
+    }
+}
+
 static void test_strerror(void)
 {
     for (int s = 0; s <= COLIBRI_E_LAST_IMAGE; s++) {
@@ -182,6 +215,7 @@ int main(void)
 {
     test_workspace_sizes_agree();
     test_crc32();
+    test_crc32_every_alignment();
     test_strerror();
     test_top_k_ties();
     test_top_k_order_and_nan();
