@@ -52,37 +52,51 @@ static size_t books_size(const colibri_model *m, uint32_t n_slots)
     return sizeof(uint32_t) * (4u * (size_t)n_slots + 2u * keys + m->hp.n_layers);
 }
 
-/* The block size of a slot, 0 for a model the cache cannot serve. */
-static size_t slot_size(const colibri_model *m)
+/* The block size of a slot, 0 for a model the cache cannot serve; its MoE
+ * layers in *moe_layers. One pass over the expert blocks. */
+static size_t slot_size(const colibri_model *m, uint32_t *moe_layers)
 {
-    uint32_t moe_layers;
+    *moe_layers = 0;
     if (m == NULL || m->hp.n_layers == 0 || m->hp.n_experts == 0) {
         return 0;
     }
-    return round_up(largest_block(m, &moe_layers), SLOT_ALIGN);
+    return round_up(largest_block(m, moe_layers), SLOT_ALIGN);
 }
 
-size_t colibri_expert_cache_size(const colibri_model *model, uint32_t n_slots)
+/* colibri_expert_cache_size for slots of `slot` bytes (0 on overflow). */
+static size_t cache_size(const colibri_model *m, size_t slot, uint32_t n_slots)
 {
-    size_t slot = slot_size(model);
     if (slot == 0 || n_slots == 0 || n_slots > (SIZE_MAX / 2u) / slot) {
         return 0;
     }
-    return 3u + books_size(model, n_slots) + (SLOT_ALIGN - 1u) + (size_t)n_slots * slot;
+    return 3u + books_size(m, n_slots) + (SLOT_ALIGN - 1u) + (size_t)n_slots * slot;
 }
 
-uint32_t colibri_expert_cache_slots(const colibri_model *model, size_t arena_size)
+/* The slots of `slot` bytes an arena of arena_size bytes holds. */
+static uint32_t slots_in(const colibri_model *m, size_t slot, size_t arena_size)
 {
-    size_t slot = slot_size(model), fixed, n;
+    size_t fixed, n;
     if (slot == 0) {
         return 0;
     }
-    fixed = colibri_expert_cache_size(model, 1) - (4u * sizeof(uint32_t) + slot);
+    fixed = cache_size(m, slot, 1) - (4u * sizeof(uint32_t) + slot);
     if (arena_size <= fixed) {
         return 0;
     }
     n = (arena_size - fixed) / (4u * sizeof(uint32_t) + slot);
     return n < UINT32_MAX / 2u ? (uint32_t)n : UINT32_MAX / 2u;
+}
+
+size_t colibri_expert_cache_size(const colibri_model *model, uint32_t n_slots)
+{
+    uint32_t moe_layers;
+    return cache_size(model, slot_size(model, &moe_layers), n_slots);
+}
+
+uint32_t colibri_expert_cache_slots(const colibri_model *model, size_t arena_size)
+{
+    uint32_t moe_layers;
+    return slots_in(model, slot_size(model, &moe_layers), arena_size);
 }
 
 /* Carve the arrays and the slots out of the arena. */
@@ -130,20 +144,15 @@ static void note_failure(colibri_expert_cache *c, uint32_t key, int read_error,
     c->stats.last_expert = key % c->experts;
 }
 
-/* Read key's block into slot and check it as configured: 0, or -1 with the
- * failure on record. */
-static int fill(colibri_expert_cache *c, uint32_t slot, uint32_t key)
+/* Read key's block, the image's bytes [offset, offset + size) (size at most
+ * a slot), into slot and check it as configured: 0, or -1 with the failure
+ * on record. */
+static int fill(colibri_expert_cache *c, uint32_t slot, uint32_t key, uint64_t offset, size_t size)
 {
     uint32_t layer = key / c->experts, expert = key % c->experts;
-    uint64_t offset;
-    size_t size;
     uint8_t *dst = slot_bytes(c, slot);
-    colibri_status status = colibri_expert_block(c->model, layer, expert, &offset, &size);
+    colibri_status status;
     int rc;
-    if (status != COLIBRI_OK || size > c->slot_bytes) {
-        note_failure(c, key, 0, status != COLIBRI_OK ? status : COLIBRI_E_OUT_OF_RANGE);
-        return -1;
-    }
     c->stats.reads++;
     rc = c->config.read(c->config.read_ctx, offset, dst, size);
     if (rc != 0) {
@@ -253,7 +262,6 @@ static const void *cache_acquire(void *ctx, uint32_t layer, uint32_t expert, uin
 {
     colibri_expert_cache *c = (colibri_expert_cache *)ctx;
     uint32_t key, slot;
-    (void)offset;
     if (c == NULL || c->model == NULL || layer >= c->model->hp.n_layers || expert >= c->experts ||
         size > c->slot_bytes) {
         return NULL;
@@ -270,7 +278,7 @@ static const void *cache_acquire(void *ctx, uint32_t layer, uint32_t expert, uin
             return NULL; /* more held than COLIBRI_EXPERTS_HELD: not the core's way */
         }
         forget(c, slot);
-        if (fill(c, slot, key) != 0) {
+        if (fill(c, slot, key, offset, size) != 0) {
             return NULL;
         }
         remember(c, slot, key);
@@ -350,20 +358,22 @@ colibri_status colibri_expert_cache_init(colibri_expert_cache *cache, const coli
                                          const colibri_expert_cache_config *config)
 {
     uint32_t n_slots, moe_layers;
+    size_t slot;
     if (cache == NULL) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
     *cache = (colibri_expert_cache){0};
-    if (model == NULL || arena == NULL || config == NULL || config->read == NULL ||
-        slot_size(model) == 0 || !pinned_valid(model, config)) {
+    slot = slot_size(model, &moe_layers);
+    if (arena == NULL || config == NULL || config->read == NULL || slot == 0 ||
+        !pinned_valid(model, config)) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
-    n_slots = colibri_expert_cache_slots(model, arena_size);
+    n_slots = slots_in(model, slot, arena_size);
     if (n_slots < COLIBRI_EXPERTS_HELD || n_slots - COLIBRI_EXPERTS_HELD < config->n_pinned) {
         return COLIBRI_E_WORKSPACE_TOO_SMALL;
     }
     cache->config = *config;
-    cache->slot_bytes = round_up(largest_block(model, &moe_layers), SLOT_ALIGN);
+    cache->slot_bytes = slot;
     cache->experts = model->hp.n_experts;
     cache->keys = model->hp.n_layers * model->hp.n_experts;
     cache->quota = (n_slots - config->n_pinned) / moe_layers;
@@ -371,7 +381,12 @@ colibri_status colibri_expert_cache_init(colibri_expert_cache *cache, const coli
     cache->model = model;
     lay_out(cache, (uint8_t *)arena, n_slots);
     for (uint32_t i = 0; i < config->n_pinned; i++) {
-        if (fill(cache, i, config->pinned[i]) != 0) {
+        uint32_t key = config->pinned[i];
+        uint64_t offset;
+        size_t size;
+        (void)colibri_expert_block(model, key / cache->experts, key % cache->experts, &offset,
+                                   &size); /* a routed expert: pinned_valid */
+        if (fill(cache, i, key, offset, size) != 0) {
             cache->model = NULL; /* no block from a cache that is not whole */
             return COLIBRI_E_EXPERT_UNAVAILABLE;
         }

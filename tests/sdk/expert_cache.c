@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "colibri.h"
+#include "file_bytes.h"
 #include "model_internal.h"
 
 #define PROMPT 13u
@@ -53,22 +54,7 @@ static int storage_read(void *ctx, uint64_t offset, void *dst, size_t size)
 
 static uint8_t *load(const char *path, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    uint8_t *data = NULL;
-    long n = -1;
-    if (f != NULL && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 &&
-        fseek(f, 0, SEEK_SET) == 0) {
-        data = aligned_alloc(64u, ((size_t)n + 63u) / 64u * 64u);
-        if (data != NULL && fread(data, 1, (size_t)n, f) != (size_t)n) {
-            free(data);
-            data = NULL;
-        }
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    *size = (size_t)n;
-    return data;
+    return file_bytes(path, size, 64u);
 }
 
 typedef struct run {

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "colibri.h"
+#include "file_bytes.h"
 #include "colibri_linux.h"
 #include "model_internal.h"
 
@@ -162,22 +163,7 @@ static void list_blocks(const colibri_model *m, storage_port *p)
 
 static uint8_t *load(const char *path, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    uint8_t *data = NULL;
-    long n = -1;
-    if (f != NULL && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 &&
-        fseek(f, 0, SEEK_SET) == 0) {
-        data = colibri_linux_alloc_aligned((size_t)n, 4096u);
-        if (data != NULL && fread(data, 1, (size_t)n, f) != (size_t)n) {
-            free(data);
-            data = NULL;
-        }
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    *size = (size_t)n;
-    return data;
+    return file_bytes(path, size, 4096u);
 }
 
 typedef struct run_result {
