@@ -16,7 +16,7 @@ what Colibri prints on this machine from the same image (the same bits on
 every kernel table), and the script reports how many generated tokens agree
 with transformers' float32 continuation.
 
-With --paged the model is models/paged_moe, whose routed experts (25 MB in
+With --paged the model is models/paged_moe, whose routed experts (14 MB in
 float32) are several times the board's RAM: nothing of it is in the board's
 address map. The paged_moe firmware reads the image's start into RAM and
 the experts, as the router picks them, into an expert cache of as many slots
