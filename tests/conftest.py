@@ -1,9 +1,12 @@
 """Shared pytest setup (keep it small; suites add their own fixtures in their folders).
 
 tests/ is put on sys.path so suites can `import hf_models`, and tools/ so the
-colibri_tools package imports even without `pip install -e .`.
+colibri_tools package imports even without `pip install -e .`. Every `make`
+a test runs takes as many jobs as the machine has cores (MAKEFLAGS, unless
+the caller set it).
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 for _path in (ROOT / "tests", ROOT / "tools"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
+
+os.environ.setdefault("MAKEFLAGS", f"-j{os.cpu_count() or 1}")
 
 
 def pytest_sessionstart(session):

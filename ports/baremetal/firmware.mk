@@ -62,6 +62,7 @@ PORT_DIR := $(subst cortex-m,cortex_m,$(PORT_DIR))
 FW_SRC := $(CORE_SRC) $(call kernel_src,$(BOARD_KERNELS)) $(wildcard ports/serial/*.c ports/baremetal/*.c) $(PORT_SRC) \
           $(wildcard samples/baremetal/$(APP)/*.c)
 FW_OBJ := $(patsubst %,$(FW_DIR)/obj/%.o,$(FW_SRC))
+FW_APP_OBJ := $(patsubst %,$(FW_DIR)/obj/%.o,$(wildcard samples/baremetal/$(APP)/*.c))
 # The board's first kernel table (or the reference) is the one its port gives
 # the core; `make firmware BOARD_KERNELS=` builds the reference-only firmware.
 FW_KERNELS := $(firstword $(BOARD_KERNELS) reference)
@@ -102,10 +103,13 @@ $(FW_DIR)/fit.ok: boards/$(BOARD).toml $(MODEL_DIR)/model_config.h $(FW_MODEL_ST
 	@$(BOARD_PY) fit $(BOARD) $(MODEL_DIR) --app $(APP) --check
 	@touch $@
 
-$(FW_DIR)/obj/%.o: % $(FW_DIR)/board_config.h $(MODEL_DIR)/model_config.h $(FW_MODEL_STAMP) \
-                   $(FW_DIR)/colibri_trusted_key.h | $(FW_DIR)/fit.ok
+$(FW_DIR)/obj/%.o: % $(FW_DIR)/board_config.h $(FW_DIR)/colibri_trusted_key.h | $(FW_DIR)/fit.ok
 	@mkdir -p $(dir $@)
 	$(BOARD_CC) $(FW_CFLAGS) -c $< -o $@
+
+# Only the app includes model_config.h (and reads EXPERT_CACHE_SLOTS): another
+# model recompiles the app alone, the core and the port objects stay.
+$(FW_APP_OBJ): $(MODEL_DIR)/model_config.h $(FW_MODEL_STAMP)
 
 $(FW_DIR)/firmware.elf: $(FW_OBJ) $(FW_DIR)/memory.ld $(PORT_LD)
 	$(BOARD_CC) $(BOARD_CFLAGS) $(PORT_LDFLAGS) $(BOARD_LDFLAGS) -L$(FW_DIR) -T$(PORT_LD) \

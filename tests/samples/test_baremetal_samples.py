@@ -24,6 +24,14 @@ def _need(board: str) -> None:
             pytest.skip(f"{tool} not installed (scripts/setup.sh installs it)")
 
 
+@pytest.fixture(scope="module")
+def build(tmp_path_factory) -> pathlib.Path:
+    """One BUILD folder for the module: another model recompiles only the app
+    (ports/baremetal/firmware.mk); each test boots its firmware before the next
+    build replaces it."""
+    return tmp_path_factory.mktemp("fw")
+
+
 def _build(board: str, app: str, model_dir: pathlib.Path, build: pathlib.Path) -> pathlib.Path:
     done = subprocess.run(["make", "-s", "firmware", f"BUILD={build}", f"BOARD={board}",
                            f"APP={app}", f"MODEL_DIR={model_dir}"], cwd=REPO,
@@ -54,9 +62,9 @@ def tiny_model(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.mark.parametrize("board", list(BOARDS))
-def test_isr_forward_equals_thread_mode(board, tiny_model, tmp_path):
+def test_isr_forward_equals_thread_mode(board, tiny_model, build):
     _need(board)
-    elf = _build(board, "isr_forward", tiny_model, tmp_path)
+    elf = _build(board, "isr_forward", tiny_model, build)
     code, out = _boot(board, elf, tiny_model / "model.bin")
     assert "thread == interrupt: yes" in out, out
     assert code == 0
@@ -124,10 +132,10 @@ def demo_model(tmp_path_factory) -> tuple[pathlib.Path, list[int], str]:
 
 
 @pytest.mark.parametrize("board", ["qemu_an500", "qemu_virt_a72"])
-def test_hello_moe_prints_what_transformers_generates(board, demo_model, tmp_path):
+def test_hello_moe_prints_what_transformers_generates(board, demo_model, build):
     _need(board)
     model_dir, _, want = demo_model
-    elf = _build(board, "hello_moe", model_dir, tmp_path)
+    elf = _build(board, "hello_moe", model_dir, build)
     code, out = _boot(board, elf, model_dir / "model.bin")
     assert code == 0, out
     assert _printed(out, board) == want
@@ -152,12 +160,12 @@ def quant_demo_model(request, tmp_path_factory) -> tuple[str, pathlib.Path, str]
 
 
 @pytest.mark.parametrize("board", ["qemu_an547", "qemu_an500"])
-def test_hello_moe_quantized_prints_what_colibri_prints_here(board, quant_demo_model, tmp_path):
+def test_hello_moe_quantized_prints_what_colibri_prints_here(board, quant_demo_model, build):
     """The quantized image from flash/PSRAM: the board's text (Helium tables on
     the AN547, the reference on the AN500) is the host's, bit for bit."""
     _need(board)
     _, model_dir, want = quant_demo_model
-    elf = _build(board, "hello_moe", model_dir, tmp_path)
+    elf = _build(board, "hello_moe", model_dir, build)
     code, out = _boot(board, elf, model_dir / "model.bin")
     assert code == 0, out
     assert _printed(out, board) == want

@@ -50,8 +50,15 @@ def _firmware(model_dir, build_dir):
     return build_dir / "fw" / BOARD / "serial_runner" / "firmware.elf"
 
 
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    """One BUILD folder for every family: each recompiles only the runner's
+    main.c (ports/baremetal/firmware.mk), and boots before the next build."""
+    return tmp_path_factory.mktemp("fw")
+
+
 @pytest.mark.parametrize("family", FAMILIES)
-def test_family_passes_its_golden_suite_on_the_board(family, tmp_path):
+def test_family_passes_its_golden_suite_on_the_board(family, tmp_path, build):
     for tool in TOOLS:
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed (scripts/setup.sh installs it)")
@@ -62,7 +69,7 @@ def test_family_passes_its_golden_suite_on_the_board(family, tmp_path):
     # of 8 and the 16-position original context of the YaRN variants.
     cases = random_cases(vocab, lengths=(1, 7, 33), gen=8, seed=4)
     suite = make_suite(hf_dir, cases, image=out / "model.bin")
-    elf = _firmware(out, tmp_path / "build")
+    elf = _firmware(out, build)
     with launch(BOARD, elf, out / "model.bin", timeout=QEMU_SECONDS) as session:
         with SerialClient.from_port(session.open_serial(), session.url, timeout=60) as client:
             report = run_suite(client, suite)

@@ -131,7 +131,10 @@ def missing_for_board(env: ZephyrEnv, board: str) -> str | None:
 
 
 def board_env(board: str) -> dict[str, str]:
-    env = dict(os.environ)
+    # Without the MAKEFLAGS the tests give make (tests/conftest.py): twister
+    # reads its -j as a job limit shared by all its builds and then configures
+    # and builds one suite at a time.
+    env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
     env["PATH"] = f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     if board == NATIVE_SIM:
         env["ZEPHYR_TOOLCHAIN_VARIANT"] = "host"
