@@ -34,6 +34,8 @@ from transformers import (
     Dots1ForCausalLM,
     Ernie4_5_MoeConfig,
     Ernie4_5_MoeForCausalLM,
+    FlexOlmoConfig,
+    FlexOlmoForCausalLM,
     Glm4MoeConfig,
     Glm4MoeForCausalLM,
     GptOssConfig,
@@ -56,7 +58,7 @@ from transformers import (
 
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
-            "deepseek_v2", "deepseek_v3")
+            "deepseek_v2", "deepseek_v3", "flex_olmo")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -75,6 +77,7 @@ _CLASSES = {
     "gpt_oss": (GptOssConfig, GptOssForCausalLM),
     "deepseek_v2": (DeepseekV2Config, DeepseekV2ForCausalLM),
     "deepseek_v3": (DeepseekV3Config, DeepseekV3ForCausalLM),
+    "flex_olmo": (FlexOlmoConfig, FlexOlmoForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -92,6 +95,13 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                       num_experts=4, num_experts_per_tok=2, norm_topk_prob=False,
                       mlp_only_layers=[1], qkv_bias=True, max_position_embeddings=96,
                       rms_norm_eps=1e-6),
+    # OLMo-2's norms after each sublayer; grouped-query attention, renormalised top-k.
+    "flex_olmo": dict(vocab_size=101, hidden_size=40, intermediate_size=16, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, num_experts=5,
+                      num_experts_per_tok=2, norm_topk_prob=True, attention_bias=False,
+                      max_position_embeddings=64, rms_norm_eps=1e-6, eos_token_id=2,
+                      pad_token_id=1, tie_word_embeddings=False,
+                      rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
     "olmoe": dict(vocab_size=97, hidden_size=44, intermediate_size=16, num_hidden_layers=2,
                   num_attention_heads=2, num_key_value_heads=1, num_experts=6,
                   num_experts_per_tok=2, norm_topk_prob=False, attention_bias=True,

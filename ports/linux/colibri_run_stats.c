@@ -86,6 +86,7 @@ static const char *arch_name(uint32_t arch)
     case 12: return "gpt_oss";
     case 13: return "deepseek_v2";
     case 14: return "deepseek_v3";
+    case 15: return "flex_olmo";
     default: return "unknown";
     }
 }

@@ -49,7 +49,7 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 9
+#define COLIBRI_FORMAT_MINOR 10
 
 /* Largest top_k an image may ask for, and largest max_context. The other
  * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
@@ -298,7 +298,7 @@ extern const colibri_kernels colibri_kernels_dsp;
 typedef struct colibri_hparams {
     uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
                     * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
-                    * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3 */
+                    * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;

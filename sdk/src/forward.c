@@ -45,16 +45,40 @@ static void divide_values(float *v, size_t n, float d)
     }
 }
 
+/* A sublayer's input: the norm of the residual stream, or (NORM_RMS_POST)
+ * the stream itself. */
+static void sublayer_input(const colibri_model *m, workspace *ws, const float *w,
+                           const float *bias, uint32_t n)
+{
+    if (m->hp.norm_kind == NORM_RMS_POST) {
+        memcpy(ws->xn, ws->x, (size_t)n * m->hp.hidden_size * sizeof(float));
+    } else {
+        norm_rows(m, ws->xn, ws->x, w, bias, n);
+    }
+}
+
+/* x += a sublayer's output, normed first under NORM_RMS_POST (into xn: the
+ * sublayer has read its input by then). */
+static void add_sublayer(const colibri_model *m, workspace *ws, const float *out, const float *w,
+                         uint32_t n)
+{
+    if (m->hp.norm_kind == NORM_RMS_POST) {
+        norm_rows(m, ws->xn, out, w, NULL, n);
+        out = ws->xn;
+    }
+    add_rows(m, ws->x, out, n);
+}
+
 static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state,
                                     workspace *ws, uint32_t n)
 {
     layer_view layer;
     colibri_status status;
     colibri_layer_view_load(m, l, &layer);
-    norm_rows(m, ws->xn, ws->x, layer.attn_norm, layer.attn_norm_bias, n);
+    sublayer_input(m, ws, layer.attn_norm, layer.attn_norm_bias, n);
     colibri_attention_forward(m, &layer, l, state, ws, n);
-    add_rows(m, ws->x, ws->ffn_out, n);
-    norm_rows(m, ws->xn, ws->x, layer.ffn_norm, layer.ffn_norm_bias, n);
+    add_sublayer(m, ws, ws->ffn_out, layer.attn_norm, n);
+    sublayer_input(m, ws, layer.ffn_norm, layer.ffn_norm_bias, n);
     status = colibri_ffn_forward(m, &layer, l, ws, n);
     if (status != COLIBRI_OK) {
         return status;
@@ -62,7 +86,7 @@ static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_
     if (m->port.route != NULL && layer.ffn_kind != FFN_DENSE) {
         m->port.route(m->port.route_ctx, l, state->pos, n, m->hp.top_k, ws->topk_i, ws->topk_w);
     }
-    add_rows(m, ws->x, ws->ffn_sum, n);
+    add_sublayer(m, ws, ws->ffn_sum, layer.ffn_norm, n);
     return COLIBRI_OK;
 }
 

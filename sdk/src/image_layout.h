@@ -108,8 +108,10 @@ enum {
     ROUTER_SOFTMAX_BIASED = 4
 };
 
-/* norm_kind values (section 1.1). */
-enum { NORM_RMS = 0, NORM_LAYER = 1 };
+/* norm_kind values (section 1.1). NORM_RMS_POST (format 1.10, OLMo-2 and
+ * FlexOlmo): RMSNorm on each sublayer's output before its residual add, the
+ * sublayers reading the residual stream itself. */
+enum { NORM_RMS = 0, NORM_LAYER = 1, NORM_RMS_POST = 2 };
 
 /* rope_kind values (section 1.1, format 1.5). */
 enum { ROPE_DEFAULT = 0, ROPE_YARN = 1 };
@@ -222,7 +224,8 @@ enum {
     ARCH_DOTS1 = 11,
     ARCH_GPT_OSS = 12,
     ARCH_DEEPSEEK_V2 = 13,
-    ARCH_DEEPSEEK_V3 = 14
+    ARCH_DEEPSEEK_V3 = 14,
+    ARCH_FLEX_OLMO = 15
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

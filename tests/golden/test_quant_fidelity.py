@@ -62,6 +62,15 @@ LOOSER["deepseek_v3"] = {"int8": (0.90, 2.5e-2), "int4": (0.50, 0.25),
                          "int8+attention+embeddings": (0.88, 3e-2),
                          "int4+attention+embeddings": (0.45, 0.3)}
 LOOSER["deepseek_v3_yarn"] = LOOSER["deepseek_v3"]
+# FlexOlmo's norms come after its sublayers: each output is scaled to unit RMS
+# whatever its size, so a sublayer whose output is small carries its relative
+# weight error into the stream at full size (quantized attention most: measured
+# int8 0.994 / 5.0e-4, int4 0.744 / 6.1e-2, int8+attention 0.925 / 2.2e-3,
+# int4+attention 0.58 / 0.17; everything quantized 0.944 / 2.4e-3, int4 0.525 / 0.27).
+LOOSER["flex_olmo"] = {"int8": BOUNDS["int8"], "int4": (0.70, 8e-2),
+                       "int8+attention": (0.90, 4e-3), "int4+attention": (0.50, 0.25),
+                       "int8+attention+embeddings": (0.90, 4e-3),
+                       "int4+attention+embeddings": (0.45, 0.35)}
 LOOSER["gpt_oss_yarn"] = LOOSER["gpt_oss"]
 # PhiMoE with a sliding window of 8: the same discontinuous sparsemixer over
 # attention that sees less (measured int8 0.975 / 2.4e-3, int4 0.775 / 4.1e-2,

@@ -230,7 +230,7 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "attn_bias_bit_8": (edited(v, set_at(116, "I", get(v, 116, "I") | 256)),
                             init(BAD_HYPERPARAMS)),
         # Format 1.2 (PhiMoE): norm_kind 1, router_score 3 with its jitter, attn_bias bit 4.
-        "unknown_norm_kind": (edited(v, set_at(160, "I", 2)), init(UNSUPPORTED_ARCH)),
+        "unknown_norm_kind": (edited(v, set_at(160, "I", 3)), init(UNSUPPORTED_ARCH)),
         "layer_norm_without_biases": (edited(v, set_at(160, "I", 1)), init(BAD_LAYER_TABLE)),
         "lm_head_bias_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 16)),
                                  init(BAD_LAYER_TABLE)),

@@ -16,11 +16,13 @@ import torch
 GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
         "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
-        "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14}
+        "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
-           "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0}
+           "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0, "flex_olmo": 1}
+# family -> norm_kind (1: LayerNorm with bias; 2: RMSNorm after each sublayer, OLMo-2's)
+NORM_KIND = {"phimoe": 1, "flex_olmo": 2}
 SIGMOID = ("glm4_moe", "dots1", "deepseek_v3")  # DeepSeek-V3's router
 MLA = ("deepseek_v2", "deepseek_v3")  # Multi-head Latent Attention
 GRANITE = ("granitemoe", "granitemoeshared")
@@ -188,7 +190,7 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "router_norm_topk": int(getattr(gate, "norm_topk_prob", True)) if moe else 0,
         "routed_scaling": 1.0,
         "shared_gate": int(shared > 0 and family not in GRANITE and family not in SIGMOID),
-        "n_group": 1, "topk_group": 1, "activation": 0, "norm_kind": 0,
+        "n_group": 1, "topk_group": 1, "activation": 0, "norm_kind": NORM_KIND.get(family, 0),
         "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
         "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0, "rope_dim": 0,
         "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
@@ -293,6 +295,9 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
     for layer in range(model.config.num_hidden_layers):
         p = f"model.layers.{layer}."
         out |= _attention_tensors(sd, p, layer) | _ffn_tensors(sd, p, layer, family)
+        if NORM_KIND.get(family) == 2:  # the attention's and the FFN's norms come after them
+            out[(16, layer, GLOBAL)] = sd[p + "post_attention_layernorm.weight"]
+            out[(27, layer, GLOBAL)] = sd[p + "post_feedforward_layernorm.weight"]
         if family == "ernie4_5_moe":  # RoPE pairs (2i, 2i+1) -> (i, i + hd/2): rows permuted
             hd = model.model.layers[layer].self_attn.head_dim
             for role in (17, 18):

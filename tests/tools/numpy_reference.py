@@ -239,15 +239,24 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
     embed, residual, divisor = ((r.embedding_scale, r.residual_scale, r.logits_divisor)
                                 if r.has_scales else (1.0, 1.0, 1.0))
     x = w.get(Role.TOKEN_EMBED)[np.asarray(ids)] * embed
+    post = r.norm_kind == 2  # format 1.10: each sublayer reads x, its output is normed
+
+    def pre(x, role, bias, layer):
+        return x if post else _norm(w, x, role, bias, layer)
+
+    def out(y, role, layer):
+        return _rms(y, w.get(role, layer), r.rms_eps) if post else y
+
     for layer, entry in enumerate(image.layers):
-        x = x + residual * _attention(w, _norm(w, x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer),
-                                      layer)
-        h = _norm(w, x, Role.FFN_NORM, Role.FFN_NORM_BIAS, layer)
+        a = _attention(w, pre(x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer), layer)
+        x = x + residual * out(a, Role.ATTN_NORM, layer)
+        h = pre(x, Role.FFN_NORM, Role.FFN_NORM_BIAS, layer)
         if entry.ffn_kind == FfnKind.MOE:
-            x = x + residual * _moe(w, h, layer)
+            f = _moe(w, h, layer)
         else:
-            x = x + residual * _swiglu(h, *(w.get(role, layer) for role in
-                                            (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)), r)
+            f = _swiglu(h, *(w.get(role, layer) for role in
+                             (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)), r)
+        x = x + residual * out(f, Role.FFN_NORM, layer)
     head = w.get(Role.TOKEN_EMBED if r.tie_embeddings else Role.LM_HEAD)
     logits = _norm(w, x, Role.OUTPUT_NORM, Role.OUTPUT_NORM_BIAS) @ head.T
     if r.attn_bias & 0x10:  # format 1.2: the LM head's bias

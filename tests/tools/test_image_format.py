@@ -181,6 +181,8 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     mla = rec["mla"] != 0  # the 1.7 MLA flag
     if mla or rec["arch"] >= 13:
         minor = 7  # section 7: Multi-head Latent Attention, DeepSeek-V2 / V3
+    if rec["norm_kind"] == 2 or rec["arch"] >= 15:
+        minor = 10  # section 7: norms after the sublayers, FlexOlmo
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
     flags = int(scales) | 2 * int(rope) | (4 if rec["sliding_window"] else 0)  # SLIDING: 1.6

@@ -315,7 +315,7 @@ def summary(result: ConvertResult) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="colibri-convert", description="Convert a Hugging Face "
-                                "MoE checkpoint (mixtral, qwen2_moe, olmoe, qwen3_moe) to a "
+                                "MoE checkpoint (a model_type of the README's table) to a "
                                 "Colibri model image.")
     p.add_argument("hf_dir", type=Path, help="directory with config.json and the weights")
     p.add_argument("-o", "--out", dest="out_dir", type=Path, required=True,

@@ -11,6 +11,10 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
   experts have width moe_intermediate_size.
 - olmoe: q, k, v, o bias when attention_bias; RMSNorm over the whole q and k
   projections (qk_norm 1), which needs head_dim == hidden / heads; no clip_qkv.
+- flex_olmo (models/flex_olmo): OLMoE's attention and router (q/k norms of
+  num_heads * head_dim and num_kv_heads * head_dim), OLMo-2's norms:
+  post_attention_layernorm on the attention's output and post_feedforward_layernorm
+  on the MoE's, each before its residual add (norm_kind 2, format 1.10).
 - qwen3_moe: q, k, v, o bias when attention_bias; per-head q/k RMSNorm (qk_norm 2);
   dense layers as qwen2_moe.
 - granitemoe(shared): top-k of the router logits, softmax over the k; four multipliers.
@@ -78,6 +82,7 @@ from ..image.image_spec import (
     MLA_LATENT,
     MODEL_RECORD_FIELDS,
     NORM_LAYER,
+    NORM_RMS_POST,
     ROUTER_SIGMOID,
     ROUTER_SOFTMAX_BIASED,
     ROUTER_SPARSEMIXER,
@@ -194,6 +199,22 @@ def _olmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     fields |= {"attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 1,
                "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-5)}
     return Arch.OLMOE, fields, kinds
+
+
+def _flex_olmo(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """FlexOlmo: OLMoE's attention (RMSNorm over the whole q and k projections) and
+    router, with OLMo-2's norms: each sublayer reads the residual stream and its
+    output is normed before the add (norm_kind 2, format 1.10)."""
+    c.reject_if("clip_qkv", lambda v: v is not None, "clipping q, k and v is not supported")
+    fields = attention_fields(c, "head_dim")
+    kinds = [FfnKind.MOE] * fields["n_layers"]
+    n_experts = expert_count(c, ("num_experts", "num_local_experts"))
+    fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1),
+                             c.flag("norm_topk_prob", False))
+    fields |= {"attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 1,
+               "norm_kind": NORM_RMS_POST, "rope_theta": rope_theta(c, 1e4),
+               "rms_eps": c.number("rms_norm_eps", 1e-6)}
+    return Arch.FLEX_OLMO, fields, kinds
 
 
 def _qwen3_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
@@ -457,7 +478,8 @@ def _deepseek_v3(c: HFConfig) -> tuple[Arch, dict, list[int]]:
 FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
             "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe,
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
-            "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3}
+            "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3,
+            "flex_olmo": _flex_olmo}
 INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2"}
 ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
               "phimoe": _uniform_window_kinds}
@@ -496,7 +518,7 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
             reason += f" (float32 holds {before!r} as {p.value!r})"
         if p.field == "expert_intermediate":
             plain = arch in (Arch.MIXTRAL, Arch.OLMOE, Arch.PHIMOE, Arch.GRANITEMOE,
-                             Arch.GRANITEMOE_SHARED)
+                             Arch.GRANITEMOE_SHARED, Arch.FLEX_OLMO)
             source = "intermediate_size" if plain else "moe_intermediate_size"
         if p.field == "n_experts":
             source = _present(c, ("num_local_experts", "num_experts", "moe_num_experts",

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..image.image_layout import canonical_tensors
-from ..image.image_spec import Role, TensorEntry
+from ..image.image_spec import NORM_RMS_POST, Role, TensorEntry
 from ..image.image_writer import SourceTensor
 from .checkpoint import Checkpoint
 from .families import ModelSpec
@@ -50,6 +50,11 @@ _LAYER_NAMES = {
     Role.MLA_KV_A_NORM: "self_attn.kv_a_layernorm.weight",
     Role.MLA_KV_B: "self_attn.kv_b_proj.weight",
 }
+
+# OLMo-2's norms (norm_kind 2, FlexOlmo): the one after the attention and the one
+# after the MLP, in the attention's and the MLP's norm roles.
+_POST_NORM_NAMES = {Role.ATTN_NORM: "post_attention_layernorm.weight",
+                    Role.FFN_NORM: "post_feedforward_layernorm.weight"}
 
 _BLOCK_NAMES = {Role.ROUTER: "gate.weight", Role.SHARED_GATE: "shared_expert.gate_proj.weight",
                 Role.SHARED_UP: "shared_expert.up_proj.weight",
@@ -113,6 +118,8 @@ class TensorMap:
         """Checkpoint name of a non-expert tensor."""
         if role in _GLOBAL_NAMES:
             return _GLOBAL_NAMES[role]
+        if role in _POST_NORM_NAMES and self.spec.record.norm_kind == NORM_RMS_POST:
+            return f"model.layers.{layer}.{_POST_NORM_NAMES[role]}"
         if role in _LAYER_NAMES:
             return f"model.layers.{layer}.{_LAYER_NAMES[role]}"
         if role == Role.ROUTER:

@@ -26,6 +26,7 @@ from .image_spec import (
     MAX_TOP_K,
     MIN_ALIGNMENT,
     MINOR_EXPERTS_LAST,
+    MINOR_POST_NORMS,
     MINOR_QUANT,
     MINOR_ROW_GROUPS,
     MLA_FIELDS,
@@ -33,6 +34,7 @@ from .image_spec import (
     NO_EXPERT,
     NO_LAYER,
     NORM_LAYER,
+    NORM_RMS_POST,
     ROPE_FIELDS,
     ROPE_YARN,
     ROUTER_SIGMOID,
@@ -101,6 +103,8 @@ def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9)."""
+    if r.norm_kind == NORM_RMS_POST or arch >= Arch.FLEX_OLMO:
+        return MINOR_POST_NORMS
     if experts_last:
         return MINOR_EXPERTS_LAST
     if row_groups:
@@ -135,8 +139,9 @@ def _arch_problems(arch: int, r: ModelRecord) -> list[Problem]:
         ("qk_norm", r.qk_norm, r.qk_norm in (0, 1, 2), "must be 0, 1 or 2"),
         ("activation", r.activation, r.activation in (0, 1),
          "only 0 (SiLU) and 1 (clamped SwiGLU) are supported"),
-        ("norm_kind", r.norm_kind, r.norm_kind in (0, 1),
-         "only 0 (RMSNorm) and 1 (LayerNorm with bias) are supported"),
+        ("norm_kind", r.norm_kind, r.norm_kind in (0, 1, 2),
+         "only 0 (RMSNorm), 1 (LayerNorm with bias) and 2 (RMSNorm after each sublayer) "
+         "are supported"),
     ], UNSUPPORTED_ARCH)
 
 
