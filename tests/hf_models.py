@@ -12,7 +12,8 @@ logits come out with a standard deviation of order 1.
 The default configs have awkward shapes on purpose: hidden sizes 36 and 44,
 head_dim != hidden / heads (mixtral, qwen3_moe), 5 experts with top-3 (mixtral),
 odd vocabularies, GQA everywhere, dense layers (qwen2_moe via mlp_only_layers,
-qwen3_moe via decoder_sparse_step), biases (qwen2_moe q/k/v, olmoe q/k/v/o).
+qwen3_moe via decoder_sparse_step), biases (qwen2_moe q/k/v, olmoe q/k/v/o),
+norms after the sublayers (flex_olmo), q/k norms after RoPE (hunyuan_v1_moe).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from transformers import (
     GraniteMoeForCausalLM,
     GraniteMoeSharedConfig,
     GraniteMoeSharedForCausalLM,
+    HunYuanMoEV1Config,
+    HunYuanMoEV1ForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
     OlmoeConfig,
@@ -58,7 +61,7 @@ from transformers import (
 
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
-            "deepseek_v2", "deepseek_v3", "flex_olmo")
+            "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -78,6 +81,7 @@ _CLASSES = {
     "deepseek_v2": (DeepseekV2Config, DeepseekV2ForCausalLM),
     "deepseek_v3": (DeepseekV3Config, DeepseekV3ForCausalLM),
     "flex_olmo": (FlexOlmoConfig, FlexOlmoForCausalLM),
+    "hunyuan_v1_moe": (HunYuanMoEV1Config, HunYuanMoEV1ForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -102,6 +106,14 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                       max_position_embeddings=64, rms_norm_eps=1e-6, eos_token_id=2,
                       pad_token_id=1, tie_word_embeddings=False,
                       rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+    # q/k norms per head after RoPE, head_dim 10 != 40 / 4, an ungated shared MLP,
+    # top-2 of 5 renormalised, q/k/v/o biases.
+    "hunyuan_v1_moe": dict(vocab_size=97, hidden_size=40, intermediate_size=12,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                           head_dim=10, num_experts=5, moe_topk=2, attention_bias=True,
+                           max_position_embeddings=64, rms_norm_eps=1e-5,
+                           tie_word_embeddings=False,
+                           rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
     "olmoe": dict(vocab_size=97, hidden_size=44, intermediate_size=16, num_hidden_layers=2,
                   num_attention_heads=2, num_key_value_heads=1, num_experts=6,
                   num_experts_per_tok=2, norm_topk_prob=False, attention_bias=True,
@@ -225,6 +237,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "deepseek_v3_yarn": ("deepseek_v3", {"q_lora_rank": None, "rope_interleave": False,
                                          "max_position_embeddings": 64,
                                          "rope_parameters": V3_YARN}),
+    # Hunyuan's NTK alpha as its checkpoints write it ("dynamic" with a factor of 1 and
+    # an alpha: a fixed, stretched base), moe_topk as a per-layer list of one value.
+    "hunyuan_v1_moe_alpha": ("hunyuan_v1_moe", {"rope_parameters": {
+        "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 1e4},
+        "moe_topk": [2, 2]}),
 }
 
 TOKENIZER_TEXT = (
@@ -248,7 +265,8 @@ def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -
         return _normal(shape, 0.1, gen)
     if "norm" in name.rsplit(".", 2)[-2]:
         return 1.0 + _normal(shape, 0.2, gen)
-    if name.endswith(("mlp.gate.weight", "moe.router.weight", "mlp.router.weight")):
+    if name.endswith(("mlp.gate.weight", "moe.router.weight", "mlp.router.weight",
+                      "mlp.gate.wg.weight")):
         return _normal(shape, ROUTER_GAIN / math.sqrt(hidden), gen)
     if name.endswith("lm_head.weight"):
         return _normal(shape, LM_HEAD_GAIN / math.sqrt(hidden), gen)

@@ -87,6 +87,7 @@ static const char *arch_name(uint32_t arch)
     case 13: return "deepseek_v2";
     case 14: return "deepseek_v3";
     case 15: return "flex_olmo";
+    case 16: return "hunyuan_v1_moe";
     default: return "unknown";
     }
 }

@@ -298,7 +298,8 @@ extern const colibri_kernels colibri_kernels_dsp;
 typedef struct colibri_hparams {
     uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
                     * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
-                    * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo */
+                    * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo,
+                    * 16 hunyuan_v1_moe */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -314,7 +315,7 @@ typedef struct colibri_hparams {
     float rope_theta;
     uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o, 4 LM head, 5 sinks, 6 router logits,
                          * 7 experts */
-    uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head */
+    uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head, 3 per head after RoPE */
     uint32_t tie_embeddings;
     uint32_t router_score; /* 0 softmax then top-k; 1 sigmoid, selection on score + bias
                             * (DeepSeek-V3); 2 top-k of the logits, softmax over the k;

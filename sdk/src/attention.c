@@ -46,13 +46,13 @@ static void project_qkv(const colibri_model *m, const layer_view *layer, workspa
 }
 
 /* q/k normalisation of one token: over the whole projection (OLMoE) or per
- * head (Qwen3). */
+ * head (Qwen3; Hunyuan's after RoPE). */
 static void qk_normalise(const colibri_model *m, float *v, const float *w, uint32_t heads)
 {
     const colibri_hparams *hp = &m->hp;
     if (hp->qk_norm == QK_NORM_WHOLE) {
         m->kernels.rmsnorm(v, v, w, heads * hp->head_dim, hp->rms_eps);
-    } else if (hp->qk_norm == QK_NORM_PER_HEAD) {
+    } else if (hp->qk_norm != QK_NORM_NONE) {
         for (uint32_t h = 0; h < heads; h++) {
             m->kernels.rmsnorm(v + h * hp->head_dim, v + h * hp->head_dim, w, hp->head_dim,
                                hp->rms_eps);
@@ -153,10 +153,17 @@ static void keys_of_token(const colibri_model *m, const layer_view *layer, float
     const colibri_hparams *hp = &m->hp;
     uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;
     float *q = ws->q + (size_t)t * q_dim, *k = ws->k + (size_t)t * kv_dim;
-    qk_normalise(m, q, layer->q_norm, hp->n_heads);
-    qk_normalise(m, k, layer->k_norm, hp->n_kv_heads);
+    int rotated_first = hp->qk_norm == QK_NORM_PER_HEAD_ROTATED;
+    if (!rotated_first) {
+        qk_normalise(m, q, layer->q_norm, hp->n_heads);
+        qk_normalise(m, k, layer->k_norm, hp->n_kv_heads);
+    }
     rope_heads(m, q, ws->rope + (size_t)t * hd, hp->n_heads);
     rope_heads(m, k, ws->rope + (size_t)t * hd, hp->n_kv_heads);
+    if (rotated_first) {
+        qk_normalise(m, q, layer->q_norm, hp->n_heads);
+        qk_normalise(m, k, layer->k_norm, hp->n_kv_heads);
+    }
     memcpy(k_cache + (size_t)pos * kv_dim, k, kv_dim * sizeof(float));
     memcpy(v_cache + (size_t)pos * kv_dim, ws->v + (size_t)t * kv_dim, kv_dim * sizeof(float));
 }

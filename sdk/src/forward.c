@@ -47,8 +47,8 @@ static void divide_values(float *v, size_t n, float d)
 
 /* A sublayer's input: the norm of the residual stream, or (NORM_RMS_POST)
  * the stream itself. */
-static void sublayer_input(const colibri_model *m, workspace *ws, const float *w,
-                           const float *bias, uint32_t n)
+static void sublayer_input(const colibri_model *m, workspace *ws, const float *w, const float *bias,
+                           uint32_t n)
 {
     if (m->hp.norm_kind == NORM_RMS_POST) {
         memcpy(ws->xn, ws->x, (size_t)n * m->hp.hidden_size * sizeof(float));

@@ -209,7 +209,8 @@ enum { BIAS_Q = 1u, BIAS_K = 2u, BIAS_V = 4u, BIAS_O = 8u, BIAS_ATTN = 15u };
 enum { BIAS_LM_HEAD = 16u }; /* format 1.2 */
 /* format 1.6: per-head attention sinks, router logit bias, expert biases. */
 enum { BIAS_SINKS = 32u, BIAS_ROUTER = 64u, BIAS_EXPERTS = 128u, BIAS_ALL = 255u };
-enum { QK_NORM_NONE = 0, QK_NORM_WHOLE = 1, QK_NORM_PER_HEAD = 2 };
+/* QK_NORM_PER_HEAD_ROTATED (format 1.10, Hunyuan): per head, after RoPE. */
+enum { QK_NORM_NONE = 0, QK_NORM_WHOLE = 1, QK_NORM_PER_HEAD = 2, QK_NORM_PER_HEAD_ROTATED = 3 };
 enum {
     ARCH_MIXTRAL = 1,
     ARCH_QWEN2_MOE = 2,
@@ -225,7 +226,8 @@ enum {
     ARCH_GPT_OSS = 12,
     ARCH_DEEPSEEK_V2 = 13,
     ARCH_DEEPSEEK_V3 = 14,
-    ARCH_FLEX_OLMO = 15
+    ARCH_FLEX_OLMO = 15,
+    ARCH_HUNYUAN_V1_MOE = 16
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

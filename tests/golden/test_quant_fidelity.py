@@ -67,6 +67,9 @@ LOOSER["deepseek_v3_yarn"] = LOOSER["deepseek_v3"]
 # weight error into the stream at full size (quantized attention most: measured
 # int8 0.994 / 5.0e-4, int4 0.744 / 6.1e-2, int8+attention 0.925 / 2.2e-3,
 # int4+attention 0.58 / 0.17; everything quantized 0.944 / 2.4e-3, int4 0.525 / 0.27).
+# Hunyuan with NTK alpha: int8 + attention 0.969 / 3.5e-4 (5 of 160 positions flip,
+# near-ties of a random model); the rest within the defaults (int4 0.8625 / 1.6e-2).
+LOOSER["hunyuan_v1_moe_alpha"] = {**BOUNDS, "int8+attention": (0.95, 2e-3)}
 LOOSER["flex_olmo"] = {"int8": BOUNDS["int8"], "int4": (0.70, 8e-2),
                        "int8+attention": (0.90, 4e-3), "int4+attention": (0.50, 0.25),
                        "int8+attention+embeddings": (0.90, 4e-3),

@@ -16,11 +16,12 @@ import torch
 GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
         "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
-        "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15}
+        "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15,
+        "hunyuan_v1_moe": 16}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
-           "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0, "flex_olmo": 1}
+           "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0, "flex_olmo": 1, "hunyuan_v1_moe": 3}
 # family -> norm_kind (1: LayerNorm with bias; 2: RMSNorm after each sublayer, OLMo-2's)
 NORM_KIND = {"phimoe": 1, "flex_olmo": 2}
 SIGMOID = ("glm4_moe", "dots1", "deepseek_v3")  # DeepSeek-V3's router
@@ -49,6 +50,8 @@ def _shared_width(family: str, layer: Any) -> int:
     if family == "granitemoeshared":
         return layer.shared_mlp.output_linear.in_features
     mlp = _block(layer)
+    if hasattr(mlp, "shared_mlp"):  # Hunyuan
+        return mlp.shared_mlp.gate_proj.out_features
     if hasattr(mlp, "shared_experts"):
         return mlp.shared_experts.gate_proj.out_features
     if family == "switch" or not hasattr(mlp, "shared_expert"):
@@ -189,7 +192,8 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "router_score": 0, "top_k": gate.top_k if moe else 0,
         "router_norm_topk": int(getattr(gate, "norm_topk_prob", True)) if moe else 0,
         "routed_scaling": 1.0,
-        "shared_gate": int(shared > 0 and family not in GRANITE and family not in SIGMOID),
+        "shared_gate": int(shared > 0 and family not in GRANITE and family not in SIGMOID
+                           and family != "hunyuan_v1_moe"),
         "n_group": 1, "topk_group": 1, "activation": 0, "norm_kind": NORM_KIND.get(family, 0),
         "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
         "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0, "rope_dim": 0,
@@ -241,8 +245,12 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
     if p + "mlp.experts.gate_up_proj" not in sd:
         return {(role, layer, GLOBAL): sd[f"{p}mlp.{n}_proj.weight"]
                 for role, n in ((32, "gate"), (33, "up"), (34, "down"))}
-    router = p + ("mlp.router.weight" if family == "phimoe" else "mlp.gate.weight")
+    router = p + {"phimoe": "mlp.router.weight",
+                  "hunyuan_v1_moe": "mlp.gate.wg.weight"}.get(family, "mlp.gate.weight")
     out = {(40, layer, GLOBAL): sd[router]}
+    if family == "hunyuan_v1_moe":
+        out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_mlp.{n}_proj.weight"]
+                for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
     if family == "ernie4_5_moe":
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_experts.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
@@ -295,6 +303,9 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
     for layer in range(model.config.num_hidden_layers):
         p = f"model.layers.{layer}."
         out |= _attention_tensors(sd, p, layer) | _ffn_tensors(sd, p, layer, family)
+        if QK_NORM.get(family) == 3:  # Hunyuan's q/k norms, named for their place after RoPE
+            out[(25, layer, GLOBAL)] = sd[p + "self_attn.query_layernorm.weight"]
+            out[(26, layer, GLOBAL)] = sd[p + "self_attn.key_layernorm.weight"]
         if NORM_KIND.get(family) == 2:  # the attention's and the FFN's norms come after them
             out[(16, layer, GLOBAL)] = sd[p + "post_attention_layernorm.weight"]
             out[(27, layer, GLOBAL)] = sd[p + "post_feedforward_layernorm.weight"]

@@ -143,6 +143,9 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
         k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)
     positions = np.arange(n, dtype=np.float64)
     q, k = _rope(q, positions, r), _rope(k, positions, r)
+    if r.qk_norm == 3:  # format 1.10: per head, after RoPE (Hunyuan)
+        q = _rms(q, w.get(Role.ATTN_Q_NORM, layer), r.rms_eps)
+        k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)
     group = r.n_heads // r.n_kv_heads
     mask = np.triu(np.full((n, n), -np.inf), 1)
     if w.image.layers[layer].attn_kind == 1:  # format 1.6: the last sliding_window positions

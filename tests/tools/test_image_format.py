@@ -123,7 +123,7 @@ def _doc_order(rec: dict) -> list[tuple]:
                  if rec["attn_bias"] & (1 << bit)]
         if rec["qk_norm"] == 1:
             rows += [(25, (q,)), (26, (k,))]
-        if rec["qk_norm"] == 2:
+        if rec["qk_norm"] in (2, 3):  # per head (3: after RoPE, format 1.10)
             rows += [(25, (hd,)), (26, (hd,))]
         rows.append((27, (h,)))
         if rec["norm_kind"] == 1:
@@ -181,8 +181,8 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     mla = rec["mla"] != 0  # the 1.7 MLA flag
     if mla or rec["arch"] >= 13:
         minor = 7  # section 7: Multi-head Latent Attention, DeepSeek-V2 / V3
-    if rec["norm_kind"] == 2 or rec["arch"] >= 15:
-        minor = 10  # section 7: norms after the sublayers, FlexOlmo
+    if rec["norm_kind"] == 2 or rec["qk_norm"] == 3 or rec["arch"] >= 15:
+        minor = 10  # section 7: norms after the sublayers, q/k norms after RoPE, FlexOlmo, Hunyuan
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
     flags = int(scales) | 2 * int(rope) | (4 if rec["sliding_window"] else 0)  # SLIDING: 1.6

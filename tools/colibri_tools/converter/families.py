@@ -15,6 +15,11 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
   num_heads * head_dim and num_kv_heads * head_dim), OLMo-2's norms:
   post_attention_layernorm on the attention's output and post_feedforward_layernorm
   on the MoE's, each before its residual add (norm_kind 2, format 1.10).
+- hunyuan_v1_moe (models/hunyuan_v1_moe): query_layernorm / key_layernorm per head
+  after RoPE (qk_norm 3, format 1.10); router mlp.gate.wg, softmax top moe_topk always
+  renormalised; shared_mlp (ungated) and experts both of intermediate_size;
+  num_experts / moe_topk may be per-layer lists of one value; RoPE default or NTK
+  alpha ("dynamic" with alpha: the base times alpha ** (head_dim / (head_dim - 2))).
 - qwen3_moe: q, k, v, o bias when attention_bias; per-head q/k RMSNorm (qk_norm 2);
   dense layers as qwen2_moe.
 - granitemoe(shared): top-k of the router logits, softmax over the k; four multipliers.
@@ -215,6 +220,49 @@ def _flex_olmo(c: HFConfig) -> tuple[Arch, dict, list[int]]:
                "norm_kind": NORM_RMS_POST, "rope_theta": rope_theta(c, 1e4),
                "rms_eps": c.number("rms_norm_eps", 1e-6)}
     return Arch.FLEX_OLMO, fields, kinds
+
+
+def _same_per_layer(c: HFConfig, key: str, n_layers: int) -> int:
+    """An integer, or a per-layer list of one value (Hunyuan's num_experts and
+    moe_topk may be lists); lists that differ are refused."""
+    value = c.raw(key)
+    if isinstance(value, list):
+        if len(value) != n_layers or any(v != value[0] for v in value):
+            raise c.unsupported(key, value, "per-layer values that differ are not supported")
+        c = HFConfig({key: value[0]}, c.path)
+    return c.integer(key, minimum=1)
+
+
+def _hunyuan_rope_theta(c: HFConfig, head_dim: int) -> float:
+    """Default RoPE, or Hunyuan's NTK alpha ("dynamic" with an alpha): a fixed
+    base of rope_theta * alpha ** (head_dim / (head_dim - 2))."""
+    params = rope_parameters(c)
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind == "dynamic" and params.get("alpha") is not None:
+        theta, alpha = params.get("rope_theta", c.raw("rope_theta")), params["alpha"]
+        p = HFConfig({"rope_theta": theta, "alpha": alpha}, c.path)
+        if p.number("alpha") <= 1.0:
+            raise c.unsupported("rope_parameters.alpha", alpha, "must be > 1")
+        return p.number("rope_theta") * p.number("alpha") ** (head_dim / (head_dim - 2))
+    return rope_theta(c, 1e4)
+
+
+def _hunyuan_v1_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """Hunyuan-MoE: per-head q/k RMSNorm after RoPE (qk_norm 3, format 1.10),
+    a softmax top-k router always renormalised, an ungated shared MLP beside
+    the routed experts, both of width intermediate_size; every layer MoE."""
+    fields = attention_fields(c, "head_dim")
+    n = fields["n_layers"]
+    kinds = [FfnKind.MOE] * n
+    width = c.integer("intermediate_size", minimum=1)
+    n_experts = _same_per_layer(c, "num_experts", n)
+    fields |= {"n_experts": n_experts, "expert_intermediate": width,
+               "top_k": _same_per_layer(c, "moe_topk", n), "router_norm_topk": 1,
+               "shared_intermediate": width, "shared_gate": 0,
+               "attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 3,
+               "rope_theta": _hunyuan_rope_theta(c, fields["head_dim"]),
+               "rms_eps": c.number("rms_norm_eps", 1e-5)}
+    return Arch.HUNYUAN_V1_MOE, fields, kinds
 
 
 def _qwen3_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
@@ -479,7 +527,7 @@ FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen
             "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe,
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
             "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3,
-            "flex_olmo": _flex_olmo}
+            "flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe}
 INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2"}
 ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
               "phimoe": _uniform_window_kinds}
@@ -518,7 +566,7 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
             reason += f" (float32 holds {before!r} as {p.value!r})"
         if p.field == "expert_intermediate":
             plain = arch in (Arch.MIXTRAL, Arch.OLMOE, Arch.PHIMOE, Arch.GRANITEMOE,
-                             Arch.GRANITEMOE_SHARED, Arch.FLEX_OLMO)
+                             Arch.GRANITEMOE_SHARED, Arch.FLEX_OLMO, Arch.HUNYUAN_V1_MOE)
             source = "intermediate_size" if plain else "moe_intermediate_size"
         if p.field == "n_experts":
             source = _present(c, ("num_local_experts", "num_experts", "moe_num_experts",

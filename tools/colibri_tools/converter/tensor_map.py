@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..image.image_layout import canonical_tensors
-from ..image.image_spec import NORM_RMS_POST, Role, TensorEntry
+from ..image.image_spec import NORM_RMS_POST, QK_NORM_PER_HEAD_ROTATED, Role, TensorEntry
 from ..image.image_writer import SourceTensor
 from .checkpoint import Checkpoint
 from .families import ModelSpec
@@ -56,6 +56,14 @@ _LAYER_NAMES = {
 _POST_NORM_NAMES = {Role.ATTN_NORM: "post_attention_layernorm.weight",
                     Role.FFN_NORM: "post_feedforward_layernorm.weight"}
 
+# Hunyuan: q/k norms named for their place (qk_norm 3, after RoPE); an ungated
+# shared MLP.
+_ROTATED_QK_NORM_NAMES = {Role.ATTN_Q_NORM: "self_attn.query_layernorm.weight",
+                          Role.ATTN_K_NORM: "self_attn.key_layernorm.weight"}
+_HUNYUAN_BLOCK_NAMES = {Role.SHARED_GATE: "shared_mlp.gate_proj.weight",
+                        Role.SHARED_UP: "shared_mlp.up_proj.weight",
+                        Role.SHARED_DOWN: "shared_mlp.down_proj.weight"}
+
 _BLOCK_NAMES = {Role.ROUTER: "gate.weight", Role.SHARED_GATE: "shared_expert.gate_proj.weight",
                 Role.SHARED_UP: "shared_expert.up_proj.weight",
                 Role.SHARED_DOWN: "shared_expert.down_proj.weight",
@@ -76,7 +84,7 @@ _ROUTER_BIAS_NAMES = ("gate.moe_statics.e_score_correction_bias",
 _MOE_BLOCKS = ("mlp", "block_sparse_moe")
 # Router names: most families' `{block}.gate.weight`; Granite's `router.layer.weight`
 # on disk (`router.weight` in transformers 5's memory).
-_ROUTER_NAMES = ("gate.weight", "router.layer.weight", "router.weight")
+_ROUTER_NAMES = ("gate.weight", "router.layer.weight", "router.weight", "gate.wg.weight")
 _PER_EXPERT_NAMES = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 # Tensors whose rows are the rotated q and k dimensions.
@@ -120,6 +128,8 @@ class TensorMap:
             return _GLOBAL_NAMES[role]
         if role in _POST_NORM_NAMES and self.spec.record.norm_kind == NORM_RMS_POST:
             return f"model.layers.{layer}.{_POST_NORM_NAMES[role]}"
+        if role in _ROTATED_QK_NORM_NAMES and self.spec.record.qk_norm == QK_NORM_PER_HEAD_ROTATED:
+            return f"model.layers.{layer}.{_ROTATED_QK_NORM_NAMES[role]}"
         if role in _LAYER_NAMES:
             return f"model.layers.{layer}.{_LAYER_NAMES[role]}"
         if role == Role.ROUTER:
@@ -132,6 +142,8 @@ class TensorMap:
             return f"{block}.{_GPT_OSS_BLOCK_NAMES[role]}"
         if role in _ERNIE_BLOCK_NAMES and self.ckpt.has(f"{block}.{_ERNIE_BLOCK_NAMES[role]}"):
             return f"{block}.{_ERNIE_BLOCK_NAMES[role]}"
+        if role in _HUNYUAN_BLOCK_NAMES and self.ckpt.has(f"{block}.{_HUNYUAN_BLOCK_NAMES[role]}"):
+            return f"{block}.{_HUNYUAN_BLOCK_NAMES[role]}"
         return f"{block}.{_BLOCK_NAMES[role]}"
 
     # -- loaders -----------------------------------------------------------

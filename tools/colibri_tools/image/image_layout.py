@@ -35,6 +35,7 @@ from .image_spec import (
     NO_LAYER,
     NORM_LAYER,
     NORM_RMS_POST,
+    QK_NORM_PER_HEAD_ROTATED,
     ROPE_FIELDS,
     ROPE_YARN,
     ROUTER_SIGMOID,
@@ -103,7 +104,8 @@ def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9)."""
-    if r.norm_kind == NORM_RMS_POST or arch >= Arch.FLEX_OLMO:
+    if r.norm_kind == NORM_RMS_POST or r.qk_norm == QK_NORM_PER_HEAD_ROTATED or \
+            arch >= Arch.FLEX_OLMO:
         return MINOR_POST_NORMS
     if experts_last:
         return MINOR_EXPERTS_LAST
@@ -136,7 +138,7 @@ def _check(rows: list[tuple[str, object, bool, str]], status: str) -> list[Probl
 def _arch_problems(arch: int, r: ModelRecord) -> list[Problem]:
     return _check([
         ("arch", arch, arch in Arch._value2member_map_, "unknown family"),
-        ("qk_norm", r.qk_norm, r.qk_norm in (0, 1, 2), "must be 0, 1 or 2"),
+        ("qk_norm", r.qk_norm, r.qk_norm in (0, 1, 2, 3), "must be 0, 1, 2 or 3"),
         ("activation", r.activation, r.activation in (0, 1),
          "only 0 (SiLU) and 1 (clamped SwiGLU) are supported"),
         ("norm_kind", r.norm_kind, r.norm_kind in (0, 1, 2),

@@ -38,7 +38,7 @@ BLOCK_BYTES = {DTYPE_Q8: 34, DTYPE_Q4: 18,  # bytes per block, scale included
 MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
 MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16 tensor
 MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LAST
-MINOR_POST_NORMS = 10           # version_minor of an image with norm_kind 2 (or arch 15)
+MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arch 15 or 16
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -66,6 +66,7 @@ class Arch(IntEnum):
     DEEPSEEK_V2 = 13
     DEEPSEEK_V3 = 14
     FLEX_OLMO = 15
+    HUNYUAN_V1_MOE = 16
 
 
 class FfnKind(IntEnum):
@@ -204,6 +205,7 @@ ROUTER_SOFTMAX_BIASED = 4  # format 1.4: top-k of softmax + ROUTER_BIAS (ERNIE-4
 # norm_kind values: 1 LayerNorm with bias (format 1.2); 2 RMSNorm on each sublayer's
 # output before its residual add, the sublayers reading the stream (format 1.10: OLMo-2)
 NORM_RMS, NORM_LAYER, NORM_RMS_POST = 0, 1, 2
+QK_NORM_PER_HEAD_ROTATED = 3  # qk_norm 3 (format 1.10, Hunyuan): per head, after RoPE
 BIAS_ATTN, BIAS_LM_HEAD = 0xF, 0x10  # attn_bias bits: q, k, v, o; LM head (format 1.2)
 ROPE_DEFAULT, ROPE_YARN = 0, 1  # rope_kind values (format 1.5)
 MAX_GROUPS = 64  # = MAX_GROUPS in sdk/src/hparams.c
