@@ -39,6 +39,8 @@ from transformers import (
     FlexOlmoForCausalLM,
     Glm4MoeConfig,
     Glm4MoeForCausalLM,
+    Glm4MoeLiteConfig,
+    Glm4MoeLiteForCausalLM,
     GptOssConfig,
     GptOssForCausalLM,
     GraniteMoeConfig,
@@ -61,7 +63,8 @@ from transformers import (
 
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
-            "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe")
+            "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
+            "glm4_moe_lite")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -82,6 +85,7 @@ _CLASSES = {
     "deepseek_v3": (DeepseekV3Config, DeepseekV3ForCausalLM),
     "flex_olmo": (FlexOlmoConfig, FlexOlmoForCausalLM),
     "hunyuan_v1_moe": (HunYuanMoEV1Config, HunYuanMoEV1ForCausalLM),
+    "glm4_moe_lite": (Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -209,6 +213,18 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                         routed_scaling_factor=2.5, rope_interleave=True,
                         max_position_embeddings=96, rms_norm_eps=1e-5,
                         rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # DeepSeek-V3's MLA and router in GLM's layout: sparse, dense, sparse layers by
+    # mlp_layer_types; 3 groups of 2 (2 kept, top-2), routed scaling 1.8.
+    "glm4_moe_lite": dict(vocab_size=97, hidden_size=40, intermediate_size=24,
+                          moe_intermediate_size=10, num_hidden_layers=3, num_attention_heads=4,
+                          num_key_value_heads=4, q_lora_rank=10, kv_lora_rank=12,
+                          qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=10,
+                          n_routed_experts=6, num_experts_per_tok=2, n_shared_experts=1,
+                          n_group=3, topk_group=2, norm_topk_prob=True,
+                          routed_scaling_factor=1.8, rope_interleave=True,
+                          mlp_layer_types=["sparse", "dense", "sparse"],
+                          max_position_embeddings=64, rms_norm_eps=1e-5,
+                          rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
 }
 
 # Named variants of the default configs: (family, overrides). The YaRN ones have an

@@ -88,6 +88,7 @@ static const char *arch_name(uint32_t arch)
     case 14: return "deepseek_v3";
     case 15: return "flex_olmo";
     case 16: return "hunyuan_v1_moe";
+    case 17: return "glm4_moe_lite";
     default: return "unknown";
     }
 }

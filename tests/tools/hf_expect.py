@@ -17,15 +17,16 @@ GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
         "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
         "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15,
-        "hunyuan_v1_moe": 16}
+        "hunyuan_v1_moe": 16, "glm4_moe_lite": 17}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
-           "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0, "flex_olmo": 1, "hunyuan_v1_moe": 3}
+           "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0, "flex_olmo": 1, "hunyuan_v1_moe": 3,
+           "glm4_moe_lite": 0}
 # family -> norm_kind (1: LayerNorm with bias; 2: RMSNorm after each sublayer, OLMo-2's)
 NORM_KIND = {"phimoe": 1, "flex_olmo": 2}
-SIGMOID = ("glm4_moe", "dots1", "deepseek_v3")  # DeepSeek-V3's router
-MLA = ("deepseek_v2", "deepseek_v3")  # Multi-head Latent Attention
+SIGMOID = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite")  # DeepSeek-V3's router
+MLA = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite")  # Multi-head Latent Attention
 GRANITE = ("granitemoe", "granitemoeshared")
 
 

@@ -61,6 +61,7 @@ UNSUPPORTED = [
     ("qwen3_moe", {"hidden_act": "relu"}, "hidden_act"),
     ("olmoe", {"clip_qkv": 8.0}, "clip_qkv"),
     ("flex_olmo", {"clip_qkv": 8.0}, "clip_qkv"),
+    ("glm4_moe_lite", {"mlp_layer_types": ["dense", "moe", "sparse"]}, "mlp_layer_types"),
     ("hunyuan_v1_moe", {"moe_topk": [2, 3]}, "moe_topk"),
     ("hunyuan_v1_moe", {"num_experts": [5, 4]}, "num_experts"),
     ("hunyuan_v1_moe", {"rope_parameters": ROPE_LINEAR}, "rope_parameters.rope_type"),

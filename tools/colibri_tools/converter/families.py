@@ -20,6 +20,9 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
   renormalised; shared_mlp (ungated) and experts both of intermediate_size;
   num_experts / moe_topk may be per-layer lists of one value; RoPE default or NTK
   alpha ("dynamic" with alpha: the base times alpha ** (head_dim / (head_dim - 2))).
+- glm4_moe_lite (models/glm4_moe_lite, GLM-4.7-Flash): DeepSeek-V3's MLA (RoPE
+  interleaved when rope_interleave) and router, its dense and sparse layers from
+  mlp_layer_types; multi-token-prediction layers past the last one are skipped.
 - qwen3_moe: q, k, v, o bias when attention_bias; per-head q/k RMSNorm (qk_norm 2);
   dense layers as qwen2_moe.
 - granitemoe(shared): top-k of the router logits, softmax over the k; four multipliers.
@@ -141,7 +144,7 @@ class ModelSpec:
     @property
     def interleaved_rope(self) -> bool:
         """RoPE on pairs (2i, 2i + 1) in the checkpoint: q and k rows get permuted."""
-        if self.family == "deepseek_v3":  # transformers' rope_interleave, True by default
+        if self.family in ("deepseek_v3", "glm4_moe_lite"):  # rope_interleave, True by default
             return self.config.flag("rope_interleave", True)
         return self.family in INTERLEAVED_ROPE_FAMILIES
 
@@ -523,11 +526,31 @@ def _deepseek_v3(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.DEEPSEEK_V3, fields, kinds
 
 
+def _glm4_moe_lite(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """GLM-4.7-Flash: DeepSeek-V3's Multi-head Latent Attention and GLM-4.5's
+    router (DeepSeek-V3's rule), dense and sparse layers as mlp_layer_types
+    lists them (its default: the first dense, the rest sparse)."""
+    fields = attention_fields(c, None)
+    n = fields["n_layers"]
+    types = c.raw("mlp_layer_types")
+    if types is None:
+        types = ["dense"] + ["sparse"] * (n - 1)
+    if not isinstance(types, list) or len(types) != n or any(t not in ("dense", "sparse")
+                                                           for t in types):
+        raise c.unsupported("mlp_layer_types", types, f"must list 'dense' or 'sparse' for each "
+                            f"of the {n} layers")
+    kinds = [FfnKind.MOE if t == "sparse" else FfnKind.DENSE for t in types]
+    fields |= _sigmoid_router(c, kinds, True)
+    fields |= {"rms_eps": c.number("rms_norm_eps", 1e-5), **_mla(c, fields)}
+    return Arch.GLM4_MOE_LITE, fields, kinds
+
+
 FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
             "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe,
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
             "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3,
-            "flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe}
+            "flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
+            "glm4_moe_lite": _glm4_moe_lite}
 INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2"}
 ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
               "phimoe": _uniform_window_kinds}

@@ -315,7 +315,7 @@ class TensorMap:
         (transformers does not load them either)."""
         extra = self.spec.config.get("num_nextn_predict_layers", 0)
         n = self.spec.record.n_layers
-        return (self.spec.family == "deepseek_v3" and isinstance(extra, int)
+        return (self.spec.family in ("deepseek_v3", "glm4_moe_lite") and isinstance(extra, int)
                 and any(name.startswith(f"model.layers.{n + i}.") for i in range(extra)))
 
     def check_all_used(self) -> None:
