@@ -49,6 +49,8 @@ from transformers import (
     GraniteMoeSharedForCausalLM,
     HunYuanMoEV1Config,
     HunYuanMoEV1ForCausalLM,
+    MiniMaxM2Config,
+    MiniMaxM2ForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
     OlmoeConfig,
@@ -64,7 +66,7 @@ from transformers import (
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
-            "glm4_moe_lite")
+            "glm4_moe_lite", "minimax_m2")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -86,6 +88,7 @@ _CLASSES = {
     "flex_olmo": (FlexOlmoConfig, FlexOlmoForCausalLM),
     "hunyuan_v1_moe": (HunYuanMoEV1Config, HunYuanMoEV1ForCausalLM),
     "glm4_moe_lite": (Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM),
+    "minimax_m2": (MiniMaxM2Config, MiniMaxM2ForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -213,6 +216,15 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                         routed_scaling_factor=2.5, rope_interleave=True,
                         max_position_embeddings=96, rms_norm_eps=1e-5,
                         rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # q/k norms over the whole projections, RoPE on 6 of 10 dimensions, the sigmoid
+    # router with a selection bias (set by _rescale), 6 experts top-3.
+    "minimax_m2": dict(vocab_size=97, hidden_size=40, intermediate_size=12, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=10,
+                       num_local_experts=6, num_experts_per_tok=3, max_position_embeddings=64,
+                       rms_norm_eps=1e-6, bos_token_id=1, eos_token_id=2,
+                       tie_word_embeddings=False,
+                       rope_parameters={"rope_type": "default", "rope_theta": 5e6,
+                                        "partial_rotary_factor": 0.6}),
     # DeepSeek-V3's MLA and router in GLM's layout: sparse, dense, sparse layers by
     # mlp_layer_types; 3 groups of 2 (2 kept, top-2), routed scaling 1.8.
     "glm4_moe_lite": dict(vocab_size=97, hidden_size=40, intermediate_size=24,
@@ -258,6 +270,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "hunyuan_v1_moe_alpha": ("hunyuan_v1_moe", {"rope_parameters": {
         "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 1e4},
         "moe_topk": [2, 2]}),
+    # MiniMax-M2's rotary_dim as its checkpoints write it (4 of 10 dimensions).
+    "minimax_m2_rotary": ("minimax_m2", {"rotary_dim": 4, "rope_parameters": {
+        "rope_type": "default", "rope_theta": 5e6}}),
 }
 
 TOKENIZER_TEXT = (

@@ -89,6 +89,7 @@ static const char *arch_name(uint32_t arch)
     case 15: return "flex_olmo";
     case 16: return "hunyuan_v1_moe";
     case 17: return "glm4_moe_lite";
+    case 18: return "minimax_m2";
     default: return "unknown";
     }
 }

@@ -228,7 +228,8 @@ enum {
     ARCH_DEEPSEEK_V3 = 14,
     ARCH_FLEX_OLMO = 15,
     ARCH_HUNYUAN_V1_MOE = 16,
-    ARCH_GLM4_MOE_LITE = 17
+    ARCH_GLM4_MOE_LITE = 17,
+    ARCH_MINIMAX_M2 = 18
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

@@ -17,12 +17,12 @@ GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
         "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
         "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15,
-        "hunyuan_v1_moe": 16, "glm4_moe_lite": 17}
+        "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
            "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0, "flex_olmo": 1, "hunyuan_v1_moe": 3,
-           "glm4_moe_lite": 0}
+           "glm4_moe_lite": 0, "minimax_m2": 1}
 # family -> norm_kind (1: LayerNorm with bias; 2: RMSNorm after each sublayer, OLMo-2's)
 NORM_KIND = {"phimoe": 1, "flex_olmo": 2}
 SIGMOID = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite")  # DeepSeek-V3's router
@@ -108,6 +108,15 @@ def _sigmoid_fields(model: Any, family: str) -> dict[str, Any]:
     if family not in MLA and rotary != model.model.layers[0].self_attn.head_dim:
         out["rope_dim"] = rotary
     return out
+
+
+def _minimax_fields(model: Any, family: str) -> dict[str, Any]:
+    """MiniMax-M2: the sigmoid router (router_score 1) without groups or scaling,
+    always renormalised; partial RoPE (format 1.5) read off the rotary table."""
+    if family != "minimax_m2":
+        return {}
+    rotary = model.model.rotary_emb.inv_freq.shape[0] * 2
+    return {"router_score": 1, "router_norm_topk": 1, "rope_dim": rotary}
 
 
 def _gpt_oss_fields(model: Any, family: str) -> dict[str, Any]:
@@ -205,7 +214,8 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "ffn_kinds": [1 if _is_moe(layer) else 0 for layer in layers],
     } | _granite_fields(config, family) | _phimoe_fields(model, family) | \
         _ernie_fields(model, family) | _sigmoid_fields(model, family) | \
-        _gpt_oss_fields(model, family) | _mla_fields(model, family)
+        _gpt_oss_fields(model, family) | _mla_fields(model, family) | \
+        _minimax_fields(model, family)
 
 
 def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
@@ -249,6 +259,8 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
     router = p + {"phimoe": "mlp.router.weight",
                   "hunyuan_v1_moe": "mlp.gate.wg.weight"}.get(family, "mlp.gate.weight")
     out = {(40, layer, GLOBAL): sd[router]}
+    if family == "minimax_m2":
+        out[(45, layer, GLOBAL)] = sd[p + "mlp.e_score_correction_bias"]
     if family == "hunyuan_v1_moe":
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_mlp.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}

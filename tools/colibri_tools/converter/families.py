@@ -23,6 +23,9 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
 - glm4_moe_lite (models/glm4_moe_lite, GLM-4.7-Flash): DeepSeek-V3's MLA (RoPE
   interleaved when rope_interleave) and router, its dense and sparse layers from
   mlp_layer_types; multi-token-prediction layers past the last one are skipped.
+- minimax_m2 (models/minimax_m2): q/k norms over the whole projections, partial RoPE
+  (rotary_dim, as its checkpoints write it, or partial_rotary_factor), the sigmoid
+  router with its correction bias (mlp.e_score_correction_bias) and no groups.
 - qwen3_moe: q, k, v, o bias when attention_bias; per-head q/k RMSNorm (qk_norm 2);
   dense layers as qwen2_moe.
 - granitemoe(shared): top-k of the router logits, softmax over the k; four multipliers.
@@ -545,12 +548,38 @@ def _glm4_moe_lite(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.GLM4_MOE_LITE, fields, kinds
 
 
+def _minimax_m2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """MiniMax-M2: RMSNorm over the whole q and k projections (qk_norm 1, its
+    qk_norm_type per_layer), partial RoPE over rotary_dim (or
+    partial_rotary_factor), DeepSeek-V3's sigmoid router without groups or
+    scaling (e_score_correction_bias for the choice, the chosen sigmoid scores
+    renormalised), Mixtral's experts on every layer."""
+    c.reject_if("scoring_func", lambda v: v not in (None, "sigmoid"), "only sigmoid scores")
+    c.reject_if("qk_norm_type", lambda v: v not in (None, "per_layer"),
+                "only per_layer (over the whole projection)")
+    fields = attention_fields(c, "head_dim")
+    kinds = [FfnKind.MOE] * fields["n_layers"]
+    n_experts = expert_count(c, ("num_local_experts", "num_experts"))
+    fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), True)
+    head_dim = fields["head_dim"]
+    if c.raw("rotary_dim") is None:
+        rope = rope_fields(c, head_dim, 5e6, partial=True)
+    else:
+        rotary = c.integer("rotary_dim", minimum=2)
+        if rotary > head_dim:
+            raise c.unsupported("rotary_dim", rotary, f"must be <= head_dim ({head_dim})")
+        rope = rope_fields(c, head_dim, 5e6, rope_dim=rotary)
+    fields |= {"router_score": ROUTER_SIGMOID, "qk_norm": 1,
+               "rms_eps": c.number("rms_norm_eps", 1e-6), **rope}
+    return Arch.MINIMAX_M2, fields, kinds
+
+
 FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
             "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe,
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
             "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3,
             "flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
-            "glm4_moe_lite": _glm4_moe_lite}
+            "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2}
 INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2"}
 ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
               "phimoe": _uniform_window_kinds}
@@ -589,7 +618,8 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
             reason += f" (float32 holds {before!r} as {p.value!r})"
         if p.field == "expert_intermediate":
             plain = arch in (Arch.MIXTRAL, Arch.OLMOE, Arch.PHIMOE, Arch.GRANITEMOE,
-                             Arch.GRANITEMOE_SHARED, Arch.FLEX_OLMO, Arch.HUNYUAN_V1_MOE)
+                             Arch.GRANITEMOE_SHARED, Arch.FLEX_OLMO, Arch.HUNYUAN_V1_MOE,
+                             Arch.MINIMAX_M2)
             source = "intermediate_size" if plain else "moe_intermediate_size"
         if p.field == "n_experts":
             source = _present(c, ("num_local_experts", "num_experts", "moe_num_experts",

@@ -79,7 +79,8 @@ _GPT_OSS_BLOCK_NAMES = {Role.ROUTER_LOGIT_BIAS: "router.bias",
                         Role.EXPERT_DOWN_BIAS: "experts.down_proj_bias"}
 _ROUTER_BIAS_NAMES = ("gate.moe_statics.e_score_correction_bias",
                       "moe_statics.e_score_correction_bias",
-                      "gate.e_score_correction_bias")  # DeepSeek-V3, GLM-4.5, dots1
+                      "gate.e_score_correction_bias",  # DeepSeek-V3, GLM-4.5, dots1
+                      "e_score_correction_bias")  # MiniMax-M2
 
 _MOE_BLOCKS = ("mlp", "block_sparse_moe")
 # Router names: most families' `{block}.gate.weight`; Granite's `router.layer.weight`

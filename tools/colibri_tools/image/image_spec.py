@@ -38,7 +38,7 @@ BLOCK_BYTES = {DTYPE_Q8: 34, DTYPE_Q4: 18,  # bytes per block, scale included
 MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
 MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16 tensor
 MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LAST
-MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arch 15 .. 17
+MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arch 15 .. 18
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -68,6 +68,7 @@ class Arch(IntEnum):
     FLEX_OLMO = 15
     HUNYUAN_V1_MOE = 16
     GLM4_MOE_LITE = 17
+    MINIMAX_M2 = 18
 
 
 class FfnKind(IntEnum):
