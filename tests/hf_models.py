@@ -35,6 +35,8 @@ from transformers import (
     Dots1ForCausalLM,
     Ernie4_5_MoeConfig,
     Ernie4_5_MoeForCausalLM,
+    ExaoneMoeConfig,
+    ExaoneMoeForCausalLM,
     FlexOlmoConfig,
     FlexOlmoForCausalLM,
     Glm4MoeConfig,
@@ -66,7 +68,7 @@ from transformers import (
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
-            "glm4_moe_lite", "minimax_m2")
+            "glm4_moe_lite", "minimax_m2", "exaone_moe")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -89,6 +91,7 @@ _CLASSES = {
     "hunyuan_v1_moe": (HunYuanMoEV1Config, HunYuanMoEV1ForCausalLM),
     "glm4_moe_lite": (Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM),
     "minimax_m2": (MiniMaxM2Config, MiniMaxM2ForCausalLM),
+    "exaone_moe": (ExaoneMoeConfig, ExaoneMoeForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -216,6 +219,18 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                         routed_scaling_factor=2.5, rope_interleave=True,
                         max_position_embeddings=96, rms_norm_eps=1e-5,
                         rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # Sliding layers with RoPE (window 8 < the 40-token prompts) and every third a
+    # global one without; a dense first layer; the sigmoid router with 2 groups of 3
+    # (1 kept), top-2, scaling 2.5; a shared expert; per-head q/k norm.
+    "exaone_moe": dict(vocab_size=101, hidden_size=40, intermediate_size=28,
+                       moe_intermediate_size=10, num_hidden_layers=4, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=10, num_experts=6,
+                       num_experts_per_tok=2, num_shared_experts=1, n_group=2, topk_group=1,
+                       routed_scaling_factor=2.5, norm_topk_prob=True, first_k_dense_replace=1,
+                       sliding_window=8, sliding_window_pattern=3, max_position_embeddings=64,
+                       rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                       tie_word_embeddings=False,
+                       rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
     # q/k norms over the whole projections, RoPE on 6 of 10 dimensions, the sigmoid
     # router with a selection bias (set by _rescale), 6 experts top-3.
     "minimax_m2": dict(vocab_size=97, hidden_size=40, intermediate_size=12, num_hidden_layers=2,

@@ -90,6 +90,7 @@ static const char *arch_name(uint32_t arch)
     case 16: return "hunyuan_v1_moe";
     case 17: return "glm4_moe_lite";
     case 18: return "minimax_m2";
+    case 19: return "exaone_moe";
     default: return "unknown";
     }
 }

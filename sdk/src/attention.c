@@ -158,8 +158,10 @@ static void keys_of_token(const colibri_model *m, const layer_view *layer, float
         qk_normalise(m, q, layer->q_norm, hp->n_heads);
         qk_normalise(m, k, layer->k_norm, hp->n_kv_heads);
     }
-    rope_heads(m, q, ws->rope + (size_t)t * hd, hp->n_heads);
-    rope_heads(m, k, ws->rope + (size_t)t * hd, hp->n_kv_heads);
+    if (layer->attn_kind != ATTN_FULL_NOPE) {
+        rope_heads(m, q, ws->rope + (size_t)t * hd, hp->n_heads);
+        rope_heads(m, k, ws->rope + (size_t)t * hd, hp->n_kv_heads);
+    }
     if (rotated_first) {
         qk_normalise(m, q, layer->q_norm, hp->n_heads);
         qk_normalise(m, k, layer->k_norm, hp->n_kv_heads);

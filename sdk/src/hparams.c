@@ -94,7 +94,7 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_MINIMAX_M2) ||
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_EXAONE_MOE) ||
         hp->qk_norm > QK_NORM_PER_HEAD_ROTATED || hp->activation > ACT_SWIGLU_CLAMPED ||
         hp->norm_kind > NORM_RMS_POST) {
         return COLIBRI_E_UNSUPPORTED_ARCH;

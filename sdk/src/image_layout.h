@@ -121,7 +121,9 @@ enum { MLA_LATENT = 1 };
 
 /* Layer table entry fields (section 2). */
 enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8, LAY_ATTN_KIND = 12 };
-enum { ATTN_FULL = 0, ATTN_SLIDING = 1 }; /* attn_kind, format 1.6 */
+/* attn_kind: format 1.6; ATTN_FULL_NOPE (1.10, EXAONE's global layers): full
+ * attention without RoPE on q and k. */
+enum { ATTN_FULL = 0, ATTN_SLIDING = 1, ATTN_FULL_NOPE = 2 };
 enum { FFN_DENSE = 0, FFN_MOE = 1 };
 
 /* Tensor table entry fields (section 3). */
@@ -229,7 +231,8 @@ enum {
     ARCH_FLEX_OLMO = 15,
     ARCH_HUNYUAN_V1_MOE = 16,
     ARCH_GLM4_MOE_LITE = 17,
-    ARCH_MINIMAX_M2 = 18
+    ARCH_MINIMAX_M2 = 18,
+    ARCH_EXAONE_MOE = 19
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

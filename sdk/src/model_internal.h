@@ -19,7 +19,7 @@ typedef struct matrix_ref {
 /* Pointers to one layer's weights, resolved from the validated table. */
 typedef struct layer_view {
     uint32_t ffn_kind;              /* FFN_DENSE or FFN_MOE */
-    uint32_t attn_kind;             /* ATTN_FULL or ATTN_SLIDING */
+    uint32_t attn_kind;             /* ATTN_FULL, ATTN_SLIDING or ATTN_FULL_NOPE */
     const float *attn_norm;         /* [H] */
     matrix_ref wq;                  /* [Q, H]; MLA with a q LoRA: Q_B [Q, q_lora] */
     matrix_ref q_a;                 /* MLA: [q_lora, H] or none */

@@ -216,7 +216,7 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "sliding_window_huge": (edited(v, sliding(1 << 25)), init(BAD_HYPERPARAMS)),
         "attn_kind_sliding_without_flag": (edited(v, set_at(HEADER + 12, "I", 1)),
                                            init(BAD_LAYER_TABLE)),
-        "attn_kind_unknown": (edited(v, sliding(8, attn_kind=2)), init(BAD_LAYER_TABLE)),
+        "attn_kind_unknown": (edited(v, sliding(8, attn_kind=3)), init(BAD_LAYER_TABLE)),
         "clamped_swiglu_without_limit": (edited(v, swiglu(1, 0.0, 1.702)), init(BAD_HYPERPARAMS)),
         "clamped_swiglu_alpha_nan": (edited(v, swiglu(1, 7.0, float("nan"))),
                                      init(BAD_HYPERPARAMS)),

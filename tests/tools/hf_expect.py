@@ -17,15 +17,15 @@ GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
         "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
         "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15,
-        "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18}
+        "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
            "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0, "flex_olmo": 1, "hunyuan_v1_moe": 3,
-           "glm4_moe_lite": 0, "minimax_m2": 1}
+           "glm4_moe_lite": 0, "minimax_m2": 1, "exaone_moe": 2}
 # family -> norm_kind (1: LayerNorm with bias; 2: RMSNorm after each sublayer, OLMo-2's)
 NORM_KIND = {"phimoe": 1, "flex_olmo": 2}
-SIGMOID = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite")  # DeepSeek-V3's router
+SIGMOID = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite", "exaone_moe")  # DeepSeek-V3's
 MLA = ("deepseek_v2", "deepseek_v3", "glm4_moe_lite")  # Multi-head Latent Attention
 GRANITE = ("granitemoe", "granitemoeshared")
 
@@ -117,6 +117,17 @@ def _minimax_fields(model: Any, family: str) -> dict[str, Any]:
         return {}
     rotary = model.model.rotary_emb.inv_freq.shape[0] * 2
     return {"router_score": 1, "router_norm_topk": 1, "rope_dim": rotary}
+
+
+def _exaone_fields(model: Any, family: str) -> dict[str, Any]:
+    """EXAONE MoE: sliding layers (attn_kind 1) by the config's layer_types, the
+    global ones without RoPE (attn_kind 2) when there is a window."""
+    if family != "exaone_moe":
+        return {}
+    config = model.config
+    full = 0 if config.sliding_window is None else 2
+    kinds = [1 if t == "sliding_attention" else full for t in config.layer_types]
+    return {"attn_kinds": kinds, "sliding_window": config.sliding_window if 1 in kinds else 0}
 
 
 def _gpt_oss_fields(model: Any, family: str) -> dict[str, Any]:
@@ -215,7 +226,7 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
     } | _granite_fields(config, family) | _phimoe_fields(model, family) | \
         _ernie_fields(model, family) | _sigmoid_fields(model, family) | \
         _gpt_oss_fields(model, family) | _mla_fields(model, family) | \
-        _minimax_fields(model, family)
+        _minimax_fields(model, family) | _exaone_fields(model, family)
 
 
 def _attention_tensors(sd: dict, p: str, layer: int) -> dict:

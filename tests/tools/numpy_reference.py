@@ -142,7 +142,8 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
         q = _rms(q, w.get(Role.ATTN_Q_NORM, layer), r.rms_eps)
         k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)
     positions = np.arange(n, dtype=np.float64)
-    q, k = _rope(q, positions, r), _rope(k, positions, r)
+    if w.image.layers[layer].attn_kind != 2:  # format 1.10: 2 is full attention without RoPE
+        q, k = _rope(q, positions, r), _rope(k, positions, r)
     if r.qk_norm == 3:  # format 1.10: per head, after RoPE (Hunyuan)
         q = _rms(q, w.get(Role.ATTN_Q_NORM, layer), r.rms_eps)
         k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)

@@ -331,7 +331,7 @@ def _mutations(data: bytes) -> dict:
         "rms_eps 0": (lambda b: _put(b, "f", 108, 0.0), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "arch 99": (lambda b: _put(b, "I", 36, 99), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "activation": (lambda b: _put(b, "I", 156, 2), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
-        "qk_norm 3": (lambda b: _put(b, "I", 120, 3), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
+        "qk_norm 4": (lambda b: _put(b, "I", 120, 4), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "sigmoid router, no bias": (lambda b: _put(b, "I", 128, 1), True,
                                     "COLIBRI_E_BAD_LAYER_TABLE"),
         "router 5": (lambda b: _put(b, "I", 128, 5), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),

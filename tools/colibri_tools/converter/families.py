@@ -26,6 +26,11 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
 - minimax_m2 (models/minimax_m2): q/k norms over the whole projections, partial RoPE
   (rotary_dim, as its checkpoints write it, or partial_rotary_factor), the sigmoid
   router with its correction bias (mlp.e_score_correction_bias) and no groups.
+- exaone_moe (models/exaone_moe): per-head q/k norm before RoPE; layer_types (or
+  sliding_window_pattern) give sliding layers, which turn q and k, and global ones,
+  which do not when a sliding_window is set (attn_kind 2, format 1.10); DeepSeek-V3's
+  router (num_experts, num_shared_experts), dense layers by mlp_layer_types or
+  first_k_dense_replace.
 - qwen3_moe: q, k, v, o bias when attention_bias; per-head q/k RMSNorm (qk_norm 2);
   dense layers as qwen2_moe.
 - granitemoe(shared): top-k of the router logits, softmax over the k; four multipliers.
@@ -84,6 +89,7 @@ from ..image.image_layout import (
 from ..image.image_spec import (
     ACT_SWIGLU_CLAMPED,
     ATTN_FULL,
+    ATTN_FULL_NOPE,
     ATTN_SLIDING,
     BIAS_EXPERTS,
     BIAS_LM_HEAD,
@@ -574,14 +580,69 @@ def _minimax_m2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.MINIMAX_M2, fields, kinds
 
 
+def _exaone_attn_kinds(c: HFConfig, n_layers: int) -> list[int]:
+    """layer_types, or EXAONE's rule: layer i slides unless (i + 1) is a multiple
+    of sliding_window_pattern. Sliding layers turn q and k; with a
+    sliding_window the full (global) layers do not (NoPE, attn_kind 2)."""
+    window = c.raw("sliding_window")
+    types = c.raw("layer_types")
+    if types is None:
+        pattern = c.integer("sliding_window_pattern", 4, minimum=1) if window is not None else 0
+        types = ["sliding_attention" if pattern and (i + 1) % pattern else "full_attention"
+                 for i in range(n_layers)]
+    if not isinstance(types, list) or len(types) != n_layers or \
+            any(t not in _LAYER_TYPES for t in types):
+        raise c.unsupported("layer_types", types, f"must list {n_layers} of "
+                            f"{' / '.join(_LAYER_TYPES)}")
+    if window is None and "sliding_attention" in types:
+        raise c.unsupported("layer_types", types, "sliding layers need a sliding_window")
+    full = ATTN_FULL if window is None else ATTN_FULL_NOPE
+    return [ATTN_SLIDING if t == "sliding_attention" else full for t in types]
+
+
+def _exaone_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """EXAONE MoE: per-head q/k norm, sliding-window layers with RoPE and global
+    ones without (attn_kind 2, format 1.10), DeepSeek-V3's sigmoid router with
+    groups and scaling, shared experts, dense layers (mlp_layer_types, else the
+    first first_k_dense_replace)."""
+    fields = attention_fields(c, "head_dim")
+    n = fields["n_layers"]
+    types = c.raw("mlp_layer_types")
+    if types is None:
+        dense = c.integer("first_k_dense_replace", 1)
+        types = ["dense" if i < dense else "sparse" for i in range(n)]
+    if not isinstance(types, list) or len(types) != n or any(t not in ("dense", "sparse")
+                                                           for t in types):
+        raise c.unsupported("mlp_layer_types", types, f"must list 'dense' or 'sparse' for each "
+                            f"of the {n} layers")
+    kinds = [FfnKind.MOE if t == "sparse" else FfnKind.DENSE for t in types]
+    attn = _exaone_attn_kinds(c, n)
+    window = c.integer("sliding_window", minimum=1) if ATTN_SLIDING in attn else 0
+    n_experts = expert_count(c, ("num_experts",))
+    width = c.integer("moe_intermediate_size", minimum=1)
+    fields |= routing_fields(c, kinds, n_experts, width, c.flag("norm_topk_prob", True))
+    if FfnKind.MOE in kinds:
+        fields |= {"router_score": ROUTER_SIGMOID, "n_group": c.integer("n_group", 1, minimum=1),
+                   "topk_group": c.integer("topk_group", 1, minimum=1),
+                   "routed_scaling": c.number("routed_scaling_factor", 1.0),
+                   "shared_intermediate": c.integer("num_shared_experts", 0) * width}
+    fields |= {"dense_intermediate": dense_width(c, kinds), "qk_norm": 2,
+               "sliding_window": min(window, MAX_CONTEXT_CAP),
+               "rms_eps": c.number("rms_norm_eps", 1e-5),
+               **rope_fields(c, fields["head_dim"], 1e6)}
+    return Arch.EXAONE_MOE, fields, kinds
+
+
 FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
             "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe,
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
             "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3,
             "flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
-            "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2}
+            "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2,
+            "exaone_moe": _exaone_moe}
 INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2"}
-ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
+ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "exaone_moe": _exaone_attn_kinds,
+              "mixtral": _uniform_window_kinds,
               "phimoe": _uniform_window_kinds}
 
 _RECORD_DEFAULTS = {"dense_intermediate": 0, "shared_intermediate": 0}

@@ -100,12 +100,14 @@ MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing w
 
 
 def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
-                 row_groups: bool = False, experts_last: bool = False) -> int:
+                 row_groups: bool = False, experts_last: bool = False,
+                 nope_layers: bool = False) -> int:
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
-    `experts_last`: the EXPERTS_LAST layout (1.9)."""
+    `experts_last`: the EXPERTS_LAST layout (1.9); `nope_layers`: a layer of
+    attn_kind 2 (1.10)."""
     if r.norm_kind == NORM_RMS_POST or r.qk_norm == QK_NORM_PER_HEAD_ROTATED or \
-            arch >= Arch.FLEX_OLMO:
+            arch >= Arch.FLEX_OLMO or nope_layers:
         return MINOR_POST_NORMS
     if experts_last:
         return MINOR_EXPERTS_LAST

@@ -38,7 +38,7 @@ BLOCK_BYTES = {DTYPE_Q8: 34, DTYPE_Q4: 18,  # bytes per block, scale included
 MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
 MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16 tensor
 MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LAST
-MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arch 15 .. 18
+MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arch 15 .. 19, attn_kind 2
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -69,6 +69,7 @@ class Arch(IntEnum):
     HUNYUAN_V1_MOE = 16
     GLM4_MOE_LITE = 17
     MINIMAX_M2 = 18
+    EXAONE_MOE = 19
 
 
 class FfnKind(IntEnum):
@@ -199,6 +200,7 @@ FLAG_EXPERTS_LAST = 16  # bit 4: every expert block after all other tensor data 
 KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING | FLAG_MLA | FLAG_EXPERTS_LAST
 ACT_SILU, ACT_SWIGLU_CLAMPED = 0, 1  # activation values (1: gpt-oss, format 1.6)
 ATTN_FULL, ATTN_SLIDING = 0, 1  # a layer's attn_kind (format 1.6)
+ATTN_FULL_NOPE = 2  # format 1.10: full attention without RoPE (EXAONE's global layers)
 MLA_FIELDS = ("mla", "q_lora_rank", "kv_lora_rank", "v_head_dim", "lora_eps")
 MLA_LATENT = 1  # the mla value (format 1.7)
 MAX_LORA_RANK = 65536  # = MAX_LORA_RANK in sdk/src/hparams.c
@@ -218,7 +220,7 @@ LAYER_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("ffn_kind", 0, "I"),
     ("first_tensor", 4, "I"),
     ("n_tensors", 8, "I"),
-    ("attn_kind", 12, "I"),  # format 1.6: 0 full, 1 sliding window (with FLAG_SLIDING)
+    ("attn_kind", 12, "I"),  # format 1.6: 0 full, 1 sliding window (with FLAG_SLIDING); 1.10: 2 full, no RoPE
 )
 
 TENSOR_FIELDS: tuple[tuple[str, int, str], ...] = (

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import ImageFormatError
 from .image_layout import align_up, canonical_tensors, format_minor, model_problems, place_tensors
 from .image_spec import (
+    ATTN_FULL_NOPE,
     DATA_ALIGN,
     DEFAULT_ALIGNMENT,
     HEADER_SIZE,
@@ -70,8 +71,8 @@ def _check_inputs(path: Path, arch: int, alignment: int, record: ModelRecord,
         raise ImageFormatError(f"cannot write {p.field} = {p.value!r}: {p.reason}",
                                status=p.status, path=path)
     if attn_kinds is not None and (len(attn_kinds) != len(ffn_kinds) or any(
-            k not in (0, 1) or (k == 1 and not record.sliding_window) for k in attn_kinds)):
-        raise ImageFormatError(f"attention kinds {attn_kinds!r}: one per layer, 0 or 1 (1 needs "
+            k not in (0, 1, 2) or (k == 1 and not record.sliding_window) for k in attn_kinds)):
+        raise ImageFormatError(f"attention kinds {attn_kinds!r}: one per layer, 0, 1 or 2 (1 needs "
                                f"a sliding_window)", status=Status.E_BAD_LAYER_TABLE.c_name,
                                path=path)
     expected, layers = canonical_tensors(record, ffn_kinds, attn_kinds)
@@ -154,7 +155,8 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
     quantized = any(t.dtype in QUANT_DTYPES for t in tensors)
     row_groups = any(t.dtype in R16_DTYPES for t in tensors)
     header = {"magic": MAGIC, "version_major": VERSION_MAJOR,
-              "version_minor": format_minor(arch, record, quantized, row_groups, experts_last),
+              "version_minor": format_minor(arch, record, quantized, row_groups, experts_last,
+                                            any(e.attn_kind == ATTN_FULL_NOPE for e in layers)),
               "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0,
               "flags": header_flags(record, experts_last),
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,
