@@ -11,26 +11,6 @@ Facts follow transformers 5.24 (models/{mixtral,qwen2_moe,olmoe,qwen3_moe}):
   experts have width moe_intermediate_size.
 - olmoe: q, k, v, o bias when attention_bias; RMSNorm over the whole q and k
   projections (qk_norm 1), which needs head_dim == hidden / heads; no clip_qkv.
-- flex_olmo (models/flex_olmo): OLMoE's attention and router (q/k norms of
-  num_heads * head_dim and num_kv_heads * head_dim), OLMo-2's norms:
-  post_attention_layernorm on the attention's output and post_feedforward_layernorm
-  on the MoE's, each before its residual add (norm_kind 2, format 1.10).
-- hunyuan_v1_moe (models/hunyuan_v1_moe): query_layernorm / key_layernorm per head
-  after RoPE (qk_norm 3, format 1.10); router mlp.gate.wg, softmax top moe_topk always
-  renormalised; shared_mlp (ungated) and experts both of intermediate_size;
-  num_experts / moe_topk may be per-layer lists of one value; RoPE default or NTK
-  alpha ("dynamic" with alpha: the base times alpha ** (head_dim / (head_dim - 2))).
-- glm4_moe_lite (models/glm4_moe_lite, GLM-4.7-Flash): DeepSeek-V3's MLA (RoPE
-  interleaved when rope_interleave) and router, its dense and sparse layers from
-  mlp_layer_types; multi-token-prediction layers past the last one are skipped.
-- minimax_m2 (models/minimax_m2): q/k norms over the whole projections, partial RoPE
-  (rotary_dim, as its checkpoints write it, or partial_rotary_factor), the sigmoid
-  router with its correction bias (mlp.e_score_correction_bias) and no groups.
-- exaone_moe (models/exaone_moe): per-head q/k norm before RoPE; layer_types (or
-  sliding_window_pattern) give sliding layers, which turn q and k, and global ones,
-  which do not when a sliding_window is set (attn_kind 2, format 1.10); DeepSeek-V3's
-  router (num_experts, num_shared_experts), dense layers by mlp_layer_types or
-  first_k_dense_replace.
 - qwen3_moe: q, k, v, o bias when attention_bias; per-head q/k RMSNorm (qk_norm 2);
   dense layers as qwen2_moe.
 - granitemoe(shared): top-k of the router logits, softmax over the k; four multipliers.
@@ -88,19 +68,14 @@ from ..image.image_layout import (
 )
 from ..image.image_spec import (
     ACT_SWIGLU_CLAMPED,
-    ATTN_FULL,
-    ATTN_FULL_NOPE,
     ATTN_SLIDING,
     BIAS_EXPERTS,
     BIAS_LM_HEAD,
     BIAS_ROUTER,
     BIAS_SINKS,
     DEFAULT_ALIGNMENT,
-    MLA_LATENT,
     MODEL_RECORD_FIELDS,
     NORM_LAYER,
-    NORM_RMS_POST,
-    ROUTER_SIGMOID,
     ROUTER_SOFTMAX_BIASED,
     ROUTER_SPARSEMIXER,
     ROUTER_TOPK_SOFTMAX,
@@ -108,18 +83,21 @@ from ..image.image_spec import (
     FfnKind,
     ModelRecord,
 )
+from . import families_recent as recent
 from .family_fields import (
     ALL_BIASES,
+    LAYER_TYPES,
     MAX_CONTEXT_CAP,
     QKV_BIASES,
     attention_fields,
     check_common,
     dense_width,
     expert_count,
+    mla_fields,
     rope_fields,
-    rope_parameters,
     rope_theta,
     routing_fields,
+    sigmoid_router,
 )
 from .hf_config import HFConfig
 
@@ -216,65 +194,6 @@ def _olmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     fields |= {"attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 1,
                "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-5)}
     return Arch.OLMOE, fields, kinds
-
-
-def _flex_olmo(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    """FlexOlmo: OLMoE's attention (RMSNorm over the whole q and k projections) and
-    router, with OLMo-2's norms: each sublayer reads the residual stream and its
-    output is normed before the add (norm_kind 2, format 1.10)."""
-    c.reject_if("clip_qkv", lambda v: v is not None, "clipping q, k and v is not supported")
-    fields = attention_fields(c, "head_dim")
-    kinds = [FfnKind.MOE] * fields["n_layers"]
-    n_experts = expert_count(c, ("num_experts", "num_local_experts"))
-    fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1),
-                             c.flag("norm_topk_prob", False))
-    fields |= {"attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 1,
-               "norm_kind": NORM_RMS_POST, "rope_theta": rope_theta(c, 1e4),
-               "rms_eps": c.number("rms_norm_eps", 1e-6)}
-    return Arch.FLEX_OLMO, fields, kinds
-
-
-def _same_per_layer(c: HFConfig, key: str, n_layers: int) -> int:
-    """An integer, or a per-layer list of one value (Hunyuan's num_experts and
-    moe_topk may be lists); lists that differ are refused."""
-    value = c.raw(key)
-    if isinstance(value, list):
-        if len(value) != n_layers or any(v != value[0] for v in value):
-            raise c.unsupported(key, value, "per-layer values that differ are not supported")
-        c = HFConfig({key: value[0]}, c.path)
-    return c.integer(key, minimum=1)
-
-
-def _hunyuan_rope_theta(c: HFConfig, head_dim: int) -> float:
-    """Default RoPE, or Hunyuan's NTK alpha ("dynamic" with an alpha): a fixed
-    base of rope_theta * alpha ** (head_dim / (head_dim - 2))."""
-    params = rope_parameters(c)
-    kind = params.get("rope_type", params.get("type", "default"))
-    if kind == "dynamic" and params.get("alpha") is not None:
-        theta, alpha = params.get("rope_theta", c.raw("rope_theta")), params["alpha"]
-        p = HFConfig({"rope_theta": theta, "alpha": alpha}, c.path)
-        if p.number("alpha") <= 1.0:
-            raise c.unsupported("rope_parameters.alpha", alpha, "must be > 1")
-        return p.number("rope_theta") * p.number("alpha") ** (head_dim / (head_dim - 2))
-    return rope_theta(c, 1e4)
-
-
-def _hunyuan_v1_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    """Hunyuan-MoE: per-head q/k RMSNorm after RoPE (qk_norm 3, format 1.10),
-    a softmax top-k router always renormalised, an ungated shared MLP beside
-    the routed experts, both of width intermediate_size; every layer MoE."""
-    fields = attention_fields(c, "head_dim")
-    n = fields["n_layers"]
-    kinds = [FfnKind.MOE] * n
-    width = c.integer("intermediate_size", minimum=1)
-    n_experts = _same_per_layer(c, "num_experts", n)
-    fields |= {"n_experts": n_experts, "expert_intermediate": width,
-               "top_k": _same_per_layer(c, "moe_topk", n), "router_norm_topk": 1,
-               "shared_intermediate": width, "shared_gate": 0,
-               "attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 3,
-               "rope_theta": _hunyuan_rope_theta(c, fields["head_dim"]),
-               "rms_eps": c.number("rms_norm_eps", 1e-5)}
-    return Arch.HUNYUAN_V1_MOE, fields, kinds
 
 
 def _qwen3_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
@@ -386,30 +305,10 @@ def _first_dense_kinds(c: HFConfig, n_layers: int) -> list[int]:
     return [FfnKind.DENSE if i < dense else FfnKind.MOE for i in range(n_layers)]
 
 
-def _sigmoid_router(c: HFConfig, kinds: list[int], norm_default: bool) -> dict:
-    """DeepSeek-V3's router (also GLM-4.5's and dots1's), its experts and shared experts."""
-    method = c.get("topk_method", "noaux_tc")
-    if method != "noaux_tc":
-        raise c.unsupported("topk_method", method, "this family's router is noaux_tc (sigmoid "
-                            "scores, correction bias)")
-    c.reject_if("scoring_func", lambda v: v not in (None, "sigmoid"), "only sigmoid scores")
-    n_experts = expert_count(c, ("n_routed_experts",))
-    width = c.integer("moe_intermediate_size", minimum=1)
-    fields = routing_fields(c, kinds, n_experts, width, c.flag("norm_topk_prob", norm_default))
-    if FfnKind.MOE not in kinds:
-        return fields | {"dense_intermediate": dense_width(c, kinds)}
-    return fields | {
-        "router_score": ROUTER_SIGMOID, "n_group": c.integer("n_group", 1, minimum=1),
-        "topk_group": c.integer("topk_group", 1, minimum=1),
-        "routed_scaling": c.number("routed_scaling_factor", 1.0),
-        "shared_intermediate": c.integer("n_shared_experts", 0) * width,
-        "dense_intermediate": dense_width(c, kinds)}
-
-
 def _glm4_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     fields = attention_fields(c, "head_dim")
     kinds = _first_dense_kinds(c, fields["n_layers"])
-    fields |= _sigmoid_router(c, kinds, True)
+    fields |= sigmoid_router(c, kinds, True)
     fields |= {"attn_bias": QKV_BIASES if c.flag("attention_bias", False) else 0,
                "qk_norm": 2 if c.flag("use_qk_norm", False) else 0,
                "rms_eps": c.number("rms_norm_eps", 1e-5),
@@ -428,13 +327,12 @@ def _dots1(c: HFConfig) -> tuple[Arch, dict, list[int]]:
         raise c.unsupported("layer_types", types, "only full attention layers are supported "
                             "(sliding_window / max_window_layers)")
     kinds = _first_dense_kinds(c, fields["n_layers"])
-    fields |= _sigmoid_router(c, kinds, False)
+    fields |= sigmoid_router(c, kinds, False)
     fields |= {"attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0, "qk_norm": 2,
                "rms_eps": c.number("rms_norm_eps", 1e-6), **rope_fields(c, fields["head_dim"], 1e4)}
     return Arch.DOTS1, fields, kinds
 
 
-_LAYER_TYPES = {"full_attention": ATTN_FULL, "sliding_attention": ATTN_SLIDING}
 
 
 def _gpt_oss_attn_kinds(c: HFConfig, n_layers: int) -> list[int] | None:
@@ -443,10 +341,10 @@ def _gpt_oss_attn_kinds(c: HFConfig, n_layers: int) -> list[int] | None:
     if types is None:
         types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n_layers)]
     if not isinstance(types, list) or len(types) != n_layers or \
-            any(t not in _LAYER_TYPES for t in types):
+            any(t not in LAYER_TYPES for t in types):
         raise c.unsupported("layer_types", types, f"must list {n_layers} of "
-                            f"{' / '.join(_LAYER_TYPES)}")
-    return [_LAYER_TYPES[t] for t in types]
+                            f"{' / '.join(LAYER_TYPES)}")
+    return [LAYER_TYPES[t] for t in types]
 
 
 def _gpt_oss(c: HFConfig) -> tuple[Arch, dict, list[int]]:
@@ -474,34 +372,6 @@ def _gpt_oss(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.GPT_OSS, fields, kinds
 
 
-def _mla(c: HFConfig, fields: dict) -> dict:
-    """Multi-head Latent Attention (DeepSeek-V2/V3): head_dim = qk_nope_head_dim +
-    qk_rope_head_dim, RoPE on the last qk_rope_head_dim of each q head and on the
-    one RoPE key, the LoRA ranks and v_head_dim; the attention scale times
-    mscale(factor, mscale_all_dim)^2 under YaRN (transformers' yarn_apply_mscale)."""
-    c.reject_if("attention_bias", lambda v: v is True, "MLA with biases is not supported")
-    c.reject_if("quantization_config", lambda v: v is not None,
-                "quantized (FP8) checkpoints are not supported: dequantize to bf16 or f32")
-    nope = c.integer("qk_nope_head_dim", minimum=1)
-    rope = c.integer("qk_rope_head_dim", minimum=2)
-    c.reject_if("qk_rope_head_dim", lambda v: v % 2, "RoPE turns pairs: must be even")
-    head = nope + rope
-    q_lora = 0 if c.raw("q_lora_rank") is None else c.integer("q_lora_rank", minimum=1)
-    out = {"head_dim": head, "n_kv_heads": fields["n_heads"], "mla": MLA_LATENT,
-           "q_lora_rank": q_lora, "kv_lora_rank": c.integer("kv_lora_rank", minimum=1),
-           "v_head_dim": c.integer("v_head_dim", minimum=1), "lora_eps": 1e-6,
-           **rope_fields(c, head, 1e4, rope_dim=rope)}
-    params = rope_parameters(c) or (c.raw("rope_scaling") or {})
-    kind = params.get("rope_type", params.get("type", "default"))
-    m_all = params.get("mscale_all_dim") or 0
-    if kind != "default" and m_all:
-        factor = float(params["factor"])
-        m = 1.0 if factor <= 1 else 0.1 * m_all * math.log(factor) + 1.0
-        out |= {"embedding_scale": 1.0, "residual_scale": 1.0, "logits_divisor": 1.0,
-                "attention_scale": head ** -0.5 * m * m}
-    return out
-
-
 def _deepseek_v2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     """DeepSeek-V2: MLA with interleaved RoPE, a softmax router (greedy or
     group-limited greedy: groups ranked by their best score), no renormalisation."""
@@ -521,7 +391,7 @@ def _deepseek_v2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
                    "routed_scaling": c.number("routed_scaling_factor", 1.0),
                    "shared_intermediate": c.integer("n_shared_experts", 0) * width}
     fields |= {"dense_intermediate": dense_width(c, kinds),
-               "rms_eps": c.number("rms_norm_eps", 1e-6), **_mla(c, fields)}
+               "rms_eps": c.number("rms_norm_eps", 1e-6), **mla_fields(c, fields)}
     return Arch.DEEPSEEK_V2, fields, kinds
 
 
@@ -530,120 +400,19 @@ def _deepseek_v3(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     rope_interleave) and the sigmoid router."""
     fields = attention_fields(c, None)
     kinds = _first_dense_kinds(c, fields["n_layers"])
-    fields |= _sigmoid_router(c, kinds, True)
-    fields |= {"rms_eps": c.number("rms_norm_eps", 1e-6), **_mla(c, fields)}
+    fields |= sigmoid_router(c, kinds, True)
+    fields |= {"rms_eps": c.number("rms_norm_eps", 1e-6), **mla_fields(c, fields)}
     return Arch.DEEPSEEK_V3, fields, kinds
-
-
-def _glm4_moe_lite(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    """GLM-4.7-Flash: DeepSeek-V3's Multi-head Latent Attention and GLM-4.5's
-    router (DeepSeek-V3's rule), dense and sparse layers as mlp_layer_types
-    lists them (its default: the first dense, the rest sparse)."""
-    fields = attention_fields(c, None)
-    n = fields["n_layers"]
-    types = c.raw("mlp_layer_types")
-    if types is None:
-        types = ["dense"] + ["sparse"] * (n - 1)
-    if not isinstance(types, list) or len(types) != n or any(t not in ("dense", "sparse")
-                                                           for t in types):
-        raise c.unsupported("mlp_layer_types", types, f"must list 'dense' or 'sparse' for each "
-                            f"of the {n} layers")
-    kinds = [FfnKind.MOE if t == "sparse" else FfnKind.DENSE for t in types]
-    fields |= _sigmoid_router(c, kinds, True)
-    fields |= {"rms_eps": c.number("rms_norm_eps", 1e-5), **_mla(c, fields)}
-    return Arch.GLM4_MOE_LITE, fields, kinds
-
-
-def _minimax_m2(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    """MiniMax-M2: RMSNorm over the whole q and k projections (qk_norm 1, its
-    qk_norm_type per_layer), partial RoPE over rotary_dim (or
-    partial_rotary_factor), DeepSeek-V3's sigmoid router without groups or
-    scaling (e_score_correction_bias for the choice, the chosen sigmoid scores
-    renormalised), Mixtral's experts on every layer."""
-    c.reject_if("scoring_func", lambda v: v not in (None, "sigmoid"), "only sigmoid scores")
-    c.reject_if("qk_norm_type", lambda v: v not in (None, "per_layer"),
-                "only per_layer (over the whole projection)")
-    fields = attention_fields(c, "head_dim")
-    kinds = [FfnKind.MOE] * fields["n_layers"]
-    n_experts = expert_count(c, ("num_local_experts", "num_experts"))
-    fields |= routing_fields(c, kinds, n_experts, c.integer("intermediate_size", minimum=1), True)
-    head_dim = fields["head_dim"]
-    if c.raw("rotary_dim") is None:
-        rope = rope_fields(c, head_dim, 5e6, partial=True)
-    else:
-        rotary = c.integer("rotary_dim", minimum=2)
-        if rotary > head_dim:
-            raise c.unsupported("rotary_dim", rotary, f"must be <= head_dim ({head_dim})")
-        rope = rope_fields(c, head_dim, 5e6, rope_dim=rotary)
-    fields |= {"router_score": ROUTER_SIGMOID, "qk_norm": 1,
-               "rms_eps": c.number("rms_norm_eps", 1e-6), **rope}
-    return Arch.MINIMAX_M2, fields, kinds
-
-
-def _exaone_attn_kinds(c: HFConfig, n_layers: int) -> list[int]:
-    """layer_types, or EXAONE's rule: layer i slides unless (i + 1) is a multiple
-    of sliding_window_pattern. Sliding layers turn q and k; with a
-    sliding_window the full (global) layers do not (NoPE, attn_kind 2)."""
-    window = c.raw("sliding_window")
-    types = c.raw("layer_types")
-    if types is None:
-        pattern = c.integer("sliding_window_pattern", 4, minimum=1) if window is not None else 0
-        types = ["sliding_attention" if pattern and (i + 1) % pattern else "full_attention"
-                 for i in range(n_layers)]
-    if not isinstance(types, list) or len(types) != n_layers or \
-            any(t not in _LAYER_TYPES for t in types):
-        raise c.unsupported("layer_types", types, f"must list {n_layers} of "
-                            f"{' / '.join(_LAYER_TYPES)}")
-    if window is None and "sliding_attention" in types:
-        raise c.unsupported("layer_types", types, "sliding layers need a sliding_window")
-    full = ATTN_FULL if window is None else ATTN_FULL_NOPE
-    return [ATTN_SLIDING if t == "sliding_attention" else full for t in types]
-
-
-def _exaone_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
-    """EXAONE MoE: per-head q/k norm, sliding-window layers with RoPE and global
-    ones without (attn_kind 2, format 1.10), DeepSeek-V3's sigmoid router with
-    groups and scaling, shared experts, dense layers (mlp_layer_types, else the
-    first first_k_dense_replace)."""
-    fields = attention_fields(c, "head_dim")
-    n = fields["n_layers"]
-    types = c.raw("mlp_layer_types")
-    if types is None:
-        dense = c.integer("first_k_dense_replace", 1)
-        types = ["dense" if i < dense else "sparse" for i in range(n)]
-    if not isinstance(types, list) or len(types) != n or any(t not in ("dense", "sparse")
-                                                           for t in types):
-        raise c.unsupported("mlp_layer_types", types, f"must list 'dense' or 'sparse' for each "
-                            f"of the {n} layers")
-    kinds = [FfnKind.MOE if t == "sparse" else FfnKind.DENSE for t in types]
-    attn = _exaone_attn_kinds(c, n)
-    window = c.integer("sliding_window", minimum=1) if ATTN_SLIDING in attn else 0
-    n_experts = expert_count(c, ("num_experts",))
-    width = c.integer("moe_intermediate_size", minimum=1)
-    fields |= routing_fields(c, kinds, n_experts, width, c.flag("norm_topk_prob", True))
-    if FfnKind.MOE in kinds:
-        fields |= {"router_score": ROUTER_SIGMOID, "n_group": c.integer("n_group", 1, minimum=1),
-                   "topk_group": c.integer("topk_group", 1, minimum=1),
-                   "routed_scaling": c.number("routed_scaling_factor", 1.0),
-                   "shared_intermediate": c.integer("num_shared_experts", 0) * width}
-    fields |= {"dense_intermediate": dense_width(c, kinds), "qk_norm": 2,
-               "sliding_window": min(window, MAX_CONTEXT_CAP),
-               "rms_eps": c.number("rms_norm_eps", 1e-5),
-               **rope_fields(c, fields["head_dim"], 1e6)}
-    return Arch.EXAONE_MOE, fields, kinds
 
 
 FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen3_moe": _qwen3_moe,
             "granitemoe": _granitemoe, "granitemoeshared": _granitemoe, "phimoe": _phimoe,
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
             "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3,
-            "flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
-            "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2,
-            "exaone_moe": _exaone_moe}
+            **recent.FAMILIES}
 INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2"}
-ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "exaone_moe": _exaone_attn_kinds,
-              "mixtral": _uniform_window_kinds,
-              "phimoe": _uniform_window_kinds}
+ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
+              "phimoe": _uniform_window_kinds, **recent.ATTN_KINDS}
 
 _RECORD_DEFAULTS = {"dense_intermediate": 0, "shared_intermediate": 0}
 

@@ -1,13 +1,15 @@
 """What every model family derives the same way from its config.json (families.py
-holds the per-family mapping): the attention shape, the routing fields, the
-dense width, and RoPE, plain or YaRN, as the record's RoPE fields."""
+and families_recent.py hold the per-family mapping): the attention shape, the
+routing fields, the dense width, RoPE, plain or YaRN, as the record's RoPE fields,
+and what several families share: DeepSeek-V3's router, Multi-head Latent
+Attention, layer_types and mlp_layer_types."""
 
 from __future__ import annotations
 
 import math
 
 from ..image.image_layout import MIN_ROPE_THETA
-from ..image.image_spec import ROPE_YARN, FfnKind
+from ..image.image_spec import ATTN_FULL, ATTN_SLIDING, MLA_LATENT, ROPE_YARN, ROUTER_SIGMOID, FfnKind
 from .hf_config import HFConfig, float32_number
 
 MAX_CONTEXT_CAP = 1 << 24
@@ -188,3 +190,65 @@ def routing_fields(c: HFConfig, kinds: list[int], n_experts: int, width: int, no
 
 def dense_width(c: HFConfig, kinds: list[int]) -> int:
     return c.integer("intermediate_size", minimum=1) if FfnKind.DENSE in kinds else 0
+
+
+# transformers' layer_types values and the layer table's attn_kind for each (format 1.6).
+LAYER_TYPES = {"full_attention": ATTN_FULL, "sliding_attention": ATTN_SLIDING}
+
+
+def sigmoid_router(c: HFConfig, kinds: list[int], norm_default: bool) -> dict:
+    """DeepSeek-V3's router (also GLM-4.5's and dots1's), its experts and shared experts."""
+    method = c.get("topk_method", "noaux_tc")
+    if method != "noaux_tc":
+        raise c.unsupported("topk_method", method, "this family's router is noaux_tc (sigmoid "
+                            "scores, correction bias)")
+    c.reject_if("scoring_func", lambda v: v not in (None, "sigmoid"), "only sigmoid scores")
+    n_experts = expert_count(c, ("n_routed_experts",))
+    width = c.integer("moe_intermediate_size", minimum=1)
+    fields = routing_fields(c, kinds, n_experts, width, c.flag("norm_topk_prob", norm_default))
+    if FfnKind.MOE not in kinds:
+        return fields | {"dense_intermediate": dense_width(c, kinds)}
+    return fields | {
+        "router_score": ROUTER_SIGMOID, "n_group": c.integer("n_group", 1, minimum=1),
+        "topk_group": c.integer("topk_group", 1, minimum=1),
+        "routed_scaling": c.number("routed_scaling_factor", 1.0),
+        "shared_intermediate": c.integer("n_shared_experts", 0) * width,
+        "dense_intermediate": dense_width(c, kinds)}
+
+
+def mla_fields(c: HFConfig, fields: dict) -> dict:
+    """Multi-head Latent Attention (DeepSeek-V2/V3): head_dim = qk_nope_head_dim +
+    qk_rope_head_dim, RoPE on the last qk_rope_head_dim of each q head and on the
+    one RoPE key, the LoRA ranks and v_head_dim; the attention scale times
+    mscale(factor, mscale_all_dim)^2 under YaRN (transformers' yarn_apply_mscale)."""
+    c.reject_if("attention_bias", lambda v: v is True, "MLA with biases is not supported")
+    c.reject_if("quantization_config", lambda v: v is not None,
+                "quantized (FP8) checkpoints are not supported: dequantize to bf16 or f32")
+    nope = c.integer("qk_nope_head_dim", minimum=1)
+    rope = c.integer("qk_rope_head_dim", minimum=2)
+    c.reject_if("qk_rope_head_dim", lambda v: v % 2, "RoPE turns pairs: must be even")
+    head = nope + rope
+    q_lora = 0 if c.raw("q_lora_rank") is None else c.integer("q_lora_rank", minimum=1)
+    out = {"head_dim": head, "n_kv_heads": fields["n_heads"], "mla": MLA_LATENT,
+           "q_lora_rank": q_lora, "kv_lora_rank": c.integer("kv_lora_rank", minimum=1),
+           "v_head_dim": c.integer("v_head_dim", minimum=1), "lora_eps": 1e-6,
+           **rope_fields(c, head, 1e4, rope_dim=rope)}
+    params = rope_parameters(c) or (c.raw("rope_scaling") or {})
+    kind = params.get("rope_type", params.get("type", "default"))
+    m_all = params.get("mscale_all_dim") or 0
+    if kind != "default" and m_all:
+        factor = float(params["factor"])
+        m = 1.0 if factor <= 1 else 0.1 * m_all * math.log(factor) + 1.0
+        out |= {"embedding_scale": 1.0, "residual_scale": 1.0, "logits_divisor": 1.0,
+                "attention_scale": head ** -0.5 * m * m}
+    return out
+
+
+def mlp_layer_kinds(c: HFConfig, types: object, n_layers: int) -> list[int]:
+    """Each layer's FFN kind from a list of 'dense' / 'sparse' (mlp_layer_types of
+    GLM-4.7-Flash and EXAONE MoE), refused unless it names one of them per layer."""
+    if not isinstance(types, list) or len(types) != n_layers or \
+            any(t not in ("dense", "sparse") for t in types):
+        raise c.unsupported("mlp_layer_types", types, f"must list 'dense' or 'sparse' for each "
+                            f"of the {n_layers} layers")
+    return [FfnKind.MOE if t == "sparse" else FfnKind.DENSE for t in types]
