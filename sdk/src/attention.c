@@ -60,6 +60,13 @@ static void qk_normalise(const colibri_model *m, float *v, const float *w, uint3
     }
 }
 
+/* Token's q and k normalised (nothing with qk_norm 0). */
+static void qk_normalise_token(const colibri_model *m, const layer_view *layer, float *q, float *k)
+{
+    qk_normalise(m, q, layer->q_norm, m->hp.n_heads);
+    qk_normalise(m, k, layer->k_norm, m->hp.n_kv_heads);
+}
+
 /* RoPE on the first rope_dim dimensions of each head (all of them but for
  * GLM's partial rotary). */
 static void rope_heads(const colibri_model *m, float *v, const float *cos_sin, uint32_t heads)
@@ -153,18 +160,16 @@ static void keys_of_token(const colibri_model *m, const layer_view *layer, float
     const colibri_hparams *hp = &m->hp;
     uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;
     float *q = ws->q + (size_t)t * q_dim, *k = ws->k + (size_t)t * kv_dim;
-    int rotated_first = hp->qk_norm == QK_NORM_PER_HEAD_ROTATED;
-    if (!rotated_first) {
-        qk_normalise(m, q, layer->q_norm, hp->n_heads);
-        qk_normalise(m, k, layer->k_norm, hp->n_kv_heads);
+    int norms_after_rope = hp->qk_norm == QK_NORM_PER_HEAD_ROTATED;
+    if (!norms_after_rope) {
+        qk_normalise_token(m, layer, q, k);
     }
     if (layer->attn_kind != ATTN_FULL_NOPE) {
         rope_heads(m, q, ws->rope + (size_t)t * hd, hp->n_heads);
         rope_heads(m, k, ws->rope + (size_t)t * hd, hp->n_kv_heads);
     }
-    if (rotated_first) {
-        qk_normalise(m, q, layer->q_norm, hp->n_heads);
-        qk_normalise(m, k, layer->k_norm, hp->n_kv_heads);
+    if (norms_after_rope) {
+        qk_normalise_token(m, layer, q, k);
     }
     memcpy(k_cache + (size_t)pos * kv_dim, k, kv_dim * sizeof(float));
     memcpy(v_cache + (size_t)pos * kv_dim, ws->v + (size_t)t * kv_dim, kv_dim * sizeof(float));

@@ -72,7 +72,8 @@ colibri_status colibri_layer_table_check(const colibri_model *m)
         uint32_t attn = colibri_rd_u32(e + LAY_ATTN_KIND);
         if (kind > FFN_MOE || colibri_rd_u32(e + LAY_FIRST_TENSOR) != next ||
             colibri_rd_u32(e + LAY_N_TENSORS) != count ||
-            (attn > ATTN_FULL_NOPE || (attn == ATTN_SLIDING && m->hp.sliding_window == 0u))) {
+            (attn > ATTN_FULL_NOPE || (attn == ATTN_SLIDING && m->hp.sliding_window == 0u) ||
+             (attn == ATTN_FULL_NOPE && m->hp.mla == MLA_LATENT))) {
             return COLIBRI_E_BAD_LAYER_TABLE;
         }
         if (!layer_kind_supported(&m->hp, kind)) {

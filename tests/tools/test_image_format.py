@@ -472,3 +472,26 @@ def test_python_reader_agrees_with_the_broken_image_folder(good_image, tmp_path)
         if got != want:
             wrong[name] = (want, got)
     assert not wrong
+
+
+def test_a_layer_without_rope_is_refused_with_mla(hf_checkpoint, tmp_path):
+    """attn_kind 2 (format 1.10: no RoPE on q and k) cannot hold for Multi-head
+    Latent Attention, whose RoPE key is part of its cache: the Python reader
+    and the C core (colibri-run) both refuse it as a bad layer table."""
+    import subprocess
+
+    result = convert(hf_checkpoint("deepseek_v3"), tmp_path / "out", progress=False)
+    buf = bytearray(result.image_path.read_bytes())
+    _put(buf, "I", 256 + 12, 2)  # layer 0's attn_kind
+    fix_meta_crc(buf)
+    with pytest.raises(ImageFormatError) as info:
+        read_image(bytes(buf))
+    assert info.value.status == "COLIBRI_E_BAD_LAYER_TABLE"
+    image = tmp_path / "nope.bin"
+    image.write_bytes(bytes(buf))
+    run = ROOT / "build" / "host" / "colibri-run"
+    subprocess.run(["make", "-s", str(run.relative_to(ROOT))], cwd=ROOT, check=True, timeout=600)
+    done = subprocess.run([str(run), str(image), "--ids", "1"], capture_output=True, text=True,
+                          timeout=60)
+    status = Status.E_BAD_LAYER_TABLE
+    assert done.returncode == 1 and f"(status {status.value})" in done.stderr, done.stderr

@@ -252,7 +252,8 @@ class _Checker:
         for i, layer in enumerate(layers):
             offset = HEADER_SIZE + LAYER_ENTRY_SIZE * i
             kind_ok = layer.ffn_kind in (FfnKind.DENSE, FfnKind.MOE) and (
-                layer.attn_kind in (0, 2) or (layer.attn_kind == 1 and record.sliding_window != 0))
+                layer.attn_kind == 0 or (layer.attn_kind == 1 and record.sliding_window != 0)
+                or (layer.attn_kind == 2 and not record.mla))
             if (not kind_ok or layer.first_tensor != cursor
                     or layer.n_tensors != layer_tensor_count(record, layer.ffn_kind)):
                 raise self.fail(f"layer {i}: ffn_kind {layer.ffn_kind}, attn_kind "
