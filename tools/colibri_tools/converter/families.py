@@ -86,10 +86,10 @@ from ..image.image_spec import (
 from . import families_recent as recent
 from .family_fields import (
     ALL_BIASES,
-    LAYER_TYPES,
     MAX_CONTEXT_CAP,
     QKV_BIASES,
     attention_fields,
+    attention_layer_kinds,
     check_common,
     dense_width,
     expert_count,
@@ -340,11 +340,7 @@ def _gpt_oss_attn_kinds(c: HFConfig, n_layers: int) -> list[int] | None:
     types = c.raw("layer_types")
     if types is None:
         types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n_layers)]
-    if not isinstance(types, list) or len(types) != n_layers or \
-            any(t not in LAYER_TYPES for t in types):
-        raise c.unsupported("layer_types", types, f"must list {n_layers} of "
-                            f"{' / '.join(LAYER_TYPES)}")
-    return [LAYER_TYPES[t] for t in types]
+    return attention_layer_kinds(c, types, n_layers)
 
 
 def _gpt_oss(c: HFConfig) -> tuple[Arch, dict, list[int]]:

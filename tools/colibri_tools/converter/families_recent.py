@@ -39,10 +39,9 @@ from ..image.image_spec import (
 )
 from .family_fields import (
     ALL_BIASES,
-    LAYER_TYPES,
     MAX_CONTEXT_CAP,
     attention_fields,
-    dense_width,
+    attention_layer_kinds,
     expert_count,
     mla_fields,
     mlp_layer_kinds,
@@ -163,14 +162,10 @@ def _exaone_attn_kinds(c: HFConfig, n_layers: int) -> list[int]:
         pattern = c.integer("sliding_window_pattern", 4, minimum=1) if window is not None else 0
         types = ["sliding_attention" if pattern and (i + 1) % pattern else "full_attention"
                  for i in range(n_layers)]
-    if not isinstance(types, list) or len(types) != n_layers or \
-            any(t not in LAYER_TYPES for t in types):
-        raise c.unsupported("layer_types", types, f"must list {n_layers} of "
-                            f"{' / '.join(LAYER_TYPES)}")
-    if window is None and "sliding_attention" in types:
+    kinds = attention_layer_kinds(c, types, n_layers)
+    if window is None and ATTN_SLIDING in kinds:
         raise c.unsupported("layer_types", types, "sliding layers need a sliding_window")
-    full = ATTN_FULL if window is None else ATTN_FULL_NOPE
-    return [ATTN_SLIDING if t == "sliding_attention" else full for t in types]
+    return kinds if window is None else [ATTN_FULL_NOPE if k == ATTN_FULL else k for k in kinds]
 
 
 def _exaone_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
@@ -187,15 +182,9 @@ def _exaone_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     kinds = mlp_layer_kinds(c, types, n)
     attn = _exaone_attn_kinds(c, n)
     window = c.integer("sliding_window", minimum=1) if ATTN_SLIDING in attn else 0
-    n_experts = expert_count(c, ("num_experts",))
-    width = c.integer("moe_intermediate_size", minimum=1)
-    fields |= routing_fields(c, kinds, n_experts, width, c.flag("norm_topk_prob", True))
-    if FfnKind.MOE in kinds:
-        fields |= {"router_score": ROUTER_SIGMOID, "n_group": c.integer("n_group", 1, minimum=1),
-                   "topk_group": c.integer("topk_group", 1, minimum=1),
-                   "routed_scaling": c.number("routed_scaling_factor", 1.0),
-                   "shared_intermediate": c.integer("num_shared_experts", 0) * width}
-    fields |= {"dense_intermediate": dense_width(c, kinds), "qk_norm": 2,
+    fields |= sigmoid_router(c, kinds, True, experts_key="num_experts",
+                             shared_key="num_shared_experts")
+    fields |= {"qk_norm": 2,
                "sliding_window": min(window, MAX_CONTEXT_CAP),
                "rms_eps": c.number("rms_norm_eps", 1e-5),
                **rope_fields(c, fields["head_dim"], 1e6)}

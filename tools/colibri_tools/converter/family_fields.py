@@ -196,14 +196,16 @@ def dense_width(c: HFConfig, kinds: list[int]) -> int:
 LAYER_TYPES = {"full_attention": ATTN_FULL, "sliding_attention": ATTN_SLIDING}
 
 
-def sigmoid_router(c: HFConfig, kinds: list[int], norm_default: bool) -> dict:
-    """DeepSeek-V3's router (also GLM-4.5's and dots1's), its experts and shared experts."""
+def sigmoid_router(c: HFConfig, kinds: list[int], norm_default: bool,
+                   experts_key: str = "n_routed_experts", shared_key: str = "n_shared_experts") -> dict:
+    """DeepSeek-V3's router (also GLM-4.5's, dots1's and EXAONE's, whose keys for
+    the routed and shared expert counts differ), its experts and shared experts."""
     method = c.get("topk_method", "noaux_tc")
     if method != "noaux_tc":
         raise c.unsupported("topk_method", method, "this family's router is noaux_tc (sigmoid "
                             "scores, correction bias)")
     c.reject_if("scoring_func", lambda v: v not in (None, "sigmoid"), "only sigmoid scores")
-    n_experts = expert_count(c, ("n_routed_experts",))
+    n_experts = expert_count(c, (experts_key,))
     width = c.integer("moe_intermediate_size", minimum=1)
     fields = routing_fields(c, kinds, n_experts, width, c.flag("norm_topk_prob", norm_default))
     if FfnKind.MOE not in kinds:
@@ -212,7 +214,7 @@ def sigmoid_router(c: HFConfig, kinds: list[int], norm_default: bool) -> dict:
         "router_score": ROUTER_SIGMOID, "n_group": c.integer("n_group", 1, minimum=1),
         "topk_group": c.integer("topk_group", 1, minimum=1),
         "routed_scaling": c.number("routed_scaling_factor", 1.0),
-        "shared_intermediate": c.integer("n_shared_experts", 0) * width,
+        "shared_intermediate": c.integer(shared_key, 0) * width,
         "dense_intermediate": dense_width(c, kinds)}
 
 
@@ -242,6 +244,16 @@ def mla_fields(c: HFConfig, fields: dict) -> dict:
         out |= {"embedding_scale": 1.0, "residual_scale": 1.0, "logits_divisor": 1.0,
                 "attention_scale": head ** -0.5 * m * m}
     return out
+
+
+def attention_layer_kinds(c: HFConfig, types: object, n_layers: int) -> list[int]:
+    """Each layer's attn_kind from transformers' layer_types, refused unless it
+    names a known type per layer."""
+    if not isinstance(types, list) or len(types) != n_layers or \
+            any(t not in LAYER_TYPES for t in types):
+        raise c.unsupported("layer_types", types, f"must list {n_layers} of "
+                            f"{' / '.join(LAYER_TYPES)}")
+    return [LAYER_TYPES[t] for t in types]
 
 
 def mlp_layer_kinds(c: HFConfig, types: object, n_layers: int) -> list[int]:
