@@ -13,7 +13,9 @@ The default configs have awkward shapes on purpose: hidden sizes 36 and 44,
 head_dim != hidden / heads (mixtral, qwen3_moe), 5 experts with top-3 (mixtral),
 odd vocabularies, GQA everywhere, dense layers (qwen2_moe via mlp_only_layers,
 qwen3_moe via decoder_sparse_step), biases (qwen2_moe q/k/v, olmoe q/k/v/o),
-norms after the sublayers (flex_olmo), q/k norms after RoPE (hunyuan_v1_moe).
+norms after the sublayers (flex_olmo), q/k norms after RoPE (hunyuan_v1_moe),
+norms before and after them and a gated attention output (afmoe), q/k/v clamped
+(dbrx).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import (
+    AfmoeConfig,
+    AfmoeForCausalLM,
+    DbrxConfig,
+    DbrxForCausalLM,
     DeepseekV2Config,
     DeepseekV2ForCausalLM,
     DeepseekV3Config,
@@ -68,7 +74,7 @@ from transformers import (
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
-            "glm4_moe_lite", "minimax_m2", "exaone_moe")
+            "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -92,6 +98,8 @@ _CLASSES = {
     "glm4_moe_lite": (Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM),
     "minimax_m2": (MiniMaxM2Config, MiniMaxM2ForCausalLM),
     "exaone_moe": (ExaoneMoeConfig, ExaoneMoeForCausalLM),
+    "dbrx": (DbrxConfig, DbrxForCausalLM),
+    "afmoe": (AfmoeConfig, AfmoeForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -208,6 +216,22 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                                          "original_max_position_embeddings": 16,
                                          "mscale": 0.9, "mscale_all_dim": 0.8,
                                          "beta_fast": 32, "beta_slow": 1}),
+    # q, k and v clamped to +-1.2 (about one value in four is), LayerNorms without
+    # biases, 6 experts top-2 renormalised, GQA.
+    "dbrx": dict(vocab_size=101, d_model=40, n_heads=4, n_layers=2, max_seq_len=64,
+                 attn_config={"kv_n_heads": 2, "clip_qkv": 1.2, "rope_theta": 1e4},
+                 ffn_config={"ffn_hidden_size": 12, "moe_num_experts": 6, "moe_top_k": 2,
+                             "moe_normalize_expert_weights": 1.0},
+                 rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # RMSNorm before and after each sublayer, the gated attention output, sliding
+    # layers (window 8) with RoPE and every second a full one without; a dense first
+    # layer, the sigmoid router with its expert_bias, top-2, route_scale 2; muP.
+    "afmoe": dict(vocab_size=101, hidden_size=40, intermediate_size=28, moe_intermediate_size=10,
+                  num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=10,
+                  num_experts=6, num_experts_per_tok=2, num_shared_experts=1, num_dense_layers=1,
+                  route_scale=2.0, sliding_window=8, global_attn_every_n_layers=2,
+                  max_position_embeddings=64, mup_enabled=True, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,
@@ -286,6 +310,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 1e4},
         "moe_topk": [2, 2]}),
     # MiniMax-M2's rotary_dim as its checkpoints write it (4 of 10 dimensions).
+    # DBRX's released clamp (8: never reached here), no renormalisation, top-1, MQA.
+    # (transformers 5.24 cannot run clip_qkv null: torch.clamp gets two Nones.)
+    "dbrx_plain": ("dbrx", {"attn_config": {"kv_n_heads": 1, "clip_qkv": 8.0, "rope_theta": 1e4},
+                            "ffn_config": {"ffn_hidden_size": 12, "moe_num_experts": 4,
+                                           "moe_top_k": 1, "moe_normalize_expert_weights": None}}),
     "minimax_m2_rotary": ("minimax_m2", {"rotary_dim": 4, "rope_parameters": {
         "rope_type": "default", "rope_theta": 5e6}}),
 }
@@ -303,16 +332,16 @@ def _normal(shape: tuple[int, ...], std: float, gen: torch.Generator) -> torch.T
 
 def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -> torch.Tensor:
     shape = tuple(p.shape)
-    if name.endswith("embed_tokens.weight"):
+    if name.endswith(("embed_tokens.weight", "wte.weight")):
         return _normal(shape, 1.0, gen)
     if name.endswith("self_attn.sinks"):
         return _normal(shape, 1.0, gen)
-    if name.endswith((".bias", "e_score_correction_bias")):
+    if name.endswith((".bias", "e_score_correction_bias", "expert_bias")):
         return _normal(shape, 0.1, gen)
     if "norm" in name.rsplit(".", 2)[-2]:
         return 1.0 + _normal(shape, 0.2, gen)
     if name.endswith(("mlp.gate.weight", "moe.router.weight", "mlp.router.weight",
-                      "mlp.gate.wg.weight")):
+                      "mlp.gate.wg.weight", "ffn.router.layer.weight", "router.gate.weight")):
         return _normal(shape, ROUTER_GAIN / math.sqrt(hidden), gen)
     if name.endswith("lm_head.weight"):
         return _normal(shape, LM_HEAD_GAIN / math.sqrt(hidden), gen)
@@ -329,6 +358,9 @@ def _rescale(model: torch.nn.Module, family: str, seed: int) -> None:
                 p.copy_(_normal(tuple(p.shape), 1.0 / math.sqrt(p.shape[-2]), gen))  # [E, in, out]
             if family == "gpt_oss" and name.endswith("_proj_bias"):
                 p.copy_(_normal(tuple(p.shape), 0.1, gen))
+            if family == "dbrx" and name.endswith("experts.mlp.w2"):  # [E F, H], used as h @ w2
+                width = model.config.ffn_config.ffn_hidden_size
+                p.copy_(_normal(tuple(p.shape), 1.0 / math.sqrt(width), gen))
             if family == "switch" and name.endswith("shared_expert.down_proj.weight"):
                 p.zero_()
         for name, b in model.named_buffers():  # DeepSeek-V3's selection bias

@@ -91,6 +91,8 @@ static const char *arch_name(uint32_t arch)
     case 17: return "glm4_moe_lite";
     case 18: return "minimax_m2";
     case 19: return "exaone_moe";
+    case 20: return "dbrx";
+    case 21: return "afmoe";
     default: return "unknown";
     }
 }

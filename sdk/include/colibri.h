@@ -49,7 +49,7 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 10
+#define COLIBRI_FORMAT_MINOR 11
 
 /* Largest top_k an image may ask for, and largest max_context. The other
  * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
@@ -299,7 +299,8 @@ typedef struct colibri_hparams {
     uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
                     * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
                     * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo,
-                    * 16 hunyuan_v1_moe, 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe */
+                    * 16 hunyuan_v1_moe, 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe,
+                    * 20 dbrx, 21 afmoe */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -376,6 +377,11 @@ typedef struct colibri_hparams {
     uint32_t kv_lora_rank;
     uint32_t v_head_dim;
     float lora_eps;
+    /* format 1.11: q, k and v clamped to [-qkv_clip, qkv_clip] after their
+     * projections (DBRX; 0: not clamped); attn_gate 1: the attention output
+     * times sigmoid(ATTN_GATE x) before ATTN_O (AFMoE; 0: no gate). */
+    float qkv_clip;
+    uint32_t attn_gate;
 } colibri_hparams;
 
 /*

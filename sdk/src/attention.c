@@ -16,6 +16,14 @@ static void project(const colibri_model *m, float *out, matrix_ref w, const floa
     }
 }
 
+/* v[i] clamped to [-limit, limit] (DBRX's clip_qkv). */
+static void clamp_values(float *v, size_t n, float limit)
+{
+    for (size_t i = 0; i < n; i++) {
+        v[i] = v[i] > limit ? limit : v[i] < -limit ? -limit : v[i];
+    }
+}
+
 /* q, k and v of n tokens as one group of products (they share their input,
  * quantized once when any of them is Q8/Q4), then their biases. */
 static void project_qkv(const colibri_model *m, const layer_view *layer, workspace *ws, uint32_t n)
@@ -42,6 +50,24 @@ static void project_qkv(const colibri_model *m, const layer_view *layer, workspa
         if (layer->bv != NULL) {
             m->kernels.add(ws->v + (size_t)t * kv_dim, layer->bv, kv_dim);
         }
+    }
+    if (hp->qkv_clip > 0.0f) {
+        clamp_values(ws->q, (size_t)n * q_dim, hp->qkv_clip);
+        clamp_values(ws->k, (size_t)n * kv_dim, hp->qkv_clip);
+        clamp_values(ws->v, (size_t)n * kv_dim, hp->qkv_clip);
+    }
+}
+
+/* attn *= sigmoid(ATTN_GATE xn), element by element (AFMoE). The gate's
+ * product goes into q, which the heads have finished reading. */
+static void gate_output(const colibri_model *m, const layer_view *layer, workspace *ws, uint32_t n)
+{
+    const colibri_hparams *hp = &m->hp;
+    uint32_t q_dim = hp->n_heads * hp->head_dim;
+    size_t count = (size_t)n * q_dim;
+    project(m, ws->q, layer->wg, NULL, ws->xn, q_dim, hp->hidden_size, n, ws->xq);
+    for (size_t i = 0; i < count; i++) {
+        ws->attn[i] = ws->attn[i] * colibri_reference_sigmoid(ws->q[i]);
     }
 }
 
@@ -201,6 +227,9 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
         for (uint32_t h = 0; h < hp->n_heads; h++) {
             head_task(&job, h);
         }
+    }
+    if (hp->attn_gate == ATTN_GATE_SIGMOID) {
+        gate_output(m, layer, ws, n);
     }
     project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n, ws->xq);
 }

@@ -57,12 +57,23 @@ static void sublayer_input(const colibri_model *m, workspace *ws, const float *w
     }
 }
 
-/* x += a sublayer's output, normed first under NORM_RMS_POST (into xn: the
- * sublayer has read its input by then). */
+/* The norm of a sublayer's output before its residual add: the sublayer's
+ * own norm under NORM_RMS_POST, the post norm under NORM_RMS_SANDWICH;
+ * NULL for the other kinds (no norm after). */
+static const float *sublayer_output_norm(const colibri_model *m, const float *norm,
+                                         const float *post)
+{
+    return m->hp.norm_kind == NORM_RMS_POST       ? norm
+           : m->hp.norm_kind == NORM_RMS_SANDWICH ? post
+                                                  : NULL;
+}
+
+/* x += a sublayer's output, normed first with w when w != NULL (into xn:
+ * the sublayer has read its input by then). */
 static void add_sublayer(const colibri_model *m, workspace *ws, const float *out, const float *w,
                          uint32_t n)
 {
-    if (m->hp.norm_kind == NORM_RMS_POST) {
+    if (w != NULL) {
         norm_rows(m, ws->xn, out, w, NULL, n);
         out = ws->xn;
     }
@@ -77,7 +88,8 @@ static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_
     colibri_layer_view_load(m, l, &layer);
     sublayer_input(m, ws, layer.attn_norm, layer.attn_norm_bias, n);
     colibri_attention_forward(m, &layer, l, state, ws, n);
-    add_sublayer(m, ws, ws->ffn_out, layer.attn_norm, n);
+    add_sublayer(m, ws, ws->ffn_out, sublayer_output_norm(m, layer.attn_norm, layer.attn_post_norm),
+                 n);
     sublayer_input(m, ws, layer.ffn_norm, layer.ffn_norm_bias, n);
     status = colibri_ffn_forward(m, &layer, l, ws, n);
     if (status != COLIBRI_OK) {
@@ -86,7 +98,8 @@ static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_
     if (m->port.route != NULL && layer.ffn_kind != FFN_DENSE) {
         m->port.route(m->port.route_ctx, l, state->pos, n, m->hp.top_k, ws->topk_i, ws->topk_w);
     }
-    add_sublayer(m, ws, ws->ffn_sum, layer.ffn_norm, n);
+    add_sublayer(m, ws, ws->ffn_sum, sublayer_output_norm(m, layer.ffn_norm, layer.ffn_post_norm),
+                 n);
     return COLIBRI_OK;
 }
 

@@ -62,6 +62,8 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->kv_lora_rank = colibri_rd_u32(img + REC_KV_LORA_RANK);
     hp->v_head_dim = colibri_rd_u32(img + REC_V_HEAD_DIM);
     hp->lora_eps = colibri_rd_f32(img + REC_LORA_EPS);
+    hp->qkv_clip = colibri_rd_f32(img + REC_QKV_CLIP);
+    hp->attn_gate = colibri_rd_u32(img + REC_ATTN_GATE);
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -94,9 +96,9 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_EXAONE_MOE) ||
-        hp->qk_norm > QK_NORM_PER_HEAD_ROTATED || hp->activation > ACT_SWIGLU_CLAMPED ||
-        hp->norm_kind > NORM_RMS_POST) {
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_AFMOE) || hp->qk_norm > QK_NORM_PER_HEAD_ROTATED ||
+        hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH ||
+        hp->attn_gate > ATTN_GATE_SIGMOID) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
     return COLIBRI_OK;
@@ -283,6 +285,19 @@ static colibri_status check_mla(const uint8_t *img, const colibri_hparams *hp)
     return COLIBRI_OK;
 }
 
+/* Format 1.11: the q/k/v clamp, 0 (its bits all zero: none) or finite, >
+ * 0, <= 65536 (DBRX's is 8); it and the output gate go with standard
+ * attention only, not MLA. */
+static colibri_status check_attention_extras(const uint8_t *img, const colibri_hparams *hp)
+{
+    int clipped = colibri_rd_u32(img + REC_QKV_CLIP) != 0u;
+    int ok = !clipped || (positive_finite(hp->qkv_clip) && hp->qkv_clip <= MAX_SCALE);
+    if (hp->mla == MLA_LATENT) {
+        ok = ok && !clipped && hp->attn_gate == ATTN_GATE_NONE;
+    }
+    return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
+}
+
 colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
 {
     colibri_status status;
@@ -308,6 +323,9 @@ colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
     }
     if (status == COLIBRI_OK) {
         status = check_mla(image, hp);
+    }
+    if (status == COLIBRI_OK) {
+        status = check_attention_extras(image, hp);
     }
     return status;
 }

@@ -81,8 +81,10 @@ enum {
     REC_KV_LORA_RANK = 232,
     REC_V_HEAD_DIM = 236,
     REC_LORA_EPS = 240,
-    REC_RESERVED = 244, /* 12 bytes, zero */
-    REC_RESERVED_SIZE = 12
+    REC_QKV_CLIP = 244,  /* format 1.11: q, k and v clamped to +-qkv_clip */
+    REC_ATTN_GATE = 248, /* format 1.11: the attention output's gate */
+    REC_RESERVED = 252,  /* 4 bytes, zero */
+    REC_RESERVED_SIZE = 4
 };
 
 /* Header flags a reader of this version knows (section 1). */
@@ -111,7 +113,13 @@ enum {
 /* norm_kind values (section 1.1). NORM_RMS_POST (format 1.10, OLMo-2 and
  * FlexOlmo): RMSNorm on each sublayer's output before its residual add, the
  * sublayers reading the residual stream itself. */
-enum { NORM_RMS = 0, NORM_LAYER = 1, NORM_RMS_POST = 2 };
+enum { NORM_RMS = 0, NORM_LAYER = 1, NORM_RMS_POST = 2, NORM_RMS_SANDWICH = 3 };
+/* NORM_RMS_SANDWICH (format 1.11, AFMoE): RMSNorm on each sublayer's input
+ * and, with its own weights, on its output before the residual add. */
+
+/* attn_gate values (format 1.11): the attention output, heads concatenated,
+ * times sigmoid(ATTN_GATE x) element by element before ATTN_O (AFMoE). */
+enum { ATTN_GATE_NONE = 0, ATTN_GATE_SIGMOID = 1 };
 
 /* rope_kind values (section 1.1, format 1.5). */
 enum { ROPE_DEFAULT = 0, ROPE_YARN = 1 };
@@ -203,7 +211,10 @@ enum {
     ROLE_MLA_Q_B = 66,
     ROLE_MLA_KV_A = 67,
     ROLE_MLA_KV_A_NORM = 68,
-    ROLE_MLA_KV_B = 69
+    ROLE_MLA_KV_B = 69,
+    ROLE_ATTN_GATE = 70, /* format 1.11: the attention output's gate */
+    ROLE_ATTN_POST_NORM = 71,
+    ROLE_FFN_POST_NORM = 72
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
@@ -232,7 +243,9 @@ enum {
     ARCH_HUNYUAN_V1_MOE = 16,
     ARCH_GLM4_MOE_LITE = 17,
     ARCH_MINIMAX_M2 = 18,
-    ARCH_EXAONE_MOE = 19
+    ARCH_EXAONE_MOE = 19,
+    ARCH_DBRX = 20,
+    ARCH_AFMOE = 21
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

@@ -14,6 +14,7 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_MLA_KV_B, PART_ATTENTION, WHEN_MLA, DIM_KV_B, DIM_KV_LORA, SLOT(kv_b)},
     {ROLE_ATTN_K, PART_ATTENTION, WHEN_STANDARD, DIM_KV, DIM_HIDDEN, SLOT(wk)},
     {ROLE_ATTN_V, PART_ATTENTION, WHEN_STANDARD, DIM_KV, DIM_HIDDEN, SLOT(wv)},
+    {ROLE_ATTN_GATE, PART_ATTENTION, WHEN_ATTN_GATE, DIM_Q, DIM_HIDDEN, SLOT(wg)},
     {ROLE_ATTN_O, PART_ATTENTION, WHEN_ALWAYS, DIM_HIDDEN, DIM_O, SLOT(wo)},
     {ROLE_ATTN_Q_BIAS, PART_ATTENTION, WHEN_BIAS_Q, DIM_Q, DIM_NONE, SLOT(bq)},
     {ROLE_ATTN_K_BIAS, PART_ATTENTION, WHEN_BIAS_K, DIM_KV, DIM_NONE, SLOT(bk)},
@@ -25,6 +26,10 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_ATTN_NORM_BIAS, PART_ATTENTION, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE,
      SLOT(attn_norm_bias)},
     {ROLE_FFN_NORM_BIAS, PART_ATTENTION, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
+    {ROLE_ATTN_POST_NORM, PART_ATTENTION, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE,
+     SLOT(attn_post_norm)},
+    {ROLE_FFN_POST_NORM, PART_ATTENTION, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE,
+     SLOT(ffn_post_norm)},
     {ROLE_ATTN_SINKS, PART_ATTENTION, WHEN_SINKS, DIM_HEADS, DIM_NONE, SLOT(sinks)},
     {ROLE_DENSE_GATE, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_gate)},
     {ROLE_DENSE_UP, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_up)},
@@ -65,6 +70,8 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_Q_PROJ: return hp->mla != MLA_LATENT || hp->q_lora_rank == 0;
     case WHEN_Q_LORA: return hp->mla == MLA_LATENT && hp->q_lora_rank > 0;
     case WHEN_MLA: return hp->mla == MLA_LATENT;
+    case WHEN_ATTN_GATE: return hp->attn_gate == ATTN_GATE_SIGMOID;
+    case WHEN_POST_NORMS: return hp->norm_kind == NORM_RMS_SANDWICH;
     case WHEN_ROUTER_BIAS:
         return hp->router_score == ROUTER_SOFTMAX_BIASED || hp->router_score == ROUTER_SIGMOID;
     case WHEN_SINKS: return (hp->attn_bias & BIAS_SINKS) != 0;

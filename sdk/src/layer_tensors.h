@@ -31,7 +31,9 @@ enum {
     WHEN_STANDARD, /* not MLA: K and V projections */
     WHEN_Q_PROJ,   /* standard attention, or MLA without a q LoRA */
     WHEN_Q_LORA,   /* MLA with a q LoRA */
-    WHEN_MLA
+    WHEN_MLA,
+    WHEN_ATTN_GATE, /* attn_gate 1 (format 1.11) */
+    WHEN_POST_NORMS /* norm_kind 3 (format 1.11) */
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */

@@ -29,6 +29,7 @@ typedef struct layer_view {
     matrix_ref kv_b;                /* MLA: [n_heads * (nope + v_head_dim), kv_lora], F32 */
     matrix_ref wk;                  /* [K, H] */
     matrix_ref wv;                  /* [K, H] */
+    matrix_ref wg;                  /* [Q, H] the attention output's gate, or none */
     matrix_ref wo;                  /* [H, Q] */
     const float *bq;                /* [Q] or NULL */
     const float *bk;                /* [K] or NULL */
@@ -39,6 +40,8 @@ typedef struct layer_view {
     const float *ffn_norm;          /* [H] */
     const float *attn_norm_bias;    /* [H] (LayerNorm) or NULL */
     const float *ffn_norm_bias;     /* [H] (LayerNorm) or NULL */
+    const float *attn_post_norm;    /* [H] norm of the attention's output (norm_kind 3) */
+    const float *ffn_post_norm;     /* [H] norm of the FFN's output (norm_kind 3) */
     const float *sinks;             /* [n_heads] attention sinks or NULL */
     const float *router_logit_bias; /* [E] added to the router logits, or NULL */
     matrix_ref dense_gate;          /* [D, H] (dense layer) */

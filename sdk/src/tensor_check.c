@@ -107,13 +107,14 @@ static int shape_matches(const uint8_t *e, const expected_tensor *want)
 }
 
 /* Roles whose matrix may be stored Q8 or Q4 (docs/format.md 3.3): the
- * embedding, the output projection, the attention projections and the
+ * embedding, the output projection, the attention projections (and the
+ * output gate, format 1.11) and the
  * feed-forward matrices. Routers, norms, biases and the shared-expert gate
  * stay float32. */
 static int role_quantizable(uint16_t role)
 {
     return role == ROLE_TOKEN_EMBED || role == ROLE_LM_HEAD ||
-           (role >= ROLE_ATTN_Q && role <= ROLE_ATTN_O) ||
+           (role >= ROLE_ATTN_Q && role <= ROLE_ATTN_O) || role == ROLE_ATTN_GATE ||
            (role >= ROLE_DENSE_GATE && role <= ROLE_DENSE_DOWN) ||
            (role >= ROLE_SHARED_GATE && role <= ROLE_SHARED_DOWN) ||
            (role >= ROLE_EXPERT_GATE && role <= ROLE_EXPERT_DOWN);

@@ -63,14 +63,29 @@ def test_two_runs_bit_identical(family, converted, colibri_run, tmp_path):
 
 
 def _moe_blocks(model):
-    blocks = [getattr(layer, "mlp", None) or layer.block_sparse_moe for layer in model.model.layers]
+    """Each layer's MoE block (DBRX: transformer.blocks[l].ffn)."""
+    layers = model.model.layers if hasattr(model, "model") else model.transformer.blocks
+    blocks = [getattr(layer, "mlp", None) or getattr(layer, "block_sparse_moe", None) or layer.ffn
+              for layer in layers]
     return [block for block in blocks if hasattr(block, "experts")]
 
 
 def _router(moe):
-    """The router module (Granite calls it `router`, the others `gate`); its
-    output's third element is the chosen experts [tokens, k]."""
+    """The router module (Granite and DBRX call it `router`, the others `gate`)."""
     return getattr(moe, "gate", None) or moe.router
+
+
+def _first_choices(output) -> list[int]:
+    """Each token's first chosen expert from a router's output: its third element
+    (the chosen experts [tokens, k]), or DBRX's bare logits' largest."""
+    if isinstance(output, torch.Tensor):
+        return output.argmax(-1).tolist()
+    return output[2][:, 0].tolist()
+
+
+def _down_weights(moe) -> torch.Tensor:
+    """The experts' down projections (DBRX's fused w2)."""
+    return moe.experts.mlp.w2 if hasattr(moe.experts, "mlp") else moe.experts.down_proj
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -84,18 +99,35 @@ def test_routed_experts_matter(family, converted):
     chosen = set()
 
     def note_choice(module, args, output):
-        chosen.update(output[2][:, 0].tolist())
+        chosen.update(_first_choices(output))
 
     hooks = [_router(moe).register_forward_hook(note_choice) for moe in _moe_blocks(model)]
     _hf_logits(model, ids)
     for hook in hooks:
         hook.remove()
-    saved = [moe.experts.down_proj.detach().clone() for moe in _moe_blocks(model)]
+    saved = [_down_weights(moe).detach().clone() for moe in _moe_blocks(model)]
     with torch.no_grad():
         for moe in _moe_blocks(model):
-            moe.experts.down_proj.zero_()
+            _down_weights(moe).zero_()
         silenced = _hf_logits(model, ids)
         for moe, weight in zip(_moe_blocks(model), saved):
-            moe.experts.down_proj.copy_(weight)
+            _down_weights(moe).copy_(weight)
     assert np.abs(silenced - base).max() > 1000 * TOLERANCE
     assert len(chosen) >= 3
+
+
+def test_dbrx_clamp_is_reached(converted):
+    """Guards the DBRX test model: its q/k/v clamp changes the logits far beyond
+    the tolerance, so matching transformers checks the clamp too."""
+    model, _ = converted("dbrx")
+    ids = _ids(model, 40, seed=3)
+    base = _hf_logits(model, ids)
+    attns = [block.norm_attn_norm.attn for block in model.transformer.blocks]
+    try:
+        for attn in attns:
+            attn.clip_qkv = 1e9  # transformers 5.24 cannot run None (torch.clamp of two Nones)
+        unclamped = _hf_logits(model, ids)
+    finally:
+        for attn in attns:
+            attn.clip_qkv = model.config.attn_config.clip_qkv
+    assert np.abs(unclamped - base).max() > 1000 * TOLERANCE

@@ -87,6 +87,13 @@ LOOSER["exaone_moe"] = {"int8": (0.92, 2.5e-2), "int4": (0.60, 0.2),
                         "int8+attention": (0.88, 6e-2), "int4+attention": (0.50, 0.3),
                         "int8+attention+embeddings": (0.85, 4e-2),
                         "int4+attention+embeddings": (0.45, 0.35)}
+# DBRX: the clamp of q, k and v (one value in four at 1.2) bends where a rounded
+# value crosses it; measured int8+attention 0.9875 / 2.1e-3. Its variant with one
+# KV head carries every head's key error from one projection: int8+attention
+# 0.969 / 6.1e-4, everything int8 0.95 / 3.6e-3 (the rest within the defaults).
+LOOSER["dbrx"] = {**BOUNDS, "int8+attention": (0.97, 3e-3)}
+LOOSER["dbrx_plain"] = {**BOUNDS, "int8+attention": (0.95, 2e-3),
+                        "int8+attention+embeddings": (0.93, 5e-3)}
 LOOSER["flex_olmo"] = {"int8": BOUNDS["int8"], "int4": (0.70, 8e-2),
                        "int8+attention": (0.90, 4e-3), "int4+attention": (0.50, 0.25),
                        "int8+attention+embeddings": (0.90, 4e-3),

@@ -153,7 +153,7 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         # Reserved bytes (docs/format.md 7): a later minor's feature, refused even with a
         # good checksum.
         "header_reserved_set": (edited(v, set_at(60, "I", 1 << 24)), init(RESERVED)),
-        "record_reserved_first": (edited(v, set_at(244, "B", 1)), init(RESERVED)),
+        "record_reserved_first": (edited(v, set_at(252, "B", 1)), init(RESERVED)),
         "record_reserved_last": (edited(v, set_at(255, "B", 0x80)), init(RESERVED)),
         "tensor_reserved_first": (edited(v, set_at(tensor(v, 0) + 56, "B", 1)), init(RESERVED)),
         "tensor_reserved_last": (edited(v, set_at(tensor(v, last) + 63, "B", 1)), init(RESERVED)),
@@ -230,7 +230,16 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "attn_bias_bit_8": (edited(v, set_at(116, "I", get(v, 116, "I") | 256)),
                             init(BAD_HYPERPARAMS)),
         # Format 1.2 (PhiMoE): norm_kind 1, router_score 3 with its jitter, attn_bias bit 4.
-        "unknown_norm_kind": (edited(v, set_at(160, "I", 3)), init(UNSUPPORTED_ARCH)),
+        "unknown_norm_kind": (edited(v, set_at(160, "I", 4)), init(UNSUPPORTED_ARCH)),
+        # Format 1.11 (DBRX, AFMoE): the q/k/v clamp, the output gate, the norms after.
+        "qkv_clip_negative": (edited(v, set_at(244, "f", -1.0)), init(BAD_HYPERPARAMS)),
+        "qkv_clip_negative_zero": (edited(v, set_at(244, "I", 0x80000000)),
+                                   init(BAD_HYPERPARAMS)),
+        "qkv_clip_nan": (edited(v, set_at(244, "I", 0x7FC00000)), init(BAD_HYPERPARAMS)),
+        "qkv_clip_huge": (edited(v, set_at(244, "f", 1e6)), init(BAD_HYPERPARAMS)),
+        "attn_gate_unknown": (edited(v, set_at(248, "I", 2)), init(UNSUPPORTED_ARCH)),
+        "attn_gate_missing": (edited(v, set_at(248, "I", 1)), init(BAD_LAYER_TABLE)),
+        "post_norms_missing": (edited(v, set_at(160, "I", 3)), init(BAD_LAYER_TABLE)),
         "layer_norm_without_biases": (edited(v, set_at(160, "I", 1)), init(BAD_LAYER_TABLE)),
         "lm_head_bias_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 16)),
                                  init(BAD_LAYER_TABLE)),

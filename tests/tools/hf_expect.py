@@ -12,17 +12,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from hf_expect_recent import afmoe_fields, afmoe_tensors, dbrx_record, dbrx_tensors
 
 GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
         "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
         "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15,
-        "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19}
+        "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19, "afmoe": 21}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
            "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0, "flex_olmo": 1, "hunyuan_v1_moe": 3,
-           "glm4_moe_lite": 0, "minimax_m2": 1, "exaone_moe": 2}
+           "glm4_moe_lite": 0, "minimax_m2": 1, "exaone_moe": 2, "afmoe": 2}
 # family -> norm_kind (1: LayerNorm with bias; 2: RMSNorm after each sublayer, OLMo-2's)
 NORM_KIND = {"phimoe": 1, "flex_olmo": 2}
 SIGMOID = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite", "exaone_moe")  # DeepSeek-V3's
@@ -187,6 +188,8 @@ def _mla_fields(model: Any, family: str) -> dict[str, Any]:
 
 def expected_record(model: Any, family: str) -> dict[str, Any]:
     """Model record fields (docs/format.md 1.1) read off the HF modules and config."""
+    if family == "dbrx":
+        return dbrx_record(model)
     config = model.config
     layers = model.model.layers
     attn = layers[0].self_attn
@@ -214,19 +217,19 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "router_norm_topk": int(getattr(gate, "norm_topk_prob", True)) if moe else 0,
         "routed_scaling": 1.0,
         "shared_gate": int(shared > 0 and family not in GRANITE and family not in SIGMOID
-                           and family != "hunyuan_v1_moe"),
+                           and family not in ("hunyuan_v1_moe", "afmoe")),
         "n_group": 1, "topk_group": 1, "activation": 0, "norm_kind": NORM_KIND.get(family, 0),
         "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
         "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0, "rope_dim": 0,
         "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
         "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
         "mla": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "v_head_dim": 0, "lora_eps": 0.0,
-        "attn_kinds": [0] * len(layers),
+        "qkv_clip": 0.0, "attn_gate": 0, "attn_kinds": [0] * len(layers),
         "ffn_kinds": [1 if _is_moe(layer) else 0 for layer in layers],
     } | _granite_fields(config, family) | _phimoe_fields(model, family) | \
         _ernie_fields(model, family) | _sigmoid_fields(model, family) | \
         _gpt_oss_fields(model, family) | _mla_fields(model, family) | \
-        _minimax_fields(model, family) | _exaone_fields(model, family)
+        _minimax_fields(model, family) | _exaone_fields(model, family) | afmoe_fields(model, family)
 
 
 def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
@@ -268,7 +271,8 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
         return {(role, layer, GLOBAL): sd[f"{p}mlp.{n}_proj.weight"]
                 for role, n in ((32, "gate"), (33, "up"), (34, "down"))}
     router = p + {"phimoe": "mlp.router.weight",
-                  "hunyuan_v1_moe": "mlp.gate.wg.weight"}.get(family, "mlp.gate.weight")
+                  "hunyuan_v1_moe": "mlp.gate.wg.weight",
+                  "afmoe": "mlp.router.gate.weight"}.get(family, "mlp.gate.weight")
     out = {(40, layer, GLOBAL): sd[router]}
     if family == "minimax_m2":
         out[(45, layer, GLOBAL)] = sd[p + "mlp.e_score_correction_bias"]
@@ -279,7 +283,7 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_experts.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
         out[(45, layer, GLOBAL)] = sd[p + "mlp.gate.moe_statics.e_score_correction_bias"][0]
-    if family in SIGMOID or family in MLA:
+    if family in SIGMOID or family in MLA or family == "afmoe":
         out |= {(role, layer, GLOBAL): sd[f"{p}mlp.shared_experts.{n}_proj.weight"]
                 for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
     if family in SIGMOID:
@@ -317,6 +321,8 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
     """(role, layer, expert) -> float32 array, from the in-memory (fused) parameters,
     rounded through `dtype` first."""
     sd = {k: v.detach().to(dtype).float().numpy() for k, v in model.state_dict().items()}
+    if family == "dbrx":
+        return dbrx_tensors(sd, model)
     out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
            (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}
     if not model.config.tie_word_embeddings:
@@ -333,6 +339,8 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
         if NORM_KIND.get(family) == 2:  # the attention's and the FFN's norms come after them
             out[(16, layer, GLOBAL)] = sd[p + "post_attention_layernorm.weight"]
             out[(27, layer, GLOBAL)] = sd[p + "post_feedforward_layernorm.weight"]
+        if family == "afmoe":
+            out |= afmoe_tensors(sd, p, layer)
         if family == "ernie4_5_moe":  # RoPE pairs (2i, 2i+1) -> (i, i + hd/2): rows permuted
             hd = model.model.layers[layer].self_attn.head_dim
             for role in (17, 18):

@@ -8,7 +8,8 @@ the format 1.1 scales and top-k-then-softmax routing, the format 1.2 LayerNorm,
 sparsemixer routing and LM-head bias, the format 1.4 biased selection and the
 floor of the weights' sum, the format 1.5 sigmoid router with its bias and
 groups, partial RoPE and YaRN, the format 1.6 sinks, sliding windows, router and
-expert biases and clamped SwiGLU).
+expert biases and clamped SwiGLU, the format 1.11 q/k/v clamp, output gate and
+norms before and after each sublayer).
 RoPE pairs dimension i with i + rope_dim/2, as transformers does.
 """
 
@@ -134,6 +135,8 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     q = _project(w, h, layer, Role.ATTN_Q, Role.ATTN_Q_BIAS)
     k = _project(w, h, layer, Role.ATTN_K, Role.ATTN_K_BIAS)
     v = _project(w, h, layer, Role.ATTN_V, Role.ATTN_V_BIAS)
+    if r.qkv_clip:  # format 1.11: q, k and v clamped (DBRX)
+        q, k, v = (np.clip(a, -r.qkv_clip, r.qkv_clip) for a in (q, k, v))
     if r.qk_norm == 1:
         q = _rms(q, w.get(Role.ATTN_Q_NORM, layer), r.rms_eps)
         k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)
@@ -161,7 +164,10 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
             out[:, head] = full[:, :-1] @ v[:, head // group]
             continue
         out[:, head] = _softmax(scores) @ v[:, head // group]
-    return _project(w, out.reshape(n, -1), layer, Role.ATTN_O, Role.ATTN_O_BIAS)
+    out = out.reshape(n, -1)
+    if r.attn_gate:  # format 1.11: times sigmoid(ATTN_GATE h), element by element
+        out = out / (1.0 + np.exp(-(h @ w.get(Role.ATTN_GATE, layer).T)))
+    return _project(w, out, layer, Role.ATTN_O, Role.ATTN_O_BIAS)
 
 
 def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray,
@@ -244,11 +250,15 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
                                 if r.has_scales else (1.0, 1.0, 1.0))
     x = w.get(Role.TOKEN_EMBED)[np.asarray(ids)] * embed
     post = r.norm_kind == 2  # format 1.10: each sublayer reads x, its output is normed
+    # the norm of each sublayer's output: its own (1.10), or another one (1.11, sandwich)
+    after = {Role.ATTN_NORM: Role.ATTN_POST_NORM, Role.FFN_NORM: Role.FFN_POST_NORM}
 
     def pre(x, role, bias, layer):
         return x if post else _norm(w, x, role, bias, layer)
 
     def out(y, role, layer):
+        if r.norm_kind == 3:
+            return _rms(y, w.get(after[role], layer), r.rms_eps)
         return _rms(y, w.get(role, layer), r.rms_eps) if post else y
 
     for layer, entry in enumerate(image.layers):

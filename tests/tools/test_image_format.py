@@ -53,7 +53,8 @@ RECORD_AT = {
     "rope_attn_factor": (208, "f"),
     "sliding_window": (212, "I"), "swiglu_limit": (216, "f"), "swiglu_alpha": (220, "f"),
     "mla": (224, "I"), "q_lora_rank": (228, "I"), "kv_lora_rank": (232, "I"),
-    "v_head_dim": (236, "I"), "lora_eps": (240, "f"),
+    "v_head_dim": (236, "I"), "lora_eps": (240, "f"), "qkv_clip": (244, "f"),
+    "attn_gate": (248, "I"),
 }
 
 
@@ -118,7 +119,9 @@ def _doc_order(rec: dict) -> list[tuple]:
                      (69, (rec["n_heads"] * (hd - rope + v_dim), lkv)),
                      (20, (h, rec["n_heads"] * v_dim))]
         else:
-            rows = [(16, (h,)), (17, (q, h)), (18, (k, h)), (19, (k, h)), (20, (h, q))]
+            rows = [(16, (h,)), (17, (q, h)), (18, (k, h)), (19, (k, h))]
+            rows += [(70, (q, h))] if rec["attn_gate"] == 1 else []  # the output's gate (1.11)
+            rows.append((20, (h, q)))
         rows += [(21 + bit, shape) for bit, shape in enumerate([(q,), (k,), (k,), (h,)])
                  if rec["attn_bias"] & (1 << bit)]
         if rec["qk_norm"] == 1:
@@ -128,6 +131,8 @@ def _doc_order(rec: dict) -> list[tuple]:
         rows.append((27, (h,)))
         if rec["norm_kind"] == 1:
             rows += [(28, (h,)), (29, (h,))]
+        if rec["norm_kind"] == 3:  # the norms after the attention and the FFN (1.11)
+            rows += [(71, (h,)), (72, (h,))]
         if rec["attn_bias"] & 32:
             rows.append((30, (rec["n_heads"],)))
         if kind == 0:
@@ -183,13 +188,15 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
         minor = 7  # section 7: Multi-head Latent Attention, DeepSeek-V2 / V3
     if rec["norm_kind"] == 2 or rec["qk_norm"] == 3 or rec["arch"] >= 15:
         minor = 10  # section 7: norms after the sublayers, q/k norms after RoPE, FlexOlmo, Hunyuan
+    if rec["norm_kind"] == 3 or rec["qkv_clip"] or rec["attn_gate"] or rec["arch"] >= 20:
+        minor = 11  # section 7: the q/k/v clamp, the output gate, norms around the sublayers
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
     flags = int(scales) | 2 * int(rope) | (4 if rec["sliding_window"] else 0)  # SLIDING: 1.6
     assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
         flags | 8 * int(mla), alignment, rec["arch"])
     assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
-    assert _u("I", data, 60) == 0 and data[244:256] == bytes(12)
+    assert _u("I", data, 60) == 0 and data[252:256] == bytes(4)
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
     table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)
@@ -411,7 +418,7 @@ def test_a_later_minor_version_is_accepted(good_image):
     assert read_image(bytes(buf)).header["version_minor"] == 9
 
 
-@pytest.mark.parametrize("offset", [60, 63, 244, 255, "tensor 56", "tensor 63"])
+@pytest.mark.parametrize("offset", [60, 63, 252, 255, "tensor 56", "tensor 63"])
 def test_reserved_bytes_are_refused(good_image, offset):
     """docs/format.md 7: a later minor version's feature lives in reserved bytes, so an
     older reader refuses a non-zero one instead of misreading the image."""
@@ -474,24 +481,39 @@ def test_python_reader_agrees_with_the_broken_image_folder(good_image, tmp_path)
     assert not wrong
 
 
-def test_a_layer_without_rope_is_refused_with_mla(hf_checkpoint, tmp_path):
-    """attn_kind 2 (format 1.10: no RoPE on q and k) cannot hold for Multi-head
-    Latent Attention, whose RoPE key is part of its cache: the Python reader
-    and the C core (colibri-run) both refuse it as a bad layer table."""
+def _refused_by_both(buf: bytearray, status: Status, tmp_path: Path) -> None:
+    """The edited image (its checksum fixed) refused with `status` by the Python
+    reader and by the C core (colibri-run)."""
     import subprocess
 
-    result = convert(hf_checkpoint("deepseek_v3"), tmp_path / "out", progress=False)
-    buf = bytearray(result.image_path.read_bytes())
-    _put(buf, "I", 256 + 12, 2)  # layer 0's attn_kind
     fix_meta_crc(buf)
     with pytest.raises(ImageFormatError) as info:
         read_image(bytes(buf))
-    assert info.value.status == "COLIBRI_E_BAD_LAYER_TABLE"
-    image = tmp_path / "nope.bin"
+    assert info.value.status == status.c_name
+    image = tmp_path / "refused.bin"
     image.write_bytes(bytes(buf))
     run = ROOT / "build" / "host" / "colibri-run"
     subprocess.run(["make", "-s", str(run.relative_to(ROOT))], cwd=ROOT, check=True, timeout=600)
     done = subprocess.run([str(run), str(image), "--ids", "1"], capture_output=True, text=True,
                           timeout=60)
-    status = Status.E_BAD_LAYER_TABLE
     assert done.returncode == 1 and f"(status {status.value})" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("offset,code,value", [(244, "f", 8.0), (248, "I", 1)])
+def test_clamp_and_gate_are_refused_with_mla(offset, code, value, hf_checkpoint, tmp_path):
+    """Format 1.11's q/k/v clamp and attention output gate go with standard
+    attention: an MLA image with either is a bad model record to both readers."""
+    result = convert(hf_checkpoint("deepseek_v3"), tmp_path / "out", progress=False)
+    buf = bytearray(result.image_path.read_bytes())
+    _put(buf, code, offset, value)
+    _refused_by_both(buf, Status.E_BAD_HYPERPARAMS, tmp_path)
+
+
+def test_a_layer_without_rope_is_refused_with_mla(hf_checkpoint, tmp_path):
+    """attn_kind 2 (format 1.10: no RoPE on q and k) cannot hold for Multi-head
+    Latent Attention, whose RoPE key is part of its cache: the Python reader
+    and the C core (colibri-run) both refuse it as a bad layer table."""
+    result = convert(hf_checkpoint("deepseek_v3"), tmp_path / "out", progress=False)
+    buf = bytearray(result.image_path.read_bytes())
+    _put(buf, "I", 256 + 12, 2)  # layer 0's attn_kind
+    _refused_by_both(buf, Status.E_BAD_LAYER_TABLE, tmp_path)

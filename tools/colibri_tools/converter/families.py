@@ -109,7 +109,14 @@ _SOURCE_FIELDS = {
     "dense_intermediate": "intermediate_size", "shared_intermediate": "shared_expert_intermediate_size",
     "top_k": "num_experts_per_tok", "rms_eps": "rms_norm_eps", "rope_theta": "rope_theta",
     "routed_scaling": "routed_scaling_factor", "rope_dim": "partial_rotary_factor",
-    "rope_factor": "rope_parameters.factor",
+    "rope_factor": "rope_parameters.factor", "qkv_clip": "attn_config.clip_qkv",
+}
+# DBRX names its fields otherwise, some under attn_config and ffn_config.
+_DBRX_SOURCE_FIELDS = {
+    "hidden_size": "d_model", "n_layers": "n_layers", "n_heads": "n_heads",
+    "n_kv_heads": "attn_config.kv_n_heads", "head_dim": "d_model",
+    "max_context": "max_seq_len", "expert_intermediate": "ffn_config.ffn_hidden_size",
+    "n_experts": "ffn_config.moe_num_experts", "top_k": "ffn_config.moe_top_k",
 }
 
 
@@ -452,6 +459,8 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
                                   "n_routed_experts"))
         if p.field == "top_k":
             source = _present(c, ("num_experts_per_tok", "moe_k"))
+        if arch == Arch.DBRX:
+            source = _DBRX_SOURCE_FIELDS.get(p.field, source)
         raise c.unsupported(source, c.raw(source) if c.raw(source) is not None else p.value,
                             reason)
 

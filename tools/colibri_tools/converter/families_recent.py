@@ -24,6 +24,16 @@ minimax_m2,exaone_moe}):
   sliding_window is set (attn_kind 2, format 1.10); DeepSeek-V3's router
   (num_experts, num_shared_experts), dense layers by mlp_layer_types or
   first_k_dense_replace.
+- dbrx: its config nests attention (attn_config: kv_n_heads, clip_qkv, rope_theta)
+  and experts (ffn_config: ffn_hidden_size, moe_num_experts, moe_top_k,
+  moe_normalize_expert_weights); LayerNorm without biases (norm_kind 1 with zero
+  biases), q, k and v clamped to +-clip_qkv (format 1.11), a softmax router whose k
+  weights are divided by their sum (p = 1) or left (None); fused expert tensors.
+- afmoe: RMSNorm before and after each sublayer (norm_kind 3, format 1.11), the
+  attention output gated by sigmoid(gate_proj x) (attn_gate 1), per-head q/k norm,
+  RoPE only on the sliding layers (the full ones are attn_kind 2), the first
+  num_dense_layers dense, the sigmoid router with expert_bias, always renormalised,
+  times route_scale; shared experts; muP's embedding scale sqrt(hidden_size).
 """
 
 from __future__ import annotations
@@ -31,8 +41,11 @@ from __future__ import annotations
 from ..image.image_spec import (
     ATTN_FULL,
     ATTN_FULL_NOPE,
+    ATTN_GATE_SIGMOID,
     ATTN_SLIDING,
+    NORM_LAYER,
     NORM_RMS_POST,
+    NORM_RMS_SANDWICH,
     ROUTER_SIGMOID,
     Arch,
     FfnKind,
@@ -42,6 +55,7 @@ from .family_fields import (
     MAX_CONTEXT_CAP,
     attention_fields,
     attention_layer_kinds,
+    dense_width,
     expert_count,
     mla_fields,
     mlp_layer_kinds,
@@ -191,6 +205,90 @@ def _exaone_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.EXAONE_MOE, fields, kinds
 
 
+def _nested(c: HFConfig, *keys: str) -> HFConfig:
+    """The config with the objects under `keys` flattened in as "key.field"
+    (DBRX's attn_config and ffn_config), so errors name the nested field."""
+    values = dict(c.values)
+    for key in keys:
+        sub = c.raw(key)
+        if sub is None:
+            continue
+        if not isinstance(sub, dict):
+            raise c.unsupported(key, sub, "must be an object")
+        values |= {f"{key}.{name}": value for name, value in sub.items()}
+    return HFConfig(values, c.path)
+
+
+def _dbrx(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """DBRX: LayerNorm without biases (stored as zero biases), q, k and v clamped
+    to +-clip_qkv (format 1.11), a softmax top-k router, the k weights divided by
+    their sum (moe_normalize_expert_weights 1) or not (None); every layer MoE."""
+    c = _nested(c, "attn_config", "ffn_config")
+    c.reject_if("ffn_config.ffn_act_fn", lambda v: (v or {}).get("name", "silu") != "silu",
+                "only SiLU (SwiGLU) experts are supported")
+    c.reject_if("ffn_config.moe_normalize_expert_weights", lambda v: v not in (None, 1, 1.0),
+                "only 1 (weights divided by their sum) or null are supported")
+    hidden, heads = c.integer("d_model", minimum=1), c.integer("n_heads", minimum=1)
+    n = c.integer("n_layers", minimum=1)
+    clip = c.raw("attn_config.clip_qkv")
+    fields = {"vocab_size": c.integer("vocab_size", minimum=1), "hidden_size": hidden,
+              "n_layers": n, "n_heads": heads,
+              "n_kv_heads": c.integer("attn_config.kv_n_heads", 1, minimum=1),
+              "head_dim": hidden // heads,
+              "max_context": min(c.integer("max_seq_len", minimum=1), MAX_CONTEXT_CAP),
+              "qkv_clip": 0.0 if clip is None else c.number("attn_config.clip_qkv"),
+              "norm_kind": NORM_LAYER, "rms_eps": 1e-5,
+              **rope_fields(c, hidden // heads, c.number("attn_config.rope_theta", 1e4))}
+    norm = c.raw("ffn_config.moe_normalize_expert_weights") is not None
+    fields |= {"n_experts": expert_count(c, ("ffn_config.moe_num_experts",)),
+               "expert_intermediate": c.integer("ffn_config.ffn_hidden_size", minimum=1),
+               "top_k": c.integer("ffn_config.moe_top_k", 1, minimum=1),
+               "router_norm_topk": int(norm)}
+    return Arch.DBRX, fields, [FfnKind.MOE] * n
+
+
+def _afmoe_attn_kinds(c: HFConfig, n_layers: int) -> list[int]:
+    """layer_types, or AFMoE's rule: every global_attn_every_n_layers-th layer
+    full, the rest sliding. Only the sliding layers turn q and k: the full ones
+    are attn_kind 2 (and without a sliding_window the sliding ones attend to all)."""
+    types = c.raw("layer_types")
+    if types is None:
+        every = c.integer("global_attn_every_n_layers", 4, minimum=1)
+        types = ["sliding_attention" if (i + 1) % every else "full_attention"
+                 for i in range(n_layers)]
+    window = c.raw("sliding_window") is not None
+    return [ATTN_FULL_NOPE if k == ATTN_FULL else ATTN_SLIDING if window else ATTN_FULL
+            for k in attention_layer_kinds(c, types, n_layers)]
+
+
+def _afmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """Arcee AFMoE: RMSNorm before and after each sublayer (norm_kind 3) and the
+    attention output's sigmoid gate (attn_gate 1), both format 1.11; per-head q/k
+    norm; the sigmoid router with expert_bias, renormalised, times route_scale."""
+    fields = attention_fields(c, "head_dim")
+    n = fields["n_layers"]
+    dense = c.integer("num_dense_layers", 1)
+    kinds = [FfnKind.DENSE if i < dense else FfnKind.MOE for i in range(n)]
+    width = c.integer("moe_intermediate_size", minimum=1)
+    fields |= routing_fields(c, kinds, expert_count(c, ("num_experts",)), width, True)
+    if FfnKind.MOE in kinds:
+        fields |= {"router_score": ROUTER_SIGMOID, "routed_scaling": c.number("route_scale", 1.0),
+                   "shared_intermediate": c.integer("num_shared_experts", 0) * width}
+    window = c.integer("sliding_window", minimum=1) if ATTN_SLIDING in \
+        _afmoe_attn_kinds(c, n) else 0
+    if c.flag("mup_enabled", False):
+        fields |= {"embedding_scale": fields["hidden_size"] ** 0.5, "residual_scale": 1.0,
+                   "attention_scale": fields["head_dim"] ** -0.5, "logits_divisor": 1.0}
+    fields |= {"dense_intermediate": dense_width(c, kinds), "qk_norm": 2,
+               "attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0,
+               "norm_kind": NORM_RMS_SANDWICH, "attn_gate": ATTN_GATE_SIGMOID,
+               "sliding_window": min(window, MAX_CONTEXT_CAP),
+               "rms_eps": c.number("rms_norm_eps", 1e-5),
+               **rope_fields(c, fields["head_dim"], 1e4)}
+    return Arch.AFMOE, fields, kinds
+
+
 FAMILIES = {"flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
-            "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2, "exaone_moe": _exaone_moe}
-ATTN_KINDS = {"exaone_moe": _exaone_attn_kinds}
+            "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2, "exaone_moe": _exaone_moe,
+            "dbrx": _dbrx, "afmoe": _afmoe}
+ATTN_KINDS = {"exaone_moe": _exaone_attn_kinds, "afmoe": _afmoe_attn_kinds}

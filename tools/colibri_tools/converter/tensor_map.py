@@ -25,10 +25,17 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..image.image_layout import canonical_tensors
-from ..image.image_spec import NORM_RMS_POST, QK_NORM_PER_HEAD_ROTATED, Role, TensorEntry
+from ..image.image_spec import (
+    NORM_RMS_POST,
+    NORM_RMS_SANDWICH,
+    QK_NORM_PER_HEAD_ROTATED,
+    Role,
+    TensorEntry,
+)
 from ..image.image_writer import SourceTensor
 from .checkpoint import Checkpoint
 from .families import ModelSpec
+from .tensor_map_dbrx import dbrx_experts, dbrx_tensor
 
 _GLOBAL_NAMES = {Role.TOKEN_EMBED: "model.embed_tokens.weight",
                  Role.OUTPUT_NORM: "model.norm.weight", Role.LM_HEAD: "lm_head.weight",
@@ -48,13 +55,19 @@ _LAYER_NAMES = {
     Role.MLA_Q_B: "self_attn.q_b_proj.weight",
     Role.MLA_KV_A: "self_attn.kv_a_proj_with_mqa.weight",
     Role.MLA_KV_A_NORM: "self_attn.kv_a_layernorm.weight",
-    Role.MLA_KV_B: "self_attn.kv_b_proj.weight",
+    Role.MLA_KV_B: "self_attn.kv_b_proj.weight", Role.ATTN_GATE: "self_attn.gate_proj.weight",
 }
 
 # OLMo-2's norms (norm_kind 2, FlexOlmo): the one after the attention and the one
 # after the MLP, in the attention's and the MLP's norm roles.
 _POST_NORM_NAMES = {Role.ATTN_NORM: "post_attention_layernorm.weight",
                     Role.FFN_NORM: "post_feedforward_layernorm.weight"}
+
+# AFMoE's four norms (norm_kind 3): before and after the attention, before and after
+# the MLP.
+_SANDWICH_NORM_NAMES = {Role.FFN_NORM: "pre_mlp_layernorm.weight",
+                        Role.ATTN_POST_NORM: "post_attention_layernorm.weight",
+                        Role.FFN_POST_NORM: "post_mlp_layernorm.weight"}
 
 # Hunyuan: q/k norms named for their place (qk_norm 3, after RoPE); an ungated
 # shared MLP.
@@ -80,12 +93,14 @@ _GPT_OSS_BLOCK_NAMES = {Role.ROUTER_LOGIT_BIAS: "router.bias",
 _ROUTER_BIAS_NAMES = ("gate.moe_statics.e_score_correction_bias",
                       "moe_statics.e_score_correction_bias",
                       "gate.e_score_correction_bias",  # DeepSeek-V3, GLM-4.5, dots1
-                      "e_score_correction_bias")  # MiniMax-M2
+                      "e_score_correction_bias",  # MiniMax-M2
+                      "expert_bias")  # AFMoE
 
 _MOE_BLOCKS = ("mlp", "block_sparse_moe")
 # Router names: most families' `{block}.gate.weight`; Granite's `router.layer.weight`
 # on disk (`router.weight` in transformers 5's memory).
-_ROUTER_NAMES = ("gate.weight", "router.layer.weight", "router.weight", "gate.wg.weight")
+_ROUTER_NAMES = ("gate.weight", "router.layer.weight", "router.weight", "gate.wg.weight",
+                 "router.gate.weight")
 _PER_EXPERT_NAMES = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 # Tensors whose rows are the rotated q and k dimensions.
@@ -129,6 +144,8 @@ class TensorMap:
             return _GLOBAL_NAMES[role]
         if role in _POST_NORM_NAMES and self.spec.record.norm_kind == NORM_RMS_POST:
             return f"model.layers.{layer}.{_POST_NORM_NAMES[role]}"
+        if role in _SANDWICH_NORM_NAMES and self.spec.record.norm_kind == NORM_RMS_SANDWICH:
+            return f"model.layers.{layer}.{_SANDWICH_NORM_NAMES[role]}"
         if role in _ROTATED_QK_NORM_NAMES and self.spec.record.qk_norm == QK_NORM_PER_HEAD_ROTATED:
             return f"model.layers.{layer}.{_ROTATED_QK_NORM_NAMES[role]}"
         if role in _LAYER_NAMES:
@@ -225,6 +242,8 @@ class TensorMap:
         return load
 
     def _plain(self, entry: TensorEntry) -> Loader:
+        if self.spec.family == "dbrx":
+            return dbrx_tensor(self, entry)
         granite = self._granite_shared(entry)
         if granite is not None:
             return granite
@@ -256,6 +275,8 @@ class TensorMap:
                  lambda e=e: np.ascontiguousarray(self._load(down, e).T)) for e in range(e_count)]
 
     def _expert_loaders(self, layer: int) -> list[tuple[Loader, Loader, Loader]]:
+        if self.spec.family == "dbrx":
+            return dbrx_experts(self, layer)
         block = self._moe_block(layer)
         if self.spec.family == "gpt_oss":
             return self._gpt_oss_experts(block)

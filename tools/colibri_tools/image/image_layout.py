@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .image_spec import (
+    ATTN_GATE_SIGMOID,
     BIAS_ALL,
     BIAS_ATTN,
     BIAS_EXPERTS,
@@ -25,6 +26,7 @@ from .image_spec import (
     MAX_LORA_RANK,
     MAX_TOP_K,
     MIN_ALIGNMENT,
+    MINOR_CLIP_GATE,
     MINOR_EXPERTS_LAST,
     MINOR_POST_NORMS,
     MINOR_QUANT,
@@ -35,6 +37,7 @@ from .image_spec import (
     NO_LAYER,
     NORM_LAYER,
     NORM_RMS_POST,
+    NORM_RMS_SANDWICH,
     QK_NORM_PER_HEAD_ROTATED,
     ROPE_FIELDS,
     ROPE_YARN,
@@ -106,6 +109,8 @@ def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9); `nope_layers`: a layer of
     attn_kind 2 (1.10)."""
+    if r.norm_kind == NORM_RMS_SANDWICH or r.qkv_clip or r.attn_gate or arch >= Arch.DBRX:
+        return MINOR_CLIP_GATE
     if r.norm_kind == NORM_RMS_POST or r.qk_norm == QK_NORM_PER_HEAD_ROTATED or \
             arch >= Arch.FLEX_OLMO or nope_layers:
         return MINOR_POST_NORMS
@@ -143,9 +148,11 @@ def _arch_problems(arch: int, r: ModelRecord) -> list[Problem]:
         ("qk_norm", r.qk_norm, r.qk_norm in (0, 1, 2, 3), "must be 0, 1, 2 or 3"),
         ("activation", r.activation, r.activation in (0, 1),
          "only 0 (SiLU) and 1 (clamped SwiGLU) are supported"),
-        ("norm_kind", r.norm_kind, r.norm_kind in (0, 1, 2),
-         "only 0 (RMSNorm), 1 (LayerNorm with bias) and 2 (RMSNorm after each sublayer) "
-         "are supported"),
+        ("norm_kind", r.norm_kind, r.norm_kind in (0, 1, 2, 3),
+         "only 0 (RMSNorm), 1 (LayerNorm with bias), 2 (RMSNorm after each sublayer) and 3 "
+         "(RMSNorm before and after each sublayer) are supported"),
+        ("attn_gate", r.attn_gate, r.attn_gate in (0, ATTN_GATE_SIGMOID),
+         "only 0 (none) and 1 (sigmoid gate) are supported"),
     ], UNSUPPORTED_ARCH)
 
 
@@ -308,6 +315,19 @@ def _mla_problems(r: ModelRecord, flags: int) -> list[Problem]:
     ], BAD_HYPERPARAMS)
 
 
+def _attention_extra_problems(r: ModelRecord) -> list[Problem]:
+    """Format 1.11's q/k/v clamp and output gate, as sdk/src/hparams.c's
+    check_attention_extras: a clamp of 0 (bits zero) or > 0 and <= 65536; both
+    with standard attention only."""
+    clip_ok = (r.qkv_clip == 0.0 and math.copysign(1.0, r.qkv_clip) > 0) or (
+        _positive_finite(r.qkv_clip) and r.qkv_clip <= MAX_SCALE)
+    return _check([
+        ("qkv_clip", r.qkv_clip, clip_ok, "must be 0, or > 0 and <= 65536"),
+        ("qkv_clip", r.qkv_clip, not r.mla or r.qkv_clip == 0.0, "must be 0 with MLA"),
+        ("attn_gate", r.attn_gate, not r.mla or r.attn_gate == 0, "must be 0 with MLA"),
+    ], BAD_HYPERPARAMS)
+
+
 def record_problems(arch: int, alignment: int, record: ModelRecord,
                     flags: int | None = None) -> list[Problem]:
     """Defects of the header's arch and alignment and of the model record (section 1.1)
@@ -318,7 +338,7 @@ def record_problems(arch: int, alignment: int, record: ModelRecord,
     flags = header_flags(record) if flags is None else flags
     return (out + _arch_problems(arch, record) + _attention_problems(record)
             + _ffn_problems(record) + _router_problems(record) + _rope_problems(record, flags)
-            + _mla_problems(record, flags))
+            + _mla_problems(record, flags) + _attention_extra_problems(record))
 
 
 _KIND_WIDTHS = {FfnKind.DENSE: ("dense_intermediate",),
@@ -374,6 +394,7 @@ def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]
         (Role.MLA_KV_A, (lkv + r.rope_dim, h), mla), (Role.MLA_KV_A_NORM, (lkv,), mla),
         (Role.MLA_KV_B, (kv_b, lkv), mla),
         (Role.ATTN_K, (k, h), not mla), (Role.ATTN_V, (k, h), not mla),
+        (Role.ATTN_GATE, (q, h), r.attn_gate == ATTN_GATE_SIGMOID),
         (Role.ATTN_O, (h, r.out_width), True),
         (Role.ATTN_Q_BIAS, (q,), bool(r.attn_bias & 1)),
         (Role.ATTN_K_BIAS, (k,), bool(r.attn_bias & 2)),
@@ -383,6 +404,8 @@ def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]
         (Role.FFN_NORM, (h,), True),
         (Role.ATTN_NORM_BIAS, (h,), r.norm_kind == NORM_LAYER),
         (Role.FFN_NORM_BIAS, (h,), r.norm_kind == NORM_LAYER),
+        (Role.ATTN_POST_NORM, (h,), r.norm_kind == NORM_RMS_SANDWICH),
+        (Role.FFN_POST_NORM, (h,), r.norm_kind == NORM_RMS_SANDWICH),
         (Role.ATTN_SINKS, (r.n_heads,), bool(r.attn_bias & BIAS_SINKS)),
     ]
 

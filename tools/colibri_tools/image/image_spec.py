@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.9 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.11 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 10  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 11  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
@@ -39,6 +39,7 @@ MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
 MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16 tensor
 MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LAST
 MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arch 15 .. 19, attn_kind 2
+MINOR_CLIP_GATE = 11            # with qkv_clip, attn_gate, norm_kind 3, arch 20 or 21
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -70,6 +71,8 @@ class Arch(IntEnum):
     GLM4_MOE_LITE = 17
     MINIMAX_M2 = 18
     EXAONE_MOE = 19
+    DBRX = 20
+    AFMOE = 21
 
 
 class FfnKind(IntEnum):
@@ -119,6 +122,9 @@ class Role(IntEnum):
     MLA_KV_A = 67
     MLA_KV_A_NORM = 68
     MLA_KV_B = 69
+    ATTN_GATE = 70  # format 1.11: the attention output's gate (attn_gate 1)
+    ATTN_POST_NORM = 71  # format 1.11: the sublayers' output norms (norm_kind 3)
+    FFN_POST_NORM = 72
 
 
 EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
@@ -187,8 +193,10 @@ MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("kv_lora_rank", 232, "I"),
     ("v_head_dim", 236, "I"),
     ("lora_eps", 240, "f"),
+    ("qkv_clip", 244, "f"),  # format 1.11: q, k, v clamped to +-qkv_clip (0: not clamped)
+    ("attn_gate", 248, "I"),  # format 1.11: 1 the attention output's sigmoid gate, else 0
 )
-MODEL_RECORD_END = 244  # bytes 244 .. 255 are reserved (zero)
+MODEL_RECORD_END = 252  # bytes 252 .. 255 are reserved (zero)
 SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
 ROPE_FIELDS = ("rope_dim", "rope_kind", "rope_factor", "rope_ramp_low", "rope_ramp_width",
                "rope_attn_factor")
@@ -209,6 +217,8 @@ ROUTER_SOFTMAX_BIASED = 4  # format 1.4: top-k of softmax + ROUTER_BIAS (ERNIE-4
 # norm_kind values: 1 LayerNorm with bias (format 1.2); 2 RMSNorm on each sublayer's
 # output before its residual add, the sublayers reading the stream (format 1.10: OLMo-2)
 NORM_RMS, NORM_LAYER, NORM_RMS_POST = 0, 1, 2
+NORM_RMS_SANDWICH = 3  # format 1.11: RMSNorm on each sublayer's input and output (AFMoE)
+ATTN_GATE_SIGMOID = 1  # format 1.11 attn_gate: attention output * sigmoid(ATTN_GATE x)
 QK_NORM_PER_HEAD_ROTATED = 3  # qk_norm 3 (format 1.10, Hunyuan): per head, after RoPE
 BIAS_ATTN, BIAS_LM_HEAD = 0xF, 0x10  # attn_bias bits: q, k, v, o; LM head (format 1.2)
 ROPE_DEFAULT, ROPE_YARN = 0, 1  # rope_kind values (format 1.5)
@@ -288,6 +298,8 @@ class ModelRecord:
     kv_lora_rank: int = 0
     v_head_dim: int = 0
     lora_eps: float = 0.0
+    qkv_clip: float = 0.0  # format 1.11: 0, or q, k, v clamped to +-qkv_clip (DBRX)
+    attn_gate: int = 0  # format 1.11: 1 the attention output's sigmoid gate (AFMoE)
 
     @property
     def has_scales(self) -> bool:

@@ -51,7 +51,8 @@ FFN_ROLES = frozenset({Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.
                        Role.DENSE_DOWN})
 # With colibri-convert --quant-attention also these, with --quant-embeddings
 # the token embedding and the output projection (LM head).
-ATTENTION_ROLES = frozenset({Role.ATTN_Q, Role.ATTN_K, Role.ATTN_V, Role.ATTN_O})
+ATTENTION_ROLES = frozenset({Role.ATTN_Q, Role.ATTN_K, Role.ATTN_V, Role.ATTN_O,
+                             Role.ATTN_GATE})
 EMBEDDING_ROLES = frozenset({Role.TOKEN_EMBED, Role.LM_HEAD})
 # Every role a reader accepts as Q8/Q4; routers, norms, biases and the shared
 # expert's gate stay float32 (sdk/src/tensor_check.c).

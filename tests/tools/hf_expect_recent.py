@@ -1,0 +1,105 @@
+"""Golden values of hf_expect.py for the families whose modules differ most from
+the Llama layout: DBRX (transformer.blocks, fused Wqkv and experts, nested config)
+and AFMoE (four norms a layer, the gated attention output). Read off the Hugging
+Face modules and config; roles and arch ids as docs/format.md's literal numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+GLOBAL = 0xFFFF
+
+
+def _f32(value: float) -> float:
+    return float(np.float32(value))
+
+
+def afmoe_fields(model: Any, family: str) -> dict[str, Any]:
+    """AFMoE: norms before and after each sublayer (norm_kind 3) and the sigmoid gate
+    on the attention output (attn_gate 1), both format 1.11; its sigmoid router
+    (router_score 1) renormalised, times route_scale; RoPE only on sliding layers
+    (the full ones attn_kind 2); muP's embedding scale."""
+    if family != "afmoe":
+        return {}
+    config = model.config
+    layers = model.model.layers
+    kinds = [1 if layer.self_attn.is_local_attention else 2 for layer in layers]
+    out = {"norm_kind": 3, "attn_gate": 1, "router_score": 1, "router_norm_topk": 1,
+           "routed_scaling": _f32(config.route_scale), "attn_kinds": kinds,
+           "sliding_window": config.sliding_window if 1 in kinds else 0, "shared_gate": 0}
+    if config.mup_enabled:
+        out |= {"embedding_scale": _f32(config.hidden_size ** 0.5), "residual_scale": 1.0,
+                "attention_scale": _f32(layers[0].self_attn.scaling), "logits_divisor": 1.0}
+    return out
+
+
+def afmoe_tensors(sd: dict, p: str, layer: int) -> dict:
+    """AFMoE's tensors the generic Llama names miss or name otherwise: the FFN's
+    norm before it (27), the two norms after (71, 72), the attention gate (70),
+    and the router's expert_bias (45)."""
+    out = {(27, layer, GLOBAL): sd[p + "pre_mlp_layernorm.weight"],
+           (71, layer, GLOBAL): sd[p + "post_attention_layernorm.weight"],
+           (72, layer, GLOBAL): sd[p + "post_mlp_layernorm.weight"],
+           (70, layer, GLOBAL): sd[p + "self_attn.gate_proj.weight"]}
+    if p + "mlp.expert_bias" in sd:
+        out[(45, layer, GLOBAL)] = sd[p + "mlp.expert_bias"]
+    return out
+
+
+def dbrx_record(model: Any) -> dict[str, Any]:
+    """DBRX: LayerNorm (norm_kind 1, its eps), q/k/v clamped to clip_qkv (format
+    1.11), a softmax router, its k weights renormalised when
+    moe_normalize_expert_weights is set."""
+    config, blocks = model.config, model.transformer.blocks
+    attn, ffn = blocks[0].norm_attn_norm.attn, blocks[0].ffn
+    return {
+        "arch": 20, "vocab_size": config.vocab_size, "hidden_size": config.d_model,
+        "n_layers": len(blocks), "n_heads": attn.num_heads, "n_kv_heads": attn.num_key_value_heads,
+        "head_dim": attn.head_dim, "max_context": config.max_seq_len, "dense_intermediate": 0,
+        "expert_intermediate": ffn.experts.ffn_hidden_size, "n_experts": ffn.experts.num_experts,
+        "shared_intermediate": 0, "rms_eps": _f32(blocks[0].norm_attn_norm.norm_1.eps),
+        "rope_theta": _f32(config.rope_parameters["rope_theta"]), "attn_bias": 0, "qk_norm": 0,
+        "tie_embeddings": 0, "router_score": 0, "top_k": ffn.top_k,
+        "router_norm_topk": int(ffn.moe_normalize_expert_weights is not None),
+        "routed_scaling": 1.0, "shared_gate": 0, "n_group": 1, "topk_group": 1, "activation": 0,
+        "norm_kind": 1, "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
+        "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0, "rope_dim": 0,
+        "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
+        "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
+        "mla": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "v_head_dim": 0, "lora_eps": 0.0,
+        "qkv_clip": _f32(attn.clip_qkv or 0.0), "attn_gate": 0,
+        "attn_kinds": [0] * len(blocks), "ffn_kinds": [1] * len(blocks)}
+
+
+def dbrx_tensors(sd: dict, model: Any) -> dict:
+    """DBRX's image tensors from its modules' parameters: Wqkv's rows split into q,
+    k and v, each expert's rows of w1 (gate), v1 (up) and w2 (transposed: down),
+    zero LayerNorm biases."""
+    config = model.config
+    hidden = config.d_model
+    zeros = np.zeros(hidden, dtype=np.float32)
+    out = {(1, GLOBAL, GLOBAL): sd["transformer.wte.weight"],
+           (2, GLOBAL, GLOBAL): sd["transformer.norm_f.weight"],
+           (3, GLOBAL, GLOBAL): sd["lm_head.weight"], (4, GLOBAL, GLOBAL): zeros}
+    for layer, block in enumerate(model.transformer.blocks):
+        p = f"transformer.blocks.{layer}."
+        attn = block.norm_attn_norm.attn
+        q, k = attn.num_heads * attn.head_dim, attn.num_key_value_heads * attn.head_dim
+        qkv = sd[p + "norm_attn_norm.attn.Wqkv.weight"]
+        out |= {(16, layer, GLOBAL): sd[p + "norm_attn_norm.norm_1.weight"],
+                (17, layer, GLOBAL): qkv[:q], (18, layer, GLOBAL): qkv[q:q + k],
+                (19, layer, GLOBAL): qkv[q + k:],
+                (20, layer, GLOBAL): sd[p + "norm_attn_norm.attn.out_proj.weight"],
+                (27, layer, GLOBAL): sd[p + "norm_attn_norm.norm_2.weight"],
+                (28, layer, GLOBAL): zeros, (29, layer, GLOBAL): zeros,
+                (40, layer, GLOBAL): sd[p + "ffn.router.layer.weight"]}
+        width = block.ffn.experts.ffn_hidden_size
+        for e in range(block.ffn.experts.num_experts):
+            rows = slice(e * width, (e + 1) * width)
+            out |= {(48, layer, e): sd[p + "ffn.experts.mlp.w1"][rows],
+                    (49, layer, e): sd[p + "ffn.experts.mlp.v1"][rows],
+                    (50, layer, e): sd[p + "ffn.experts.mlp.w2"][rows].T}
+    return out
