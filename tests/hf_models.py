@@ -57,6 +57,8 @@ from transformers import (
     GraniteMoeSharedForCausalLM,
     HunYuanMoEV1Config,
     HunYuanMoEV1ForCausalLM,
+    Llama4ForCausalLM,
+    Llama4TextConfig,
     MiniMaxM2Config,
     MiniMaxM2ForCausalLM,
     MixtralConfig,
@@ -74,7 +76,7 @@ from transformers import (
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
-            "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe")
+            "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -100,6 +102,7 @@ _CLASSES = {
     "exaone_moe": (ExaoneMoeConfig, ExaoneMoeForCausalLM),
     "dbrx": (DbrxConfig, DbrxForCausalLM),
     "afmoe": (AfmoeConfig, AfmoeForCausalLM),
+    "llama4_text": (Llama4TextConfig, Llama4ForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -232,6 +235,17 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                   route_scale=2.0, sliding_window=8, global_attn_every_n_layers=2,
                   max_position_embeddings=64, mup_enabled=True, rms_norm_eps=1e-5,
                   rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # Chunks of 8 positions with RoPE on layers 0 and 2, full attention without RoPE
+    # on 1 and 3 with the temperature (floor 4: it grows over the 40-token prompts);
+    # the unweighted q/k norm; MoE on layers 1 and 3 (4 experts top-1, sigmoid weights
+    # on the input, a shared expert), dense 0 and 2.
+    "llama4_text": dict(vocab_size=101, hidden_size=40, intermediate_size=12,
+                        intermediate_size_mlp=28, num_hidden_layers=4, num_attention_heads=4,
+                        num_key_value_heads=2, head_dim=10, num_local_experts=4,
+                        num_experts_per_tok=1, interleave_moe_layer_step=2,
+                        attention_chunk_size=8, no_rope_layer_interval=2, floor_scale=4,
+                        attn_scale=0.5, max_position_embeddings=64, rms_norm_eps=1e-5,
+                        rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,
@@ -315,6 +329,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "dbrx_plain": ("dbrx", {"attn_config": {"kv_n_heads": 1, "clip_qkv": 8.0, "rope_theta": 1e4},
                             "ffn_config": {"ffn_hidden_size": 12, "moe_num_experts": 4,
                                            "moe_top_k": 1, "moe_normalize_expert_weights": None}}),
+    # Llama 4 with MoE on every layer, top-2, no chunks, no q/k norm, no temperature.
+    "llama4_text_plain": ("llama4_text", {"num_experts_per_tok": 2, "interleave_moe_layer_step": 1,
+                                          "attention_chunk_size": None, "use_qk_norm": False,
+                                          "attn_temperature_tuning": False}),
     "minimax_m2_rotary": ("minimax_m2", {"rotary_dim": 4, "rope_parameters": {
         "rope_type": "default", "rope_theta": 5e6}}),
 }
@@ -341,7 +359,8 @@ def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -
     if "norm" in name.rsplit(".", 2)[-2]:
         return 1.0 + _normal(shape, 0.2, gen)
     if name.endswith(("mlp.gate.weight", "moe.router.weight", "mlp.router.weight",
-                      "mlp.gate.wg.weight", "ffn.router.layer.weight", "router.gate.weight")):
+                      "mlp.gate.wg.weight", "ffn.router.layer.weight", "router.gate.weight",
+                      "feed_forward.router.weight")):
         return _normal(shape, ROUTER_GAIN / math.sqrt(hidden), gen)
     if name.endswith("lm_head.weight"):
         return _normal(shape, LM_HEAD_GAIN / math.sqrt(hidden), gen)
@@ -354,7 +373,8 @@ def _rescale(model: torch.nn.Module, family: str, seed: int) -> None:
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(_init_value(name, p, hidden, gen))
-            if family == "gpt_oss" and name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            if family in ("gpt_oss", "llama4_text") and name.endswith(("experts.gate_up_proj",
+                                                                      "experts.down_proj")):
                 p.copy_(_normal(tuple(p.shape), 1.0 / math.sqrt(p.shape[-2]), gen))  # [E, in, out]
             if family == "gpt_oss" and name.endswith("_proj_bias"):
                 p.copy_(_normal(tuple(p.shape), 0.1, gen))

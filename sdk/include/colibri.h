@@ -300,7 +300,7 @@ typedef struct colibri_hparams {
                     * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
                     * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo,
                     * 16 hunyuan_v1_moe, 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe,
-                    * 20 dbrx, 21 afmoe */
+                    * 20 dbrx, 21 afmoe, 22 llama4 */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -378,10 +378,13 @@ typedef struct colibri_hparams {
     uint32_t v_head_dim;
     float lora_eps;
     /* format 1.11: q, k and v clamped to [-qkv_clip, qkv_clip] after their
-     * projections (DBRX; 0: not clamped); attn_gate 1: the attention output
-     * times sigmoid(ATTN_GATE x) before ATTN_O (AFMoE; 0: no gate). */
+     * projections (DBRX; 0: not clamped); Llama 4's attention temperature:
+     * in layers without RoPE q at position p is multiplied by
+     * log1p(floor((p + 1) / attn_temp_floor)) * attn_temp_scale + 1 (both 0:
+     * none). */
     float qkv_clip;
-    uint32_t attn_gate;
+    float attn_temp_floor;
+    float attn_temp_scale;
 } colibri_hparams;
 
 /*

@@ -86,6 +86,35 @@ static void qk_normalise(const colibri_model *m, float *v, const float *w, uint3
     }
 }
 
+/* Each head of v divided by its root mean square (Llama 4's L2 norm: no
+ * weights). The same plain code under every kernel table. */
+static void rms_heads(const colibri_model *m, float *v, uint32_t heads)
+{
+    uint32_t hd = m->hp.head_dim;
+    for (uint32_t h = 0; h < heads; h++) {
+        float *x = v + h * hd, sum = 0.0f, r;
+        for (uint32_t i = 0; i < hd; i++) {
+            sum += x[i] * x[i];
+        }
+        r = 1.0f / colibri_sqrtf(sum / (float)hd + m->hp.rms_eps);
+        for (uint32_t i = 0; i < hd; i++) {
+            x[i] = x[i] * r;
+        }
+    }
+}
+
+/* Llama 4's attention temperature on q at position pos, in a layer without
+ * RoPE: log1p(floor((pos + 1) / floor_scale)) * scale + 1. */
+static void tune_temperature(const colibri_model *m, float *q, uint32_t pos)
+{
+    const colibri_hparams *hp = &m->hp;
+    float steps = (float)(uint32_t)(((float)pos + 1.0f) / hp->attn_temp_floor); /* floor */
+    float factor = colibri_logf(1.0f + steps) * hp->attn_temp_scale + 1.0f;
+    for (uint32_t i = 0; i < hp->n_heads * hp->head_dim; i++) {
+        q[i] = q[i] * factor;
+    }
+}
+
 /* Token's q and k normalised (nothing with qk_norm 0). */
 static void qk_normalise_token(const colibri_model *m, const layer_view *layer, float *q, float *k)
 {
@@ -146,11 +175,15 @@ static void attend_head(const colibri_model *m, const float *q, const float *k_c
     }
 }
 
-/* The first position token `pos` attends to: 0, or in a sliding-window
- * layer the oldest of the last sliding_window positions. */
+/* The first position token `pos` attends to: 0, in a sliding-window layer
+ * the oldest of the last sliding_window positions, in a chunked one (Llama
+ * 4) the first of its chunk of sliding_window positions. */
 static uint32_t window_start(const colibri_model *m, const layer_view *layer, uint32_t pos)
 {
     uint32_t w = m->hp.sliding_window;
+    if (layer->attn_kind == ATTN_CHUNKED) {
+        return pos - pos % w;
+    }
     return layer->attn_kind == ATTN_SLIDING && pos >= w ? pos + 1u - w : 0u;
 }
 
@@ -187,15 +220,23 @@ static void keys_of_token(const colibri_model *m, const layer_view *layer, float
     uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;
     float *q = ws->q + (size_t)t * q_dim, *k = ws->k + (size_t)t * kv_dim;
     int norms_after_rope = hp->qk_norm == QK_NORM_PER_HEAD_ROTATED;
-    if (!norms_after_rope) {
+    int rotated = layer->attn_kind != ATTN_FULL_NOPE;
+    if (!norms_after_rope && hp->qk_norm != QK_NORM_L2_ROTATED) {
         qk_normalise_token(m, layer, q, k);
     }
-    if (layer->attn_kind != ATTN_FULL_NOPE) {
+    if (rotated) {
         rope_heads(m, q, ws->rope + (size_t)t * hd, hp->n_heads);
         rope_heads(m, k, ws->rope + (size_t)t * hd, hp->n_kv_heads);
     }
     if (norms_after_rope) {
         qk_normalise_token(m, layer, q, k);
+    }
+    if (hp->qk_norm == QK_NORM_L2_ROTATED && rotated) {
+        rms_heads(m, q, hp->n_heads);
+        rms_heads(m, k, hp->n_kv_heads);
+    }
+    if (hp->attn_temp_floor > 0.0f && !rotated) {
+        tune_temperature(m, q, pos);
     }
     memcpy(k_cache + (size_t)pos * kv_dim, k, kv_dim * sizeof(float));
     memcpy(v_cache + (size_t)pos * kv_dim, ws->v + (size_t)t * kv_dim, kv_dim * sizeof(float));
@@ -228,7 +269,7 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
             head_task(&job, h);
         }
     }
-    if (hp->attn_gate == ATTN_GATE_SIGMOID) {
+    if ((hp->attn_bias & BIAS_ATTN_GATE) != 0u) {
         gate_output(m, layer, ws, n);
     }
     project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n, ws->xq);

@@ -266,6 +266,15 @@ float colibri_powf(float x, float y)
     return (float)exp_double(z);
 }
 
+float colibri_logf(float x)
+{
+    uint32_t ix = colibri_f32_bits(x);
+    if ((ix >> 31) != 0 || ix == 0 || (ix & F32_INF) == F32_INF) {
+        return colibri_f32_from_bits(F32_QNAN); /* outside the domain: x finite > 0 */
+    }
+    return (float)log_positive((double)x);
+}
+
 /* ---- fused multiply-add, exactly rounded, from double operations -------- */
 
 static uint64_t f64_bits(double value)

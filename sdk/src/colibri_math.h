@@ -11,6 +11,7 @@
  *   colibri_sincosf  <= 1 ulp for |x| < 2^27 (every RoPE angle: positions
  *                    < 2^24 times frequencies <= 1); deterministic beyond
  *   colibri_powf     <= 1 ulp for finite x > 0; NaN outside that domain
+ *   colibri_logf     <= 1 ulp for finite x > 0; NaN outside that domain
  *   colibri_fmaf     a * b + c rounded once, exactly as IEEE fusedMultiplyAdd
  *                    (the hardware instruction where the target has one,
  *                    colibri_fmaf_soft elsewhere: colibri_compat.h)
@@ -44,6 +45,7 @@ float colibri_sqrtf(float x);
 float colibri_expf(float x);
 void colibri_sincosf(float x, float *sin_out, float *cos_out);
 float colibri_powf(float x, float y);
+float colibri_logf(float x);
 /* Use colibri_fmaf (colibri_compat.h); this is its portable version. */
 float colibri_fmaf_soft(float a, float b, float c);
 

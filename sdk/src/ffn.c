@@ -144,6 +144,18 @@ static uint32_t routed_count(const colibri_model *m, uint32_t expert, uint32_t n
     return count;
 }
 
+/* Llama 4's router (router_score 5) weights the expert's input: x * w,
+ * and the output is added as it is (w becomes 1). */
+static void weight_input(const colibri_model *m, float *x, float *w)
+{
+    if (m->hp.router_score == ROUTER_TOPK_SIGMOID_INPUT) {
+        for (uint32_t i = 0; i < m->hp.hidden_size; i++) {
+            x[i] = x[i] * *w;
+        }
+        *w = 1.0f;
+    }
+}
+
 /* The tokens routed to `expert`: their indices, weights and inputs into
  * ws->sel, ws->sel_w and ws->xg from row `row` on. Returns how many. */
 static uint32_t gather_tokens(const colibri_model *m, uint32_t expert, uint32_t n, uint32_t row,
@@ -157,6 +169,7 @@ static uint32_t gather_tokens(const colibri_model *m, uint32_t expert, uint32_t 
                 ws->sel_w[count] = ws->topk_w[(size_t)t * top_k + j];
                 memcpy(ws->xg + (size_t)count * hidden, ws->xn + (size_t)t * hidden,
                        hidden * sizeof(float));
+                weight_input(m, ws->xg + (size_t)count * hidden, &ws->sel_w[count]);
                 count++;
             }
         }

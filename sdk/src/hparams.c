@@ -63,7 +63,8 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->v_head_dim = colibri_rd_u32(img + REC_V_HEAD_DIM);
     hp->lora_eps = colibri_rd_f32(img + REC_LORA_EPS);
     hp->qkv_clip = colibri_rd_f32(img + REC_QKV_CLIP);
-    hp->attn_gate = colibri_rd_u32(img + REC_ATTN_GATE);
+    hp->attn_temp_floor = colibri_rd_f32(img + REC_ATTN_TEMP_FLOOR);
+    hp->attn_temp_scale = colibri_rd_f32(img + REC_ATTN_TEMP_SCALE);
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -96,9 +97,8 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_AFMOE) || hp->qk_norm > QK_NORM_PER_HEAD_ROTATED ||
-        hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH ||
-        hp->attn_gate > ATTN_GATE_SIGMOID) {
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_LLAMA4) || hp->qk_norm > QK_NORM_L2_ROTATED ||
+        hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
     return COLIBRI_OK;
@@ -170,7 +170,7 @@ static int groups_valid(const colibri_hparams *hp)
 
 static colibri_status check_router(const uint8_t *img, const colibri_hparams *hp)
 {
-    if (hp->router_score > ROUTER_SOFTMAX_BIASED || !router_jitter_ok(img, hp) ||
+    if (hp->router_score > ROUTER_TOPK_SIGMOID_INPUT || !router_jitter_ok(img, hp) ||
         !router_norm_min_ok(img, hp) || !groups_valid(hp) || !positive_finite(hp->routed_scaling) ||
         hp->routed_scaling > MAX_ROUTED_SCALING) {
         return COLIBRI_E_UNSUPPORTED_ROUTER;
@@ -286,14 +286,23 @@ static colibri_status check_mla(const uint8_t *img, const colibri_hparams *hp)
 }
 
 /* Format 1.11: the q/k/v clamp, 0 (its bits all zero: none) or finite, >
- * 0, <= 65536 (DBRX's is 8); it and the output gate go with standard
- * attention only, not MLA. */
+ * 0, <= 65536 (DBRX's is 8); the temperature's floor, both bits zero (none)
+ * or finite, 1 .. 2^24 (Llama 4's is 8192) with a scale finite, > 0, <=
+ * 65536 (0.1). They and the output gate go with standard attention only. */
 static colibri_status check_attention_extras(const uint8_t *img, const colibri_hparams *hp)
 {
     int clipped = colibri_rd_u32(img + REC_QKV_CLIP) != 0u;
+    int tuned = colibri_rd_u32(img + REC_ATTN_TEMP_FLOOR) != 0u;
     int ok = !clipped || (positive_finite(hp->qkv_clip) && hp->qkv_clip <= MAX_SCALE);
+    if (tuned) {
+        ok = ok && colibri_is_finite(hp->attn_temp_floor) && hp->attn_temp_floor >= 1.0f &&
+             hp->attn_temp_floor <= (float)MAX_CONTEXT && positive_finite(hp->attn_temp_scale) &&
+             hp->attn_temp_scale <= MAX_SCALE;
+    } else {
+        ok = ok && colibri_rd_u32(img + REC_ATTN_TEMP_SCALE) == 0u;
+    }
     if (hp->mla == MLA_LATENT) {
-        ok = ok && !clipped && hp->attn_gate == ATTN_GATE_NONE;
+        ok = ok && !clipped && !tuned && (hp->attn_bias & BIAS_ATTN_GATE) == 0u;
     }
     return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
 }

@@ -81,10 +81,10 @@ enum {
     REC_KV_LORA_RANK = 232,
     REC_V_HEAD_DIM = 236,
     REC_LORA_EPS = 240,
-    REC_QKV_CLIP = 244,  /* format 1.11: q, k and v clamped to +-qkv_clip */
-    REC_ATTN_GATE = 248, /* format 1.11: the attention output's gate */
-    REC_RESERVED = 252,  /* 4 bytes, zero */
-    REC_RESERVED_SIZE = 4
+    REC_QKV_CLIP = 244,        /* format 1.11: q, k and v clamped to +-qkv_clip */
+    REC_ATTN_TEMP_FLOOR = 248, /* format 1.11: attention temperature tuning */
+    REC_ATTN_TEMP_SCALE = 252,
+    REC_END = 256 /* the record fills the header: no reserved bytes left */
 };
 
 /* Header flags a reader of this version knows (section 1). */
@@ -107,7 +107,8 @@ enum {
     ROUTER_SIGMOID = 1,
     ROUTER_TOPK_SOFTMAX = 2,
     ROUTER_SPARSEMIXER = 3,
-    ROUTER_SOFTMAX_BIASED = 4
+    ROUTER_SOFTMAX_BIASED = 4,
+    ROUTER_TOPK_SIGMOID_INPUT = 5 /* format 1.11, Llama 4: the weight scales the input */
 };
 
 /* norm_kind values (section 1.1). NORM_RMS_POST (format 1.10, OLMo-2 and
@@ -116,10 +117,6 @@ enum {
 enum { NORM_RMS = 0, NORM_LAYER = 1, NORM_RMS_POST = 2, NORM_RMS_SANDWICH = 3 };
 /* NORM_RMS_SANDWICH (format 1.11, AFMoE): RMSNorm on each sublayer's input
  * and, with its own weights, on its output before the residual add. */
-
-/* attn_gate values (format 1.11): the attention output, heads concatenated,
- * times sigmoid(ATTN_GATE x) element by element before ATTN_O (AFMoE). */
-enum { ATTN_GATE_NONE = 0, ATTN_GATE_SIGMOID = 1 };
 
 /* rope_kind values (section 1.1, format 1.5). */
 enum { ROPE_DEFAULT = 0, ROPE_YARN = 1 };
@@ -131,7 +128,9 @@ enum { MLA_LATENT = 1 };
 enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8, LAY_ATTN_KIND = 12 };
 /* attn_kind: format 1.6; ATTN_FULL_NOPE (1.10, EXAONE's global layers): full
  * attention without RoPE on q and k. */
-enum { ATTN_FULL = 0, ATTN_SLIDING = 1, ATTN_FULL_NOPE = 2 };
+enum { ATTN_FULL = 0, ATTN_SLIDING = 1, ATTN_FULL_NOPE = 2, ATTN_CHUNKED = 3 };
+/* ATTN_CHUNKED (1.11, Llama 4): positions in chunks of sliding_window, each
+ * attending within its own chunk up to itself. */
 enum { FFN_DENSE = 0, FFN_MOE = 1 };
 
 /* Tensor table entry fields (section 3). */
@@ -220,10 +219,20 @@ enum {
 /* Attention bias bits, qk-norm kinds, architectures. */
 enum { BIAS_Q = 1u, BIAS_K = 2u, BIAS_V = 4u, BIAS_O = 8u, BIAS_ATTN = 15u };
 enum { BIAS_LM_HEAD = 16u }; /* format 1.2 */
-/* format 1.6: per-head attention sinks, router logit bias, expert biases. */
-enum { BIAS_SINKS = 32u, BIAS_ROUTER = 64u, BIAS_EXPERTS = 128u, BIAS_ALL = 255u };
-/* QK_NORM_PER_HEAD_ROTATED (format 1.10, Hunyuan): per head, after RoPE. */
-enum { QK_NORM_NONE = 0, QK_NORM_WHOLE = 1, QK_NORM_PER_HEAD = 2, QK_NORM_PER_HEAD_ROTATED = 3 };
+/* format 1.6: per-head attention sinks, router logit bias, expert biases;
+ * 1.11: the attention output's sigmoid gate (AFMoE). */
+enum { BIAS_SINKS = 32u, BIAS_ROUTER = 64u, BIAS_EXPERTS = 128u, BIAS_ATTN_GATE = 256u };
+enum { BIAS_ALL = 511u };
+/* QK_NORM_PER_HEAD_ROTATED (format 1.10, Hunyuan): per head, after RoPE;
+ * QK_NORM_L2_ROTATED (1.11, Llama 4): per head without weights, after RoPE,
+ * on the layers that turn q and k. */
+enum {
+    QK_NORM_NONE = 0,
+    QK_NORM_WHOLE = 1,
+    QK_NORM_PER_HEAD = 2,
+    QK_NORM_PER_HEAD_ROTATED = 3,
+    QK_NORM_L2_ROTATED = 4
+};
 enum {
     ARCH_MIXTRAL = 1,
     ARCH_QWEN2_MOE = 2,
@@ -245,7 +254,8 @@ enum {
     ARCH_MINIMAX_M2 = 18,
     ARCH_EXAONE_MOE = 19,
     ARCH_DBRX = 20,
-    ARCH_AFMOE = 21
+    ARCH_AFMOE = 21,
+    ARCH_LLAMA4 = 22
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

@@ -62,7 +62,7 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_BIAS_K: return (hp->attn_bias & BIAS_K) != 0;
     case WHEN_BIAS_V: return (hp->attn_bias & BIAS_V) != 0;
     case WHEN_BIAS_O: return (hp->attn_bias & BIAS_O) != 0;
-    case WHEN_QK_NORM: return hp->qk_norm != QK_NORM_NONE;
+    case WHEN_QK_NORM: return hp->qk_norm != QK_NORM_NONE && hp->qk_norm != QK_NORM_L2_ROTATED;
     case WHEN_SHARED: return hp->shared_intermediate > 0;
     case WHEN_SHARED_GATE: return hp->shared_intermediate > 0 && hp->shared_gate != 0;
     case WHEN_NORM_BIAS: return hp->norm_kind == NORM_LAYER;
@@ -70,7 +70,7 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_Q_PROJ: return hp->mla != MLA_LATENT || hp->q_lora_rank == 0;
     case WHEN_Q_LORA: return hp->mla == MLA_LATENT && hp->q_lora_rank > 0;
     case WHEN_MLA: return hp->mla == MLA_LATENT;
-    case WHEN_ATTN_GATE: return hp->attn_gate == ATTN_GATE_SIGMOID;
+    case WHEN_ATTN_GATE: return (hp->attn_bias & BIAS_ATTN_GATE) != 0;
     case WHEN_POST_NORMS: return hp->norm_kind == NORM_RMS_SANDWICH;
     case WHEN_ROUTER_BIAS:
         return hp->router_score == ROUTER_SOFTMAX_BIASED || hp->router_score == ROUTER_SIGMOID;

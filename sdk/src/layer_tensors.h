@@ -32,7 +32,7 @@ enum {
     WHEN_Q_PROJ,   /* standard attention, or MLA without a q LoRA */
     WHEN_Q_LORA,   /* MLA with a q LoRA */
     WHEN_MLA,
-    WHEN_ATTN_GATE, /* attn_gate 1 (format 1.11) */
+    WHEN_ATTN_GATE, /* attn_bias bit 8 (format 1.11) */
     WHEN_POST_NORMS /* norm_kind 3 (format 1.11) */
 };
 

@@ -182,6 +182,13 @@ void colibri_router_select(const colibri_model *m, float *scores, const float *b
         m->kernels.softmax(weight, k);
     } else if (hp->router_score == ROUTER_SIGMOID) {
         sigmoid_select(m, scores, bias, idx, weight);
+    } else if (hp->router_score == ROUTER_TOPK_SIGMOID_INPUT) {
+        /* Llama 4: the k largest logits, each weighted by its sigmoid (the
+         * FFN scales the expert's input by it, not its output). */
+        colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
+        for (uint32_t j = 0; j < k; j++) {
+            weight[j] = colibri_reference_sigmoid(weight[j]);
+        }
     } else {
         m->kernels.softmax(scores, hp->n_experts);
         select_in_groups(hp, scores, NULL, idx, weight);

@@ -61,6 +61,15 @@ static int unused_widths_zero(const colibri_hparams *hp, int any_dense, int any_
     return dense_ok && moe_ok;
 }
 
+/* A layer's attn_kind (docs/format.md 2): sliding (1) and chunked (3, 1.11)
+ * need a window; an MLA layer is full attention (0: mla.c has no other). */
+static int attn_kind_valid(const colibri_hparams *hp, uint32_t attn)
+{
+    int windowed = attn == ATTN_SLIDING || attn == ATTN_CHUNKED;
+    return attn <= ATTN_CHUNKED && !(windowed && hp->sliding_window == 0u) &&
+           (hp->mla != MLA_LATENT || attn == ATTN_FULL);
+}
+
 colibri_status colibri_layer_table_check(const colibri_model *m)
 {
     uint32_t next = global_tensor_count(&m->hp);
@@ -71,9 +80,7 @@ colibri_status colibri_layer_table_check(const colibri_model *m)
         uint32_t count = colibri_layer_tensor_count(&m->hp, kind);
         uint32_t attn = colibri_rd_u32(e + LAY_ATTN_KIND);
         if (kind > FFN_MOE || colibri_rd_u32(e + LAY_FIRST_TENSOR) != next ||
-            colibri_rd_u32(e + LAY_N_TENSORS) != count ||
-            (attn > ATTN_FULL_NOPE || (attn == ATTN_SLIDING && m->hp.sliding_window == 0u) ||
-             (attn == ATTN_FULL_NOPE && m->hp.mla == MLA_LATENT))) {
+            colibri_rd_u32(e + LAY_N_TENSORS) != count || !attn_kind_valid(&m->hp, attn)) {
             return COLIBRI_E_BAD_LAYER_TABLE;
         }
         if (!layer_kind_supported(&m->hp, kind)) {

@@ -63,10 +63,10 @@ def test_two_runs_bit_identical(family, converted, colibri_run, tmp_path):
 
 
 def _moe_blocks(model):
-    """Each layer's MoE block (DBRX: transformer.blocks[l].ffn)."""
+    """Each layer's MoE block (DBRX: transformer.blocks[l].ffn, Llama 4: feed_forward)."""
     layers = model.model.layers if hasattr(model, "model") else model.transformer.blocks
-    blocks = [getattr(layer, "mlp", None) or getattr(layer, "block_sparse_moe", None) or layer.ffn
-              for layer in layers]
+    blocks = [getattr(layer, "mlp", None) or getattr(layer, "block_sparse_moe", None)
+              or getattr(layer, "feed_forward", None) or layer.ffn for layer in layers]
     return [block for block in blocks if hasattr(block, "experts")]
 
 
@@ -77,9 +77,12 @@ def _router(moe):
 
 def _first_choices(output) -> list[int]:
     """Each token's first chosen expert from a router's output: its third element
-    (the chosen experts [tokens, k]), or DBRX's bare logits' largest."""
+    (the chosen experts [tokens, k]), or the largest of DBRX's bare logits or of
+    Llama 4's scores (its first element)."""
     if isinstance(output, torch.Tensor):
         return output.argmax(-1).tolist()
+    if len(output) == 2:
+        return output[0].argmax(-1).tolist()
     return output[2][:, 0].tolist()
 
 
@@ -131,3 +134,20 @@ def test_dbrx_clamp_is_reached(converted):
         for attn in attns:
             attn.clip_qkv = model.config.attn_config.clip_qkv
     assert np.abs(unclamped - base).max() > 1000 * TOLERANCE
+
+
+def test_llama4_temperature_is_reached(converted):
+    """Guards the Llama 4 test model: its attention temperature (floor 4, so it grows
+    over a 40-token prompt) changes the logits far beyond the tolerance."""
+    model, _ = converted("llama4_text")
+    ids = _ids(model, 40, seed=3)
+    base = _hf_logits(model, ids)
+    attns = [layer.self_attn for layer in model.model.layers]
+    try:
+        for attn in attns:
+            attn.attn_temperature_tuning = False
+        untuned = _hf_logits(model, ids)
+    finally:
+        for attn in attns:
+            attn.attn_temperature_tuning = True
+    assert np.abs(untuned - base).max() > 1000 * TOLERANCE

@@ -99,6 +99,9 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     def sliding(window: int, attn_kind: int = 0):  # format 1.6: flag, window, layer 0's kind
         return set_all((28, "I", 4), (212, "I", window), (HEADER + 12, "I", attn_kind))
 
+    def temperature(floor: float, scale: float):  # format 1.11: Llama 4's temperature
+        return set_all((248, "f", floor), (252, "f", scale))
+
     def swiglu(activation: int, limit: float, alpha: float):  # format 1.6: clamped SwiGLU
         return set_all((156, "I", activation), (216, "f", limit), (220, "f", alpha))
 
@@ -153,8 +156,6 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         # Reserved bytes (docs/format.md 7): a later minor's feature, refused even with a
         # good checksum.
         "header_reserved_set": (edited(v, set_at(60, "I", 1 << 24)), init(RESERVED)),
-        "record_reserved_first": (edited(v, set_at(252, "B", 1)), init(RESERVED)),
-        "record_reserved_last": (edited(v, set_at(255, "B", 0x80)), init(RESERVED)),
         "tensor_reserved_first": (edited(v, set_at(tensor(v, 0) + 56, "B", 1)), init(RESERVED)),
         "tensor_reserved_last": (edited(v, set_at(tensor(v, last) + 63, "B", 1)), init(RESERVED)),
         "offset_past_end": (edited(v, set_at(tensor(v, last) + 32, "Q", size)),
@@ -171,7 +172,6 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
                              + 64)), init(MISALIGNED)),
         "unknown_arch": (edited(v, set_at(36, "I", 99)), init(UNSUPPORTED_ARCH)),
         "unknown_activation": (edited(v, set_at(156, "I", 2)), init(UNSUPPORTED_ARCH)),
-        "unknown_qk_norm": (edited(v, set_at(120, "I", 4)), init(UNSUPPORTED_ARCH)),
         "sigmoid_router_without_bias": (edited(v, set_at(128, "I", 1)), init(BAD_LAYER_TABLE)),
         "groups_not_dividing_experts": (edited(v, groups(3, 1)), init(UNSUPPORTED_ROUTER)),
         "groups_keep_too_few_experts": (edited(v, groups(4, 1)), init(UNSUPPORTED_ROUTER)),
@@ -216,7 +216,6 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "sliding_window_huge": (edited(v, sliding(1 << 25)), init(BAD_HYPERPARAMS)),
         "attn_kind_sliding_without_flag": (edited(v, set_at(HEADER + 12, "I", 1)),
                                            init(BAD_LAYER_TABLE)),
-        "attn_kind_unknown": (edited(v, sliding(8, attn_kind=3)), init(BAD_LAYER_TABLE)),
         "clamped_swiglu_without_limit": (edited(v, swiglu(1, 0.0, 1.702)), init(BAD_HYPERPARAMS)),
         "clamped_swiglu_alpha_nan": (edited(v, swiglu(1, 7.0, float("nan"))),
                                      init(BAD_HYPERPARAMS)),
@@ -227,8 +226,6 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
                                       init(BAD_LAYER_TABLE)),
         "expert_biases_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 128)),
                                   init(BAD_LAYER_TABLE)),
-        "attn_bias_bit_8": (edited(v, set_at(116, "I", get(v, 116, "I") | 256)),
-                            init(BAD_HYPERPARAMS)),
         # Format 1.2 (PhiMoE): norm_kind 1, router_score 3 with its jitter, attn_bias bit 4.
         "unknown_norm_kind": (edited(v, set_at(160, "I", 4)), init(UNSUPPORTED_ARCH)),
         # Format 1.11 (DBRX, AFMoE): the q/k/v clamp, the output gate, the norms after.
@@ -237,8 +234,23 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
                                    init(BAD_HYPERPARAMS)),
         "qkv_clip_nan": (edited(v, set_at(244, "I", 0x7FC00000)), init(BAD_HYPERPARAMS)),
         "qkv_clip_huge": (edited(v, set_at(244, "f", 1e6)), init(BAD_HYPERPARAMS)),
-        "attn_gate_unknown": (edited(v, set_at(248, "I", 2)), init(UNSUPPORTED_ARCH)),
-        "attn_gate_missing": (edited(v, set_at(248, "I", 1)), init(BAD_LAYER_TABLE)),
+        "attn_gate_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 256)),
+                              init(BAD_LAYER_TABLE)),
+        "attn_bias_bit_9": (edited(v, set_at(116, "I", get(v, 116, "I") | 512)),
+                            init(BAD_HYPERPARAMS)),
+        "temperature_floor_without_scale": (edited(v, set_at(248, "f", 8192.0)),
+                                            init(BAD_HYPERPARAMS)),
+        "temperature_scale_without_floor": (edited(v, set_at(252, "f", 0.1)),
+                                            init(BAD_HYPERPARAMS)),
+        "temperature_floor_below_one": (edited(v, temperature(0.5, 0.1)), init(BAD_HYPERPARAMS)),
+        "temperature_scale_nan": (edited(v, temperature(8192.0, float("nan"))),
+                                  init(BAD_HYPERPARAMS)),
+        "temperature_floor_huge": (edited(v, temperature(1e9, 0.1)), init(BAD_HYPERPARAMS)),
+        "unknown_qk_norm_5": (edited(v, set_at(120, "I", 5)), init(UNSUPPORTED_ARCH)),
+        "router_score_6": (edited(v, set_at(128, "I", 6)), init(UNSUPPORTED_ROUTER)),
+        "chunked_without_window": (edited(v, set_at(HEADER + 12, "I", 3)),
+                                   init(BAD_LAYER_TABLE)),
+        "attn_kind_4": (edited(v, sliding(8, attn_kind=4)), init(BAD_LAYER_TABLE)),
         "post_norms_missing": (edited(v, set_at(160, "I", 3)), init(BAD_LAYER_TABLE)),
         "layer_norm_without_biases": (edited(v, set_at(160, "I", 1)), init(BAD_LAYER_TABLE)),
         "lm_head_bias_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 16)),

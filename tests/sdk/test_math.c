@@ -1,7 +1,7 @@
 /*
  * test_math.c - the core's elementary functions (sdk/src/colibri_math.c)
  * against the host C library's, an independent implementation: sqrtf must
- * match bit for bit (both are correctly rounded), expf, sinf, cosf and powf
+ * match bit for bit (both are correctly rounded), expf, sinf, cosf, powf and logf
  * within 1 ulp, over a sweep of every 97th float pattern (44 million inputs)
  * and the special cases. Prints one line per failure and "N passed, M failed".
  */
@@ -98,6 +98,23 @@ static void test_pow(void)
     CHECK(w.ulps <= 1, "powf %lld ulp at base %a", (long long)w.ulps, w.at);
 }
 
+/* logf over every 97th positive finite float (Llama 4's temperature takes
+ * log(1 + n) of whole n). */
+static void test_log(void)
+{
+    struct worst w = {0, 0};
+    for (uint32_t u = 1; u < 0x7F800000u; u += 97u) {
+        float x = from_bits(u);
+        note(&w, colibri_logf(x), logf(x), x);
+    }
+    for (uint32_t n = 0; n < 1000000u; n++) {
+        note(&w, colibri_logf(1.0f + (float)n), logf(1.0f + (float)n), (float)n);
+    }
+    CHECK(w.ulps <= 1, "logf %lld ulp at %a", (long long)w.ulps, w.at);
+    CHECK(colibri_logf(1.0f) == 0.0f && isnan(colibri_logf(0.0f)), "log exact, domain");
+    CHECK(isnan(colibri_logf(-1.0f)) && isnan(colibri_logf(from_bits(0x7F800000u))), "log domain");
+}
+
 static void test_special_values(void)
 {
     float inf = from_bits(0x7F800000u), nan = from_bits(0x7FC00000u), s, c;
@@ -174,6 +191,7 @@ int main(void)
     test_fma_random();
     test_special_values();
     test_pow();
+    test_log();
     test_sweep();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -12,18 +12,25 @@ from typing import Any
 
 import numpy as np
 import torch
-from hf_expect_recent import afmoe_fields, afmoe_tensors, dbrx_record, dbrx_tensors
+from hf_expect_recent import (
+    afmoe_fields,
+    afmoe_tensors,
+    dbrx_record,
+    dbrx_tensors,
+    llama4_fields,
+    llama4_ffn_tensors,
+)
 
 GLOBAL = 0xFFFF
 ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "granitemoe": 6,
         "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
         "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15,
-        "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19, "afmoe": 21}
+        "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19, "afmoe": 21, "llama4_text": 22}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
            "gpt_oss": 0, "deepseek_v2": 0, "deepseek_v3": 0, "flex_olmo": 1, "hunyuan_v1_moe": 3,
-           "glm4_moe_lite": 0, "minimax_m2": 1, "exaone_moe": 2, "afmoe": 2}
+           "glm4_moe_lite": 0, "minimax_m2": 1, "exaone_moe": 2, "afmoe": 2, "llama4_text": 0}
 # family -> norm_kind (1: LayerNorm with bias; 2: RMSNorm after each sublayer, OLMo-2's)
 NORM_KIND = {"phimoe": 1, "flex_olmo": 2}
 SIGMOID = ("glm4_moe", "dots1", "deepseek_v3", "glm4_moe_lite", "exaone_moe")  # DeepSeek-V3's
@@ -32,8 +39,10 @@ GRANITE = ("granitemoe", "granitemoeshared")
 
 
 def _block(layer: Any) -> Any:
-    """The FFN module of a decoder layer (Granite: block_sparse_moe)."""
-    return getattr(layer, "mlp", None) or layer.block_sparse_moe
+    """The FFN module of a decoder layer (Granite: block_sparse_moe, Llama 4:
+    feed_forward)."""
+    return (getattr(layer, "mlp", None) or getattr(layer, "block_sparse_moe", None)
+            or layer.feed_forward)
 
 
 def _router(moe: Any) -> Any:
@@ -205,7 +214,7 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "n_kv_heads": config.num_key_value_heads,
         "head_dim": getattr(attn, "head_dim", None) or attn.qk_head_dim,
         "max_context": config.max_position_embeddings,
-        "dense_intermediate": dense[0].mlp.gate_proj.out_features if dense else 0,
+        "dense_intermediate": _block(dense[0]).gate_proj.out_features if dense else 0,
         "expert_intermediate": _expert_width(_block(moe[0]).experts) if moe else 0,
         "n_experts": _block(moe[0]).experts.num_experts if moe else 0,
         "shared_intermediate": shared,
@@ -224,12 +233,14 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
         "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
         "mla": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "v_head_dim": 0, "lora_eps": 0.0,
-        "qkv_clip": 0.0, "attn_gate": 0, "attn_kinds": [0] * len(layers),
+        "qkv_clip": 0.0, "attn_temp_floor": 0.0, "attn_temp_scale": 0.0,
+        "attn_kinds": [0] * len(layers),
         "ffn_kinds": [1 if _is_moe(layer) else 0 for layer in layers],
     } | _granite_fields(config, family) | _phimoe_fields(model, family) | \
         _ernie_fields(model, family) | _sigmoid_fields(model, family) | \
         _gpt_oss_fields(model, family) | _mla_fields(model, family) | \
-        _minimax_fields(model, family) | _exaone_fields(model, family) | afmoe_fields(model, family)
+        _minimax_fields(model, family) | _exaone_fields(model, family) | \
+        afmoe_fields(model, family) | llama4_fields(model, family)
 
 
 def _attention_tensors(sd: dict, p: str, layer: int) -> dict:
@@ -267,6 +278,8 @@ def _ffn_tensors(sd: dict, p: str, layer: int, family: str) -> dict:
         return _granite_tensors(sd, p, layer, family)
     if family == "gpt_oss":
         return _gpt_oss_tensors(sd, p, layer)
+    if family == "llama4_text":
+        return llama4_ffn_tensors(sd, p, layer)
     if p + "mlp.experts.gate_up_proj" not in sd:
         return {(role, layer, GLOBAL): sd[f"{p}mlp.{n}_proj.weight"]
                 for role, n in ((32, "gate"), (33, "up"), (34, "down"))}
@@ -341,7 +354,7 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
             out[(27, layer, GLOBAL)] = sd[p + "post_feedforward_layernorm.weight"]
         if family == "afmoe":
             out |= afmoe_tensors(sd, p, layer)
-        if family == "ernie4_5_moe":  # RoPE pairs (2i, 2i+1) -> (i, i + hd/2): rows permuted
+        if family in ("ernie4_5_moe", "llama4_text"):  # RoPE pairs (2i, 2i+1) -> (i, i + hd/2)
             hd = model.model.layers[layer].self_attn.head_dim
             for role in (17, 18):
                 rows = out[(role, layer, GLOBAL)]

@@ -19,7 +19,7 @@ def _f32(value: float) -> float:
 
 def afmoe_fields(model: Any, family: str) -> dict[str, Any]:
     """AFMoE: norms before and after each sublayer (norm_kind 3) and the sigmoid gate
-    on the attention output (attn_gate 1), both format 1.11; its sigmoid router
+    on the attention output (attn_bias bit 8), both format 1.11; its sigmoid router
     (router_score 1) renormalised, times route_scale; RoPE only on sliding layers
     (the full ones attn_kind 2); muP's embedding scale."""
     if family != "afmoe":
@@ -27,7 +27,7 @@ def afmoe_fields(model: Any, family: str) -> dict[str, Any]:
     config = model.config
     layers = model.model.layers
     kinds = [1 if layer.self_attn.is_local_attention else 2 for layer in layers]
-    out = {"norm_kind": 3, "attn_gate": 1, "router_score": 1, "router_norm_topk": 1,
+    out = {"norm_kind": 3, "attn_bias": 0x100, "router_score": 1, "router_norm_topk": 1,
            "routed_scaling": _f32(config.route_scale), "attn_kinds": kinds,
            "sliding_window": config.sliding_window if 1 in kinds else 0, "shared_gate": 0}
     if config.mup_enabled:
@@ -70,7 +70,7 @@ def dbrx_record(model: Any) -> dict[str, Any]:
         "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
         "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
         "mla": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "v_head_dim": 0, "lora_eps": 0.0,
-        "qkv_clip": _f32(attn.clip_qkv or 0.0), "attn_gate": 0,
+        "qkv_clip": _f32(attn.clip_qkv or 0.0), "attn_temp_floor": 0.0, "attn_temp_scale": 0.0,
         "attn_kinds": [0] * len(blocks), "ffn_kinds": [1] * len(blocks)}
 
 
@@ -102,4 +102,42 @@ def dbrx_tensors(sd: dict, model: Any) -> dict:
             out |= {(48, layer, e): sd[p + "ffn.experts.mlp.w1"][rows],
                     (49, layer, e): sd[p + "ffn.experts.mlp.v1"][rows],
                     (50, layer, e): sd[p + "ffn.experts.mlp.w2"][rows].T}
+    return out
+
+
+def llama4_fields(model: Any, family: str) -> dict[str, Any]:
+    """Llama 4 (text): router_score 5 (top-k logits, sigmoid weights on the experts'
+    input), an ungated shared expert; chunked layers with RoPE (attn_kind 3, the
+    window the chunk size), full ones without (2) and their attention temperature;
+    qk_norm 4 when use_qk_norm (format 1.11 all)."""
+    if family != "llama4_text":
+        return {}
+    config = model.config
+    attns = [layer.self_attn for layer in model.model.layers]
+    kinds = [(3 if t == "chunked_attention" else 0) if a.use_rope else 2
+             for a, t in zip(attns, config.layer_types)]
+    tuned = config.attn_temperature_tuning and 2 in kinds
+    return {"router_score": 5, "router_norm_topk": 0, "shared_gate": 0,
+            "qk_norm": 4 if config.use_qk_norm else 0, "attn_kinds": kinds,
+            "sliding_window": config.attention_chunk_size if 3 in kinds else 0,
+            "attn_temp_floor": _f32(attns[0].floor_scale) if tuned else 0.0,
+            "attn_temp_scale": _f32(attns[0].attn_scale) if tuned else 0.0}
+
+
+def llama4_ffn_tensors(sd: dict, p: str, layer: int) -> dict:
+    """Llama 4's feed_forward: a dense MLP, or the router, the shared expert and the
+    experts' gate_up_proj [E, H, 2I] (x @ W: the first I columns gate, the last up)
+    and down_proj [E, I, H], transposed to [out, in]."""
+    b = p + "feed_forward."
+    if b + "router.weight" not in sd:
+        return {(role, layer, GLOBAL): sd[f"{b}{n}_proj.weight"]
+                for role, n in ((32, "gate"), (33, "up"), (34, "down"))}
+    out = {(40, layer, GLOBAL): sd[b + "router.weight"]}
+    out |= {(role, layer, GLOBAL): sd[f"{b}shared_expert.{n}_proj.weight"]
+            for role, n in ((41, "gate"), (42, "up"), (43, "down"))}
+    gate_up, down = sd[b + "experts.gate_up_proj"], sd[b + "experts.down_proj"]
+    inter = gate_up.shape[2] // 2
+    for e in range(gate_up.shape[0]):
+        out |= {(48, layer, e): gate_up[e][:, :inter].T, (49, layer, e): gate_up[e][:, inter:].T,
+                (50, layer, e): down[e].T}
     return out

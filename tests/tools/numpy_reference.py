@@ -8,8 +8,9 @@ the format 1.1 scales and top-k-then-softmax routing, the format 1.2 LayerNorm,
 sparsemixer routing and LM-head bias, the format 1.4 biased selection and the
 floor of the weights' sum, the format 1.5 sigmoid router with its bias and
 groups, partial RoPE and YaRN, the format 1.6 sinks, sliding windows, router and
-expert biases and clamped SwiGLU, the format 1.11 q/k/v clamp, output gate and
-norms before and after each sublayer).
+expert biases and clamped SwiGLU, the format 1.11 q/k/v clamp, output gate,
+norms before and after each sublayer, chunked attention, the unweighted q/k
+norm, the attention temperature and the router weighting the experts' input).
 RoPE pairs dimension i with i + rope_dim/2, as transformers does.
 """
 
@@ -150,10 +151,19 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     if r.qk_norm == 3:  # format 1.10: per head, after RoPE (Hunyuan)
         q = _rms(q, w.get(Role.ATTN_Q_NORM, layer), r.rms_eps)
         k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)
+    kind = w.image.layers[layer].attn_kind
+    if r.qk_norm == 4 and kind != 2:  # format 1.11: no weights, after RoPE (Llama 4)
+        q, k = _rms(q, 1.0, r.rms_eps), _rms(k, 1.0, r.rms_eps)
+    if r.attn_temp_floor and kind == 2:  # format 1.11: Llama 4's attention temperature
+        q = q * (np.log1p(np.floor((positions + 1) / r.attn_temp_floor)) * r.attn_temp_scale
+                 + 1.0)[:, None, None]
     group = r.n_heads // r.n_kv_heads
     mask = np.triu(np.full((n, n), -np.inf), 1)
-    if w.image.layers[layer].attn_kind == 1:  # format 1.6: the last sliding_window positions
+    if kind == 1:  # format 1.6: the last sliding_window positions
         mask = mask + np.tril(np.full((n, n), -np.inf), -r.sliding_window)
+    if kind == 3:  # format 1.11: within each chunk of sliding_window positions
+        chunk = np.arange(n) // r.sliding_window
+        mask = mask + np.where(chunk[:, None] == chunk[None, :], 0.0, -np.inf)
     sinks = w.get(Role.ATTN_SINKS, layer) if r.attn_bias & 0x20 else None
     out = np.empty((n, r.n_heads, hd))
     scale = r.attention_scale if r.has_scales else 1.0 / np.sqrt(hd)
@@ -165,7 +175,7 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
             continue
         out[:, head] = _softmax(scores) @ v[:, head // group]
     out = out.reshape(n, -1)
-    if r.attn_gate:  # format 1.11: times sigmoid(ATTN_GATE h), element by element
+    if r.attn_bias & 0x100:  # format 1.11: times sigmoid(ATTN_GATE h), element by element
         out = out / (1.0 + np.exp(-(h @ w.get(Role.ATTN_GATE, layer).T)))
     return _project(w, out, layer, Role.ATTN_O, Role.ATTN_O_BIAS)
 
@@ -218,6 +228,9 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
         if r.router_score == 3:  # format 1.2: sparsemixer
             chosen, weights = _sparsemixer(logits[t], r.router_jitter)
             weights = np.asarray(weights)
+        if r.router_score == 5:  # format 1.11: top-k logits, sigmoid weights on the input
+            chosen = np.argsort(-logits[t], kind="stable")[:r.top_k]
+            weights = 1.0 / (1.0 + np.exp(-logits[t, chosen]))
         if r.router_score == 4:  # format 1.4: chosen on softmax + ROUTER_BIAS
             keys = probs[t] + w.get(Role.ROUTER_BIAS, layer)
             chosen = np.argsort(-keys, kind="stable")[:r.top_k]
@@ -233,6 +246,9 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
                 i = r.expert_intermediate
                 expert_bias = (gate_up[:i], gate_up[i:],
                                w.get(Role.EXPERT_DOWN_BIAS, layer)[int(e)])
+            if r.router_score == 5:  # the expert runs on the weighted input
+                out[t] += _swiglu(weight * h[t:t + 1], *experts, r, expert_bias)[0]
+                continue
             out[t] += weight * _swiglu(h[t:t + 1], *experts, r, expert_bias)[0]
     if r.shared_intermediate:
         shared = _swiglu(h, *(w.get(role, layer) for role in

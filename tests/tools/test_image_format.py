@@ -54,7 +54,7 @@ RECORD_AT = {
     "sliding_window": (212, "I"), "swiglu_limit": (216, "f"), "swiglu_alpha": (220, "f"),
     "mla": (224, "I"), "q_lora_rank": (228, "I"), "kv_lora_rank": (232, "I"),
     "v_head_dim": (236, "I"), "lora_eps": (240, "f"), "qkv_clip": (244, "f"),
-    "attn_gate": (248, "I"),
+    "attn_temp_floor": (248, "f"), "attn_temp_scale": (252, "f"),
 }
 
 
@@ -78,8 +78,11 @@ def test_field_tables_match_the_document(start, end, table):
 
 
 def test_reserved_tails_match_the_document():
-    record_rows = _doc_section("### 1.1", "## 2.")
-    assert record_rows[-1][:3] == [str(MODEL_RECORD_END), f"u8[{256 - MODEL_RECORD_END}]", "reserved"]
+    """The model record fills the header up to its end (format 1.11); a tensor entry
+    ends in 8 reserved bytes."""
+    name, offset, code = MODEL_RECORD_FIELDS[-1]
+    assert MODEL_RECORD_END == 256 == offset + struct.calcsize(code)
+    assert _doc_section("### 1.1", "## 2.")[-1][:3] == [str(offset), "f32", name]
     assert _doc_section("## 3. Tensor table", "### 3.1")[-1][:3] == ["56", "u8[8]", "reserved"]
 
 
@@ -120,13 +123,13 @@ def _doc_order(rec: dict) -> list[tuple]:
                      (20, (h, rec["n_heads"] * v_dim))]
         else:
             rows = [(16, (h,)), (17, (q, h)), (18, (k, h)), (19, (k, h))]
-            rows += [(70, (q, h))] if rec["attn_gate"] == 1 else []  # the output's gate (1.11)
+            rows += [(70, (q, h))] if rec["attn_bias"] & 256 else []  # the output's gate (1.11)
             rows.append((20, (h, q)))
         rows += [(21 + bit, shape) for bit, shape in enumerate([(q,), (k,), (k,), (h,)])
                  if rec["attn_bias"] & (1 << bit)]
         if rec["qk_norm"] == 1:
             rows += [(25, (q,)), (26, (k,))]
-        if rec["qk_norm"] in (2, 3):  # per head (3: after RoPE, format 1.10)
+        if rec["qk_norm"] in (2, 3):  # per head (3: after RoPE, format 1.10; 4 has none)
             rows += [(25, (hd,)), (26, (hd,))]
         rows.append((27, (h,)))
         if rec["norm_kind"] == 1:
@@ -188,15 +191,17 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
         minor = 7  # section 7: Multi-head Latent Attention, DeepSeek-V2 / V3
     if rec["norm_kind"] == 2 or rec["qk_norm"] == 3 or rec["arch"] >= 15:
         minor = 10  # section 7: norms after the sublayers, q/k norms after RoPE, FlexOlmo, Hunyuan
-    if rec["norm_kind"] == 3 or rec["qkv_clip"] or rec["attn_gate"] or rec["arch"] >= 20:
-        minor = 11  # section 7: the q/k/v clamp, the output gate, norms around the sublayers
+    if (rec["norm_kind"] == 3 or rec["qkv_clip"] or rec["attn_bias"] & 256 or rec["arch"] >= 20
+            or rec["attn_temp_floor"] or rec["qk_norm"] == 4 or rec["router_score"] == 5
+            or 3 in rec["attn_kinds"]):
+        minor = 11  # section 7: DBRX's clamp, AFMoE's gate and norms, Llama 4's features
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
     flags = int(scales) | 2 * int(rope) | (4 if rec["sliding_window"] else 0)  # SLIDING: 1.6
     assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
         flags | 8 * int(mla), alignment, rec["arch"])
     assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
-    assert _u("I", data, 60) == 0 and data[252:256] == bytes(4)
+    assert _u("I", data, 60) == 0
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
     table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)
@@ -338,7 +343,7 @@ def _mutations(data: bytes) -> dict:
         "rms_eps 0": (lambda b: _put(b, "f", 108, 0.0), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "arch 99": (lambda b: _put(b, "I", 36, 99), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "activation": (lambda b: _put(b, "I", 156, 2), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
-        "qk_norm 4": (lambda b: _put(b, "I", 120, 4), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
+        "qk_norm 5": (lambda b: _put(b, "I", 120, 5), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "sigmoid router, no bias": (lambda b: _put(b, "I", 128, 1), True,
                                     "COLIBRI_E_BAD_LAYER_TABLE"),
         "router 5": (lambda b: _put(b, "I", 128, 5), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
@@ -418,7 +423,7 @@ def test_a_later_minor_version_is_accepted(good_image):
     assert read_image(bytes(buf)).header["version_minor"] == 9
 
 
-@pytest.mark.parametrize("offset", [60, 63, 252, 255, "tensor 56", "tensor 63"])
+@pytest.mark.parametrize("offset", [60, 63, "tensor 56", "tensor 63"])
 def test_reserved_bytes_are_refused(good_image, offset):
     """docs/format.md 7: a later minor version's feature lives in reserved bytes, so an
     older reader refuses a non-zero one instead of misreading the image."""
@@ -499,13 +504,15 @@ def _refused_by_both(buf: bytearray, status: Status, tmp_path: Path) -> None:
     assert done.returncode == 1 and f"(status {status.value})" in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("offset,code,value", [(244, "f", 8.0), (248, "I", 1)])
-def test_clamp_and_gate_are_refused_with_mla(offset, code, value, hf_checkpoint, tmp_path):
-    """Format 1.11's q/k/v clamp and attention output gate go with standard
-    attention: an MLA image with either is a bad model record to both readers."""
+@pytest.mark.parametrize("fields", [{244: 8.0}, {248: 8192.0, 252: 0.1}, {116: 0x100}])
+def test_clamp_temperature_and_gate_are_refused_with_mla(fields, hf_checkpoint, tmp_path):
+    """Format 1.11's q/k/v clamp, attention temperature and output gate (attn_bias
+    bit 8) go with standard attention: an MLA image with any of them is a bad
+    model record to both readers."""
     result = convert(hf_checkpoint("deepseek_v3"), tmp_path / "out", progress=False)
     buf = bytearray(result.image_path.read_bytes())
-    _put(buf, code, offset, value)
+    for offset, value in fields.items():
+        _put(buf, "I" if isinstance(value, int) else "f", offset, value)
     _refused_by_both(buf, Status.E_BAD_HYPERPARAMS, tmp_path)
 
 

@@ -110,6 +110,7 @@ _SOURCE_FIELDS = {
     "top_k": "num_experts_per_tok", "rms_eps": "rms_norm_eps", "rope_theta": "rope_theta",
     "routed_scaling": "routed_scaling_factor", "rope_dim": "partial_rotary_factor",
     "rope_factor": "rope_parameters.factor", "qkv_clip": "attn_config.clip_qkv",
+    "attn_temp_floor": "floor_scale", "attn_temp_scale": "attn_scale",
 }
 # DBRX names its fields otherwise, some under attn_config and ffn_config.
 _DBRX_SOURCE_FIELDS = {
@@ -413,7 +414,7 @@ FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
             "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3,
             **recent.FAMILIES}
-INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2"}
+INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2", "llama4_text"}
 ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
               "phimoe": _uniform_window_kinds, **recent.ATTN_KINDS}
 

@@ -30,23 +30,33 @@ minimax_m2,exaone_moe}):
   biases), q, k and v clamped to +-clip_qkv (format 1.11), a softmax router whose k
   weights are divided by their sum (p = 1) or left (None); fused expert tensors.
 - afmoe: RMSNorm before and after each sublayer (norm_kind 3, format 1.11), the
-  attention output gated by sigmoid(gate_proj x) (attn_gate 1), per-head q/k norm,
+  attention output gated by sigmoid(gate_proj x) (attn_bias bit 8), per-head q/k norm,
   RoPE only on the sliding layers (the full ones are attn_kind 2), the first
   num_dense_layers dense, the sigmoid router with expert_bias, always renormalised,
   times route_scale; shared experts; muP's embedding scale sqrt(hidden_size).
+- llama4_text (Llama 4's text model): MoE on moe_layers (or every
+  interleave_moe_layer_step-th), a top-k router whose sigmoid weights scale the
+  experts' input (router_score 5), one shared expert; RoPE on interleaved pairs on
+  the layers no_rope_layers marks 1, chunked (attention_chunk_size, attn_kind 3)
+  by layer_types, the others full without RoPE, their queries tuned by the
+  attention temperature (floor_scale, attn_scale); unweighted q/k norm after RoPE
+  (use_qk_norm, qk_norm 4), all format 1.11.
 """
 
 from __future__ import annotations
 
 from ..image.image_spec import (
+    ATTN_CHUNKED,
     ATTN_FULL,
     ATTN_FULL_NOPE,
-    ATTN_GATE_SIGMOID,
     ATTN_SLIDING,
+    BIAS_ATTN_GATE,
     NORM_LAYER,
     NORM_RMS_POST,
     NORM_RMS_SANDWICH,
+    QK_NORM_L2_ROTATED,
     ROUTER_SIGMOID,
+    ROUTER_TOPK_SIGMOID_INPUT,
     Arch,
     FfnKind,
 )
@@ -263,7 +273,7 @@ def _afmoe_attn_kinds(c: HFConfig, n_layers: int) -> list[int]:
 
 def _afmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     """Arcee AFMoE: RMSNorm before and after each sublayer (norm_kind 3) and the
-    attention output's sigmoid gate (attn_gate 1), both format 1.11; per-head q/k
+    attention output's sigmoid gate (attn_bias bit 8), both format 1.11; per-head q/k
     norm; the sigmoid router with expert_bias, renormalised, times route_scale."""
     fields = attention_fields(c, "head_dim")
     n = fields["n_layers"]
@@ -280,15 +290,80 @@ def _afmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
         fields |= {"embedding_scale": fields["hidden_size"] ** 0.5, "residual_scale": 1.0,
                    "attention_scale": fields["head_dim"] ** -0.5, "logits_divisor": 1.0}
     fields |= {"dense_intermediate": dense_width(c, kinds), "qk_norm": 2,
-               "attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0,
-               "norm_kind": NORM_RMS_SANDWICH, "attn_gate": ATTN_GATE_SIGMOID,
+               "attn_bias": (ALL_BIASES if c.flag("attention_bias", False) else 0)
+               | BIAS_ATTN_GATE, "norm_kind": NORM_RMS_SANDWICH,
                "sliding_window": min(window, MAX_CONTEXT_CAP),
                "rms_eps": c.number("rms_norm_eps", 1e-5),
                **rope_fields(c, fields["head_dim"], 1e4)}
     return Arch.AFMOE, fields, kinds
 
 
+def _llama4_moe_layers(c: HFConfig, n_layers: int) -> list[int]:
+    """Each layer's FFN kind: MoE on moe_layers, or on every
+    interleave_moe_layer_step-th layer (transformers' default), else dense."""
+    listed = c.raw("moe_layers")
+    if listed is None:
+        step = c.integer("interleave_moe_layer_step", 1, minimum=1)
+        listed = list(range(step - 1, n_layers, step))
+    if not isinstance(listed, list) or any(not isinstance(i, int) or isinstance(i, bool)
+                                           or not 0 <= i < n_layers for i in listed):
+        raise c.unsupported("moe_layers", listed, f"must list layer numbers 0 .. {n_layers - 1}")
+    return [FfnKind.MOE if i in listed else FfnKind.DENSE for i in range(n_layers)]
+
+
+def _llama4_attn_kinds(c: HFConfig, n_layers: int) -> list[int]:
+    """RoPE where no_rope_layers has 1 (default: all but every
+    no_rope_layer_interval-th), chunked there when layer_types says so (attn_kind
+    3), the rest full without RoPE (attn_kind 2)."""
+    rope = c.raw("no_rope_layers")
+    if rope is None:
+        interval = c.integer("no_rope_layer_interval", 4, minimum=1)
+        rope = [int((i + 1) % interval != 0) for i in range(n_layers)]
+    if not isinstance(rope, list) or len(rope) != n_layers or any(r not in (0, 1) for r in rope):
+        raise c.unsupported("no_rope_layers", rope, f"must list 0 or 1 for {n_layers} layers")
+    types = c.raw("layer_types")
+    if types is None:
+        chunked = c.raw("attention_chunk_size") is not None
+        types = ["chunked_attention" if r and chunked else "full_attention" for r in rope]
+    if not isinstance(types, list) or len(types) != n_layers or any(
+            t not in ("chunked_attention", "full_attention") for t in types):
+        raise c.unsupported("layer_types", types, f"must list {n_layers} of chunked_attention / "
+                            "full_attention")
+    if any(t == "chunked_attention" and not r for t, r in zip(types, rope)):
+        raise c.unsupported("layer_types", types, "chunked layers without RoPE are not supported")
+    return [ATTN_CHUNKED if t == "chunked_attention" else ATTN_FULL if r else ATTN_FULL_NOPE
+            for t, r in zip(types, rope)]
+
+
+def _llama4_text(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """Llama 4 (text): the router's sigmoid weights on the experts' input, a
+    shared expert, interleaved dense layers, chunked attention with RoPE and full
+    layers without, the attention temperature, the unweighted q/k norm."""
+    fields = attention_fields(c, "head_dim")
+    n = fields["n_layers"]
+    kinds = _llama4_moe_layers(c, n)
+    attn = _llama4_attn_kinds(c, n)
+    width = c.integer("intermediate_size", minimum=1)
+    fields |= routing_fields(c, kinds, expert_count(c, ("num_local_experts",)), width, False)
+    if FfnKind.MOE in kinds:
+        fields |= {"router_score": ROUTER_TOPK_SIGMOID_INPUT, "shared_intermediate": width}
+    if FfnKind.DENSE in kinds:
+        fields["dense_intermediate"] = c.integer("intermediate_size_mlp", minimum=1)
+    if ATTN_CHUNKED in attn:
+        fields["sliding_window"] = min(c.integer("attention_chunk_size", minimum=1),
+                                       MAX_CONTEXT_CAP)
+    if c.flag("attn_temperature_tuning", True) and ATTN_FULL_NOPE in attn:
+        fields |= {"attn_temp_floor": c.number("floor_scale", 8192),
+                   "attn_temp_scale": c.number("attn_scale", 0.1)}
+    fields |= {"qk_norm": QK_NORM_L2_ROTATED if c.flag("use_qk_norm", True) else 0,
+               "attn_bias": ALL_BIASES if c.flag("attention_bias", False) else 0,
+               "rms_eps": c.number("rms_norm_eps", 1e-5),
+               **rope_fields(c, fields["head_dim"], 5e5)}
+    return Arch.LLAMA4, fields, kinds
+
+
 FAMILIES = {"flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
             "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2, "exaone_moe": _exaone_moe,
-            "dbrx": _dbrx, "afmoe": _afmoe}
-ATTN_KINDS = {"exaone_moe": _exaone_attn_kinds, "afmoe": _afmoe_attn_kinds}
+            "dbrx": _dbrx, "afmoe": _afmoe, "llama4_text": _llama4_text}
+ATTN_KINDS = {"exaone_moe": _exaone_attn_kinds, "afmoe": _afmoe_attn_kinds,
+              "llama4_text": _llama4_attn_kinds}

@@ -69,6 +69,11 @@ _SANDWICH_NORM_NAMES = {Role.FFN_NORM: "pre_mlp_layernorm.weight",
                         Role.ATTN_POST_NORM: "post_attention_layernorm.weight",
                         Role.FFN_POST_NORM: "post_mlp_layernorm.weight"}
 
+# Llama 4: the FFN is `feed_forward`, its dense layers' too.
+_LLAMA4_DENSE_NAMES = {Role.DENSE_GATE: "feed_forward.gate_proj.weight",
+                       Role.DENSE_UP: "feed_forward.up_proj.weight",
+                       Role.DENSE_DOWN: "feed_forward.down_proj.weight"}
+
 # Hunyuan: q/k norms named for their place (qk_norm 3, after RoPE); an ungated
 # shared MLP.
 _ROTATED_QK_NORM_NAMES = {Role.ATTN_Q_NORM: "self_attn.query_layernorm.weight",
@@ -96,7 +101,7 @@ _ROUTER_BIAS_NAMES = ("gate.moe_statics.e_score_correction_bias",
                       "e_score_correction_bias",  # MiniMax-M2
                       "expert_bias")  # AFMoE
 
-_MOE_BLOCKS = ("mlp", "block_sparse_moe")
+_MOE_BLOCKS = ("mlp", "block_sparse_moe", "feed_forward")  # feed_forward: Llama 4
 # Router names: most families' `{block}.gate.weight`; Granite's `router.layer.weight`
 # on disk (`router.weight` in transformers 5's memory).
 _ROUTER_NAMES = ("gate.weight", "router.layer.weight", "router.weight", "gate.wg.weight",
@@ -144,6 +149,8 @@ class TensorMap:
             return _GLOBAL_NAMES[role]
         if role in _POST_NORM_NAMES and self.spec.record.norm_kind == NORM_RMS_POST:
             return f"model.layers.{layer}.{_POST_NORM_NAMES[role]}"
+        if role in _LLAMA4_DENSE_NAMES and self.spec.family == "llama4_text":
+            return f"model.layers.{layer}.{_LLAMA4_DENSE_NAMES[role]}"
         if role in _SANDWICH_NORM_NAMES and self.spec.record.norm_kind == NORM_RMS_SANDWICH:
             return f"model.layers.{layer}.{_SANDWICH_NORM_NAMES[role]}"
         if role in _ROTATED_QK_NORM_NAMES and self.spec.record.qk_norm == QK_NORM_PER_HEAD_ROTATED:
@@ -262,24 +269,28 @@ class TensorMap:
             return self._interleaved_rows(name)
         return lambda: self._load(name)
 
-    def _gpt_oss_experts(self, block: str) -> list[tuple[Loader, Loader, Loader]]:
-        """gpt-oss: gate_up_proj [E, H, 2I] (x @ W; columns 0, 2, ... gate, 1, 3, ...
-        up) and down_proj [E, I, H], transposed into the image's [out, in]."""
+    def _input_major_experts(self, block: str, interleaved: bool) -> list[tuple[Loader, Loader,
+                                                                                   Loader]]:
+        """gpt-oss and Llama 4: gate_up_proj [E, H, 2I] (x @ W; gpt-oss's columns 0, 2,
+        ... gate, 1, 3, ... up, Llama 4's first I gate, last I up) and down_proj
+        [E, I, H], transposed into the image's [out, in]."""
         r = self.spec.record
         e_count, inter, hidden = r.n_experts, r.expert_intermediate, r.hidden_size
         gate_up, down = f"{block}.experts.gate_up_proj", f"{block}.experts.down_proj"
         self._expect(gate_up, (e_count, hidden, 2 * inter))
         self._expect(down, (e_count, inter, hidden))
-        return [(lambda e=e: np.ascontiguousarray(self._load(gate_up, e)[:, 0::2].T),
-                 lambda e=e: np.ascontiguousarray(self._load(gate_up, e)[:, 1::2].T),
+        gate, up = ((slice(0, None, 2), slice(1, None, 2)) if interleaved else
+                    (slice(0, inter), slice(inter, 2 * inter)))
+        return [(lambda e=e: np.ascontiguousarray(self._load(gate_up, e)[:, gate].T),
+                 lambda e=e: np.ascontiguousarray(self._load(gate_up, e)[:, up].T),
                  lambda e=e: np.ascontiguousarray(self._load(down, e).T)) for e in range(e_count)]
 
     def _expert_loaders(self, layer: int) -> list[tuple[Loader, Loader, Loader]]:
         if self.spec.family == "dbrx":
             return dbrx_experts(self, layer)
         block = self._moe_block(layer)
-        if self.spec.family == "gpt_oss":
-            return self._gpt_oss_experts(block)
+        if self.spec.family in ("gpt_oss", "llama4_text"):
+            return self._input_major_experts(block, self.spec.family == "gpt_oss")
         r = self.spec.record
         e_count, inter, hidden = r.n_experts, r.expert_intermediate, r.hidden_size
         fused_gate_up, fused_down = f"{block}.experts.gate_up_proj", f"{block}.experts.down_proj"

@@ -9,9 +9,13 @@ import math
 from dataclasses import dataclass, replace
 
 from .image_spec import (
-    ATTN_GATE_SIGMOID,
+    ATTN_CHUNKED,
+    ATTN_FULL,
+    ATTN_FULL_NOPE,
+    ATTN_SLIDING,
     BIAS_ALL,
     BIAS_ATTN,
+    BIAS_ATTN_GATE,
     BIAS_EXPERTS,
     BIAS_LM_HEAD,
     BIAS_ROUTER,
@@ -26,8 +30,8 @@ from .image_spec import (
     MAX_LORA_RANK,
     MAX_TOP_K,
     MIN_ALIGNMENT,
-    MINOR_CLIP_GATE,
     MINOR_EXPERTS_LAST,
+    MINOR_LLAMA4_ERA,
     MINOR_POST_NORMS,
     MINOR_QUANT,
     MINOR_ROW_GROUPS,
@@ -38,6 +42,7 @@ from .image_spec import (
     NORM_LAYER,
     NORM_RMS_POST,
     NORM_RMS_SANDWICH,
+    QK_NORM_L2_ROTATED,
     QK_NORM_PER_HEAD_ROTATED,
     ROPE_FIELDS,
     ROPE_YARN,
@@ -45,6 +50,7 @@ from .image_spec import (
     ROUTER_SOFTMAX,
     ROUTER_SOFTMAX_BIASED,
     ROUTER_SPARSEMIXER,
+    ROUTER_TOPK_SIGMOID_INPUT,
     ROUTER_TOPK_SOFTMAX,
     SCALE_FIELDS,
     Arch,
@@ -104,15 +110,18 @@ MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing w
 
 def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
                  row_groups: bool = False, experts_last: bool = False,
-                 nope_layers: bool = False) -> int:
+                 attn_kinds: tuple[int, ...] = ()) -> int:
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
-    `experts_last`: the EXPERTS_LAST layout (1.9); `nope_layers`: a layer of
-    attn_kind 2 (1.10)."""
-    if r.norm_kind == NORM_RMS_SANDWICH or r.qkv_clip or r.attn_gate or arch >= Arch.DBRX:
-        return MINOR_CLIP_GATE
+    `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
+    (2 is 1.10, 3 is 1.11)."""
+    if (r.norm_kind == NORM_RMS_SANDWICH or r.qkv_clip or r.attn_bias & BIAS_ATTN_GATE
+            or r.attn_temp_floor or r.qk_norm == QK_NORM_L2_ROTATED
+            or r.router_score == ROUTER_TOPK_SIGMOID_INPUT or arch >= Arch.DBRX
+            or ATTN_CHUNKED in attn_kinds):
+        return MINOR_LLAMA4_ERA
     if r.norm_kind == NORM_RMS_POST or r.qk_norm == QK_NORM_PER_HEAD_ROTATED or \
-            arch >= Arch.FLEX_OLMO or nope_layers:
+            arch >= Arch.FLEX_OLMO or ATTN_FULL_NOPE in attn_kinds:
         return MINOR_POST_NORMS
     if experts_last:
         return MINOR_EXPERTS_LAST
@@ -145,14 +154,13 @@ def _check(rows: list[tuple[str, object, bool, str]], status: str) -> list[Probl
 def _arch_problems(arch: int, r: ModelRecord) -> list[Problem]:
     return _check([
         ("arch", arch, arch in Arch._value2member_map_, "unknown family"),
-        ("qk_norm", r.qk_norm, r.qk_norm in (0, 1, 2, 3), "must be 0, 1, 2 or 3"),
+        ("qk_norm", r.qk_norm, r.qk_norm in (0, 1, 2, 3, 4), "must be 0 .. 4"),
         ("activation", r.activation, r.activation in (0, 1),
          "only 0 (SiLU) and 1 (clamped SwiGLU) are supported"),
         ("norm_kind", r.norm_kind, r.norm_kind in (0, 1, 2, 3),
          "only 0 (RMSNorm), 1 (LayerNorm with bias), 2 (RMSNorm after each sublayer) and 3 "
          "(RMSNorm before and after each sublayer) are supported"),
-        ("attn_gate", r.attn_gate, r.attn_gate in (0, ATTN_GATE_SIGMOID),
-         "only 0 (none) and 1 (sigmoid gate) are supported"),
+
     ], UNSUPPORTED_ARCH)
 
 
@@ -177,7 +185,7 @@ def _attention_problems(r: ModelRecord) -> list[Problem]:
         ("rms_eps", r.rms_eps, _positive_finite(r.rms_eps), "must be finite and > 0"),
         ("rope_theta", r.rope_theta, math.isfinite(r.rope_theta) and r.rope_theta >= MIN_ROPE_THETA,
          "must be finite and >= 1"),
-        ("attn_bias", r.attn_bias, r.attn_bias & ~BIAS_ALL == 0, "only bits 0..7 may be set"),
+        ("attn_bias", r.attn_bias, r.attn_bias & ~BIAS_ALL == 0, "only bits 0..8 may be set"),
         ("sliding_window", r.sliding_window, _in_range(r.sliding_window, 0, LIMITS["max_context"]),
          f"must be 0 .. {LIMITS['max_context']}"),
         ("swiglu_limit", r.swiglu_limit, _swiglu_ok(r, r.swiglu_limit),
@@ -240,9 +248,10 @@ def _router_problems(r: ModelRecord) -> list[Problem]:
     return _check([
         ("router_score", r.router_score,
          r.router_score in (ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX,
-                            ROUTER_SPARSEMIXER, ROUTER_SOFTMAX_BIASED),
+                            ROUTER_SPARSEMIXER, ROUTER_SOFTMAX_BIASED, ROUTER_TOPK_SIGMOID_INPUT),
          "only 0 (softmax, top-k), 1 (sigmoid, biased selection), 2 (top-k, softmax over the "
-         "k), 3 (sparsemixer) and 4 (top-k of softmax + bias) are supported"),
+         "k), 3 (sparsemixer), 4 (top-k of softmax + bias) and 5 (top-k logits, sigmoid, on "
+         "the input) are supported"),
         ("router_norm_min", r.router_norm_min, _router_norm_min_ok(r),
          "must be 0 .. 1 with router_score 4, else 0"),
         ("router_jitter", r.router_jitter, _router_jitter_ok(r),
@@ -316,15 +325,29 @@ def _mla_problems(r: ModelRecord, flags: int) -> list[Problem]:
 
 
 def _attention_extra_problems(r: ModelRecord) -> list[Problem]:
-    """Format 1.11's q/k/v clamp and output gate, as sdk/src/hparams.c's
-    check_attention_extras: a clamp of 0 (bits zero) or > 0 and <= 65536; both
-    with standard attention only."""
-    clip_ok = (r.qkv_clip == 0.0 and math.copysign(1.0, r.qkv_clip) > 0) or (
-        _positive_finite(r.qkv_clip) and r.qkv_clip <= MAX_SCALE)
+    """Format 1.11's q/k/v clamp, attention temperature and output gate, as
+    sdk/src/hparams.c's check_attention_extras: a clamp of 0 (bits zero) or > 0
+    and <= 65536; a temperature floor of 0 (and a scale of 0) or 1 .. 2^24 with
+    a scale > 0 and <= 65536; all three with standard attention only."""
+    def zero(value: float) -> bool:
+        return value == 0.0 and math.copysign(1.0, value) > 0
+
+    clip_ok = zero(r.qkv_clip) or (_positive_finite(r.qkv_clip) and r.qkv_clip <= MAX_SCALE)
+    if zero(r.attn_temp_floor):
+        temp_ok = zero(r.attn_temp_scale)
+    else:
+        temp_ok = (math.isfinite(r.attn_temp_floor) and 1.0 <= r.attn_temp_floor <=
+                   LIMITS["max_context"] and _positive_finite(r.attn_temp_scale)
+                   and r.attn_temp_scale <= MAX_SCALE)
     return _check([
         ("qkv_clip", r.qkv_clip, clip_ok, "must be 0, or > 0 and <= 65536"),
+        ("attn_temp_floor", r.attn_temp_floor, temp_ok,
+         "must be 0 (and the scale 0), or 1 .. 2^24 with a scale > 0 and <= 65536"),
         ("qkv_clip", r.qkv_clip, not r.mla or r.qkv_clip == 0.0, "must be 0 with MLA"),
-        ("attn_gate", r.attn_gate, not r.mla or r.attn_gate == 0, "must be 0 with MLA"),
+        ("attn_temp_floor", r.attn_temp_floor, not r.mla or r.attn_temp_floor == 0.0,
+         "must be 0 with MLA"),
+        ("attn_bias", r.attn_bias, not r.mla or not r.attn_bias & BIAS_ATTN_GATE,
+         "no attention output gate (bit 8) with MLA"),
     ], BAD_HYPERPARAMS)
 
 
@@ -370,6 +393,14 @@ def model_problems(arch: int, alignment: int, record: ModelRecord,
     return record_problems(arch, alignment, record) + layer_kind_problems(record, ffn_kinds)
 
 
+def attn_kind_ok(r: ModelRecord, kind: int) -> bool:
+    """Section 2: 0 full; 1 sliding and 3 chunked (1.11) need a window; an MLA
+    layer is full attention (as sdk/src/tensor_check.c's attn_kind_valid)."""
+    windowed = kind in (ATTN_SLIDING, ATTN_CHUNKED)
+    return (kind in (ATTN_FULL, ATTN_SLIDING, ATTN_FULL_NOPE, ATTN_CHUNKED)
+            and not (windowed and r.sliding_window == 0) and (not r.mla or kind == ATTN_FULL))
+
+
 def global_tensors(r: ModelRecord) -> list[TensorEntry]:
     out = [TensorEntry(Role.TOKEN_EMBED, NO_LAYER, NO_EXPERT, (r.vocab_size, r.hidden_size)),
            TensorEntry(Role.OUTPUT_NORM, NO_LAYER, NO_EXPERT, (r.hidden_size,))]
@@ -394,13 +425,14 @@ def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]
         (Role.MLA_KV_A, (lkv + r.rope_dim, h), mla), (Role.MLA_KV_A_NORM, (lkv,), mla),
         (Role.MLA_KV_B, (kv_b, lkv), mla),
         (Role.ATTN_K, (k, h), not mla), (Role.ATTN_V, (k, h), not mla),
-        (Role.ATTN_GATE, (q, h), r.attn_gate == ATTN_GATE_SIGMOID),
+        (Role.ATTN_GATE, (q, h), bool(r.attn_bias & BIAS_ATTN_GATE)),
         (Role.ATTN_O, (h, r.out_width), True),
         (Role.ATTN_Q_BIAS, (q,), bool(r.attn_bias & 1)),
         (Role.ATTN_K_BIAS, (k,), bool(r.attn_bias & 2)),
         (Role.ATTN_V_BIAS, (k,), bool(r.attn_bias & 4)),
         (Role.ATTN_O_BIAS, (h,), bool(r.attn_bias & 8)),
-        (Role.ATTN_Q_NORM, qn, r.qk_norm != 0), (Role.ATTN_K_NORM, kn, r.qk_norm != 0),
+        (Role.ATTN_Q_NORM, qn, r.qk_norm not in (0, QK_NORM_L2_ROTATED)),
+        (Role.ATTN_K_NORM, kn, r.qk_norm not in (0, QK_NORM_L2_ROTATED)),
         (Role.FFN_NORM, (h,), True),
         (Role.ATTN_NORM_BIAS, (h,), r.norm_kind == NORM_LAYER),
         (Role.FFN_NORM_BIAS, (h,), r.norm_kind == NORM_LAYER),

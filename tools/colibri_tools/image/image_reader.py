@@ -19,6 +19,7 @@ from .image_layout import (
     ExpertBlock,
     Problem,
     alignment_ok,
+    attn_kind_ok,
     canonical_tensors,
     expert_blocks,
     global_tensors,
@@ -40,7 +41,6 @@ from .image_spec import (
     LAYER_ENTRY_SIZE,
     MAGIC,
     META_CRC_OFFSET,
-    MODEL_RECORD_END,
     MODEL_RECORD_FIELDS,
     NO_EXPERT,
     NO_LAYER,
@@ -251,9 +251,8 @@ class _Checker:
         cursor = len(global_tensors(record))
         for i, layer in enumerate(layers):
             offset = HEADER_SIZE + LAYER_ENTRY_SIZE * i
-            kind_ok = layer.ffn_kind in (FfnKind.DENSE, FfnKind.MOE) and (
-                layer.attn_kind == 0 or (layer.attn_kind == 1 and record.sliding_window != 0)
-                or (layer.attn_kind == 2 and not record.mla))
+            kind_ok = layer.ffn_kind in (FfnKind.DENSE, FfnKind.MOE) and attn_kind_ok(
+                record, layer.attn_kind)
             if (not kind_ok or layer.first_tensor != cursor
                     or layer.n_tensors != layer_tensor_count(record, layer.ffn_kind)):
                 raise self.fail(f"layer {i}: ffn_kind {layer.ffn_kind}, attn_kind "
@@ -376,7 +375,6 @@ def read_image(source: Source, *, expected_fingerprint: int = 0,
     end = check.check_extent(header)
     check.check_meta_crc(header, end, expected_fingerprint)
     check.check_reserved(HEADER_RESERVED, HEADER_RESERVED + 4, "header")
-    check.check_reserved(MODEL_RECORD_END, HEADER_SIZE, "model record")
     check.check_record(header, record)
     layers = check.read_layers(record)
     check.check_layers(header, record, layers)

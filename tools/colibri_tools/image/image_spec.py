@@ -39,7 +39,7 @@ MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
 MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16 tensor
 MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LAST
 MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arch 15 .. 19, attn_kind 2
-MINOR_CLIP_GATE = 11            # with qkv_clip, attn_gate, norm_kind 3, arch 20 or 21
+MINOR_LLAMA4_ERA = 11           # qkv_clip, the gate bit, norm_kind 3, arch 20 .. 22 and more
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -73,6 +73,7 @@ class Arch(IntEnum):
     EXAONE_MOE = 19
     DBRX = 20
     AFMOE = 21
+    LLAMA4 = 22
 
 
 class FfnKind(IntEnum):
@@ -122,7 +123,7 @@ class Role(IntEnum):
     MLA_KV_A = 67
     MLA_KV_A_NORM = 68
     MLA_KV_B = 69
-    ATTN_GATE = 70  # format 1.11: the attention output's gate (attn_gate 1)
+    ATTN_GATE = 70  # format 1.11: the attention output's gate (attn_bias bit 8)
     ATTN_POST_NORM = 71  # format 1.11: the sublayers' output norms (norm_kind 3)
     FFN_POST_NORM = 72
 
@@ -194,9 +195,10 @@ MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("v_head_dim", 236, "I"),
     ("lora_eps", 240, "f"),
     ("qkv_clip", 244, "f"),  # format 1.11: q, k, v clamped to +-qkv_clip (0: not clamped)
-    ("attn_gate", 248, "I"),  # format 1.11: 1 the attention output's sigmoid gate, else 0
+    ("attn_temp_floor", 248, "f"),  # format 1.11: Llama 4's attention temperature (0: none)
+    ("attn_temp_scale", 252, "f"),
 )
-MODEL_RECORD_END = 252  # bytes 252 .. 255 are reserved (zero)
+MODEL_RECORD_END = 256  # the record fills the header (format 1.11): no reserved bytes left
 SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
 ROPE_FIELDS = ("rope_dim", "rope_kind", "rope_factor", "rope_ramp_low", "rope_ramp_width",
                "rope_attn_factor")
@@ -209,22 +211,25 @@ KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING | FLAG_MLA | FLAG_EXPERTS_L
 ACT_SILU, ACT_SWIGLU_CLAMPED = 0, 1  # activation values (1: gpt-oss, format 1.6)
 ATTN_FULL, ATTN_SLIDING = 0, 1  # a layer's attn_kind (format 1.6)
 ATTN_FULL_NOPE = 2  # format 1.10: full attention without RoPE (EXAONE's global layers)
+ATTN_CHUNKED = 3  # format 1.11: chunks of sliding_window positions (Llama 4)
 MLA_FIELDS = ("mla", "q_lora_rank", "kv_lora_rank", "v_head_dim", "lora_eps")
 MLA_LATENT = 1  # the mla value (format 1.7)
 MAX_LORA_RANK = 65536  # = MAX_LORA_RANK in sdk/src/hparams.c
 ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX, ROUTER_SPARSEMIXER = 0, 1, 2, 3  # router_score
 ROUTER_SOFTMAX_BIASED = 4  # format 1.4: top-k of softmax + ROUTER_BIAS (ERNIE-4.5)
+ROUTER_TOPK_SIGMOID_INPUT = 5  # format 1.11 (Llama 4): top-k logits, sigmoid, on the input
 # norm_kind values: 1 LayerNorm with bias (format 1.2); 2 RMSNorm on each sublayer's
 # output before its residual add, the sublayers reading the stream (format 1.10: OLMo-2)
 NORM_RMS, NORM_LAYER, NORM_RMS_POST = 0, 1, 2
 NORM_RMS_SANDWICH = 3  # format 1.11: RMSNorm on each sublayer's input and output (AFMoE)
-ATTN_GATE_SIGMOID = 1  # format 1.11 attn_gate: attention output * sigmoid(ATTN_GATE x)
 QK_NORM_PER_HEAD_ROTATED = 3  # qk_norm 3 (format 1.10, Hunyuan): per head, after RoPE
+QK_NORM_L2_ROTATED = 4  # format 1.11 (Llama 4): per head, no weights, after RoPE, RoPE layers
 BIAS_ATTN, BIAS_LM_HEAD = 0xF, 0x10  # attn_bias bits: q, k, v, o; LM head (format 1.2)
 ROPE_DEFAULT, ROPE_YARN = 0, 1  # rope_kind values (format 1.5)
 MAX_GROUPS = 64  # = MAX_GROUPS in sdk/src/hparams.c
 BIAS_SINKS, BIAS_ROUTER, BIAS_EXPERTS = 0x20, 0x40, 0x80  # format 1.6 (gpt-oss)
-BIAS_ALL = 0xFF
+BIAS_ATTN_GATE = 0x100  # format 1.11 (AFMoE): the attention output's sigmoid gate
+BIAS_ALL = 0x1FF
 
 LAYER_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("ffn_kind", 0, "I"),
@@ -299,7 +304,8 @@ class ModelRecord:
     v_head_dim: int = 0
     lora_eps: float = 0.0
     qkv_clip: float = 0.0  # format 1.11: 0, or q, k, v clamped to +-qkv_clip (DBRX)
-    attn_gate: int = 0  # format 1.11: 1 the attention output's sigmoid gate (AFMoE)
+    attn_temp_floor: float = 0.0  # format 1.11: Llama 4's attention temperature (0: none)
+    attn_temp_scale: float = 0.0
 
     @property
     def has_scales(self) -> bool:

@@ -16,9 +16,15 @@ from typing import BinaryIO
 import numpy as np
 
 from ..errors import ImageFormatError
-from .image_layout import align_up, canonical_tensors, format_minor, model_problems, place_tensors
+from .image_layout import (
+    align_up,
+    attn_kind_ok,
+    canonical_tensors,
+    format_minor,
+    model_problems,
+    place_tensors,
+)
 from .image_spec import (
-    ATTN_FULL_NOPE,
     DATA_ALIGN,
     DEFAULT_ALIGNMENT,
     HEADER_SIZE,
@@ -70,11 +76,11 @@ def _check_inputs(path: Path, arch: int, alignment: int, record: ModelRecord,
         p = problems[0]
         raise ImageFormatError(f"cannot write {p.field} = {p.value!r}: {p.reason}",
                                status=p.status, path=path)
-    if attn_kinds is not None and (len(attn_kinds) != len(ffn_kinds) or any(
-            k not in (0, 1, 2) or (k == 1 and not record.sliding_window) for k in attn_kinds)):
-        raise ImageFormatError(f"attention kinds {attn_kinds!r}: one per layer, 0, 1 or 2 (1 needs "
-                               f"a sliding_window)", status=Status.E_BAD_LAYER_TABLE.c_name,
-                               path=path)
+    if attn_kinds is not None and (len(attn_kinds) != len(ffn_kinds) or not all(
+            attn_kind_ok(record, k) for k in attn_kinds)):
+        raise ImageFormatError(f"attention kinds {attn_kinds!r}: one per layer, 0 .. 3 (1 and 3 "
+                               "need a sliding_window; MLA only 0)",
+                               status=Status.E_BAD_LAYER_TABLE.c_name, path=path)
     expected, layers = canonical_tensors(record, ffn_kinds, attn_kinds)
     got = [(s.entry.key, tuple(s.entry.shape)) for s in sources]
     want = [(e.key, e.shape) for e in expected]
@@ -156,7 +162,7 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
     row_groups = any(t.dtype in R16_DTYPES for t in tensors)
     header = {"magic": MAGIC, "version_major": VERSION_MAJOR,
               "version_minor": format_minor(arch, record, quantized, row_groups, experts_last,
-                                            any(e.attn_kind == ATTN_FULL_NOPE for e in layers)),
+                                            tuple(e.attn_kind for e in layers)),
               "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0,
               "flags": header_flags(record, experts_last),
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,

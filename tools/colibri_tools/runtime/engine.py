@@ -79,7 +79,8 @@ _u32, _f32, _ptr = ctypes.c_uint32, ctypes.c_float, ctypes.c_void_p
 _HPARAMS_FLOATS = {"rms_eps", "rope_theta", "routed_scaling", "embedding_scale", "residual_scale",
                    "attention_scale", "logits_divisor", "router_jitter", "router_norm_min",
                    "swiglu_limit", "swiglu_alpha", "rope_factor", "rope_ramp_low",
-                   "rope_ramp_width", "rope_attn_factor", "lora_eps", "qkv_clip"}
+                   "rope_ramp_width", "rope_attn_factor", "lora_eps", "qkv_clip",
+                   "attn_temp_floor", "attn_temp_scale"}
 HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n_kv_heads",
                   "head_dim", "max_context", "dense_intermediate", "expert_intermediate",
                   "n_experts", "shared_intermediate", "rms_eps", "rope_theta", "attn_bias",
@@ -90,7 +91,7 @@ HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n
                   "rope_kind", "rope_factor", "rope_ramp_low", "rope_ramp_width",
                   "rope_attn_factor", "sliding_window", "activation", "swiglu_limit",
                   "swiglu_alpha", "mla", "q_lora_rank", "kv_lora_rank", "v_head_dim",
-                  "lora_eps", "qkv_clip", "attn_gate")
+                  "lora_eps", "qkv_clip", "attn_temp_floor", "attn_temp_scale")
 KERNEL_SLOTS = ("dot", "matvec_f32", "rmsnorm", "softmax", "swiglu", "add", "add_scaled",
                 "rope_apply", "matmat_f32", "matmat_q8", "matmat_q4", "matmat_q8r16",
                 "matmat_q4r16")
