@@ -93,6 +93,7 @@ static const char *arch_name(uint32_t arch)
     case 19: return "exaone_moe";
     case 20: return "dbrx";
     case 21: return "afmoe";
+    case 22: return "llama4_text";
     default: return "unknown";
     }
 }

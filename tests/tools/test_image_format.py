@@ -346,7 +346,7 @@ def _mutations(data: bytes) -> dict:
         "qk_norm 5": (lambda b: _put(b, "I", 120, 5), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "sigmoid router, no bias": (lambda b: _put(b, "I", 128, 1), True,
                                     "COLIBRI_E_BAD_LAYER_TABLE"),
-        "router 5": (lambda b: _put(b, "I", 128, 5), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
+        "router 6": (lambda b: _put(b, "I", 128, 6), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
         "n_group 3 of 4": (lambda b: _put(b, "I", 148, 3), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
         "rope_dim, no flag": (lambda b: _put(b, "I", 188, 4), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "rope flag, no dim": (lambda b: _put(b, "I", 28, 2), True, "COLIBRI_E_BAD_HYPERPARAMS"),
