@@ -37,6 +37,15 @@ from .checkpoint import Checkpoint
 from .families import ModelSpec
 from .tensor_map_dbrx import dbrx_experts, dbrx_tensor
 
+_DENSE_ROLES = (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)
+_SHARED_ROLES = (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN)
+
+
+def _swiglu_names(roles: tuple[Role, Role, Role], module: str) -> dict[Role, str]:
+    """The gate, up and down roles named `{module}.{gate,up,down}_proj.weight`."""
+    return {role: f"{module}.{part}_proj.weight" for role, part in zip(roles, ("gate", "up", "down"))}
+
+
 _GLOBAL_NAMES = {Role.TOKEN_EMBED: "model.embed_tokens.weight",
                  Role.OUTPUT_NORM: "model.norm.weight", Role.LM_HEAD: "lm_head.weight",
                  Role.OUTPUT_NORM_BIAS: "model.norm.bias", Role.LM_HEAD_BIAS: "lm_head.bias"}
@@ -48,8 +57,7 @@ _LAYER_NAMES = {
     Role.ATTN_K_BIAS: "self_attn.k_proj.bias", Role.ATTN_V_BIAS: "self_attn.v_proj.bias",
     Role.ATTN_O_BIAS: "self_attn.o_proj.bias", Role.ATTN_Q_NORM: "self_attn.q_norm.weight",
     Role.ATTN_K_NORM: "self_attn.k_norm.weight", Role.FFN_NORM: "post_attention_layernorm.weight",
-    Role.DENSE_GATE: "mlp.gate_proj.weight", Role.DENSE_UP: "mlp.up_proj.weight",
-    Role.DENSE_DOWN: "mlp.down_proj.weight", Role.ATTN_NORM_BIAS: "input_layernorm.bias",
+    **_swiglu_names(_DENSE_ROLES, "mlp"), Role.ATTN_NORM_BIAS: "input_layernorm.bias",
     Role.FFN_NORM_BIAS: "post_attention_layernorm.bias", Role.ATTN_SINKS: "self_attn.sinks",
     Role.MLA_Q_A: "self_attn.q_a_proj.weight", Role.MLA_Q_A_NORM: "self_attn.q_a_layernorm.weight",
     Role.MLA_Q_B: "self_attn.q_b_proj.weight",
@@ -70,27 +78,19 @@ _SANDWICH_NORM_NAMES = {Role.FFN_NORM: "pre_mlp_layernorm.weight",
                         Role.FFN_POST_NORM: "post_mlp_layernorm.weight"}
 
 # Llama 4: the FFN is `feed_forward`, its dense layers' too.
-_LLAMA4_DENSE_NAMES = {Role.DENSE_GATE: "feed_forward.gate_proj.weight",
-                       Role.DENSE_UP: "feed_forward.up_proj.weight",
-                       Role.DENSE_DOWN: "feed_forward.down_proj.weight"}
+_LLAMA4_DENSE_NAMES = _swiglu_names(_DENSE_ROLES, "feed_forward")
 
 # Hunyuan: q/k norms named for their place (qk_norm 3, after RoPE); an ungated
 # shared MLP.
 _ROTATED_QK_NORM_NAMES = {Role.ATTN_Q_NORM: "self_attn.query_layernorm.weight",
                           Role.ATTN_K_NORM: "self_attn.key_layernorm.weight"}
-_HUNYUAN_BLOCK_NAMES = {Role.SHARED_GATE: "shared_mlp.gate_proj.weight",
-                        Role.SHARED_UP: "shared_mlp.up_proj.weight",
-                        Role.SHARED_DOWN: "shared_mlp.down_proj.weight"}
+_HUNYUAN_BLOCK_NAMES = _swiglu_names(_SHARED_ROLES, "shared_mlp")
 
-_BLOCK_NAMES = {Role.ROUTER: "gate.weight", Role.SHARED_GATE: "shared_expert.gate_proj.weight",
-                Role.SHARED_UP: "shared_expert.up_proj.weight",
-                Role.SHARED_DOWN: "shared_expert.down_proj.weight",
+_BLOCK_NAMES = {Role.ROUTER: "gate.weight", **_swiglu_names(_SHARED_ROLES, "shared_expert"),
                 Role.SHARED_EXPERT_GATE: "shared_expert_gate.weight"}
 # ERNIE-4.5: `shared_experts` (plural), and the selection bias under the router
 # (transformers' memory) or beside it (its checkpoints).
-_ERNIE_BLOCK_NAMES = {Role.SHARED_GATE: "shared_experts.gate_proj.weight",
-                      Role.SHARED_UP: "shared_experts.up_proj.weight",
-                      Role.SHARED_DOWN: "shared_experts.down_proj.weight"}
+_ERNIE_BLOCK_NAMES = _swiglu_names(_SHARED_ROLES, "shared_experts")
 # gpt-oss: the router's own bias; the experts' biases, gate and up interleaved.
 _GPT_OSS_BLOCK_NAMES = {Role.ROUTER_LOGIT_BIAS: "router.bias",
                         Role.EXPERT_GATE_UP_BIAS: "experts.gate_up_proj_bias",
