@@ -57,6 +57,8 @@ from transformers import (
     GraniteMoeSharedForCausalLM,
     HunYuanMoEV1Config,
     HunYuanMoEV1ForCausalLM,
+    JetMoeConfig,
+    JetMoeForCausalLM,
     Llama4ForCausalLM,
     Llama4TextConfig,
     MiniMaxM2Config,
@@ -76,7 +78,7 @@ from transformers import (
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
-            "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text")
+            "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -103,6 +105,7 @@ _CLASSES = {
     "dbrx": (DbrxConfig, DbrxForCausalLM),
     "afmoe": (AfmoeConfig, AfmoeForCausalLM),
     "llama4_text": (Llama4TextConfig, Llama4ForCausalLM),
+    "jetmoe": (JetMoeConfig, JetMoeForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -246,6 +249,13 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                         attention_chunk_size=8, no_rope_layer_interval=2, floor_scale=4,
                         attn_scale=0.5, max_position_embeddings=64, rms_norm_eps=1e-5,
                         rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # A mixture of attention heads: 5 attention experts, top-2, each bringing 2 query
+    # heads over the 2 shared KV heads (4 heads); the MoE's 5 experts top-2 by Granite's
+    # router; biases after both sums; tied embeddings as JetMoE's default.
+    "jetmoe": dict(vocab_size=101, hidden_size=40, num_hidden_layers=3, num_key_value_heads=2,
+                   kv_channels=10, intermediate_size=12, num_local_experts=5,
+                   num_experts_per_tok=2, max_position_embeddings=64, tie_word_embeddings=True,
+                   rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,
@@ -360,7 +370,7 @@ def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -
         return 1.0 + _normal(shape, 0.2, gen)
     if name.endswith(("mlp.gate.weight", "moe.router.weight", "mlp.router.weight",
                       "mlp.gate.wg.weight", "ffn.router.layer.weight", "router.gate.weight",
-                      "feed_forward.router.weight")):
+                      "feed_forward.router.weight", "router.layer.weight")):
         return _normal(shape, ROUTER_GAIN / math.sqrt(hidden), gen)
     if name.endswith("lm_head.weight"):
         return _normal(shape, LM_HEAD_GAIN / math.sqrt(hidden), gen)

@@ -5,6 +5,7 @@
 #include "kernels.h"
 #include "colibri_math.h"
 #include "linear.h"
+#include "router.h"
 
 /* One projection (colibri_linear, then the bias). */
 static void project(const colibri_model *m, float *out, matrix_ref w, const float *bias,
@@ -55,6 +56,63 @@ static void project_qkv(const colibri_model *m, const layer_view *layer, workspa
         clamp_values(ws->q, (size_t)n * q_dim, hp->qkv_clip);
         clamp_values(ws->k, (size_t)n * kv_dim, hp->qkv_clip);
         clamp_values(ws->v, (size_t)n * kv_dim, hp->qkv_clip);
+    }
+}
+
+/* Rows first .. of a float32 matrix of `cols` columns (an attention
+ * expert's part of the stacked ATTN_Q or ATTN_O). */
+static matrix_ref rows_from(matrix_ref w, uint32_t first, uint32_t cols)
+{
+    w.data = (const float *)w.data + (size_t)first * cols;
+    return w;
+}
+
+/* JetMoE's mixture of attention heads: each token's top_k attention experts
+ * (the k largest router logits, softmax over the k, into topk_i / topk_w,
+ * which the FFN routes over later), the query heads of expert slot s from
+ * that expert's rows of ATTN_Q; k and v shared. */
+static void expert_queries(const colibri_model *m, const layer_view *layer, workspace *ws,
+                           uint32_t n)
+{
+    const colibri_hparams *hp = &m->hp;
+    uint32_t h = hp->hidden_size, e = hp->n_experts, k = hp->top_k;
+    uint32_t kv_dim = hp->n_kv_heads * hp->head_dim, q_dim = k * kv_dim;
+    colibri_linear(m, ws->router, e, layer->attn_router, ws->xn, e, h, n, ws->xq);
+    for (uint32_t t = 0; t < n; t++) {
+        uint32_t *idx = ws->topk_i + (size_t)t * k;
+        float *weight = ws->topk_w + (size_t)t * k;
+        colibri_router_top_k(ws->router + (size_t)t * e, e, k, idx, weight);
+        m->kernels.softmax(weight, k);
+        for (uint32_t s = 0; s < k; s++) {
+            colibri_linear(m, ws->q + (size_t)t * q_dim + s * kv_dim, kv_dim,
+                           rows_from(layer->wq, idx[s] * kv_dim, h), ws->xn + (size_t)t * h, kv_dim,
+                           h, 1u, ws->xq);
+        }
+    }
+    project(m, ws->k, layer->wk, layer->bk, ws->xn, kv_dim, h, n, ws->xq);
+    project(m, ws->v, layer->wv, layer->bv, ws->xn, kv_dim, h, n, ws->xq);
+}
+
+/* Each slot's heads through its expert's rows of ATTN_O, weighted by the
+ * slot's gate and summed in slot order (into xg's first row, free until
+ * the FFN), then ATTN_O_BIAS. */
+static void expert_outputs(const colibri_model *m, const layer_view *layer, workspace *ws,
+                           uint32_t n)
+{
+    const colibri_hparams *hp = &m->hp;
+    uint32_t h = hp->hidden_size, k = hp->top_k, kv_dim = hp->n_kv_heads * hp->head_dim;
+    for (uint32_t t = 0; t < n; t++) {
+        float *out = ws->ffn_out + (size_t)t * h;
+        memset(out, 0, h * sizeof(float));
+        for (uint32_t s = 0; s < k; s++) {
+            colibri_linear(m, ws->xg, h,
+                           rows_from(layer->wo, ws->topk_i[(size_t)t * k + s] * h, kv_dim),
+                           ws->attn + ((size_t)t * k + s) * kv_dim, h, kv_dim, 1u, ws->xq);
+            m->kernels.add_scaled(out, ws->xg, ws->topk_w[(size_t)t * k + s], h);
+        }
+        if (layer->bo != NULL) {
+            m->kernels.add(out, layer->bo, h);
+        }
     }
 }
 
@@ -187,6 +245,17 @@ static uint32_t window_start(const colibri_model *m, const layer_view *layer, ui
     return layer->attn_kind == ATTN_SLIDING && pos >= w ? pos + 1u - w : 0u;
 }
 
+/* The KV head query head h reads: its group's, or with attention experts
+ * (JetMoE) head h mod n_kv_heads (each chosen expert brings one query head
+ * per KV head). */
+static uint32_t kv_head_of(const colibri_hparams *hp, uint32_t h)
+{
+    if ((hp->attn_bias & BIAS_ATTN_EXPERTS) != 0u) {
+        return h % hp->n_kv_heads;
+    }
+    return h / (hp->n_heads / hp->n_kv_heads);
+}
+
 /* One query head for every token of the chunk, on its own row of scores:
  * a task of its own (heads write disjoint parts of ws->attn). */
 typedef struct heads_job {
@@ -201,13 +270,13 @@ static void head_task(void *arg, uint32_t h)
 {
     const heads_job *job = arg;
     const colibri_hparams *hp = &job->m->hp;
-    uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, group = hp->n_heads / hp->n_kv_heads;
+    uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd;
     float *scores = job->ws->scores + (size_t)h * job->ws->context;
     const float *sink = job->layer->sinks != NULL ? job->layer->sinks + h : NULL;
     for (uint32_t t = 0; t < job->n; t++) {
         uint32_t pos = job->pos + t;
         attend_head(job->m, job->ws->q + (size_t)t * q_dim + h * hd, job->k_cache, job->v_cache,
-                    h / group, window_start(job->m, job->layer, pos), pos, sink, scores,
+                    kv_head_of(hp, h), window_start(job->m, job->layer, pos), pos, sink, scores,
                     job->ws->attn + (size_t)t * q_dim + h * hd);
     }
 }
@@ -257,7 +326,12 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
     k_cache = state->k_cache + layer_offset;
     v_cache = state->v_cache + layer_offset;
 
-    project_qkv(m, layer, ws, n);
+    int experts = (hp->attn_bias & BIAS_ATTN_EXPERTS) != 0u;
+    if (experts) {
+        expert_queries(m, layer, ws, n);
+    } else {
+        project_qkv(m, layer, ws, n);
+    }
     for (uint32_t t = 0; t < n; t++) {
         keys_of_token(m, layer, k_cache, v_cache, state->pos + t, t, ws);
     }
@@ -271,6 +345,10 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
     }
     if ((hp->attn_bias & BIAS_ATTN_GATE) != 0u) {
         gate_output(m, layer, ws, n);
+    }
+    if (experts) {
+        expert_outputs(m, layer, ws, n);
+        return;
     }
     project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n, ws->xq);
 }

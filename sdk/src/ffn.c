@@ -373,6 +373,7 @@ colibri_status colibri_ffn_forward(const colibri_model *m, const layer_view *lay
         return COLIBRI_OK;
     }
     status = routed_experts(m, layer, l, n, ws);
+    add_bias(m, ws->ffn_sum, layer->moe_out_bias, hp->hidden_size, n); /* JetMoE */
     if (status == COLIBRI_OK && hp->shared_intermediate > 0) {
         shared_expert(m, layer, n, ws);
     }

@@ -97,7 +97,7 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_LLAMA4) || hp->qk_norm > QK_NORM_L2_ROTATED ||
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_JETMOE) || hp->qk_norm > QK_NORM_L2_ROTATED ||
         hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
@@ -285,6 +285,20 @@ static colibri_status check_mla(const uint8_t *img, const colibri_hparams *hp)
     return COLIBRI_OK;
 }
 
+/* Attention experts (format 1.11, JetMoE): the MoE layers' n_experts and
+ * top_k, each chosen expert giving n_kv_heads query heads, so n_heads =
+ * top_k * n_kv_heads; standard attention without q bias, q/k norm, gate or
+ * clamp. */
+static int attention_experts_valid(const colibri_hparams *hp)
+{
+    if ((hp->attn_bias & BIAS_ATTN_EXPERTS) == 0u) {
+        return 1;
+    }
+    return hp->mla != MLA_LATENT && hp->n_experts > 0u && hp->top_k > 0u &&
+           hp->n_heads == hp->top_k * hp->n_kv_heads && hp->qk_norm == QK_NORM_NONE &&
+           (hp->attn_bias & (BIAS_Q | BIAS_ATTN_GATE)) == 0u && hp->qkv_clip == 0.0f;
+}
+
 /* Format 1.11: the q/k/v clamp, 0 (its bits all zero: none) or finite, >
  * 0, <= 65536 (DBRX's is 8); the temperature's floor, both bits zero (none)
  * or finite, 1 .. 2^24 (Llama 4's is 8192) with a scale finite, > 0, <=
@@ -304,7 +318,7 @@ static colibri_status check_attention_extras(const uint8_t *img, const colibri_h
     if (hp->mla == MLA_LATENT) {
         ok = ok && !clipped && !tuned && (hp->attn_bias & BIAS_ATTN_GATE) == 0u;
     }
-    return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
+    return ok && attention_experts_valid(hp) ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
 }
 
 colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)

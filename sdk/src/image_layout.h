@@ -213,16 +213,20 @@ enum {
     ROLE_MLA_KV_B = 69,
     ROLE_ATTN_GATE = 70, /* format 1.11: the attention output's gate */
     ROLE_ATTN_POST_NORM = 71,
-    ROLE_FFN_POST_NORM = 72
+    ROLE_FFN_POST_NORM = 72,
+    ROLE_ATTN_ROUTER = 73, /* format 1.11: the attention experts' router */
+    ROLE_MOE_OUT_BIAS = 74
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
 enum { BIAS_Q = 1u, BIAS_K = 2u, BIAS_V = 4u, BIAS_O = 8u, BIAS_ATTN = 15u };
 enum { BIAS_LM_HEAD = 16u }; /* format 1.2 */
 /* format 1.6: per-head attention sinks, router logit bias, expert biases;
- * 1.11: the attention output's sigmoid gate (AFMoE). */
+ * 1.11: the attention output's sigmoid gate (AFMoE), attention experts
+ * (JetMoE's mixture of attention heads) and a bias after the routed experts'
+ * sum (JetMoE). */
 enum { BIAS_SINKS = 32u, BIAS_ROUTER = 64u, BIAS_EXPERTS = 128u, BIAS_ATTN_GATE = 256u };
-enum { BIAS_ALL = 511u };
+enum { BIAS_ATTN_EXPERTS = 512u, BIAS_MOE_OUT = 1024u, BIAS_ALL = 2047u };
 /* QK_NORM_PER_HEAD_ROTATED (format 1.10, Hunyuan): per head, after RoPE;
  * QK_NORM_L2_ROTATED (1.11, Llama 4): per head without weights, after RoPE,
  * on the layers that turn q and k. */
@@ -255,7 +259,8 @@ enum {
     ARCH_EXAONE_MOE = 19,
     ARCH_DBRX = 20,
     ARCH_AFMOE = 21,
-    ARCH_LLAMA4 = 22
+    ARCH_LLAMA4 = 22,
+    ARCH_JETMOE = 23
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

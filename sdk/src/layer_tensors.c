@@ -5,7 +5,7 @@
 
 const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_ATTN_NORM, PART_ATTENTION, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm)},
-    {ROLE_ATTN_Q, PART_ATTENTION, WHEN_Q_PROJ, DIM_Q, DIM_HIDDEN, SLOT(wq)},
+    {ROLE_ATTN_Q, PART_ATTENTION, WHEN_Q_PROJ, DIM_Q_ROWS, DIM_HIDDEN, SLOT(wq)},
     {ROLE_MLA_Q_A, PART_ATTENTION, WHEN_Q_LORA, DIM_Q_LORA, DIM_HIDDEN, SLOT(q_a)},
     {ROLE_MLA_Q_A_NORM, PART_ATTENTION, WHEN_Q_LORA, DIM_Q_LORA, DIM_NONE, SLOT(q_a_norm)},
     {ROLE_MLA_Q_B, PART_ATTENTION, WHEN_Q_LORA, DIM_Q, DIM_Q_LORA, SLOT(wq)},
@@ -15,7 +15,9 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_ATTN_K, PART_ATTENTION, WHEN_STANDARD, DIM_KV, DIM_HIDDEN, SLOT(wk)},
     {ROLE_ATTN_V, PART_ATTENTION, WHEN_STANDARD, DIM_KV, DIM_HIDDEN, SLOT(wv)},
     {ROLE_ATTN_GATE, PART_ATTENTION, WHEN_ATTN_GATE, DIM_Q, DIM_HIDDEN, SLOT(wg)},
-    {ROLE_ATTN_O, PART_ATTENTION, WHEN_ALWAYS, DIM_HIDDEN, DIM_O, SLOT(wo)},
+    {ROLE_ATTN_ROUTER, PART_ATTENTION, WHEN_ATTN_EXPERTS, DIM_EXPERTS, DIM_HIDDEN,
+     SLOT(attn_router)},
+    {ROLE_ATTN_O, PART_ATTENTION, WHEN_ALWAYS, DIM_O_ROWS, DIM_O, SLOT(wo)},
     {ROLE_ATTN_Q_BIAS, PART_ATTENTION, WHEN_BIAS_Q, DIM_Q, DIM_NONE, SLOT(bq)},
     {ROLE_ATTN_K_BIAS, PART_ATTENTION, WHEN_BIAS_K, DIM_KV, DIM_NONE, SLOT(bk)},
     {ROLE_ATTN_V_BIAS, PART_ATTENTION, WHEN_BIAS_V, DIM_KV, DIM_NONE, SLOT(bv)},
@@ -47,6 +49,7 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
      SLOT(expert_gate_up_bias)},
     {ROLE_EXPERT_DOWN_BIAS, PART_MOE, WHEN_EXPERT_BIAS, DIM_EXPERTS, DIM_HIDDEN,
      SLOT(expert_down_bias)},
+    {ROLE_MOE_OUT_BIAS, PART_MOE, WHEN_MOE_OUT_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(moe_out_bias)},
     {ROLE_EXPERT_GATE, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
     {ROLE_EXPERT_UP, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
     {ROLE_EXPERT_DOWN, PART_EXPERT, WHEN_ALWAYS, DIM_HIDDEN, DIM_EXPERT, SLOT_NONE},
@@ -72,6 +75,8 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_MLA: return hp->mla == MLA_LATENT;
     case WHEN_ATTN_GATE: return (hp->attn_bias & BIAS_ATTN_GATE) != 0;
     case WHEN_POST_NORMS: return hp->norm_kind == NORM_RMS_SANDWICH;
+    case WHEN_ATTN_EXPERTS: return (hp->attn_bias & BIAS_ATTN_EXPERTS) != 0;
+    case WHEN_MOE_OUT_BIAS: return (hp->attn_bias & BIAS_MOE_OUT) != 0;
     case WHEN_ROUTER_BIAS:
         return hp->router_score == ROUTER_SOFTMAX_BIASED || hp->router_score == ROUTER_SIGMOID;
     case WHEN_SINKS: return (hp->attn_bias & BIAS_SINKS) != 0;
@@ -84,6 +89,8 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
 uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
 {
     int whole = hp->qk_norm == QK_NORM_WHOLE, mla = hp->mla == MLA_LATENT;
+    int moa = (hp->attn_bias & BIAS_ATTN_EXPERTS) != 0;
+    uint32_t kv = hp->n_kv_heads * hp->head_dim;
     switch (dim) {
     case DIM_ONE: return 1u;
     case DIM_HIDDEN: return hp->hidden_size;
@@ -97,7 +104,9 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
     case DIM_EXPERT: return hp->expert_intermediate;
     case DIM_HEADS: return hp->n_heads;
     case DIM_EXPERT_2: return 2u * hp->expert_intermediate;
-    case DIM_O: return hp->n_heads * (mla ? hp->v_head_dim : hp->head_dim);
+    case DIM_O: return moa ? kv : hp->n_heads * (mla ? hp->v_head_dim : hp->head_dim);
+    case DIM_Q_ROWS: return moa ? hp->n_experts * kv : hp->n_heads * hp->head_dim;
+    case DIM_O_ROWS: return moa ? hp->n_experts * hp->hidden_size : hp->hidden_size;
     case DIM_Q_LORA: return hp->q_lora_rank;
     case DIM_KV_A: return hp->kv_lora_rank + hp->rope_dim;
     case DIM_KV_LORA: return hp->kv_lora_rank;

@@ -32,8 +32,10 @@ enum {
     WHEN_Q_PROJ,   /* standard attention, or MLA without a q LoRA */
     WHEN_Q_LORA,   /* MLA with a q LoRA */
     WHEN_MLA,
-    WHEN_ATTN_GATE, /* attn_bias bit 8 (format 1.11) */
-    WHEN_POST_NORMS /* norm_kind 3 (format 1.11) */
+    WHEN_ATTN_GATE,    /* attn_bias bit 8 (format 1.11) */
+    WHEN_POST_NORMS,   /* norm_kind 3 (format 1.11) */
+    WHEN_ATTN_EXPERTS, /* attn_bias bit 9 (format 1.11) */
+    WHEN_MOE_OUT_BIAS  /* attn_bias bit 10 (format 1.11) */
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */
@@ -55,7 +57,9 @@ enum {
     DIM_Q_LORA,
     DIM_KV_A, /* kv_lora_rank + rope_dim: the latent and the RoPE key */
     DIM_KV_LORA,
-    DIM_KV_B /* n_heads * (head_dim - rope_dim + v_head_dim) */
+    DIM_KV_B,   /* n_heads * (head_dim - rope_dim + v_head_dim) */
+    DIM_Q_ROWS, /* ATTN_Q's rows: Q, with attention experts n_experts * K */
+    DIM_O_ROWS  /* ATTN_O's rows: H, with attention experts n_experts * H */
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */

@@ -21,7 +21,8 @@ typedef struct layer_view {
     uint32_t ffn_kind;              /* FFN_DENSE or FFN_MOE */
     uint32_t attn_kind;             /* ATTN_FULL, ATTN_SLIDING or ATTN_FULL_NOPE */
     const float *attn_norm;         /* [H] */
-    matrix_ref wq;                  /* [Q, H]; MLA with a q LoRA: Q_B [Q, q_lora] */
+    matrix_ref wq;                  /* [Q, H]; MLA with a q LoRA: Q_B [Q, q_lora];
+                                     * attention experts: [E * K, H], F32 */
     matrix_ref q_a;                 /* MLA: [q_lora, H] or none */
     const float *q_a_norm;          /* MLA: [q_lora] or NULL */
     matrix_ref kv_a;                /* MLA: [kv_lora + rope_dim, H] */
@@ -30,7 +31,8 @@ typedef struct layer_view {
     matrix_ref wk;                  /* [K, H] */
     matrix_ref wv;                  /* [K, H] */
     matrix_ref wg;                  /* [Q, H] the attention output's gate, or none */
-    matrix_ref wo;                  /* [H, Q] */
+    matrix_ref attn_router;         /* [E, H] the attention experts' router, or none */
+    matrix_ref wo;                  /* [H, Q]; attention experts: [E * H, K], F32 */
     const float *bq;                /* [Q] or NULL */
     const float *bk;                /* [K] or NULL */
     const float *bv;                /* [K] or NULL */
@@ -55,6 +57,7 @@ typedef struct layer_view {
     const float *router_bias;       /* [E] selection bias (router_score 1, 4) or NULL */
     matrix_ref expert_gate_up_bias; /* [E, 2I] f32: expert e's gate then up biases, or NULL */
     matrix_ref expert_down_bias;    /* [E, H] f32, or NULL */
+    const float *moe_out_bias;      /* [H] added to the routed experts' sum, or NULL */
     uint32_t first_expert;          /* table index of expert 0's EXPERT_GATE */
 } layer_view;
 

@@ -127,6 +127,14 @@ static int role_quantizable(uint16_t role)
            (role >= ROLE_EXPERT_GATE && role <= ROLE_EXPERT_DOWN);
 }
 
+/* The attention experts' stacked q and o matrices (format 1.11) stay
+ * float32: one expert's rows are read at their offset. */
+static int float_only(const colibri_hparams *hp, uint16_t role)
+{
+    return (hp->attn_bias & BIAS_ATTN_EXPERTS) != 0u &&
+           (role == ROLE_ATTN_Q || role == ROLE_ATTN_O);
+}
+
 /* Rows in groups of 16 (1.8) only where the rows go through a product: not
  * the token embedding, whose rows are read one by one. */
 static int dtype_allowed(uint16_t role, uint32_t dtype)
@@ -210,7 +218,8 @@ static colibri_status expect(table_walk *w, const expected_tensor *want)
         return COLIBRI_E_RESERVED; /* a later format feature (docs/format.md 7) */
     }
     dtype = colibri_rd_u16(e + TEN_DTYPE);
-    if (!dtype_allowed(want->role, dtype)) {
+    if (!dtype_allowed(want->role, dtype) ||
+        (float_only(&w->m->hp, want->role) && dtype != DTYPE_F32)) {
         return COLIBRI_E_UNSUPPORTED_DTYPE;
     }
     status = check_placement(w, e, want->role);

@@ -67,7 +67,7 @@ def _moe_blocks(model):
     layers = model.model.layers if hasattr(model, "model") else model.transformer.blocks
     blocks = [getattr(layer, "mlp", None) or getattr(layer, "block_sparse_moe", None)
               or getattr(layer, "feed_forward", None) or layer.ffn for layer in layers]
-    return [block for block in blocks if hasattr(block, "experts")]
+    return [block for block in blocks if hasattr(block, "experts") or hasattr(block, "output_linear")]
 
 
 def _router(moe):
@@ -77,17 +77,19 @@ def _router(moe):
 
 def _first_choices(output) -> list[int]:
     """Each token's first chosen expert from a router's output: its third element
-    (the chosen experts [tokens, k]), or the largest of DBRX's bare logits or of
-    Llama 4's scores (its first element)."""
+    (the chosen experts [tokens, k]), or the largest of DBRX's bare logits, of
+    Llama 4's scores (its first element) or of JetMoE's logits (its fifth)."""
     if isinstance(output, torch.Tensor):
         return output.argmax(-1).tolist()
-    if len(output) == 2:
-        return output[0].argmax(-1).tolist()
+    if len(output) in (2, 5):
+        return output[0 if len(output) == 2 else 4].argmax(-1).tolist()
     return output[2][:, 0].tolist()
 
 
 def _down_weights(moe) -> torch.Tensor:
-    """The experts' down projections (DBRX's fused w2)."""
+    """The experts' down projections (DBRX's fused w2, JetMoE's output_linear)."""
+    if hasattr(moe, "output_linear"):
+        return moe.output_linear.weight
     return moe.experts.mlp.w2 if hasattr(moe.experts, "mlp") else moe.experts.down_proj
 
 
@@ -151,3 +153,23 @@ def test_llama4_temperature_is_reached(converted):
         for attn in attns:
             attn.attn_temperature_tuning = True
     assert np.abs(untuned - base).max() > 1000 * TOLERANCE
+
+
+def test_jetmoe_attention_experts_are_routed(converted):
+    """Guards the JetMoE test model: its attention router sends tokens to at least
+    three different attention experts first, and each token's pair differs often
+    enough that matching transformers checks which experts' q and o are used."""
+    model, _ = converted("jetmoe")
+    ids = _ids(model, 40, seed=7)
+    pairs = []
+
+    def note(module, args, output):
+        logits = output[4]
+        pairs.extend(tuple(sorted(row)) for row in logits.topk(2, dim=-1).indices.tolist())
+
+    hooks = [layer.self_attention.experts.router.register_forward_hook(note)
+             for layer in model.model.layers]
+    _hf_logits(model, ids)
+    for hook in hooks:
+        hook.remove()
+    assert len({p[0] for p in pairs}) >= 3 and len(set(pairs)) >= 4

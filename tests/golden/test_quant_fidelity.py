@@ -109,6 +109,11 @@ LOOSER["llama4_text"] = {"int8": (0.96, 4e-3), "int4": (0.75, 6e-2),
 LOOSER["llama4_text_plain"] = {**BOUNDS, "int4": (0.70, 6e-2), "int8+attention": (0.95, 2e-3),
                                "int4+attention": (0.64, 8e-2),
                                "int8+attention+embeddings": (0.95, 4e-3)}
+# JetMoE ties its N(0, 1) embedding to the output: logits of std 7.0 (the others'
+# 1.5), so the same weight error moves the KL more, as ERNIE's (top-1 is near
+# perfect): measured int8 1.0 / 1.5e-3, int4 0.98 / 2.7e-2, everything int8
+# 0.994 / 1.0e-2 (the rest within the defaults).
+LOOSER["jetmoe"] = {**BOUNDS, "int8": (0.975, 3e-3), "int8+attention+embeddings": (0.95, 2e-2)}
 LOOSER["flex_olmo"] = {"int8": BOUNDS["int8"], "int4": (0.70, 8e-2),
                        "int8+attention": (0.90, 4e-3), "int4+attention": (0.50, 0.25),
                        "int8+attention+embeddings": (0.90, 4e-3),

@@ -17,6 +17,8 @@ from hf_expect_recent import (
     afmoe_tensors,
     dbrx_record,
     dbrx_tensors,
+    jetmoe_record,
+    jetmoe_tensors,
     llama4_ffn_tensors,
     llama4_fields,
 )
@@ -26,7 +28,7 @@ ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "
         "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
         "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15,
         "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19,
-        "afmoe": 21, "llama4_text": 22}
+        "afmoe": 21, "llama4_text": 22, "jetmoe": 23}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
@@ -196,11 +198,26 @@ def _mla_fields(model: Any, family: str) -> dict[str, Any]:
     return out
 
 
+# Record fields most families leave at their defaults (docs/format.md 1.1).
+DEFAULT_FIELDS = {
+    "routed_scaling": 1.0, "n_group": 1, "topk_group": 1, "activation": 0, "norm_kind": 0,
+    "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
+    "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0, "rope_dim": 0,
+    "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
+    "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
+    "mla": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "v_head_dim": 0, "lora_eps": 0.0,
+    "qkv_clip": 0.0, "attn_temp_floor": 0.0, "attn_temp_scale": 0.0,
+}
+# Families whose modules differ too much from Llama's for the generic reading.
+OWN_RECORDS = {"dbrx": dbrx_record, "jetmoe": jetmoe_record}
+
+
 def expected_record(model: Any, family: str) -> dict[str, Any]:
     """Model record fields (docs/format.md 1.1) read off the HF modules and config."""
-    if family == "dbrx":
-        return dbrx_record(model)
     config = model.config
+    if family in OWN_RECORDS:
+        return OWN_RECORDS[family](model, {"vocab_size": config.vocab_size,
+                                           "hidden_size": config.hidden_size, **DEFAULT_FIELDS})
     layers = model.model.layers
     attn = layers[0].self_attn
     moe = [layer for layer in layers if _is_moe(layer)]
@@ -209,7 +226,7 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
               for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
     shared = _shared_width(family, moe[0]) if moe else 0
     gate = _router(_block(moe[0])) if moe else None
-    return {
+    return DEFAULT_FIELDS | {
         "arch": ARCH[family], "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
         "n_layers": len(layers), "n_heads": config.num_attention_heads,
         "n_kv_heads": config.num_key_value_heads,
@@ -225,17 +242,9 @@ def expected_record(model: Any, family: str) -> dict[str, Any]:
         "qk_norm": QK_NORM[family], "tie_embeddings": int(bool(config.tie_word_embeddings)),
         "router_score": 0, "top_k": gate.top_k if moe else 0,
         "router_norm_topk": int(getattr(gate, "norm_topk_prob", True)) if moe else 0,
-        "routed_scaling": 1.0,
         "shared_gate": int(shared > 0 and family not in GRANITE and family not in SIGMOID
                            and family not in ("hunyuan_v1_moe", "afmoe")),
-        "n_group": 1, "topk_group": 1, "activation": 0, "norm_kind": NORM_KIND.get(family, 0),
-        "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
-        "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0, "rope_dim": 0,
-        "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
-        "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
-        "mla": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "v_head_dim": 0, "lora_eps": 0.0,
-        "qkv_clip": 0.0, "attn_temp_floor": 0.0, "attn_temp_scale": 0.0,
-        "attn_kinds": [0] * len(layers),
+        "norm_kind": NORM_KIND.get(family, 0), "attn_kinds": [0] * len(layers),
         "ffn_kinds": [1 if _is_moe(layer) else 0 for layer in layers],
     } | _granite_fields(config, family) | _phimoe_fields(model, family) | \
         _ernie_fields(model, family) | _sigmoid_fields(model, family) | \
@@ -337,6 +346,8 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
     sd = {k: v.detach().to(dtype).float().numpy() for k, v in model.state_dict().items()}
     if family == "dbrx":
         return dbrx_tensors(sd, model)
+    if family == "jetmoe":
+        return jetmoe_tensors(sd, model)
     out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
            (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}
     if not model.config.tie_word_embeddings:

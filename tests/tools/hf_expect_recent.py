@@ -49,13 +49,13 @@ def afmoe_tensors(sd: dict, p: str, layer: int) -> dict:
     return out
 
 
-def dbrx_record(model: Any) -> dict[str, Any]:
+def dbrx_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
     """DBRX: LayerNorm (norm_kind 1, its eps), q/k/v clamped to clip_qkv (format
     1.11), a softmax router, its k weights renormalised when
     moe_normalize_expert_weights is set."""
     config, blocks = model.config, model.transformer.blocks
     attn, ffn = blocks[0].norm_attn_norm.attn, blocks[0].ffn
-    return {
+    return record | {
         "arch": 20, "vocab_size": config.vocab_size, "hidden_size": config.d_model,
         "n_layers": len(blocks), "n_heads": attn.num_heads, "n_kv_heads": attn.num_key_value_heads,
         "head_dim": attn.head_dim, "max_context": config.max_seq_len, "dense_intermediate": 0,
@@ -64,13 +64,7 @@ def dbrx_record(model: Any) -> dict[str, Any]:
         "rope_theta": _f32(config.rope_parameters["rope_theta"]), "attn_bias": 0, "qk_norm": 0,
         "tie_embeddings": 0, "router_score": 0, "top_k": ffn.top_k,
         "router_norm_topk": int(ffn.moe_normalize_expert_weights is not None),
-        "routed_scaling": 1.0, "shared_gate": 0, "n_group": 1, "topk_group": 1, "activation": 0,
-        "norm_kind": 1, "embedding_scale": 0.0, "residual_scale": 0.0, "attention_scale": 0.0,
-        "logits_divisor": 0.0, "router_jitter": 0.0, "router_norm_min": 0.0, "rope_dim": 0,
-        "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
-        "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
-        "mla": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "v_head_dim": 0, "lora_eps": 0.0,
-        "qkv_clip": _f32(attn.clip_qkv or 0.0), "attn_temp_floor": 0.0, "attn_temp_scale": 0.0,
+        "shared_gate": 0, "norm_kind": 1, "qkv_clip": _f32(attn.clip_qkv or 0.0),
         "attn_kinds": [0] * len(blocks), "ffn_kinds": [1] * len(blocks)}
 
 
@@ -140,4 +134,55 @@ def llama4_ffn_tensors(sd: dict, p: str, layer: int) -> dict:
     for e in range(gate_up.shape[0]):
         out |= {(48, layer, e): gate_up[e][:, :inter].T, (49, layer, e): gate_up[e][:, inter:].T,
                 (50, layer, e): down[e].T}
+    return out
+
+
+def jetmoe_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """JetMoE's record over `record` (the fields every family shares): attention
+    experts (attn_bias bit 9) with their output bias (bit 3), the MoE's bias after
+    its sum (bit 10), Granite's router (router_score 2), the layers' norm eps
+    (transformers' fixed 1e-6)."""
+    config, layers = model.config, model.model.layers
+    moa = layers[0].self_attention
+    return record | {
+        "arch": 23, "n_layers": len(layers), "n_heads": moa.num_heads,
+        "n_kv_heads": moa.num_key_value_heads, "head_dim": moa.head_dim,
+        "max_context": config.max_position_embeddings, "dense_intermediate": 0,
+        "expert_intermediate": layers[0].mlp.hidden_size,
+        "n_experts": moa.experts.num_experts, "shared_intermediate": 0,
+        "rms_eps": _f32(layers[0].input_layernorm.variance_epsilon),
+        "rope_theta": _f32(config.rope_parameters["rope_theta"]),
+        "attn_bias": 0x8 | 0x200 | 0x400, "qk_norm": 0,
+        "tie_embeddings": int(bool(config.tie_word_embeddings)), "router_score": 2,
+        "top_k": moa.experts.top_k, "router_norm_topk": 0, "shared_gate": 0,
+        "attn_kinds": [0] * len(layers), "ffn_kinds": [1] * len(layers)}
+
+
+def jetmoe_tensors(sd: dict, model: Any) -> dict:
+    """JetMoE's image tensors: the attention experts' q [E, K, H] and o [E, H, K]
+    stacked, kv_proj's k rows then v rows, the routers, the MoE's experts
+    (input_linear: gate rows, then up) and the two biases."""
+    out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
+           (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}
+    if not model.config.tie_word_embeddings:
+        out[(3, GLOBAL, GLOBAL)] = sd["lm_head.weight"]
+    for layer in range(model.config.num_hidden_layers):
+        p, a = f"model.layers.{layer}.", f"model.layers.{layer}.self_attention."
+        q, o = sd[a + "experts.input_linear.weight"], sd[a + "experts.output_linear.weight"]
+        kv = sd[a + "kv_proj.weight"]
+        half = kv.shape[0] // 2
+        out |= {(16, layer, GLOBAL): sd[p + "input_layernorm.weight"],
+                (17, layer, GLOBAL): q.reshape(-1, q.shape[2]),
+                (18, layer, GLOBAL): kv[:half], (19, layer, GLOBAL): kv[half:],
+                (73, layer, GLOBAL): sd[a + "experts.router.layer.weight"],
+                (20, layer, GLOBAL): o.reshape(-1, o.shape[2]),
+                (24, layer, GLOBAL): sd[a + "experts.bias"],
+                (27, layer, GLOBAL): sd[p + "post_attention_layernorm.weight"],
+                (40, layer, GLOBAL): sd[p + "mlp.router.layer.weight"],
+                (74, layer, GLOBAL): sd[p + "mlp.bias"]}
+        gate_up, down = sd[p + "mlp.input_linear.weight"], sd[p + "mlp.output_linear.weight"]
+        inter = gate_up.shape[1] // 2
+        for e in range(gate_up.shape[0]):
+            out |= {(48, layer, e): gate_up[e, :inter], (49, layer, e): gate_up[e, inter:],
+                    (50, layer, e): down[e]}
     return out

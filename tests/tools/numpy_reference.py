@@ -10,7 +10,8 @@ floor of the weights' sum, the format 1.5 sigmoid router with its bias and
 groups, partial RoPE and YaRN, the format 1.6 sinks, sliding windows, router and
 expert biases and clamped SwiGLU, the format 1.11 q/k/v clamp, output gate,
 norms before and after each sublayer, chunked attention, the unweighted q/k
-norm, the attention temperature and the router weighting the experts' input).
+norm, the attention temperature, the router weighting the experts' input and
+the attention experts).
 RoPE pairs dimension i with i + rope_dim/2, as transformers does.
 """
 
@@ -128,10 +129,36 @@ def _mla_attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     return _project(w, out.reshape(n, -1), layer, Role.ATTN_O, Role.ATTN_O_BIAS)
 
 
+def _expert_attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
+    """Attention experts (format 1.11, JetMoE), token by token: the top_k router
+    logits, a softmax over them; each chosen expert's query heads (its rows of
+    ATTN_Q, RoPE'd) over the shared keys and values, head j on KV head j, its rows
+    of ATTN_O, times its gate; summed, plus ATTN_O_BIAS."""
+    r = w.image.record
+    n, hd, kv = h.shape[0], r.head_dim, r.n_kv_heads
+    positions = np.arange(n, dtype=np.float64)
+    logits = h @ w.get(Role.ATTN_ROUTER, layer).T
+    q_all = w.get(Role.ATTN_Q, layer).reshape(r.n_experts, kv * hd, -1)
+    o_all = w.get(Role.ATTN_O, layer).reshape(r.n_experts, r.hidden_size, kv * hd)
+    k = _rope(_project(w, h, layer, Role.ATTN_K, Role.ATTN_K_BIAS).reshape(n, kv, hd), positions, r)
+    v = _project(w, h, layer, Role.ATTN_V, Role.ATTN_V_BIAS).reshape(n, kv, hd)
+    scale = r.attention_scale if r.has_scales else 1.0 / np.sqrt(hd)
+    out = np.zeros_like(h)
+    for t in range(n):
+        chosen = np.argsort(-logits[t], kind="stable")[:r.top_k]
+        for e, gate in zip(chosen, _softmax(logits[t, chosen])):
+            q = _rope((q_all[e] @ h[t]).reshape(1, kv, hd), positions[t:t + 1], r)[0]
+            heads = [_softmax(k[:t + 1, j] @ q[j] * scale) @ v[:t + 1, j] for j in range(kv)]
+            out[t] += gate * (o_all[e] @ np.concatenate(heads))
+    return out + w.get(Role.ATTN_O_BIAS, layer) if w.has(Role.ATTN_O_BIAS, layer) else out
+
+
 def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     r = w.image.record
     if r.mla:
         return _mla_attention(w, h, layer)
+    if r.attention_experts:
+        return _expert_attention(w, h, layer)
     n, hd = h.shape[0], r.head_dim
     q = _project(w, h, layer, Role.ATTN_Q, Role.ATTN_Q_BIAS)
     k = _project(w, h, layer, Role.ATTN_K, Role.ATTN_K_BIAS)
@@ -250,6 +277,8 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
                 out[t] += _swiglu(weight * h[t:t + 1], *experts, r, expert_bias)[0]
                 continue
             out[t] += weight * _swiglu(h[t:t + 1], *experts, r, expert_bias)[0]
+    if r.attn_bias & 0x400:  # format 1.11: a bias after the routed experts' sum (JetMoE)
+        out = out + w.get(Role.MOE_OUT_BIAS, layer)
     if r.shared_intermediate:
         shared = _swiglu(h, *(w.get(role, layer) for role in
                               (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN)), r)

@@ -122,9 +122,11 @@ def _doc_order(rec: dict) -> list[tuple]:
                      (69, (rec["n_heads"] * (hd - rope + v_dim), lkv)),
                      (20, (h, rec["n_heads"] * v_dim))]
         else:
-            rows = [(16, (h,)), (17, (q, h)), (18, (k, h)), (19, (k, h))]
+            experts = rec["attn_bias"] & 512  # attention experts (1.11): q and o stacked
+            rows = [(16, (h,)), (17, (e * k, h) if experts else (q, h)), (18, (k, h)), (19, (k, h))]
             rows += [(70, (q, h))] if rec["attn_bias"] & 256 else []  # the output's gate (1.11)
-            rows.append((20, (h, q)))
+            rows += [(73, (e, h))] if experts else []  # the attention experts' router
+            rows.append((20, (e * h, k) if experts else (h, q)))
         rows += [(21 + bit, shape) for bit, shape in enumerate([(q,), (k,), (k,), (h,)])
                  if rec["attn_bias"] & (1 << bit)]
         if rec["qk_norm"] == 1:
@@ -152,6 +154,8 @@ def _doc_order(rec: dict) -> list[tuple]:
                 rows.append((45, (e,)))
             if rec["attn_bias"] & 128:
                 rows += [(46, (e, 2 * i)), (47, (e, h))]
+            if rec["attn_bias"] & 1024:  # the bias after the experts' sum (1.11)
+                rows.append((74, (h,)))
         out += [(role, layer, GLOBAL, shape) for role, shape in rows]
         if kind == 1:
             for x in range(e):

@@ -84,6 +84,8 @@ UNSUPPORTED = [
     ("llama4_text", {"layer_types": ["chunked_attention", "chunked_attention",
                                      "chunked_attention", "full_attention"]}, "layer_types"),
     ("llama4_text", {"no_rope_layers": [1, 2, 1, 0]}, "no_rope_layers"),
+    ("jetmoe", {"rms_norm_eps": 1e-5}, "rms_norm_eps"),
+    ("jetmoe", {"activation_function": "gelu"}, "activation_function"),
     ("llama4_text", {"moe_layers": [1, 4]}, "moe_layers"),
     ("llama4_text", {"floor_scale": 0.5}, "floor_scale"),
     ("llama4_text", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0,

@@ -41,6 +41,12 @@ minimax_m2,exaone_moe}):
   by layer_types, the others full without RoPE, their queries tuned by the
   attention temperature (floor_scale, attn_scale); unweighted q/k norm after RoPE
   (use_qk_norm, qk_norm 4), all format 1.11.
+- jetmoe: a mixture of attention heads (attn_bias bit 9, format 1.11): each token's
+  top num_experts_per_tok of num_local_experts attention experts (logits' top-k,
+  softmax over the k) bring num_key_value_heads query heads each over the shared
+  keys and values, and their own output projections, weighted, plus a bias; the
+  MoE is Granite's router with a bias after the experts' sum (attn_bias bit 10);
+  the layers' norms have transformers' fixed eps 1e-6, so rms_norm_eps must be it.
 """
 
 from __future__ import annotations
@@ -50,13 +56,16 @@ from ..image.image_spec import (
     ATTN_FULL,
     ATTN_FULL_NOPE,
     ATTN_SLIDING,
+    BIAS_ATTN_EXPERTS,
     BIAS_ATTN_GATE,
+    BIAS_MOE_OUT,
     NORM_LAYER,
     NORM_RMS_POST,
     NORM_RMS_SANDWICH,
     QK_NORM_L2_ROTATED,
     ROUTER_SIGMOID,
     ROUTER_TOPK_SIGMOID_INPUT,
+    ROUTER_TOPK_SOFTMAX,
     Arch,
     FfnKind,
 )
@@ -362,8 +371,35 @@ def _llama4_text(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.LLAMA4, fields, kinds
 
 
+# JetMoE's decoder norms are built without its config's eps: transformers' 1e-6.
+JETMOE_LAYER_EPS = 1e-6
+
+
+def _jetmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """JetMoE: attention experts (a mixture of attention heads: q and o projections
+    per expert, k and v shared) and MoE experts sharing num_local_experts and
+    num_experts_per_tok, both routed by the top-k logits with a softmax over the k
+    (router_score 2), each with a bias after its weighted sum."""
+    c.reject_if("activation_function", lambda v: (v or "silu") != "silu",
+                "only SiLU (SwiGLU) experts are supported")
+    c.reject_if("rms_norm_eps", lambda v: v not in (None, JETMOE_LAYER_EPS),
+                f"must be {JETMOE_LAYER_EPS}: transformers builds the layers' norms with it "
+                "whatever the config says, and an image has one eps")
+    fields = attention_fields(c, "kv_channels")
+    n = fields["n_layers"]
+    top_k = c.integer("num_experts_per_tok", 2, minimum=1)
+    kinds = [FfnKind.MOE] * n
+    fields |= routing_fields(c, kinds, expert_count(c, ("num_local_experts",)),
+                             c.integer("intermediate_size", minimum=1), False)
+    fields |= {"n_heads": top_k * fields["n_kv_heads"], "router_score": ROUTER_TOPK_SOFTMAX,
+               "attn_bias": 8 | BIAS_ATTN_EXPERTS | BIAS_MOE_OUT,
+               "tie_embeddings": int(c.flag("tie_word_embeddings", True)),
+               "rms_eps": JETMOE_LAYER_EPS, **rope_fields(c, fields["head_dim"], 1e4)}
+    return Arch.JETMOE, fields, kinds
+
+
 FAMILIES = {"flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
             "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2, "exaone_moe": _exaone_moe,
-            "dbrx": _dbrx, "afmoe": _afmoe, "llama4_text": _llama4_text}
+            "dbrx": _dbrx, "afmoe": _afmoe, "llama4_text": _llama4_text, "jetmoe": _jetmoe}
 ATTN_KINDS = {"exaone_moe": _exaone_attn_kinds, "afmoe": _afmoe_attn_kinds,
               "llama4_text": _llama4_attn_kinds}

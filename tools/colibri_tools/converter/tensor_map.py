@@ -35,7 +35,7 @@ from ..image.image_spec import (
 from ..image.image_writer import SourceTensor
 from .checkpoint import Checkpoint
 from .families import ModelSpec
-from .tensor_map_dbrx import dbrx_experts, dbrx_tensor
+from .tensor_map_fused import dbrx_experts, dbrx_tensor, jetmoe_tensor
 
 _DENSE_ROLES = (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)
 _SHARED_ROLES = (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN)
@@ -251,6 +251,9 @@ class TensorMap:
     def _plain(self, entry: TensorEntry) -> Loader:
         if self.spec.family == "dbrx":
             return dbrx_tensor(self, entry)
+        fused = jetmoe_tensor(self, entry) if self.spec.family == "jetmoe" else None
+        if fused is not None:
+            return fused
         granite = self._granite_shared(entry)
         if granite is not None:
             return granite

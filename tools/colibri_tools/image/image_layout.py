@@ -15,9 +15,11 @@ from .image_spec import (
     ATTN_SLIDING,
     BIAS_ALL,
     BIAS_ATTN,
+    BIAS_ATTN_EXPERTS,
     BIAS_ATTN_GATE,
     BIAS_EXPERTS,
     BIAS_LM_HEAD,
+    BIAS_MOE_OUT,
     BIAS_ROUTER,
     BIAS_SINKS,
     DATA_ALIGN,
@@ -115,7 +117,8 @@ def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
     (2 is 1.10, 3 is 1.11)."""
-    if (r.norm_kind == NORM_RMS_SANDWICH or r.qkv_clip or r.attn_bias & BIAS_ATTN_GATE
+    if (r.norm_kind == NORM_RMS_SANDWICH or r.qkv_clip
+            or r.attn_bias & (BIAS_ATTN_GATE | BIAS_ATTN_EXPERTS | BIAS_MOE_OUT)
             or r.attn_temp_floor or r.qk_norm == QK_NORM_L2_ROTATED
             or r.router_score == ROUTER_TOPK_SIGMOID_INPUT or arch >= Arch.DBRX
             or ATTN_CHUNKED in attn_kinds):
@@ -185,7 +188,7 @@ def _attention_problems(r: ModelRecord) -> list[Problem]:
         ("rms_eps", r.rms_eps, _positive_finite(r.rms_eps), "must be finite and > 0"),
         ("rope_theta", r.rope_theta, math.isfinite(r.rope_theta) and r.rope_theta >= MIN_ROPE_THETA,
          "must be finite and >= 1"),
-        ("attn_bias", r.attn_bias, r.attn_bias & ~BIAS_ALL == 0, "only bits 0..8 may be set"),
+        ("attn_bias", r.attn_bias, r.attn_bias & ~BIAS_ALL == 0, "only bits 0..10 may be set"),
         ("sliding_window", r.sliding_window, _in_range(r.sliding_window, 0, LIMITS["max_context"]),
          f"must be 0 .. {LIMITS['max_context']}"),
         ("swiglu_limit", r.swiglu_limit, _swiglu_ok(r, r.swiglu_limit),
@@ -348,7 +351,20 @@ def _attention_extra_problems(r: ModelRecord) -> list[Problem]:
          "must be 0 with MLA"),
         ("attn_bias", r.attn_bias, not r.mla or not r.attn_bias & BIAS_ATTN_GATE,
          "no attention output gate (bit 8) with MLA"),
+        ("attn_bias", r.attn_bias, _attention_experts_ok(r),
+         "attention experts (bit 9) need MoE layers' n_experts and top_k, n_heads = top_k * "
+         "n_kv_heads, standard attention without q bias, q/k norm, gate or clamp"),
     ], BAD_HYPERPARAMS)
+
+
+def _attention_experts_ok(r: ModelRecord) -> bool:
+    """attn_bias bit 9 (format 1.11, JetMoE), as sdk/src/hparams.c's
+    attention_experts_valid."""
+    if not r.attention_experts:
+        return True
+    return (not r.mla and r.n_experts > 0 and r.top_k > 0
+            and r.n_heads == r.top_k * r.n_kv_heads and r.qk_norm == 0
+            and not r.attn_bias & (1 | BIAS_ATTN_GATE) and r.qkv_clip == 0.0)
 
 
 def record_problems(arch: int, alignment: int, record: ModelRecord,
@@ -415,18 +431,21 @@ def global_tensors(r: ModelRecord) -> list[TensorEntry]:
 
 def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]]:
     h, q, k = r.hidden_size, r.n_heads * r.head_dim, r.n_kv_heads * r.head_dim
+    experts = r.attention_experts  # 1.11: ATTN_Q and ATTN_O stack the experts'
+    q_rows, o_rows = (r.n_experts * k, r.n_experts * h) if experts else (q, h)
     qn, kn = ((q,), (k,)) if r.qk_norm == 1 else ((r.head_dim,), (r.head_dim,))
     mla, lq, lkv = r.mla, r.q_lora_rank, r.kv_lora_rank
     kv_b = r.n_heads * (r.head_dim - (r.rope_dim or r.head_dim) + r.v_head_dim)
     return [
-        (Role.ATTN_NORM, (h,), True), (Role.ATTN_Q, (q, h), not mla or lq == 0),
+        (Role.ATTN_NORM, (h,), True), (Role.ATTN_Q, (q_rows, h), not mla or lq == 0),
         (Role.MLA_Q_A, (lq, h), mla and lq > 0), (Role.MLA_Q_A_NORM, (lq,), mla and lq > 0),
         (Role.MLA_Q_B, (q, lq), mla and lq > 0),
         (Role.MLA_KV_A, (lkv + r.rope_dim, h), mla), (Role.MLA_KV_A_NORM, (lkv,), mla),
         (Role.MLA_KV_B, (kv_b, lkv), mla),
         (Role.ATTN_K, (k, h), not mla), (Role.ATTN_V, (k, h), not mla),
         (Role.ATTN_GATE, (q, h), bool(r.attn_bias & BIAS_ATTN_GATE)),
-        (Role.ATTN_O, (h, r.out_width), True),
+        (Role.ATTN_ROUTER, (r.n_experts, h), experts),
+        (Role.ATTN_O, (o_rows, r.out_width), True),
         (Role.ATTN_Q_BIAS, (q,), bool(r.attn_bias & 1)),
         (Role.ATTN_K_BIAS, (k,), bool(r.attn_bias & 2)),
         (Role.ATTN_V_BIAS, (k,), bool(r.attn_bias & 4)),
@@ -455,7 +474,8 @@ def _ffn_shapes(r: ModelRecord, kind: int) -> list[tuple[Role, tuple[int, ...], 
             (Role.ROUTER_BIAS, (r.n_experts,),
              r.router_score in (ROUTER_SIGMOID, ROUTER_SOFTMAX_BIASED)),
             (Role.EXPERT_GATE_UP_BIAS, (e, 2 * i), bool(r.attn_bias & BIAS_EXPERTS)),
-            (Role.EXPERT_DOWN_BIAS, (e, h), bool(r.attn_bias & BIAS_EXPERTS))]
+            (Role.EXPERT_DOWN_BIAS, (e, h), bool(r.attn_bias & BIAS_EXPERTS)),
+            (Role.MOE_OUT_BIAS, (h,), bool(r.attn_bias & BIAS_MOE_OUT))]
 
 
 def layer_tensors(r: ModelRecord, layer: int, kind: int) -> list[TensorEntry]:

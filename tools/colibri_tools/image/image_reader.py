@@ -30,6 +30,7 @@ from .image_layout import (
 )
 from .image_spec import (
     DATA_ALIGN,
+    DTYPE_F32,
     EXPERT_ROLES,
     FLAG_EXPERTS_LAST,
     FLAG_SCALES,
@@ -61,6 +62,7 @@ from .image_spec import (
 )
 from .quant import (
     DTYPE_NAMES,
+    FLOAT_WITH_ATTENTION_EXPERTS,
     allowed_dtypes,
     dequantize,
     dtype_allowed,
@@ -286,7 +288,7 @@ class _Checker:
             self.check_reserved(offset + TENSOR_RESERVED, offset + TENSOR_ENTRY_SIZE,
                                 f"tensor #{i} {expected[i].describe()}")
             lane = experts_last and actual[i][0].role in EXPERT_ROLES
-            self._check_entry(header, i, offset, actual[i], expected[i], cursors[lane])
+            self._check_entry(header, record, i, offset, actual[i], expected[i], cursors[lane])
             cursors[lane] = actual[i][0].offset + actual[i][0].size
             if lane and first_expert is None:
                 first_expert = actual[i][0].offset
@@ -295,15 +297,17 @@ class _Checker:
                             f"the end of the other tensors' data, {cursors[False]} (3.2)",
                             Status.E_OVERLAP.c_name, 28)
 
-    def _check_entry(self, header: dict, index: int, offset: int,
+    def _check_entry(self, header: dict, record: ModelRecord, index: int, offset: int,
                      actual: tuple[TensorEntry, int, tuple, tuple], want: TensorEntry,
                      cursor: int) -> None:
         """Identity is checked by the caller; then dtype, placement (3.2), shape, size (3.3)."""
         t, ndim, raw_shape, blocks = actual
         name = f"tensor #{index} {want.describe()}"
-        if not dtype_allowed(t.role, t.dtype):
+        float_only = record.attention_experts and t.role in FLOAT_WITH_ATTENTION_EXPERTS
+        if not dtype_allowed(t.role, t.dtype) or (float_only and t.dtype != DTYPE_F32):
+            allowed = [DTYPE_F32] if float_only else allowed_dtypes(t.role)
             raise self.fail(f"{name}: dtype {t.dtype} (this role: "
-                            f"{', '.join(f'{d} = {DTYPE_NAMES[d]}' for d in allowed_dtypes(t.role))})",
+                            f"{', '.join(f'{d} = {DTYPE_NAMES[d]}' for d in allowed)})",
                             Status.E_UNSUPPORTED_DTYPE.c_name, offset + 6)
         if t.offset + t.size > header["image_size"]:
             raise self.fail(f"{name}: data [{t.offset}, {t.offset + t.size}) past image_size "

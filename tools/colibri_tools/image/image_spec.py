@@ -74,6 +74,7 @@ class Arch(IntEnum):
     DBRX = 20
     AFMOE = 21
     LLAMA4 = 22
+    JETMOE = 23
 
 
 class FfnKind(IntEnum):
@@ -126,6 +127,8 @@ class Role(IntEnum):
     ATTN_GATE = 70  # format 1.11: the attention output's gate (attn_bias bit 8)
     ATTN_POST_NORM = 71  # format 1.11: the sublayers' output norms (norm_kind 3)
     FFN_POST_NORM = 72
+    ATTN_ROUTER = 73  # format 1.11: the attention experts' router (attn_bias bit 9)
+    MOE_OUT_BIAS = 74  # format 1.11: added to the routed experts' sum (attn_bias bit 10)
 
 
 EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
@@ -229,7 +232,9 @@ ROPE_DEFAULT, ROPE_YARN = 0, 1  # rope_kind values (format 1.5)
 MAX_GROUPS = 64  # = MAX_GROUPS in sdk/src/hparams.c
 BIAS_SINKS, BIAS_ROUTER, BIAS_EXPERTS = 0x20, 0x40, 0x80  # format 1.6 (gpt-oss)
 BIAS_ATTN_GATE = 0x100  # format 1.11 (AFMoE): the attention output's sigmoid gate
-BIAS_ALL = 0x1FF
+BIAS_ATTN_EXPERTS = 0x200  # format 1.11 (JetMoE): attention experts (mixture of attention heads)
+BIAS_MOE_OUT = 0x400  # format 1.11 (JetMoE): a bias after the routed experts' sum
+BIAS_ALL = 0x7FF
 
 LAYER_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("ffn_kind", 0, "I"),
@@ -320,8 +325,16 @@ class ModelRecord:
         return any(getattr(self, name) != 0 for name in MLA_FIELDS)
 
     @property
+    def attention_experts(self) -> bool:
+        """attn_bias bit 9 (format 1.11, JetMoE): ATTN_Q and ATTN_O stack the experts'."""
+        return bool(self.attn_bias & BIAS_ATTN_EXPERTS)
+
+    @property
     def out_width(self) -> int:
-        """Columns of ATTN_O: n_heads * head_dim, with MLA n_heads * v_head_dim."""
+        """Columns of ATTN_O: n_heads * head_dim, with MLA n_heads * v_head_dim, with
+        attention experts one expert's n_kv_heads * head_dim."""
+        if self.attention_experts:
+            return self.n_kv_heads * self.head_dim
         return self.n_heads * (self.v_head_dim if self.mla else self.head_dim)
 
 

@@ -57,6 +57,9 @@ EMBEDDING_ROLES = frozenset({Role.TOKEN_EMBED, Role.LM_HEAD})
 # Every role a reader accepts as Q8/Q4; routers, norms, biases and the shared
 # expert's gate stay float32 (sdk/src/tensor_check.c).
 QUANTIZABLE_ROLES = FFN_ROLES | ATTENTION_ROLES | EMBEDDING_ROLES
+# With attention experts (format 1.11, JetMoE) each expert's rows of the stacked
+# ATTN_Q and ATTN_O are read where they lie: float32 only.
+FLOAT_WITH_ATTENTION_EXPERTS = frozenset({Role.ATTN_Q, Role.ATTN_O})
 
 
 def quantizable(role: int) -> bool:
@@ -123,6 +126,8 @@ def assign_dtypes(entries: list[TensorEntry], quant: str | None, attention: bool
              | (EMBEDDING_ROLES if embeddings else frozenset()))
     if dtype == DTYPE_F32:
         return list(entries)
+    if any(e.role == Role.ATTN_ROUTER for e in entries):  # attention experts' q, o: float32
+        roles -= FLOAT_WITH_ATTENTION_EXPERTS
     shared = _shared_roles(entries)
     return [replace(e, dtype=DTYPE_Q8 if dtype == DTYPE_Q4 and e.role in shared else dtype)
             if e.role in roles else e for e in entries]

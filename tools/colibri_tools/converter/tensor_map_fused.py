@@ -1,13 +1,22 @@
-"""DBRX's checkpoint names and fused tensors (tensor_map.py asks here for
-family "dbrx"): `transformer.wte`, `transformer.norm_f`, and per block
+"""Checkpoint tensors that fuse what the image keeps apart (tensor_map.py asks
+here for families "dbrx" and "jetmoe").
+
+DBRX names its tensors `transformer.wte`, `transformer.norm_f`, and per block
 `norm_attn_norm.{norm_1,attn.Wqkv,attn.out_proj,norm_2}` and
-`ffn.{router.layer,experts.mlp.{w1,v1,w2}}`.
+`ffn.{router.layer,experts.mlp.{w1,v1,w2}}`:
 
 - Wqkv [Q + 2K, H]: the q rows, then k's, then v's.
 - The experts' w1 (gate), v1 (up) and w2 (down) are each [E * F, H]: expert e
   owns rows e F .. (e + 1) F; w2's block is used as `h @ w2`, so the image's
   [H, F] down projection is its transpose.
 - Its LayerNorms have no bias: the image's norm_kind 1 biases are zeros.
+
+JetMoE's attention (`self_attention.`): `kv_proj` [2K, H] holds k's rows, then
+v's; the attention experts' `experts.input_linear` [E, K, H] and
+`experts.output_linear` [E, H, K] are the image's stacked ATTN_Q [E K, H] and
+ATTN_O [E H, K] as they lie; `experts.router.layer` the ATTN_ROUTER and
+`experts.bias` the ATTN_O_BIAS. Its MoE's `mlp.bias` is the MOE_OUT_BIAS (its
+experts are Granite's names, which tensor_map.py reads).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from typing import Protocol
 import numpy as np
 
 from ..image.image_spec import Role, TensorEntry
+from .checkpoint import Checkpoint
 from .families import ModelSpec
 
 Loader = Callable[[], np.ndarray]
@@ -27,6 +37,7 @@ class TensorMap(Protocol):
     """What is used here of tensor_map.TensorMap (which imports this module)."""
 
     spec: ModelSpec
+    ckpt: Checkpoint
 
     def _expect(self, name: str, shape: tuple[int, ...]) -> None: ...
 
@@ -65,6 +76,35 @@ def dbrx_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader:
     name = _GLOBAL.get(entry.role) or f"{_block(entry.layer)}.{_LAYER[entry.role]}"
     tmap._expect(name, entry.shape)
     return lambda: tmap._load(name)
+
+
+_JETMOE_ATTENTION = {Role.ATTN_Q: "experts.input_linear.weight",
+                     Role.ATTN_O: "experts.output_linear.weight",
+                     Role.ATTN_ROUTER: "experts.router.layer.weight",
+                     Role.ATTN_O_BIAS: "experts.bias"}
+
+
+def jetmoe_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader | None:
+    """The loader of a JetMoE tensor named otherwise than Llama's, or None."""
+    base = f"model.layers.{entry.layer}"
+    if entry.role == Role.MOE_OUT_BIAS:
+        name = f"{base}.mlp.bias"
+    elif entry.role in _JETMOE_ATTENTION:
+        name = f"{base}.self_attention.{_JETMOE_ATTENTION[Role(entry.role)]}"
+    elif entry.role in (Role.ATTN_K, Role.ATTN_V):
+        name = f"{base}.self_attention.kv_proj.weight"
+        rows = entry.shape[0]
+        tmap._expect(name, (2 * rows, entry.shape[1]))
+        part = slice(0, rows) if entry.role == Role.ATTN_K else slice(rows, 2 * rows)
+        return lambda: tmap._load(name, rows=part)
+    else:
+        return None
+    want = entry.shape
+    if entry.role in (Role.ATTN_Q, Role.ATTN_O):  # [E, rows of one expert, cols]
+        experts = tmap.spec.record.n_experts
+        want = (experts, entry.shape[0] // experts, entry.shape[1])
+    tmap._expect(name, want)
+    return lambda: tmap._load(name).reshape(entry.shape)
 
 
 def dbrx_experts(tmap: TensorMap, layer: int) -> list[tuple[Loader, Loader, Loader]]:
