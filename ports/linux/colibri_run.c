@@ -449,6 +449,7 @@ static int open_session(const run_options *o, run_session *s)
     }
     if (rc == 0 && o->stats) {
         s->port.route = colibri_run_count_route;
+        s->port.attention_route = colibri_run_count_attention_route;
         s->port.route_ctx = &s->experts;
     }
     return rc;

@@ -9,14 +9,16 @@
 
 int colibri_run_counts_alloc(expert_counts *c, const colibri_model *model)
 {
-    c->counts = NULL;
+    size_t cells = (size_t)model->hp.n_layers * model->hp.n_experts;
+    c->counts = c->attention = NULL;
     c->n_layers = model->hp.n_layers;
     c->n_experts = model->hp.n_experts;
     if (c->n_experts == 0) {
         return 0;
     }
-    c->counts = (uint64_t *)calloc((size_t)c->n_layers * c->n_experts, sizeof(uint64_t));
-    if (c->counts == NULL) {
+    c->counts = (uint64_t *)calloc(cells, sizeof(uint64_t));
+    c->attention = (uint64_t *)calloc(cells, sizeof(uint64_t)); /* stays 0 but for JetMoE */
+    if (c->counts == NULL || c->attention == NULL) {
         fprintf(stderr, PROG ": error: cannot allocate memory for expert counts\n");
         return -1;
     }
@@ -26,33 +28,52 @@ int colibri_run_counts_alloc(expert_counts *c, const colibri_model *model)
 void colibri_run_counts_free(expert_counts *c)
 {
     free(c->counts);
-    c->counts = NULL;
+    free(c->attention);
+    c->counts = c->attention = NULL;
+}
+
+static void count_choices(const expert_counts *c, uint64_t *counts, uint32_t layer,
+                          uint32_t n_choices, const uint32_t *experts)
+{
+    uint32_t i;
+    if (counts == NULL || layer >= c->n_layers) {
+        return;
+    }
+    for (i = 0; i < n_choices; i++) {
+        if (experts[i] < c->n_experts) {
+            counts[(size_t)layer * c->n_experts + experts[i]]++;
+        }
+    }
 }
 
 void colibri_run_count_route(void *ctx, uint32_t layer, uint32_t pos, uint32_t n_tokens,
                              uint32_t top_k, const uint32_t *experts, const float *weights)
 {
-    expert_counts *c = (expert_counts *)ctx;
-    uint32_t i;
+    const expert_counts *c = (const expert_counts *)ctx;
     (void)pos;
     (void)weights;
-    if (c->counts == NULL || layer >= c->n_layers) {
-        return;
-    }
-    for (i = 0; i < n_tokens * top_k; i++) {
-        if (experts[i] < c->n_experts) {
-            c->counts[(size_t)layer * c->n_experts + experts[i]]++;
-        }
-    }
+    count_choices(c, c->counts, layer, n_tokens * top_k, experts);
 }
 
-/* One line per MoE layer: how many tokens each expert took (dense layers,
- * which route nothing, print no line). */
-static void print_expert_counts(const colibri_model *model, const expert_counts *c)
+void colibri_run_count_attention_route(void *ctx, uint32_t layer, uint32_t pos, uint32_t n_tokens,
+                                       uint32_t top_k, const uint32_t *experts,
+                                       const float *weights)
+{
+    const expert_counts *c = (const expert_counts *)ctx;
+    (void)pos;
+    (void)weights;
+    count_choices(c, c->attention, layer, n_tokens * top_k, experts);
+}
+
+/* One line per layer that routed: how many tokens each expert took (dense
+ * layers, which route nothing, print no line), under `what` ("experts", or
+ * "attention-experts" for the attention experts). */
+static void print_counts(const colibri_model *model, const expert_counts *c, const uint64_t *counts,
+                         const char *what)
 {
     uint32_t l, e;
-    for (l = 0; c->counts != NULL && l < c->n_layers; l++) {
-        const uint64_t *row = c->counts + (size_t)l * c->n_experts;
+    for (l = 0; counts != NULL && l < c->n_layers; l++) {
+        const uint64_t *row = counts + (size_t)l * c->n_experts;
         uint64_t routed = 0;
         for (e = 0; e < c->n_experts; e++) {
             routed += row[e];
@@ -60,8 +81,8 @@ static void print_expert_counts(const colibri_model *model, const expert_counts 
         if (routed == 0) {
             continue;
         }
-        fprintf(stderr, PROG ": experts: layer=%u top_k=%u routed=%llu counts=", l, model->hp.top_k,
-                (unsigned long long)routed);
+        fprintf(stderr, PROG ": %s: layer=%u top_k=%u routed=%llu counts=", what, l,
+                model->hp.top_k, (unsigned long long)routed);
         for (e = 0; e < c->n_experts; e++) {
             fprintf(stderr, e == 0 ? "%llu" : ",%llu", (unsigned long long)row[e]);
         }
@@ -190,5 +211,6 @@ void colibri_run_print_stats(const run_options *o, const colibri_linux_mapping *
 {
     print_summary(o, map, model, ctx, state_bytes, scratch_bytes, t);
     colibri_run_experts_report(o, &t->experts, t->n_steps);
-    print_expert_counts(model, c);
+    print_counts(model, c, c->attention, "attention-experts");
+    print_counts(model, c, c->counts, "experts");
 }

@@ -15,9 +15,11 @@
 
 /* Expert use per layer for --stats: counts[layer * n_experts + e] is how
  * many tokens the router sent to expert e of layer (the port's router
- * observer, colibri_port.route, fills it). */
+ * observer, colibri_port.route, fills it); attention[] the same for the
+ * attention experts (format 1.11, JetMoE: colibri_port.attention_route). */
 typedef struct expert_counts {
     uint64_t *counts; /* NULL until the model's shape is known */
+    uint64_t *attention;
     uint32_t n_layers, n_experts;
 } expert_counts;
 
@@ -34,9 +36,13 @@ typedef struct run_timing {
 int colibri_run_counts_alloc(expert_counts *c, const colibri_model *model);
 void colibri_run_counts_free(expert_counts *c);
 
-/* The router observer (colibri_port.route) that fills an expert_counts. */
+/* The router observers (colibri_port.route and attention_route) that fill
+ * an expert_counts. */
 void colibri_run_count_route(void *ctx, uint32_t layer, uint32_t pos, uint32_t n_tokens,
                              uint32_t top_k, const uint32_t *experts, const float *weights);
+void colibri_run_count_attention_route(void *ctx, uint32_t layer, uint32_t pos, uint32_t n_tokens,
+                                       uint32_t top_k, const uint32_t *experts,
+                                       const float *weights);
 
 /* The report: the model, kernels and threads, sizes, timings, then one line
  * per MoE layer with each expert's count. Sorts t->step_ns. */

@@ -128,8 +128,9 @@ uint32_t colibri_version(void);
  *   version 2: + parallel_for, kernels
  *   version 3: + route, route_ctx
  *   version 4: + expert_acquire, expert_release, experts_chosen
+ *   version 5: + attention_route
  */
-#define COLIBRI_PORT_VERSION 4
+#define COLIBRI_PORT_VERSION 5
 
 /* The most expert blocks a forward pass holds at once (expert_acquire). */
 #define COLIBRI_EXPERTS_HELD 2u
@@ -194,6 +195,11 @@ typedef struct colibri_port {
      * order they will be acquired, so the port can read the later ones while
      * the first computes. Runs on the calling thread. NULL: none. */
     void (*experts_chosen)(void *ctx, uint32_t layer, const uint32_t *experts, uint32_t count);
+    /* (optional, version 5) the router observer of the attention experts
+     * (format 1.11, JetMoE's mixture of attention heads): called as route,
+     * with route_ctx, once per layer and chunk after the attention's router
+     * chose (before the layer's FFN), top_k experts a token. NULL: none. */
+    colibri_route_fn attention_route;
 } colibri_port;
 
 /* ---------------------------------------------------------------------------
@@ -315,8 +321,10 @@ typedef struct colibri_hparams {
     float rms_eps;
     float rope_theta;
     uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o, 4 LM head, 5 sinks, 6 router logits,
-                         * 7 experts */
-    uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head, 3 per head after RoPE */
+                         * 7 experts, 8 output gate, 9 attention experts, 10 MoE
+                         * output bias */
+    uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head, 3 per head after RoPE,
+                         * 4 per head without weights after RoPE */
     uint32_t tie_embeddings;
     uint32_t router_score; /* 0 softmax then top-k; 1 sigmoid, selection on score + bias
                             * (DeepSeek-V3); 2 top-k of the logits, softmax over the k;

@@ -72,7 +72,7 @@ static matrix_ref rows_from(matrix_ref w, uint32_t first, uint32_t cols)
  * which the FFN routes over later), the query heads of expert slot s from
  * that expert's rows of ATTN_Q; k and v shared. */
 static void expert_queries(const colibri_model *m, const layer_view *layer, workspace *ws,
-                           uint32_t n)
+                           uint32_t n, uint32_t layer_index, uint32_t pos)
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t h = hp->hidden_size, e = hp->n_experts, k = hp->top_k;
@@ -83,6 +83,7 @@ static void expert_queries(const colibri_model *m, const layer_view *layer, work
         float *weight = ws->topk_w + (size_t)t * k;
         colibri_router_top_k(ws->router + (size_t)t * e, e, k, idx, weight);
         m->kernels.softmax(weight, k);
+        colibri_router_sort_by_expert(idx, weight, k); /* slots by expert, as route reports */
         for (uint32_t s = 0; s < k; s++) {
             colibri_linear(m, ws->q + (size_t)t * q_dim + s * kv_dim, kv_dim,
                            rows_from(layer->wq, idx[s] * kv_dim, h), ws->xn + (size_t)t * h, kv_dim,
@@ -91,6 +92,9 @@ static void expert_queries(const colibri_model *m, const layer_view *layer, work
     }
     project(m, ws->k, layer->wk, layer->bk, ws->xn, kv_dim, h, n, ws->xq);
     project(m, ws->v, layer->wv, layer->bv, ws->xn, kv_dim, h, n, ws->xq);
+    if (m->port.attention_route != NULL) {
+        m->port.attention_route(m->port.route_ctx, layer_index, pos, n, k, ws->topk_i, ws->topk_w);
+    }
 }
 
 /* Each slot's heads through its expert's rows of ATTN_O, weighted by the
@@ -328,7 +332,7 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
 
     int experts = (hp->attn_bias & BIAS_ATTN_EXPERTS) != 0u;
     if (experts) {
-        expert_queries(m, layer, ws, n);
+        expert_queries(m, layer, ws, n, layer_index, state->pos);
     } else {
         project_qkv(m, layer, ws, n);
     }

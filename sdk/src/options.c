@@ -38,6 +38,9 @@ static void port_copy(colibri_port *out, const colibri_port *in)
         out->expert_release = in->expert_release;
         out->experts_chosen = in->experts_chosen;
     }
+    if (in->version >= 5u) {
+        out->attention_route = in->attention_route;
+    }
 }
 
 #define KERNEL_SLOT(out, chosen, slot)                                                             \

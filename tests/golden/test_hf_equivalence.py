@@ -155,21 +155,43 @@ def test_llama4_temperature_is_reached(converted):
     assert np.abs(untuned - base).max() > 1000 * TOLERANCE
 
 
-def test_jetmoe_attention_experts_are_routed(converted):
-    """Guards the JetMoE test model: its attention router sends tokens to at least
-    three different attention experts first, and each token's pair differs often
-    enough that matching transformers checks which experts' q and o are used."""
-    model, _ = converted("jetmoe")
+def _stats_counts(stderr: str, topic: str) -> dict[int, list[int]]:
+    """colibri-run --stats' per-layer counts of `topic` (experts, attention-experts)."""
+    out = {}
+    for line in stderr.splitlines():
+        if f": {topic}: layer=" in line:
+            fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+            out[int(fields["layer"])] = [int(v) for v in fields["counts"].split(",")]
+    return out
+
+
+def test_jetmoe_attention_experts_are_routed_and_reported(converted, colibri_run):
+    """JetMoE's attention router sends tokens to at least three attention experts
+    (so matching transformers checks which experts' q and o are used), and
+    colibri-run --stats counts each layer's attention-expert and MoE-expert choices
+    as transformers' routers make them (the port's attention_route and route)."""
+    import subprocess
+
+    model, image = converted("jetmoe")
     ids = _ids(model, 40, seed=7)
-    pairs = []
+    want = {"attention-experts": {}, "experts": {}}
 
-    def note(module, args, output):
-        logits = output[4]
-        pairs.extend(tuple(sorted(row)) for row in logits.topk(2, dim=-1).indices.tolist())
+    def note(topic, layer):
+        def hook(module, args, output):
+            chosen = output[4].topk(module.top_k, dim=-1).indices.flatten()
+            want[topic][layer] = np.bincount(chosen.numpy(), minlength=module.num_experts).tolist()
+        return hook
 
-    hooks = [layer.self_attention.experts.router.register_forward_hook(note)
-             for layer in model.model.layers]
+    layers = model.model.layers
+    hooks = [layer.self_attention.experts.router.register_forward_hook(note("attention-experts", i))
+             for i, layer in enumerate(layers)]
+    hooks += [layer.mlp.router.register_forward_hook(note("experts", i)) for i, layer in enumerate(layers)]
     _hf_logits(model, ids)
     for hook in hooks:
         hook.remove()
-    assert len({p[0] for p in pairs}) >= 3 and len(set(pairs)) >= 4
+    assert all(sum(1 for c in row if c) >= 3 for row in want["attention-experts"].values())
+    done = subprocess.run([str(colibri_run), str(image), "--ids", ",".join(map(str, ids)),
+                           "--context", "64", "--stats"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for topic, counts in want.items():
+        assert _stats_counts(done.stderr, topic) == counts, topic

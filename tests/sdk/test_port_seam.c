@@ -197,6 +197,14 @@ int main(int argc, char **argv)
     memset(&g_routes, 0, sizeof g_routes);
     CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK && model.port.route == NULL);
     CHECK(run(&model, got) == 0 && g_routes.calls == 0);
+    /* Version 5's attention observer: a version-4 port's slot is never read. */
+    colibri_port v4 = {.version = 4, .attention_route = log_route, .route_ctx = &g_routes};
+    options.port = &v4;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK &&
+          model.port.attention_route == NULL);
+    v4.version = 5;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK &&
+          model.port.attention_route == log_route);
 
     free(ref);
     free(got);

@@ -44,7 +44,7 @@ from . import engine_experts
 from .engine_experts import ExpertCache
 
 C_VERSION_NUMBER = 100  # COLIBRI_VERSION_NUMBER this binding mirrors (0.1.0)
-PORT_VERSION = 4        # COLIBRI_PORT_VERSION of the colibri_port mirrored here
+PORT_VERSION = 5        # COLIBRI_PORT_VERSION of the colibri_port mirrored here
 LIB_ENV = "COLIBRI_LIB"
 LIB_NAME = "libcolibri_linux.so"
 DEFAULT_CONTEXT = 2048  # colibri-run's default (docs/linux.md)
@@ -112,7 +112,7 @@ class Port(ctypes.Structure):
     _fields_ = [("version", _u32), ("ticks", _ptr), ("prefetch", _ptr), ("ctx", _ptr),
                 ("parallel_for", _ptr), ("kernels", ctypes.POINTER(Kernels)),
                 ("route", ROUTE_FN), ("route_ctx", _ptr), ("expert_acquire", _ptr),
-                ("expert_release", _ptr), ("experts_chosen", _ptr)]
+                ("expert_release", _ptr), ("experts_chosen", _ptr), ("attention_route", ROUTE_FN)]
 
 
 class Model(ctypes.Structure):
