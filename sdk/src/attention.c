@@ -5,7 +5,6 @@
 #include "kernels.h"
 #include "colibri_math.h"
 #include "linear.h"
-#include "router.h"
 
 /* One projection (colibri_linear, then the bias). */
 static void project(const colibri_model *m, float *out, matrix_ref w, const float *bias,
@@ -56,67 +55,6 @@ static void project_qkv(const colibri_model *m, const layer_view *layer, workspa
         clamp_values(ws->q, (size_t)n * q_dim, hp->qkv_clip);
         clamp_values(ws->k, (size_t)n * kv_dim, hp->qkv_clip);
         clamp_values(ws->v, (size_t)n * kv_dim, hp->qkv_clip);
-    }
-}
-
-/* Rows first .. of a float32 matrix of `cols` columns (an attention
- * expert's part of the stacked ATTN_Q or ATTN_O). */
-static matrix_ref rows_from(matrix_ref w, uint32_t first, uint32_t cols)
-{
-    w.data = (const float *)w.data + (size_t)first * cols;
-    return w;
-}
-
-/* JetMoE's mixture of attention heads: each token's top_k attention experts
- * (the k largest router logits, softmax over the k, into topk_i / topk_w,
- * which the FFN routes over later), the query heads of expert slot s from
- * that expert's rows of ATTN_Q; k and v shared. */
-static void expert_queries(const colibri_model *m, const layer_view *layer, workspace *ws,
-                           uint32_t n, uint32_t layer_index, uint32_t pos)
-{
-    const colibri_hparams *hp = &m->hp;
-    uint32_t h = hp->hidden_size, e = hp->n_experts, k = hp->top_k;
-    uint32_t kv_dim = hp->n_kv_heads * hp->head_dim, q_dim = k * kv_dim;
-    colibri_linear(m, ws->router, e, layer->attn_router, ws->xn, e, h, n, ws->xq);
-    for (uint32_t t = 0; t < n; t++) {
-        uint32_t *idx = ws->topk_i + (size_t)t * k;
-        float *weight = ws->topk_w + (size_t)t * k;
-        colibri_router_top_k(ws->router + (size_t)t * e, e, k, idx, weight);
-        m->kernels.softmax(weight, k);
-        colibri_router_sort_by_expert(idx, weight, k); /* slots by expert, as route reports */
-        for (uint32_t s = 0; s < k; s++) {
-            colibri_linear(m, ws->q + (size_t)t * q_dim + s * kv_dim, kv_dim,
-                           rows_from(layer->wq, idx[s] * kv_dim, h), ws->xn + (size_t)t * h, kv_dim,
-                           h, 1u, ws->xq);
-        }
-    }
-    project(m, ws->k, layer->wk, layer->bk, ws->xn, kv_dim, h, n, ws->xq);
-    project(m, ws->v, layer->wv, layer->bv, ws->xn, kv_dim, h, n, ws->xq);
-    if (m->port.attention_route != NULL) {
-        m->port.attention_route(m->port.route_ctx, layer_index, pos, n, k, ws->topk_i, ws->topk_w);
-    }
-}
-
-/* Each slot's heads through its expert's rows of ATTN_O, weighted by the
- * slot's gate and summed in slot order (into xg's first row, free until
- * the FFN), then ATTN_O_BIAS. */
-static void expert_outputs(const colibri_model *m, const layer_view *layer, workspace *ws,
-                           uint32_t n)
-{
-    const colibri_hparams *hp = &m->hp;
-    uint32_t h = hp->hidden_size, k = hp->top_k, kv_dim = hp->n_kv_heads * hp->head_dim;
-    for (uint32_t t = 0; t < n; t++) {
-        float *out = ws->ffn_out + (size_t)t * h;
-        memset(out, 0, h * sizeof(float));
-        for (uint32_t s = 0; s < k; s++) {
-            colibri_linear(m, ws->xg, h,
-                           rows_from(layer->wo, ws->topk_i[(size_t)t * k + s] * h, kv_dim),
-                           ws->attn + ((size_t)t * k + s) * kv_dim, h, kv_dim, 1u, ws->xq);
-            m->kernels.add_scaled(out, ws->xg, ws->topk_w[(size_t)t * k + s], h);
-        }
-        if (layer->bo != NULL) {
-            m->kernels.add(out, layer->bo, h);
-        }
     }
 }
 
@@ -332,7 +270,9 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
 
     int experts = (hp->attn_bias & BIAS_ATTN_EXPERTS) != 0u;
     if (experts) {
-        expert_queries(m, layer, ws, n, layer_index, state->pos);
+        colibri_expert_queries(m, layer, ws, n, layer_index, state->pos);
+        project(m, ws->k, layer->wk, layer->bk, ws->xn, kv_dim, hp->hidden_size, n, ws->xq);
+        project(m, ws->v, layer->wv, layer->bv, ws->xn, kv_dim, hp->hidden_size, n, ws->xq);
     } else {
         project_qkv(m, layer, ws, n);
     }
@@ -351,7 +291,7 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
         gate_output(m, layer, ws, n);
     }
     if (experts) {
-        expert_outputs(m, layer, ws, n);
+        colibri_expert_outputs(m, layer, ws, n);
         return;
     }
     project(m, ws->ffn_out, layer->wo, layer->bo, ws->attn, hp->hidden_size, q_dim, n, ws->xq);

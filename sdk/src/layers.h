@@ -18,6 +18,20 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
 void colibri_mla_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
                          colibri_state *state, workspace *ws, uint32_t n);
 
+/* Attention experts (format 1.11, JetMoE; attention_experts.c): each token's
+ * top_k by the ATTN_ROUTER logits, a softmax over the k, into ws->topk_i
+ * and ws->topk_w (slots by ascending expert; the FFN routes over them
+ * later), told to the port's attention_route; slot s's query heads (row t
+ * of ws->q, from s * K on) from its expert's rows of ATTN_Q. */
+void colibri_expert_queries(const colibri_model *m, const layer_view *layer, workspace *ws,
+                            uint32_t n, uint32_t layer_index, uint32_t pos);
+
+/* Their output into ws->ffn_out: each slot's heads (ws->attn) through its
+ * expert's rows of ATTN_O, times its weight, summed by slot (through xg's
+ * first row, free until the FFN), then ATTN_O_BIAS. */
+void colibri_expert_outputs(const colibri_model *m, const layer_view *layer, workspace *ws,
+                            uint32_t n);
+
 /* Feed-forward block (dense or MoE) of layer l: reads ws->xn, writes
  * ws->ffn_sum. COLIBRI_E_EXPERT_UNAVAILABLE when the port cannot give a
  * routed expert's block (ws->ffn_sum then holds no result). */
