@@ -99,6 +99,9 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     def sliding(window: int, attn_kind: int = 0):  # format 1.6: flag, window, layer 0's kind
         return set_all((28, "I", 4), (212, "I", window), (HEADER + 12, "I", attn_kind))
 
+    def attn_bias_with(bits: int):  # the record's attn_bias with more bits set
+        return set_at(116, "I", get(v, 116, "I") | bits)
+
     def temperature(floor: float, scale: float):  # format 1.11: Llama 4's temperature
         return set_all((248, "f", floor), (252, "f", scale))
 
@@ -220,28 +223,22 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "clamped_swiglu_alpha_nan": (edited(v, swiglu(1, 7.0, float("nan"))),
                                      init(BAD_HYPERPARAMS)),
         "swiglu_limit_without_clamp": (edited(v, swiglu(0, 7.0, 0.0)), init(BAD_HYPERPARAMS)),
-        "sinks_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 32)),
-                          init(BAD_LAYER_TABLE)),
-        "router_logit_bias_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 64)),
-                                      init(BAD_LAYER_TABLE)),
-        "expert_biases_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 128)),
-                                  init(BAD_LAYER_TABLE)),
+        "sinks_missing": (edited(v, attn_bias_with(32)), init(BAD_LAYER_TABLE)),
+        "router_logit_bias_missing": (edited(v, attn_bias_with(64)), init(BAD_LAYER_TABLE)),
+        "expert_biases_missing": (edited(v, attn_bias_with(128)), init(BAD_LAYER_TABLE)),
         # Format 1.2 (PhiMoE): norm_kind 1, router_score 3 with its jitter, attn_bias bit 4.
         "unknown_norm_kind": (edited(v, set_at(160, "I", 4)), init(UNSUPPORTED_ARCH)),
-        # Format 1.11 (DBRX, AFMoE): the q/k/v clamp, the output gate, the norms after.
+        # Format 1.11 (DBRX, AFMoE, Llama 4, JetMoE): the q/k/v clamp, the output gate, the
+        # temperature, attention experts, the MoE output bias, chunks, the new kinds.
         "qkv_clip_negative": (edited(v, set_at(244, "f", -1.0)), init(BAD_HYPERPARAMS)),
         "qkv_clip_negative_zero": (edited(v, set_at(244, "I", 0x80000000)),
                                    init(BAD_HYPERPARAMS)),
         "qkv_clip_nan": (edited(v, set_at(244, "I", 0x7FC00000)), init(BAD_HYPERPARAMS)),
         "qkv_clip_huge": (edited(v, set_at(244, "f", 1e6)), init(BAD_HYPERPARAMS)),
-        "attn_gate_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 256)),
-                              init(BAD_LAYER_TABLE)),
-        "attention_experts_heads_mismatch": (edited(v, set_at(116, "I", get(v, 116, "I") | 512)),
-                                             init(BAD_HYPERPARAMS)),
-        "moe_out_bias_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 1024)),
-                                 init(BAD_LAYER_TABLE)),
-        "attn_bias_bit_11": (edited(v, set_at(116, "I", get(v, 116, "I") | 2048)),
-                             init(BAD_HYPERPARAMS)),
+        "attn_gate_missing": (edited(v, attn_bias_with(256)), init(BAD_LAYER_TABLE)),
+        "attention_experts_heads_mismatch": (edited(v, attn_bias_with(512)), init(BAD_HYPERPARAMS)),
+        "moe_out_bias_missing": (edited(v, attn_bias_with(1024)), init(BAD_LAYER_TABLE)),
+        "attn_bias_bit_11": (edited(v, attn_bias_with(2048)), init(BAD_HYPERPARAMS)),
         "temperature_floor_without_scale": (edited(v, set_at(248, "f", 8192.0)),
                                             init(BAD_HYPERPARAMS)),
         "temperature_scale_without_floor": (edited(v, set_at(252, "f", 0.1)),
@@ -257,8 +254,7 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "attn_kind_4": (edited(v, sliding(8, attn_kind=4)), init(BAD_LAYER_TABLE)),
         "post_norms_missing": (edited(v, set_at(160, "I", 3)), init(BAD_LAYER_TABLE)),
         "layer_norm_without_biases": (edited(v, set_at(160, "I", 1)), init(BAD_LAYER_TABLE)),
-        "lm_head_bias_missing": (edited(v, set_at(116, "I", get(v, 116, "I") | 16)),
-                                 init(BAD_LAYER_TABLE)),
+        "lm_head_bias_missing": (edited(v, attn_bias_with(16)), init(BAD_LAYER_TABLE)),
         "jitter_without_sparsemixer": (edited(v, set_at(180, "f", 0.01)),
                                        init(UNSUPPORTED_ROUTER)),
         "jitter_negative_zero": (edited(v, set_at(180, "I", 0x80000000)),
