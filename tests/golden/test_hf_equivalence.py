@@ -168,8 +168,9 @@ def _stats_counts(stderr: str, topic: str) -> dict[int, list[int]]:
 def test_jetmoe_attention_experts_are_routed_and_reported(converted, colibri_run):
     """JetMoE's attention router sends tokens to at least three attention experts
     (so matching transformers checks which experts' q and o are used), and
-    colibri-run --stats counts each layer's attention-expert and MoE-expert choices
-    as transformers' routers make them (the port's attention_route and route)."""
+    colibri-run --stats and the Python binding's routes count each layer's
+    attention-expert and MoE-expert choices as transformers' routers make them
+    (the port's attention_route and route)."""
     import subprocess
 
     model, image = converted("jetmoe")
@@ -195,3 +196,10 @@ def test_jetmoe_attention_experts_are_routed_and_reported(converted, colibri_run
     assert done.returncode == 0, done.stderr
     for topic, counts in want.items():
         assert _stats_counts(done.stderr, topic) == counts, topic
+    from colibri_tools.runtime.engine import Engine  # the Python binding's routes too
+
+    with Engine(image, threads=2, batch=4, routes=True) as engine:
+        engine.forward(ids)
+        assert {i: row.tolist() for i, row in enumerate(engine.routes.attention)} == \
+            want["attention-experts"]
+        assert {i: row.tolist() for i, row in enumerate(engine.routes.counts)} == want["experts"]

@@ -33,7 +33,6 @@ import ctypes.util
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +41,7 @@ from ..errors import ColibriError
 from ..image.status import Status
 from . import engine_experts
 from .engine_experts import ExpertCache
+from .engine_routes import Routes
 
 C_VERSION_NUMBER = 100  # COLIBRI_VERSION_NUMBER this binding mirrors (0.1.0)
 PORT_VERSION = 5        # COLIBRI_PORT_VERSION of the colibri_port mirrored here
@@ -265,18 +265,6 @@ def _aligned(nbytes: int, dtype=np.uint8) -> np.ndarray:
     return raw[start:start + nbytes].view(dtype)
 
 
-@dataclass(frozen=True)
-class Routes:
-    """What the router chose, recorded through the port's observer (port
-    version 3): counts[layer, expert] tokens routed; experts/weights[pos,
-    layer, j] the j-th expert of position pos (ascending; -1 where nothing
-    was recorded: dense layers, positions not yet run)."""
-
-    counts: np.ndarray   # int64 [n_layers, n_experts]
-    experts: np.ndarray  # int32 [context, n_layers, top_k]
-    weights: np.ndarray  # float32 [context, n_layers, top_k]
-
-
 class Engine:
     """A model image mapped and initialised, with its own KV state, scratch,
     thread pool and logits buffer (module docstring)."""
@@ -350,7 +338,9 @@ class Engine:
                                   code=1)
             self._port_struct.kernels = table
         self._route_fn = ROUTE_FN(self._on_route) if routes else ROUTE_FN()
+        self._attention_route_fn = ROUTE_FN(self._on_attention_route) if routes else ROUTE_FN()
         self._port_struct.route = self._route_fn
+        self._port_struct.attention_route = self._attention_route_fn
 
     def _open(self, context, threads, batch, kernels, mlock, preload, verify, fingerprint,
               routes, lock) -> None:
@@ -401,10 +391,7 @@ class Engine:
             raise self._fail("cannot set up the KV state", status)
         self.routes: Routes | None = None
         if routes:
-            k = max(hp.top_k, 1)
-            self.routes = Routes(np.zeros((hp.n_layers, max(hp.n_experts, 1)), np.int64),
-                                 np.full((self.context, hp.n_layers, k), -1, np.int32),
-                                 np.zeros((self.context, hp.n_layers, k), np.float32))
+            self.routes = Routes.sized(hp.n_layers, hp.n_experts, hp.top_k, self.context)
 
     def _open_experts(self, budget, slots, io_threads, verify, policy, fingerprint) -> None:
         """The expert cache (docs/linux.md, Models larger than memory): sized by the
@@ -440,12 +427,10 @@ class Engine:
             raise self._fail("cannot load the model with the expert cache", status)
 
     def _on_route(self, _ctx, layer, pos, n_tokens, top_k, experts, weights) -> None:
-        r = self.routes
-        chosen = np.ctypeslib.as_array(experts, shape=(n_tokens, top_k))
-        np.add.at(r.counts[layer], chosen.ravel(), 1)
-        r.experts[pos:pos + n_tokens, layer, :top_k] = chosen
-        r.weights[pos:pos + n_tokens, layer, :top_k] = np.ctypeslib.as_array(
-            weights, shape=(n_tokens, top_k))
+        self.routes.record(layer, pos, n_tokens, top_k, experts, weights)
+
+    def _on_attention_route(self, _ctx, layer, _pos, n_tokens, top_k, experts, _weights) -> None:
+        self.routes.record_attention(layer, n_tokens, top_k, experts)
 
     # -- what the model is ---------------------------------------------------------------
 

@@ -329,11 +329,12 @@ def stats_lines(session: Session, result: Generation) -> list[str]:
     else:
         lines.append("decode: steps=0")
     lines.append(f"generate: tokens={len(result.ids)} stop={result.stop}")
-    if e.routes is not None:
-        for layer, row in enumerate(e.routes.counts):
-            if row.sum():
-                lines.append(f"experts: layer={layer} top_k={hp['top_k']} routed={row.sum()} "
-                             f"counts={','.join(map(str, row.tolist()))}")
+    if e.routes is not None:  # as colibri-run's: attention experts (JetMoE) first
+        for topic, counts in (("attention-experts", e.routes.attention),
+                              ("experts", e.routes.counts)):
+            lines += [f"{topic}: layer={layer} top_k={hp['top_k']} routed={row.sum()} "
+                      f"counts={','.join(map(str, row.tolist()))}"
+                      for layer, row in enumerate(counts) if row.sum()]
     return [f"{PROG}: {line}" for line in lines]
 
 

@@ -1,0 +1,46 @@
+"""What the core's routers chose, recorded through the port's observers
+(docs/core.md, Watching the router): the FFN's route (port version 3) and the
+attention experts' attention_route (port version 5, JetMoE). The engine
+(engine.py) installs both when asked for routes."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Routes:
+    """counts[layer, expert] tokens routed; experts/weights[pos, layer, j] the
+    j-th expert of position pos (ascending; -1 where nothing was recorded: dense
+    layers, positions not yet run); attention[layer, expert] the tokens each
+    attention expert took (all zero but for a model with attention experts)."""
+
+    counts: np.ndarray     # int64 [n_layers, n_experts]
+    experts: np.ndarray    # int32 [context, n_layers, top_k]
+    weights: np.ndarray    # float32 [context, n_layers, top_k]
+    attention: np.ndarray  # int64 [n_layers, n_experts]
+
+    @classmethod
+    def sized(cls, n_layers: int, n_experts: int, top_k: int, context: int) -> Routes:
+        k, e = max(top_k, 1), max(n_experts, 1)
+        return cls(np.zeros((n_layers, e), np.int64), np.full((context, n_layers, k), -1, np.int32),
+                   np.zeros((context, n_layers, k), np.float32), np.zeros((n_layers, e), np.int64))
+
+    def record(self, layer: int, pos: int, n_tokens: int, top_k: int,
+               experts: ctypes.POINTER(ctypes.c_uint32),
+               weights: ctypes.POINTER(ctypes.c_float)) -> None:
+        """The FFN router's choices for positions pos .. pos + n_tokens - 1."""
+        chosen = np.ctypeslib.as_array(experts, shape=(n_tokens, top_k))
+        np.add.at(self.counts[layer], chosen.ravel(), 1)
+        self.experts[pos:pos + n_tokens, layer, :top_k] = chosen
+        self.weights[pos:pos + n_tokens, layer, :top_k] = np.ctypeslib.as_array(
+            weights, shape=(n_tokens, top_k))
+
+    def record_attention(self, layer: int, n_tokens: int, top_k: int,
+                         experts: ctypes.POINTER(ctypes.c_uint32)) -> None:
+        """The attention experts' router's choices (counted only)."""
+        chosen = np.ctypeslib.as_array(experts, shape=(n_tokens, top_k))
+        np.add.at(self.attention[layer], chosen.ravel(), 1)
