@@ -334,6 +334,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 1e4},
         "moe_topk": [2, 2]}),
     # MiniMax-M2's rotary_dim as its checkpoints write it (4 of 10 dimensions).
+    # AFMoE without shared experts (transformers keeps an MLP of width 0).
+    "afmoe_unshared": ("afmoe", {"num_shared_experts": 0}),
     # DBRX's released clamp (8: never reached here), no renormalisation, top-1, MQA.
     # (transformers 5.24 cannot run clip_qkv null: torch.clamp gets two Nones.)
     "dbrx_plain": ("dbrx", {"attn_config": {"kv_n_heads": 1, "clip_qkv": 8.0, "rope_theta": 1e4},
@@ -360,6 +362,8 @@ def _normal(shape: tuple[int, ...], std: float, gen: torch.Generator) -> torch.T
 
 def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -> torch.Tensor:
     shape = tuple(p.shape)
+    if 0 in shape:  # an MLP of width 0 (AFMoE without shared experts)
+        return p.detach().clone()
     if name.endswith(("embed_tokens.weight", "wte.weight")):
         return _normal(shape, 1.0, gen)
     if name.endswith("self_attn.sinks"):

@@ -357,7 +357,8 @@ class TensorMap:
     def check_all_used(self) -> None:
         ignored = {_GLOBAL_NAMES[Role.LM_HEAD]} if self.spec.record.tie_embeddings else set()
         stray = [n for n in self.ckpt.names() if n not in self.used and n not in ignored
-                 and not n.endswith(_IGNORED_SUFFIXES) and not self._prediction_layer(n)]
+                 and not n.endswith(_IGNORED_SUFFIXES) and not self._prediction_layer(n)
+                 and 0 not in self.ckpt.shape(n)]  # empty: a width of 0 (AFMoE, 0 shared)
         if stray:
             shown = ", ".join(sorted(stray)[:5]) + (" ..." if len(stray) > 5 else "")
             raise CheckpointError(f"{len(stray)} tensor(s) not used by the {self.spec.family} "
