@@ -61,6 +61,8 @@ from transformers import (
     JetMoeForCausalLM,
     Llama4ForCausalLM,
     Llama4TextConfig,
+    LongcatFlashConfig,
+    LongcatFlashForCausalLM,
     MiniMaxM2Config,
     MiniMaxM2ForCausalLM,
     MixtralConfig,
@@ -78,7 +80,8 @@ from transformers import (
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
-            "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe")
+            "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe",
+            "longcat_flash")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -106,6 +109,7 @@ _CLASSES = {
     "afmoe": (AfmoeConfig, AfmoeForCausalLM),
     "llama4_text": (Llama4TextConfig, Llama4ForCausalLM),
     "jetmoe": (JetMoeConfig, JetMoeForCausalLM),
+    "longcat_flash": (LongcatFlashConfig, LongcatFlashForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -256,6 +260,17 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                    kv_channels=10, intermediate_size=12, num_local_experts=5,
                    num_experts_per_tok=2, max_position_embeddings=64, tie_word_embeddings=True,
                    rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # Two decoder layers of two image layers each (a shortcut layer, then a dense one);
+    # MLA with a q LoRA and interleaved RoPE (head_dim = qk_rope_head_dim), its LoRA
+    # scales; 6 experts and 3 zero-computation ones, top-3 of the biased softmax, not
+    # renormalised, routed scaling 6 (the default).
+    "longcat_flash": dict(vocab_size=101, hidden_size=40, num_layers=2, num_attention_heads=4,
+                          ffn_hidden_size=24, expert_ffn_hidden_size=10, q_lora_rank=12,
+                          kv_lora_rank=14, qk_nope_head_dim=6, qk_rope_head_dim=4, head_dim=4,
+                          v_head_dim=8, n_routed_experts=6, zero_expert_num=3, moe_topk=3,
+                          routed_scaling_factor=6.0, max_position_embeddings=64,
+                          rms_norm_eps=1e-5,
+                          rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,
@@ -374,7 +389,8 @@ def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -
         return 1.0 + _normal(shape, 0.2, gen)
     if name.endswith(("mlp.gate.weight", "moe.router.weight", "mlp.router.weight",
                       "mlp.gate.wg.weight", "ffn.router.layer.weight", "router.gate.weight",
-                      "feed_forward.router.weight", "router.layer.weight")):
+                      "feed_forward.router.weight", "router.layer.weight",
+                      "router.classifier.weight")):
         return _normal(shape, ROUTER_GAIN / math.sqrt(hidden), gen)
     if name.endswith("lm_head.weight"):
         return _normal(shape, LM_HEAD_GAIN / math.sqrt(hidden), gen)

@@ -24,7 +24,8 @@ KERNEL_CALLERS = frozenset({
     "group_task", "colibri_parallel_tasks", "head_task", "colibri_mla_forward", "queries",
     "latent_of_token", "latent_head", "mla_head_task", "route_tokens", "expert_block",
     "release_experts", "experts_chosen", "sublayer_input", "add_sublayer", "qk_normalise_token",
-    "gate_output", "colibri_expert_queries", "colibri_expert_outputs",
+    "gate_output", "colibri_expert_queries", "colibri_expert_outputs", "zero_experts",
+    "moe_forward", "dense_ffn",
 })
 
 

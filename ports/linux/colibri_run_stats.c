@@ -10,7 +10,7 @@
 int colibri_run_counts_alloc(expert_counts *c, const colibri_model *model)
 {
     size_t cells = (size_t)model->hp.n_layers * model->hp.n_experts;
-    c->counts = c->attention = NULL;
+    c->counts = c->attention = c->zero = NULL;
     c->n_layers = model->hp.n_layers;
     c->n_experts = model->hp.n_experts;
     if (c->n_experts == 0) {
@@ -18,7 +18,8 @@ int colibri_run_counts_alloc(expert_counts *c, const colibri_model *model)
     }
     c->counts = (uint64_t *)calloc(cells, sizeof(uint64_t));
     c->attention = (uint64_t *)calloc(cells, sizeof(uint64_t)); /* stays 0 but for JetMoE */
-    if (c->counts == NULL || c->attention == NULL) {
+    c->zero = (uint64_t *)calloc(c->n_layers, sizeof(uint64_t));
+    if (c->counts == NULL || c->attention == NULL || c->zero == NULL) {
         fprintf(stderr, PROG ": error: cannot allocate memory for expert counts\n");
         return -1;
     }
@@ -29,10 +30,13 @@ void colibri_run_counts_free(expert_counts *c)
 {
     free(c->counts);
     free(c->attention);
-    c->counts = c->attention = NULL;
+    free(c->zero);
+    c->counts = c->attention = c->zero = NULL;
 }
 
-static void count_choices(const expert_counts *c, uint64_t *counts, uint32_t layer,
+/* Each choice into its expert's count; a zero-computation expert's (index
+ * n_experts on) into *zero when zero is not NULL. */
+static void count_choices(const expert_counts *c, uint64_t *counts, uint64_t *zero, uint32_t layer,
                           uint32_t n_choices, const uint32_t *experts)
 {
     uint32_t i;
@@ -42,6 +46,8 @@ static void count_choices(const expert_counts *c, uint64_t *counts, uint32_t lay
     for (i = 0; i < n_choices; i++) {
         if (experts[i] < c->n_experts) {
             counts[(size_t)layer * c->n_experts + experts[i]]++;
+        } else if (zero != NULL) {
+            zero[layer]++;
         }
     }
 }
@@ -52,7 +58,7 @@ void colibri_run_count_route(void *ctx, uint32_t layer, uint32_t pos, uint32_t n
     const expert_counts *c = (const expert_counts *)ctx;
     (void)pos;
     (void)weights;
-    count_choices(c, c->counts, layer, n_tokens * top_k, experts);
+    count_choices(c, c->counts, c->zero, layer, n_tokens * top_k, experts);
 }
 
 void colibri_run_count_attention_route(void *ctx, uint32_t layer, uint32_t pos, uint32_t n_tokens,
@@ -62,14 +68,15 @@ void colibri_run_count_attention_route(void *ctx, uint32_t layer, uint32_t pos, 
     const expert_counts *c = (const expert_counts *)ctx;
     (void)pos;
     (void)weights;
-    count_choices(c, c->attention, layer, n_tokens * top_k, experts);
+    count_choices(c, c->attention, NULL, layer, n_tokens * top_k, experts);
 }
 
 /* One line per layer that routed: how many tokens each expert took (dense
  * layers, which route nothing, print no line), under `what` ("experts", or
- * "attention-experts" for the attention experts). */
+ * "attention-experts" for the attention experts); with zero-computation
+ * experts (`zero` not NULL) how many choices went to them, apart. */
 static void print_counts(const colibri_model *model, const expert_counts *c, const uint64_t *counts,
-                         const char *what)
+                         const uint64_t *zero, const char *what)
 {
     uint32_t l, e;
     for (l = 0; counts != NULL && l < c->n_layers; l++) {
@@ -78,13 +85,16 @@ static void print_counts(const colibri_model *model, const expert_counts *c, con
         for (e = 0; e < c->n_experts; e++) {
             routed += row[e];
         }
-        if (routed == 0) {
+        if (routed == 0 && (zero == NULL || zero[l] == 0)) {
             continue;
         }
         fprintf(stderr, PROG ": %s: layer=%u top_k=%u routed=%llu counts=", what, l,
                 model->hp.top_k, (unsigned long long)routed);
         for (e = 0; e < c->n_experts; e++) {
             fprintf(stderr, e == 0 ? "%llu" : ",%llu", (unsigned long long)row[e]);
+        }
+        if (zero != NULL) {
+            fprintf(stderr, " zero=%llu", (unsigned long long)zero[l]);
         }
         fputc('\n', stderr);
     }
@@ -115,6 +125,8 @@ static const char *arch_name(uint32_t arch)
     case 20: return "dbrx";
     case 21: return "afmoe";
     case 22: return "llama4_text";
+    case 23: return "jetmoe";
+    case 24: return "longcat_flash";
     default: return "unknown";
     }
 }
@@ -211,6 +223,6 @@ void colibri_run_print_stats(const run_options *o, const colibri_linux_mapping *
 {
     print_summary(o, map, model, ctx, state_bytes, scratch_bytes, t);
     colibri_run_experts_report(o, &t->experts, t->n_steps);
-    print_counts(model, c, c->attention, "attention-experts");
-    print_counts(model, c, c->counts, "experts");
+    print_counts(model, c, c->attention, NULL, "attention-experts");
+    print_counts(model, c, c->counts, model->hp.zero_experts > 0u ? c->zero : NULL, "experts");
 }

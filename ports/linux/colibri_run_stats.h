@@ -20,6 +20,7 @@
 typedef struct expert_counts {
     uint64_t *counts; /* NULL until the model's shape is known */
     uint64_t *attention;
+    uint64_t *zero; /* per layer: picks of zero-computation experts (format 1.12) */
     uint32_t n_layers, n_experts;
 } expert_counts;
 

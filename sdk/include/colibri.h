@@ -49,7 +49,7 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 11
+#define COLIBRI_FORMAT_MINOR 12
 
 /* Largest top_k an image may ask for, and largest max_context. The other
  * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
@@ -306,7 +306,7 @@ typedef struct colibri_hparams {
                     * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
                     * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo,
                     * 16 hunyuan_v1_moe, 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe,
-                    * 20 dbrx, 21 afmoe, 22 llama4 */
+                    * 20 dbrx, 21 afmoe, 22 llama4, 23 jetmoe, 24 longcat_flash */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -393,6 +393,15 @@ typedef struct colibri_hparams {
     float qkv_clip;
     float attn_temp_floor;
     float attn_temp_scale;
+    /* format 1.12 (LongCat-Flash): zero-computation experts beside the
+     * n_experts routed ones: the router scores n_experts + zero_experts, and
+     * a token routed to expert n_experts + z adds its input times its weight
+     * (an identity expert, nothing read). shortcut_layers: how many layers
+     * are FFN_SHORTCUT (a dense FFN and a MoE on its input whose output is
+     * added after the next layer's FFN), from the layer table; the scratch
+     * then holds that output between the two layers. */
+    uint32_t zero_experts;
+    uint32_t shortcut_layers;
 } colibri_hparams;
 
 /*

@@ -300,11 +300,11 @@ static void experts_chosen(const colibri_model *m, uint32_t l, uint32_t n, works
 static void route_tokens(const colibri_model *m, const layer_view *layer, uint32_t n, workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
-    colibri_linear(m, ws->router, hp->n_experts, layer->router, ws->xn, hp->n_experts,
-                   hp->hidden_size, n, ws->xq);
-    add_bias(m, ws->router, layer->router_logit_bias, hp->n_experts, n);
+    uint32_t width = colibri_router_width(hp);
+    colibri_linear(m, ws->router, width, layer->router, ws->xn, width, hp->hidden_size, n, ws->xq);
+    add_bias(m, ws->router, layer->router_logit_bias, width, n);
     for (uint32_t t = 0; t < n; t++) {
-        colibri_router_select(m, ws->router + (size_t)t * hp->n_experts, layer->router_bias,
+        colibri_router_select(m, ws->router + (size_t)t * width, layer->router_bias,
                               ws->topk_i + (size_t)t * hp->top_k,
                               ws->topk_w + (size_t)t * hp->top_k);
     }
@@ -362,20 +362,57 @@ static void shared_expert(const colibri_model *m, const layer_view *layer, uint3
     }
 }
 
+/* The zero-computation experts (format 1.12) each token picked, after its
+ * routed ones and in ascending order as the router sorted them: each adds
+ * the token's input times its weight (an identity expert). */
+static void zero_experts(const colibri_model *m, uint32_t n, workspace *ws)
+{
+    const colibri_hparams *hp = &m->hp;
+    for (uint32_t t = 0; hp->zero_experts > 0u && t < n; t++) {
+        for (uint32_t j = 0; j < hp->top_k; j++) {
+            size_t pick = (size_t)t * hp->top_k + j;
+            if (ws->topk_i[pick] >= hp->n_experts) {
+                m->kernels.add_scaled(ws->ffn_sum + (size_t)t * hp->hidden_size,
+                                      ws->xn + (size_t)t * hp->hidden_size, ws->topk_w[pick],
+                                      hp->hidden_size);
+            }
+        }
+    }
+}
+
+/* The MoE of a layer into ws->ffn_sum: routed experts, zero experts, the
+ * bias after their sum (JetMoE), the shared expert. */
+static colibri_status moe_forward(const colibri_model *m, const layer_view *layer, uint32_t l,
+                                  workspace *ws, uint32_t n)
+{
+    const colibri_hparams *hp = &m->hp;
+    colibri_status status = routed_experts(m, layer, l, n, ws);
+    zero_experts(m, n, ws);
+    add_bias(m, ws->ffn_sum, layer->moe_out_bias, hp->hidden_size, n);
+    if (status == COLIBRI_OK && hp->shared_intermediate > 0) {
+        shared_expert(m, layer, n, ws);
+    }
+    return status;
+}
+
+static void dense_ffn(const colibri_model *m, const layer_view *layer, uint32_t n, workspace *ws)
+{
+    swiglu_mlp(m, layer->dense_gate, layer->dense_up, layer->dense_down, m->hp.dense_intermediate,
+               ws->xn, ws->ffn_sum, n, ws);
+}
+
 colibri_status colibri_ffn_forward(const colibri_model *m, const layer_view *layer, uint32_t l,
                                    workspace *ws, uint32_t n)
 {
-    const colibri_hparams *hp = &m->hp;
-    colibri_status status;
-    if (layer->ffn_kind == FFN_DENSE) {
-        swiglu_mlp(m, layer->dense_gate, layer->dense_up, layer->dense_down, hp->dense_intermediate,
-                   ws->xn, ws->ffn_sum, n, ws);
-        return COLIBRI_OK;
+    colibri_status status = COLIBRI_OK;
+    if (layer->ffn_kind != FFN_DENSE) {
+        status = moe_forward(m, layer, l, ws, n);
     }
-    status = routed_experts(m, layer, l, n, ws);
-    add_bias(m, ws->ffn_sum, layer->moe_out_bias, hp->hidden_size, n); /* JetMoE */
-    if (status == COLIBRI_OK && hp->shared_intermediate > 0) {
-        shared_expert(m, layer, n, ws);
+    if (status == COLIBRI_OK && layer->ffn_kind == FFN_SHORTCUT) {
+        memcpy(ws->shortcut, ws->ffn_sum, (size_t)n * m->hp.hidden_size * sizeof(float));
+    }
+    if (layer->ffn_kind != FFN_MOE) {
+        dense_ffn(m, layer, n, ws);
     }
     return status;
 }

@@ -80,6 +80,17 @@ static void add_sublayer(const colibri_model *m, workspace *ws, const float *out
     add_rows(m, ws->x, out, n);
 }
 
+/* Whether layer l - 1 is a shortcut layer (format 1.12): its MoE output is
+ * added after layer l's FFN, as LongCat-Flash's does after its second. */
+static int follows_shortcut(const colibri_model *m, uint32_t l)
+{
+    if (l == 0u) {
+        return 0;
+    }
+    return colibri_rd_u32(m->layer_table + (size_t)(l - 1u) * IMG_LAYER_ENTRY_SIZE +
+                          LAY_FFN_KIND) == FFN_SHORTCUT;
+}
+
 static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state,
                                     workspace *ws, uint32_t n)
 {
@@ -100,6 +111,9 @@ static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_
     }
     add_sublayer(m, ws, ws->ffn_sum, sublayer_output_norm(m, layer.ffn_norm, layer.ffn_post_norm),
                  n);
+    if (follows_shortcut(m, l)) {
+        add_rows(m, ws->x, ws->shortcut, n);
+    }
     return COLIBRI_OK;
 }
 

@@ -65,6 +65,8 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->qkv_clip = colibri_rd_f32(img + REC_QKV_CLIP);
     hp->attn_temp_floor = colibri_rd_f32(img + REC_ATTN_TEMP_FLOOR);
     hp->attn_temp_scale = colibri_rd_f32(img + REC_ATTN_TEMP_SCALE);
+    hp->zero_experts = colibri_rd_u32(img + HDR_ZERO_EXPERTS);
+    hp->shortcut_layers = 0; /* counted by the layer table check */
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -97,7 +99,7 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_JETMOE) || hp->qk_norm > QK_NORM_L2_ROTATED ||
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_LONGCAT_FLASH) || hp->qk_norm > QK_NORM_L2_ROTATED ||
         hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
@@ -123,8 +125,10 @@ static colibri_status check_ffn(const colibri_hparams *hp)
     int ok =
         hp->dense_intermediate <= MAX_INTERMEDIATE && hp->expert_intermediate <= MAX_INTERMEDIATE &&
         hp->shared_intermediate <= MAX_INTERMEDIATE && hp->n_experts <= MAX_EXPERTS &&
-        hp->top_k <= hp->n_experts && hp->top_k <= COLIBRI_MAX_TOP_K && hp->router_norm_topk <= 1 &&
-        hp->shared_gate <= 1 && (hp->shared_gate == 0 || hp->shared_intermediate > 0);
+        hp->zero_experts <= MAX_EXPERTS - hp->n_experts &&
+        (hp->zero_experts == 0u || hp->n_experts > 0u) && hp->top_k <= colibri_router_width(hp) &&
+        hp->top_k <= COLIBRI_MAX_TOP_K && hp->router_norm_topk <= 1 && hp->shared_gate <= 1 &&
+        (hp->shared_gate == 0 || hp->shared_intermediate > 0);
     return ok ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
 }
 
@@ -168,11 +172,22 @@ static int groups_valid(const colibri_hparams *hp)
            (hp->router_score != ROUTER_SIGMOID || per_group >= 2u);
 }
 
+/* Zero-computation experts (format 1.12) go with the routers that score
+ * every expert alike: softmax (0, 4), sigmoid (1) or top-k softmax (2), in
+ * one group; not beside attention experts, which share n_experts. */
+static int zero_experts_ok(const colibri_hparams *hp)
+{
+    int router =
+        hp->router_score <= ROUTER_TOPK_SOFTMAX || hp->router_score == ROUTER_SOFTMAX_BIASED;
+    return hp->zero_experts == 0u ||
+           (router && hp->n_group == 1u && (hp->attn_bias & BIAS_ATTN_EXPERTS) == 0u);
+}
+
 static colibri_status check_router(const uint8_t *img, const colibri_hparams *hp)
 {
-    if (hp->router_score > ROUTER_TOPK_SIGMOID_INPUT || !router_jitter_ok(img, hp) ||
-        !router_norm_min_ok(img, hp) || !groups_valid(hp) || !positive_finite(hp->routed_scaling) ||
-        hp->routed_scaling > MAX_ROUTED_SCALING) {
+    if (hp->router_score > ROUTER_TOPK_SIGMOID_INPUT || !zero_experts_ok(hp) ||
+        !router_jitter_ok(img, hp) || !router_norm_min_ok(img, hp) || !groups_valid(hp) ||
+        !positive_finite(hp->routed_scaling) || hp->routed_scaling > MAX_ROUTED_SCALING) {
         return COLIBRI_E_UNSUPPORTED_ROUTER;
     }
     return COLIBRI_OK;

@@ -88,14 +88,6 @@ static colibri_status check_integrity(const uint8_t *img, const colibri_options 
     return COLIBRI_OK;
 }
 
-/* Reserved header bytes are zero: a later minor version that gives them a
- * meaning is refused here, not misread (docs/format.md 7). The model record
- * has none left since 1.11. */
-static colibri_status check_reserved(const uint8_t *img)
-{
-    return colibri_rd_u32(img + HDR_RESERVED) == 0u ? COLIBRI_OK : COLIBRI_E_RESERVED;
-}
-
 static void model_fill(colibri_model *m, const uint8_t *img, size_t size,
                        const colibri_options *options)
 {
@@ -131,14 +123,11 @@ static colibri_status init_steps(colibri_model *model, const uint8_t *img, size_
         status = check_integrity(img, options);
     }
     if (status == COLIBRI_OK) {
-        status = check_reserved(img);
-    }
-    if (status == COLIBRI_OK) {
         status = colibri_hparams_decode(img, &model->hp);
     }
     if (status == COLIBRI_OK) {
         model_fill(model, img, size, options);
-        status = colibri_layer_table_check(model);
+        status = colibri_layer_table_check(model, &model->hp.shortcut_layers);
     }
     if (status == COLIBRI_OK) {
         status = colibri_tensor_table_check(model, &model->hp.quantized);

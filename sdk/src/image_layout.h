@@ -31,7 +31,7 @@ enum {
     HDR_LAYER_TABLE = 40,
     HDR_TENSOR_TABLE = 48,
     HDR_N_TENSORS = 56,
-    HDR_RESERVED = 60 /* u32, zero */
+    HDR_ZERO_EXPERTS = 60 /* u32: zero-computation experts (format 1.12), 0 before */
 };
 
 /* Model record fields (section 1.1). */
@@ -131,7 +131,9 @@ enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8, LAY_ATTN_KIND 
 enum { ATTN_FULL = 0, ATTN_SLIDING = 1, ATTN_FULL_NOPE = 2, ATTN_CHUNKED = 3 };
 /* ATTN_CHUNKED (1.11, Llama 4): positions in chunks of sliding_window, each
  * attending within its own chunk up to itself. */
-enum { FFN_DENSE = 0, FFN_MOE = 1 };
+/* FFN_SHORTCUT (format 1.12, LongCat-Flash): a dense FFN and, on the same
+ * input, a MoE whose output is added after the next layer's FFN. */
+enum { FFN_DENSE = 0, FFN_MOE = 1, FFN_SHORTCUT = 2 };
 
 /* Tensor table entry fields (section 3). */
 enum {
@@ -260,7 +262,8 @@ enum {
     ARCH_DBRX = 20,
     ARCH_AFMOE = 21,
     ARCH_LLAMA4 = 22,
-    ARCH_JETMOE = 23
+    ARCH_JETMOE = 23,
+    ARCH_LONGCAT_FLASH = 24
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

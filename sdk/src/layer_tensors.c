@@ -36,15 +36,15 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_DENSE_GATE, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_gate)},
     {ROLE_DENSE_UP, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_up)},
     {ROLE_DENSE_DOWN, PART_DENSE, WHEN_ALWAYS, DIM_HIDDEN, DIM_DENSE, SLOT(dense_down)},
-    {ROLE_ROUTER_LOGIT_BIAS, PART_MOE, WHEN_ROUTER_LOGIT_BIAS, DIM_EXPERTS, DIM_NONE,
+    {ROLE_ROUTER_LOGIT_BIAS, PART_MOE, WHEN_ROUTER_LOGIT_BIAS, DIM_ROUTES, DIM_NONE,
      SLOT(router_logit_bias)},
-    {ROLE_ROUTER, PART_MOE, WHEN_ALWAYS, DIM_EXPERTS, DIM_HIDDEN, SLOT(router)},
+    {ROLE_ROUTER, PART_MOE, WHEN_ALWAYS, DIM_ROUTES, DIM_HIDDEN, SLOT(router)},
     {ROLE_SHARED_GATE, PART_MOE, WHEN_SHARED, DIM_SHARED, DIM_HIDDEN, SLOT(shared_gate)},
     {ROLE_SHARED_UP, PART_MOE, WHEN_SHARED, DIM_SHARED, DIM_HIDDEN, SLOT(shared_up)},
     {ROLE_SHARED_DOWN, PART_MOE, WHEN_SHARED, DIM_HIDDEN, DIM_SHARED, SLOT(shared_down)},
     {ROLE_SHARED_EXPERT_GATE, PART_MOE, WHEN_SHARED_GATE, DIM_ONE, DIM_HIDDEN,
      SLOT(shared_expert_gate)},
-    {ROLE_ROUTER_BIAS, PART_MOE, WHEN_ROUTER_BIAS, DIM_EXPERTS, DIM_NONE, SLOT(router_bias)},
+    {ROLE_ROUTER_BIAS, PART_MOE, WHEN_ROUTER_BIAS, DIM_ROUTES, DIM_NONE, SLOT(router_bias)},
     {ROLE_EXPERT_GATE_UP_BIAS, PART_MOE, WHEN_EXPERT_BIAS, DIM_EXPERTS, DIM_EXPERT_2,
      SLOT(expert_gate_up_bias)},
     {ROLE_EXPERT_DOWN_BIAS, PART_MOE, WHEN_EXPERT_BIAS, DIM_EXPERTS, DIM_HIDDEN,
@@ -100,6 +100,7 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
     case DIM_K_NORM: return whole ? hp->n_kv_heads * hp->head_dim : hp->head_dim;
     case DIM_DENSE: return hp->dense_intermediate;
     case DIM_EXPERTS: return hp->n_experts;
+    case DIM_ROUTES: return colibri_router_width(hp);
     case DIM_SHARED: return hp->shared_intermediate;
     case DIM_EXPERT: return hp->expert_intermediate;
     case DIM_HEADS: return hp->n_heads;

@@ -59,7 +59,8 @@ enum {
     DIM_KV_LORA,
     DIM_KV_B,   /* n_heads * (head_dim - rope_dim + v_head_dim) */
     DIM_Q_ROWS, /* ATTN_Q's rows: Q, with attention experts n_experts * K */
-    DIM_O_ROWS  /* ATTN_O's rows: H, with attention experts n_experts * H */
+    DIM_O_ROWS, /* ATTN_O's rows: H, with attention experts n_experts * H */
+    DIM_ROUTES  /* the router's rows: n_experts + zero_experts (format 1.12) */
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */

@@ -11,15 +11,14 @@ void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view 
 {
     const uint8_t *entry = m->layer_table + (size_t)layer * IMG_LAYER_ENTRY_SIZE;
     uint32_t index = colibri_rd_u32(entry + LAY_FIRST_TENSOR);
-    uint32_t ffn_part;
     memset(view, 0, sizeof *view);
     view->ffn_kind = colibri_rd_u32(entry + LAY_FFN_KIND);
     view->attn_kind = colibri_rd_u32(entry + LAY_ATTN_KIND);
-    ffn_part = view->ffn_kind == FFN_DENSE ? PART_DENSE : PART_MOE;
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
-        if ((d->part == PART_ATTENTION || d->part == ffn_part) &&
-            colibri_tensor_present(&m->hp, d)) {
+        int dense = d->part == PART_DENSE && view->ffn_kind != FFN_MOE;
+        int moe = d->part == PART_MOE && view->ffn_kind != FFN_DENSE;
+        if ((d->part == PART_ATTENTION || dense || moe) && colibri_tensor_present(&m->hp, d)) {
             uint8_t *slot = (uint8_t *)view + d->slot;
             if (d->cols == DIM_NONE) { /* a vector: float32 */
                 *(const float **)(void *)slot = tensor_data(m, index++);

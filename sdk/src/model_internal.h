@@ -18,7 +18,7 @@ typedef struct matrix_ref {
 
 /* Pointers to one layer's weights, resolved from the validated table. */
 typedef struct layer_view {
-    uint32_t ffn_kind;              /* FFN_DENSE or FFN_MOE */
+    uint32_t ffn_kind;              /* FFN_DENSE, FFN_MOE or FFN_SHORTCUT */
     uint32_t attn_kind;             /* ATTN_FULL, ATTN_SLIDING or ATTN_FULL_NOPE */
     const float *attn_norm;         /* [H] */
     matrix_ref wq;                  /* [Q, H]; MLA with a q LoRA: Q_B [Q, q_lora];
@@ -45,16 +45,16 @@ typedef struct layer_view {
     const float *attn_post_norm;    /* [H] norm of the attention's output (norm_kind 3) */
     const float *ffn_post_norm;     /* [H] norm of the FFN's output (norm_kind 3) */
     const float *sinks;             /* [n_heads] attention sinks or NULL */
-    const float *router_logit_bias; /* [E] added to the router logits, or NULL */
+    const float *router_logit_bias; /* [E + Z] added to the router logits, or NULL */
     matrix_ref dense_gate;          /* [D, H] (dense layer) */
     matrix_ref dense_up;            /* [D, H] */
     matrix_ref dense_down;          /* [H, D] */
-    matrix_ref router;              /* [E, H] (MoE layer) */
+    matrix_ref router;              /* [E + Z, H] (MoE layer; Z zero experts) */
     matrix_ref shared_gate;         /* [S, H] or NULL */
     matrix_ref shared_up;           /* [S, H] or NULL */
     matrix_ref shared_down;         /* [H, S] or NULL */
     matrix_ref shared_expert_gate;  /* [1, H] or NULL */
-    const float *router_bias;       /* [E] selection bias (router_score 1, 4) or NULL */
+    const float *router_bias;       /* [E + Z] selection bias (router_score 1, 4) or NULL */
     matrix_ref expert_gate_up_bias; /* [E, 2I] f32: expert e's gate then up biases, or NULL */
     matrix_ref expert_down_bias;    /* [E, H] f32, or NULL */
     const float *moe_out_bias;      /* [H] added to the routed experts' sum, or NULL */
@@ -87,6 +87,13 @@ static inline matrix_ref tensor_matrix(const colibri_model *m, uint32_t index)
     return ref;
 }
 
+/* The experts a router scores: the routed ones and (format 1.12) the
+ * zero-computation ones after them. */
+static inline uint32_t colibri_router_width(const colibri_hparams *hp)
+{
+    return hp->n_experts + hp->zero_experts;
+}
+
 void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view);
 void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
                               expert_view *view);
@@ -100,7 +107,8 @@ void colibri_options_apply(colibri_model *m, const colibri_options *options);
 
 /* Validation steps of colibri_init, in the order docs/format.md gives. */
 colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp);
-colibri_status colibri_layer_table_check(const colibri_model *m);
+/* The layer table; *shortcut_layers = how many layers are FFN_SHORTCUT. */
+colibri_status colibri_layer_table_check(const colibri_model *m, uint32_t *shortcut_layers);
 /* The tensor table; *quantized = 1 when a matrix is Q8 or Q4. */
 colibri_status colibri_tensor_table_check(const colibri_model *m, uint32_t *quantized);
 

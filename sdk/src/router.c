@@ -1,6 +1,6 @@
 /* router.c - MoE routing (contract in router.h). */
 #include "router.h"
-#include "image_layout.h"
+#include "model_internal.h"
 #include "colibri_math.h"
 #include "kernels.h"
 
@@ -86,7 +86,7 @@ static float sparsemixer_weight(const float *s, uint32_t n, uint32_t pick, uint3
  * weighted by its own masked softmax (the first one's mask skips nothing). */
 static void sparsemixer(const colibri_model *m, const float *scores, uint32_t *idx, float *weight)
 {
-    uint32_t n = m->hp.n_experts;
+    uint32_t n = colibri_router_width(&m->hp);
     colibri_router_top_k(scores, n, 2u, idx, weight);
     weight[0] = sparsemixer_weight(scores, n, idx[0], n, m->hp.router_jitter);
     weight[1] = sparsemixer_weight(scores, n, idx[1], idx[0], m->hp.router_jitter);
@@ -97,8 +97,9 @@ static void sparsemixer(const colibri_model *m, const float *scores, uint32_t *i
 static void softmax_biased(const colibri_model *m, float *scores, const float *bias, uint32_t *idx,
                            float *weight)
 {
-    m->kernels.softmax(scores, m->hp.n_experts);
-    top_k_keyed(scores, bias, m->hp.n_experts, m->hp.top_k, 1u, m->hp.n_experts, idx, weight);
+    uint32_t n = colibri_router_width(&m->hp);
+    m->kernels.softmax(scores, n);
+    top_k_keyed(scores, bias, n, m->hp.top_k, 1u, n, idx, weight);
 }
 
 /* A group's rank: the sum of its two best keys (sigmoid router), or its best
@@ -127,7 +128,7 @@ static float group_score(const colibri_hparams *hp, const float *scores, const f
  * array of group scores: the stack stays small for interrupt handlers). */
 static uint64_t kept_groups(const colibri_hparams *hp, const float *scores, const float *bias)
 {
-    uint32_t size = hp->n_experts / hp->n_group;
+    uint32_t size = colibri_router_width(hp) / hp->n_group;
     uint64_t mask = 0;
     if (hp->n_group == 1u) {
         return 1u;
@@ -152,8 +153,9 @@ static uint64_t kept_groups(const colibri_hparams *hp, const float *scores, cons
 static void select_in_groups(const colibri_hparams *hp, const float *scores, const float *bias,
                              uint32_t *idx, float *weight)
 {
-    top_k_keyed(scores, bias, hp->n_experts, hp->top_k, kept_groups(hp, scores, bias),
-                hp->n_experts / hp->n_group, idx, weight);
+    uint32_t n = colibri_router_width(hp);
+    top_k_keyed(scores, bias, n, hp->top_k, kept_groups(hp, scores, bias), n / hp->n_group, idx,
+                weight);
 }
 
 /* DeepSeek-V3's router: sigmoid scores, groups and experts chosen on score
@@ -161,7 +163,7 @@ static void select_in_groups(const colibri_hparams *hp, const float *scores, con
 static void sigmoid_select(const colibri_model *m, float *scores, const float *bias, uint32_t *idx,
                            float *weight)
 {
-    for (uint32_t e = 0; e < m->hp.n_experts; e++) {
+    for (uint32_t e = 0; e < colibri_router_width(&m->hp); e++) {
         scores[e] = colibri_reference_sigmoid(scores[e]);
     }
     select_in_groups(&m->hp, scores, bias, idx, weight);
@@ -178,19 +180,19 @@ void colibri_router_select(const colibri_model *m, float *scores, const float *b
         softmax_biased(m, scores, bias, idx, weight);
     } else if (hp->router_score == ROUTER_TOPK_SOFTMAX) {
         /* Granite: the k largest logits, then a softmax over those k. */
-        colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
+        colibri_router_top_k(scores, colibri_router_width(hp), k, idx, weight);
         m->kernels.softmax(weight, k);
     } else if (hp->router_score == ROUTER_SIGMOID) {
         sigmoid_select(m, scores, bias, idx, weight);
     } else if (hp->router_score == ROUTER_TOPK_SIGMOID_INPUT) {
         /* Llama 4: the k largest logits, each weighted by its sigmoid (the
          * FFN scales the expert's input by it, not its output). */
-        colibri_router_top_k(scores, hp->n_experts, k, idx, weight);
+        colibri_router_top_k(scores, colibri_router_width(hp), k, idx, weight);
         for (uint32_t j = 0; j < k; j++) {
             weight[j] = colibri_reference_sigmoid(weight[j]);
         }
     } else {
-        m->kernels.softmax(scores, hp->n_experts);
+        m->kernels.softmax(scores, colibri_router_width(hp));
         select_in_groups(hp, scores, NULL, idx, weight);
     }
     if (hp->router_norm_topk) {

@@ -19,8 +19,8 @@ void colibri_router_top_k(const float *scores, uint32_t n, uint32_t k, uint32_t 
 void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k);
 
 /*
- * The routing of one token from its router logits (W x, n_experts floats,
- * overwritten): scores = softmax(logits) then top-k (router_score 0), or
+ * The routing of one token from its router logits (W x, n_experts +
+ * zero_experts floats, overwritten; an index >= n_experts is a zero expert): scores = softmax(logits) then top-k (router_score 0), or
  * sigmoid(logits) with selection on score + bias (router_score 1,
  * DeepSeek-V3; bias: the layer's ROUTER_BIAS), or the top-k logits then a
  * softmax over those k (router_score 2, Granite), or PhiMoE's sparsemixer

@@ -15,7 +15,7 @@ static uint32_t max3(uint32_t a, uint32_t b, uint32_t c)
 }
 
 /* The scratch regions in layout order (docs/core.md), in floats. */
-enum { WORKSPACE_REGIONS = 20 };
+enum { WORKSPACE_REGIONS = 21 };
 /* One quantized activation block: a float scale and 32 int8 (36 bytes). */
 #define ACTIVATION_BLOCK_FLOATS 9u
 
@@ -25,7 +25,8 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
     uint64_t b = batch, h = hp->hidden_size, q = (uint64_t)hp->n_heads * hp->head_dim;
     uint64_t k = (uint64_t)hp->n_kv_heads * hp->head_dim;
     uint64_t m = max3(hp->dense_intermediate, hp->expert_intermediate, hp->shared_intermediate);
-    uint64_t e = hp->n_experts > 0 ? hp->n_experts : 1u, top = hp->top_k > 0 ? hp->top_k : 1u;
+    uint64_t e = hp->n_experts > 0 ? colibri_router_width(hp) : 1u;
+    uint64_t top = hp->top_k > 0 ? hp->top_k : 1u;
     /* MLA: k holds the latent and RoPE key, v the q LoRA, attn n_heads *
      * v_head_dim; the last region each head's absorbed query and latent sum. */
     int mla = hp->mla == MLA_LATENT;
@@ -56,7 +57,8 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
                                                   b,
                                                   b,
                                                   blocks,
-                                                  latent};
+                                                  latent,
+                                                  hp->shortcut_layers > 0u ? b * h : 0u};
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         floats[i] = round_floats(in_order[i]);
     }
@@ -82,10 +84,10 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
     if (ws == NULL) {
         ws = &unused;
     }
-    float **slots[WORKSPACE_REGIONS] = {&ws->x,  &ws->xn,     &ws->ffn_sum, &ws->ffn_out, &ws->q,
-                                        &ws->k,  &ws->v,      &ws->attn,    &ws->scores,  &ws->h1,
-                                        &ws->h2, &ws->router, &ws->rope,    &ws->topk_w,  &topk_i,
-                                        &ws->xg, &sel,        &ws->sel_w,   &xq,          &latent};
+    float **slots[WORKSPACE_REGIONS] = {
+        &ws->x,    &ws->xn,     &ws->ffn_sum, &ws->ffn_out, &ws->q,      &ws->k,    &ws->v,
+        &ws->attn, &ws->scores, &ws->h1,      &ws->h2,      &ws->router, &ws->rope, &ws->topk_w,
+        &topk_i,   &ws->xg,     &sel,         &ws->sel_w,   &xq,         &latent,   &ws->shortcut};
     region_floats(hp, context, batch, floats);
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         *slots[i] = base != NULL ? (float *)(void *)(base + used) : NULL;

@@ -36,8 +36,11 @@ static uint32_t global_tensor_count(const colibri_hparams *hp)
 uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind)
 {
     uint32_t count = colibri_part_tensor_count(hp, PART_ATTENTION);
+    if (ffn_kind != FFN_MOE) {
+        count += colibri_part_tensor_count(hp, PART_DENSE);
+    }
     if (ffn_kind == FFN_DENSE) {
-        return count + colibri_part_tensor_count(hp, PART_DENSE);
+        return count;
     }
     return count + colibri_part_tensor_count(hp, PART_MOE) +
            hp->n_experts * colibri_part_tensor_count(hp, PART_EXPERT);
@@ -47,10 +50,18 @@ uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind
 
 static int layer_kind_supported(const colibri_hparams *hp, uint32_t kind)
 {
-    if (kind == FFN_DENSE) {
-        return hp->dense_intermediate > 0;
-    }
-    return kind == FFN_MOE && hp->n_experts > 0 && hp->top_k > 0 && hp->expert_intermediate > 0;
+    int dense = hp->dense_intermediate > 0;
+    int moe = hp->n_experts > 0 && hp->top_k > 0 && hp->expert_intermediate > 0;
+    return kind == FFN_DENSE ? dense : kind == FFN_MOE ? moe : dense && moe;
+}
+
+/* A shortcut layer's MoE output waits for the next layer, a dense one
+ * (format 1.12): the last layer is never one, nor two in a row. */
+static int shortcut_placed(const colibri_model *m, uint32_t l, uint32_t kind)
+{
+    const uint8_t *next = m->layer_table + (size_t)(l + 1u) * IMG_LAYER_ENTRY_SIZE;
+    return kind != FFN_SHORTCUT ||
+           (l + 1u < m->hp.n_layers && colibri_rd_u32(next + LAY_FFN_KIND) == FFN_DENSE);
 }
 
 /* Widths of a layer kind no layer uses must be 0 (docs/format.md 1.1). */
@@ -70,25 +81,28 @@ static int attn_kind_valid(const colibri_hparams *hp, uint32_t attn)
            (hp->mla != MLA_LATENT || attn == ATTN_FULL);
 }
 
-colibri_status colibri_layer_table_check(const colibri_model *m)
+colibri_status colibri_layer_table_check(const colibri_model *m, uint32_t *shortcut_layers)
 {
     uint32_t next = global_tensor_count(&m->hp);
     int any_dense = 0, any_moe = 0;
+    *shortcut_layers = 0;
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         const uint8_t *e = m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE;
         uint32_t kind = colibri_rd_u32(e + LAY_FFN_KIND);
         uint32_t count = colibri_layer_tensor_count(&m->hp, kind);
         uint32_t attn = colibri_rd_u32(e + LAY_ATTN_KIND);
-        if (kind > FFN_MOE || colibri_rd_u32(e + LAY_FIRST_TENSOR) != next ||
-            colibri_rd_u32(e + LAY_N_TENSORS) != count || !attn_kind_valid(&m->hp, attn)) {
+        if (kind > FFN_SHORTCUT || colibri_rd_u32(e + LAY_FIRST_TENSOR) != next ||
+            colibri_rd_u32(e + LAY_N_TENSORS) != count || !attn_kind_valid(&m->hp, attn) ||
+            !shortcut_placed(m, l, kind)) {
             return COLIBRI_E_BAD_LAYER_TABLE;
         }
         if (!layer_kind_supported(&m->hp, kind)) {
             return COLIBRI_E_BAD_HYPERPARAMS;
         }
         next += count;
-        any_dense |= kind == FFN_DENSE;
-        any_moe |= kind == FFN_MOE;
+        any_dense |= kind != FFN_MOE;
+        any_moe |= kind != FFN_DENSE;
+        *shortcut_layers += kind == FFN_SHORTCUT;
     }
     if (next != m->n_tensors) {
         return COLIBRI_E_BAD_LAYER_TABLE;
@@ -299,8 +313,11 @@ static colibri_status expect_part(table_walk *w, uint32_t l, uint32_t part, uint
 static colibri_status expect_layer(table_walk *w, uint32_t l, uint32_t kind)
 {
     EXPECT(expect_part(w, l, PART_ATTENTION, IMG_NONE));
+    if (kind != FFN_MOE) {
+        EXPECT(expect_part(w, l, PART_DENSE, IMG_NONE));
+    }
     if (kind == FFN_DENSE) {
-        return expect_part(w, l, PART_DENSE, IMG_NONE);
+        return COLIBRI_OK;
     }
     EXPECT(expect_part(w, l, PART_MOE, IMG_NONE));
     for (uint32_t e = 0; e < w->m->hp.n_experts; e++) {

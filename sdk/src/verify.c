@@ -83,7 +83,7 @@ static colibri_status routed_expert(const colibri_model *model, uint32_t layer, 
         return COLIBRI_E_BAD_ARGUMENT;
     }
     colibri_layer_view_load(model, layer, lv);
-    if (lv->ffn_kind != FFN_MOE) {
+    if (lv->ffn_kind == FFN_DENSE) {
         return COLIBRI_E_BAD_ARGUMENT;
     }
     colibri_expert_view_load(model, lv, expert, ev);

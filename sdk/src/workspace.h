@@ -20,7 +20,7 @@ typedef struct workspace {
     float *scores;    /* [n_heads][ctx] attention scores, a row per query head */
     float *h1;        /* [B][M] gate activations */
     float *h2;        /* [B][M] up activations */
-    float *router;    /* [B][max(E,1)] router scores */
+    float *router;    /* [B][max(E + Z,1)] router scores (Z zero experts) */
     float *rope;      /* [B][head_dim] cos (first half) and sin (second half) */
     float *topk_w;    /* [B][max(top_k,1)] routing weights */
     uint32_t *topk_i; /* [B][max(top_k,1)] routed expert indices */
@@ -31,6 +31,8 @@ typedef struct workspace {
                        * Q8/Q4 product (36 bytes each); else empty */
     float *latent;    /* MLA: [n_heads][2 * kv_lora] each head's absorbed query and
                        * latent sum; else empty */
+    float *shortcut;  /* [B][H] a shortcut layer's MoE output, until the next layer's
+                       * FFN is added (format 1.12); else empty */
 } workspace;
 
 /* Bytes the layout for chunks of `batch` tokens needs, in 64 bits (never

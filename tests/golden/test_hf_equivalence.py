@@ -203,3 +203,46 @@ def test_jetmoe_attention_experts_are_routed_and_reported(converted, colibri_run
         assert {i: row.tolist() for i, row in enumerate(engine.routes.attention)} == \
             want["attention-experts"]
         assert {i: row.tolist() for i, row in enumerate(engine.routes.counts)} == want["experts"]
+
+
+def test_longcat_zero_experts_are_routed_and_reported_apart(converted, colibri_run):
+    """LongCat-Flash's router picks its zero-computation experts for some choices, so
+    the tokens use different numbers of real experts (dynamic compute, which matching
+    transformers then checks); colibri-run --stats and the Python binding count each
+    shortcut layer's real experts as transformers' router chose them and its zero
+    picks apart (`zero=`, engine.routes.zero)."""
+    import subprocess
+
+    model, image = converted("longcat_flash")
+    ids = _ids(model, 40, seed=7)
+    n_experts = model.config.n_routed_experts
+    want, zero, real_per_token = {}, {}, set()
+
+    def note(layer):
+        def hook(module, args, output):
+            chosen = output[2]
+            real = chosen < n_experts
+            want[layer] = np.bincount(chosen[real].numpy(), minlength=n_experts).tolist()
+            zero[layer] = int((~real).sum())
+            real_per_token.update(real.sum(dim=-1).tolist())
+        return hook
+
+    hooks = [layer.mlp.router.register_forward_hook(note(2 * i))
+             for i, layer in enumerate(model.model.layers)]
+    _hf_logits(model, ids)
+    for hook in hooks:
+        hook.remove()
+    assert all(zero.values()) and len(real_per_token) >= 2, (zero, real_per_token)
+    done = subprocess.run([str(colibri_run), str(image), "--ids", ",".join(map(str, ids)),
+                           "--context", "64", "--stats"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert _stats_counts(done.stderr, "experts") == want
+    lines = [line for line in done.stderr.splitlines() if ": experts: layer=" in line]
+    assert {int(line.split("layer=")[1].split()[0]): int(line.split("zero=")[1]) for line in lines} \
+        == zero
+    from colibri_tools.runtime.engine import Engine
+
+    with Engine(image, threads=2, batch=4, routes=True) as engine:
+        engine.forward(ids)
+        assert {i: row.tolist() for i, row in enumerate(engine.routes.counts) if row.sum()} == want
+        assert {i: int(c) for i, c in enumerate(engine.routes.zero) if c} == zero

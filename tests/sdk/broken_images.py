@@ -158,7 +158,9 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "table_byte_flipped": (edited(v, set_at(t1 + 60, "B", 1), crc=False), init(CHECKSUM)),
         # Reserved bytes (docs/format.md 7): a later minor's feature, refused even with a
         # good checksum.
-        "header_reserved_set": (edited(v, set_at(60, "I", 1 << 24)), init(RESERVED)),
+        # The header's u32 at 60, reserved before 1.12, is zero_experts: 2^24 of them is
+        # past the 4096 experts a layer may have.
+        "zero_experts_too_many": (edited(v, set_at(60, "I", 1 << 24)), init(BAD_HYPERPARAMS)),
         "tensor_reserved_first": (edited(v, set_at(tensor(v, 0) + 56, "B", 1)), init(RESERVED)),
         "tensor_reserved_last": (edited(v, set_at(tensor(v, last) + 63, "B", 1)), init(RESERVED)),
         "offset_past_end": (edited(v, set_at(tensor(v, last) + 32, "Q", size)),

@@ -4,8 +4,10 @@
  * record alone), for tests/sdk/test_sizes.py.
  *
  *   sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT DENSE EXPERT_INTER
- *              EXPERTS SHARED TOP_K BATCH [QUANTIZED [Q_LORA KV_LORA V_HEAD_DIM ROPE_DIM]]
- *   prints "STATE SCRATCH"; the four MLA numbers make it an MLA record (mla 1).
+ *              EXPERTS SHARED TOP_K BATCH [QUANTIZED[,ZERO[,SHORTCUT]] [Q_LORA KV_LORA
+ *              V_HEAD_DIM ROPE_DIM]]
+ *   prints "STATE SCRATCH"; the four MLA numbers make it an MLA record (mla 1);
+ *   ZERO and SHORTCUT are zero_experts and shortcut_layers (format 1.12).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < 11; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
     }
-    m.hp.quantized = argc >= 15 ? (uint32_t)strtoul(argv[14], NULL, 0) : 0u;
+    if (argc >= 15) {
+        char *next = argv[14];
+        uint32_t *flags[] = {&m.hp.quantized, &m.hp.zero_experts, &m.hp.shortcut_layers};
+        for (int i = 0; i < 3 && *next != '\0'; i++) {
+            *flags[i] = (uint32_t)strtoul(next + (i > 0 && *next == ','), &next, 0);
+        }
+    }
     if (argc == 19) {
         m.hp.mla = 1u;
         m.hp.q_lora_rank = (uint32_t)strtoul(argv[15], NULL, 0);

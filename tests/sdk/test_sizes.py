@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 import subprocess
+from dataclasses import replace
 
 from colibri_tools.image.image_spec import ModelRecord
 from colibri_tools.image.sizes import scratch_size, state_size
@@ -40,18 +41,22 @@ def _records():
 
 def test_python_sizes_equal_the_core(asan_bins):
     """Float32 images and images with a Q8/Q4 matrix (whose scratch adds the
-    activation blocks: docs/core.md)."""
+    activation blocks: docs/core.md); with zero-computation experts (a wider router
+    row) and shortcut layers (their MoE output held), format 1.12."""
     checked = 0
     for r, pick, batch, quantized in itertools.product(_records(), (1, 3), (1, 7, 256), (0, 1)):
         ctx = max(1, r.max_context // pick)
+        zero, shortcut = (r.n_experts % 3, r.n_layers % 2) if r.n_experts else (0, 0)
+        r = replace(r, zero_experts=zero)
         args = [ctx, r.hidden_size, r.n_layers, r.n_heads, r.n_kv_heads, r.head_dim,
                 r.max_context, r.dense_intermediate, r.expert_intermediate, r.n_experts,
-                r.shared_intermediate, r.top_k, batch, quantized]
+                r.shared_intermediate, r.top_k, batch, f"{quantized},{zero},{shortcut}"]
         if r.mla:
             args += [r.q_lora_rank, r.kv_lora_rank, r.v_head_dim, r.rope_dim]
         out = subprocess.run([str(asan_bins / "sizes_dump"), *map(str, args)], check=True,
                              capture_output=True, text=True, timeout=30).stdout.split()
-        want = [state_size(r, ctx), scratch_size(r, ctx, batch, bool(quantized))]
+        want = [state_size(r, ctx),
+                scratch_size(r, ctx, batch, bool(quantized), bool(shortcut))]
         assert [int(v) for v in out] == want, r
         checked += 1
     assert checked == 720

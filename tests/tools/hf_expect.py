@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from hf_expect_longcat import longcat_record, longcat_tensors
 from hf_expect_recent import (
     afmoe_fields,
     afmoe_tensors,
@@ -28,7 +29,7 @@ ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "
         "granitemoeshared": 7, "phimoe": 8, "ernie4_5_moe": 9, "glm4_moe": 10, "dots1": 11,
         "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15,
         "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19,
-        "afmoe": 21, "llama4_text": 22, "jetmoe": 23}
+        "afmoe": 21, "llama4_text": 22, "jetmoe": 23, "longcat_flash": 24}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
@@ -206,10 +207,10 @@ DEFAULT_FIELDS = {
     "rope_kind": 0, "rope_factor": 0.0, "rope_ramp_low": 0.0, "rope_ramp_width": 0.0,
     "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
     "mla": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "v_head_dim": 0, "lora_eps": 0.0,
-    "qkv_clip": 0.0, "attn_temp_floor": 0.0, "attn_temp_scale": 0.0,
+    "qkv_clip": 0.0, "attn_temp_floor": 0.0, "attn_temp_scale": 0.0, "zero_experts": 0,
 }
 # Families whose modules differ too much from Llama's for the generic reading.
-OWN_RECORDS = {"dbrx": dbrx_record, "jetmoe": jetmoe_record}
+OWN_RECORDS = {"dbrx": dbrx_record, "jetmoe": jetmoe_record, "longcat_flash": longcat_record}
 
 
 def expected_record(model: Any, family: str) -> dict[str, Any]:
@@ -348,6 +349,8 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
         return dbrx_tensors(sd, model)
     if family == "jetmoe":
         return jetmoe_tensors(sd, model)
+    if family == "longcat_flash":
+        return longcat_tensors(sd, model)
     out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
            (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}
     if not model.config.tie_word_embeddings:

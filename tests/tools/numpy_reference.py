@@ -11,7 +11,8 @@ groups, partial RoPE and YaRN, the format 1.6 sinks, sliding windows, router and
 expert biases and clamped SwiGLU, the format 1.11 q/k/v clamp, output gate,
 norms before and after each sublayer, chunked attention, the unweighted q/k
 norm, the attention temperature, the router weighting the experts' input and
-the attention experts).
+the attention experts; the format 1.12 zero-computation experts and shortcut
+layers).
 RoPE pairs dimension i with i + rope_dim/2, as transformers does.
 """
 
@@ -265,6 +266,9 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
         if r.router_norm_topk:
             weights = weights / max(weights.sum(), r.router_norm_min)
         for e, weight in zip(chosen, weights * r.routed_scaling):
+            if e >= r.n_experts:  # format 1.12: a zero-computation expert, the identity
+                out[t] += weight * h[t]
+                continue
             experts = [w.get(role, layer, int(e)) for role in
                        (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)]
             expert_bias = None
@@ -306,6 +310,7 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
             return _rms(y, w.get(after[role], layer), r.rms_eps)
         return _rms(y, w.get(role, layer), r.rms_eps) if post else y
 
+    shortcut = None  # format 1.12: a shortcut layer's MoE output, for the next layer
     for layer, entry in enumerate(image.layers):
         a = _attention(w, pre(x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer), layer)
         x = x + residual * out(a, Role.ATTN_NORM, layer)
@@ -316,6 +321,10 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
             f = _swiglu(h, *(w.get(role, layer) for role in
                              (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)), r)
         x = x + residual * out(f, Role.FFN_NORM, layer)
+        if shortcut is not None:
+            x, shortcut = x + residual * shortcut, None
+        if entry.ffn_kind == FfnKind.SHORTCUT:
+            shortcut = _moe(w, h, layer)
     head = w.get(Role.TOKEN_EMBED if r.tie_embeddings else Role.LM_HEAD)
     logits = _norm(w, x, Role.OUTPUT_NORM, Role.OUTPUT_NORM_BIAS) @ head.T
     if r.attn_bias & 0x10:  # format 1.2: the LM head's bias

@@ -15,9 +15,11 @@ import sys
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from colibri_tools import convert, fix_meta_crc, read_image
 from colibri_tools.errors import ImageFormatError
+from colibri_tools.image.image_layout import canonical_tensors
 from colibri_tools.image.image_spec import (
     HEADER_FIELDS,
     LAYER_FIELDS,
@@ -54,7 +56,7 @@ RECORD_AT = {
     "sliding_window": (212, "I"), "swiglu_limit": (216, "f"), "swiglu_alpha": (220, "f"),
     "mla": (224, "I"), "q_lora_rank": (228, "I"), "kv_lora_rank": (232, "I"),
     "v_head_dim": (236, "I"), "lora_eps": (240, "f"), "qkv_clip": (244, "f"),
-    "attn_temp_floor": (248, "f"), "attn_temp_scale": (252, "f"),
+    "attn_temp_floor": (248, "f"), "attn_temp_scale": (252, "f"), "zero_experts": (60, "I"),
 }
 
 
@@ -140,24 +142,25 @@ def _doc_order(rec: dict) -> list[tuple]:
             rows += [(71, (h,)), (72, (h,))]
         if rec["attn_bias"] & 32:
             rows.append((30, (rec["n_heads"],)))
-        if kind == 0:
+        if kind in (0, 2):  # dense, or (1.12) a shortcut layer's dense part
             rows += [(32, (d, h)), (33, (d, h)), (34, (h, d))]
-        else:
+        if kind in (1, 2):
+            w = e + rec["zero_experts"]  # the router scores the zero experts too (1.12)
             if rec["attn_bias"] & 64:
-                rows.append((39, (e,)))
-            rows.append((40, (e, h)))
+                rows.append((39, (w,)))
+            rows.append((40, (w, h)))
             if s:
                 rows += [(41, (s, h)), (42, (s, h)), (43, (h, s))]
                 if rec["shared_gate"]:
                     rows.append((44, (1, h)))
             if rec["router_score"] in (1, 4):
-                rows.append((45, (e,)))
+                rows.append((45, (w,)))
             if rec["attn_bias"] & 128:
                 rows += [(46, (e, 2 * i)), (47, (e, h))]
             if rec["attn_bias"] & 1024:  # the bias after the experts' sum (1.11)
                 rows.append((74, (h,)))
         out += [(role, layer, GLOBAL, shape) for role, shape in rows]
-        if kind == 1:
+        if kind in (1, 2):
             for x in range(e):
                 out += [(48, layer, x, (i, h)), (49, layer, x, (i, h)), (50, layer, x, (h, i))]
     return out
@@ -199,13 +202,15 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
             or rec["attn_temp_floor"] or rec["qk_norm"] == 4 or rec["router_score"] == 5
             or 3 in rec["attn_kinds"]):
         minor = 11  # section 7: DBRX's clamp, AFMoE's gate and norms, Llama 4's features
+    if rec["zero_experts"] or rec["arch"] >= 24 or 2 in rec["ffn_kinds"]:
+        minor = 12  # section 7: zero-computation experts, shortcut layers, LongCat-Flash
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
     flags = int(scales) | 2 * int(rope) | (4 if rec["sliding_window"] else 0)  # SLIDING: 1.6
     assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
         flags | 8 * int(mla), alignment, rec["arch"])
     assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
-    assert _u("I", data, 60) == 0
+    assert _u("I", data, 60) == rec["zero_experts"]  # 1.12; reserved, 0, before
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
     table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)
@@ -360,7 +365,9 @@ def _mutations(data: bytes) -> dict:
         "image_size 200": (lambda b: _put(b, "Q", 16, 200), True, "COLIBRI_E_TRUNCATED"),
         "routed_scaling 0": (lambda b: _put(b, "f", 140, 0.0), True, "COLIBRI_E_UNSUPPORTED_ROUTER"),
         "no dense width": (lambda b: _put(b, "I", 92, 0), True, "COLIBRI_E_BAD_HYPERPARAMS"),
-        "ffn_kind 2": (lambda b: _put(b, "I", 256, 2), True, "COLIBRI_E_BAD_LAYER_TABLE"),
+        "ffn_kind 3": (lambda b: _put(b, "I", 256, 3), True, "COLIBRI_E_BAD_LAYER_TABLE"),
+        "zero experts, router rows": (lambda b: _put(b, "I", 60, 1), True, "COLIBRI_E_BAD_SHAPE"),
+        "zero experts 4096": (lambda b: _put(b, "I", 60, 4096), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "layer n_tensors": (lambda b: _put(b, "I", 256 + 8, 5), True, "COLIBRI_E_BAD_LAYER_TABLE"),
         "moe without experts": (lambda b: (_put(b, "I", 100, 0), _put(b, "I", 132, 0)), True,
                                 "COLIBRI_E_BAD_LAYER_TABLE"),
@@ -427,10 +434,11 @@ def test_a_later_minor_version_is_accepted(good_image):
     assert read_image(bytes(buf)).header["version_minor"] == 9
 
 
-@pytest.mark.parametrize("offset", [60, 63, "tensor 56", "tensor 63"])
+@pytest.mark.parametrize("offset", ["tensor 56", "tensor 63"])
 def test_reserved_bytes_are_refused(good_image, offset):
     """docs/format.md 7: a later minor version's feature lives in reserved bytes, so an
-    older reader refuses a non-zero one instead of misreading the image."""
+    older reader refuses a non-zero one instead of misreading the image (the header's
+    last ones, at 60, became zero_experts in 1.12)."""
     buf = bytearray(good_image)
     if isinstance(offset, str):
         offset = _u("Q", buf, 48) + 3 * 64 + int(offset.split()[1])
@@ -528,3 +536,45 @@ def test_a_layer_without_rope_is_refused_with_mla(hf_checkpoint, tmp_path):
     buf = bytearray(result.image_path.read_bytes())
     _put(buf, "I", 256 + 12, 2)  # layer 0's attn_kind
     _refused_by_both(buf, Status.E_BAD_LAYER_TABLE, tmp_path)
+
+
+@pytest.mark.parametrize("fields,status", [
+    ({128: 3, 180: 0.1}, Status.E_UNSUPPORTED_ROUTER),  # sparsemixer, with its top-2 of 6 + 3
+    ({60: 4096 - 5}, Status.E_BAD_HYPERPARAMS),  # n_experts + zero_experts past 4096
+    ({60: 0}, Status.E_BAD_SHAPE),  # the router's rows count the zero experts
+])
+def test_zero_experts_out_of_bounds_are_refused(fields, status, hf_checkpoint, tmp_path):
+    """Format 1.12's zero-computation experts go with the routers that score all
+    experts alike, within 4096 experts in all, and widen the router: an image
+    that breaks one of these is refused by both readers with the same status."""
+    result = convert(hf_checkpoint("longcat_flash"), tmp_path / "out", progress=False)
+    buf = bytearray(result.image_path.read_bytes())
+    for offset, value in fields.items():
+        _put(buf, "I" if isinstance(value, int) else "f", offset, value)
+    if 128 in fields:
+        _put(buf, "I", 132, 2)
+    _refused_by_both(buf, status, tmp_path)
+
+
+def test_a_shortcut_layer_must_be_followed_by_a_dense_one(tmp_path, monkeypatch):
+    """A shortcut layer's MoE output is added after the next layer's FFN (format
+    1.12): an image whose last layer is one (its tables otherwise in order) is a
+    bad layer table to both readers, and the writer will not write it."""
+    from colibri_tools.image import image_writer
+    from colibri_tools.image.image_spec import Arch, FfnKind, ModelRecord
+
+    record = ModelRecord(vocab_size=8, hidden_size=8, n_layers=2, n_heads=2, n_kv_heads=1,
+                         head_dim=4, max_context=16, dense_intermediate=8,
+                         expert_intermediate=4, n_experts=2, shared_intermediate=0,
+                         rms_eps=1e-5, rope_theta=1e4, top_k=1, zero_experts=1)
+    kinds = [FfnKind.DENSE, FfnKind.SHORTCUT]
+    entries, _ = canonical_tensors(record, kinds)
+    sources = [image_writer.SourceTensor(e, lambda e=e: np.zeros(e.shape, np.float32))
+               for e in entries]
+    with pytest.raises(ImageFormatError, match="ffn_kinds"):
+        image_writer.write_image(tmp_path / "no.bin", arch=Arch.LONGCAT_FLASH, record=record,
+                                 ffn_kinds=kinds, sources=sources)
+    monkeypatch.setattr(image_writer, "model_problems", lambda *args: [])
+    written = image_writer.write_image(tmp_path / "last.bin", arch=Arch.LONGCAT_FLASH,
+                                       record=record, ffn_kinds=kinds, sources=sources)
+    _refused_by_both(bytearray(written.path.read_bytes()), Status.E_BAD_LAYER_TABLE, tmp_path)

@@ -35,6 +35,21 @@ def test_parse_stats_reads_colibri_run_lines():
     assert other.counts.tolist() == stats.counts.tolist()
 
 
+def test_zero_computation_experts_get_a_column_of_their_own():
+    """Format 1.12 (LongCat-Flash): `zero=` on an experts line is the layer's choices
+    of zero-computation experts, drawn apart from the real experts' (which alone can
+    be placed in SRAM) and counted in the layer's shares."""
+    text = STATS.replace("counts=1,9,8,2", "counts=1,9,8,2 zero=20").replace(
+        "counts=5,8,3,4", "counts=5,8,3,4 zero=0")
+    stats = plot.parse_stats(text)
+    assert stats.zero.tolist() == [0, 20, 0]
+    ax = plot.experts_figure(stats).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "3", "zero"]
+    assert np.allclose(np.asarray(ax.images[0].get_array()),
+                       [[2.5, 22.5, 20, 5, 50], [25, 40, 15, 20, 0]])
+    assert plot.parse_stats(STATS).zero is None
+
+
 def test_sram_plan_takes_the_most_used_blocks():
     counts = np.array([[0, 0, 0, 0], [1, 9, 8, 2], [5, 8, 3, 4]])
     assert np.argwhere(plot.plan_sram(counts, 3)).tolist() == [[1, 1], [1, 2], [2, 1]]

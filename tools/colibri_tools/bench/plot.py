@@ -53,6 +53,7 @@ class RunStats:
     """What a --stats text holds for the pictures."""
 
     counts: np.ndarray | None = None  # [layers, experts]; rows of dense layers are zero
+    zero: np.ndarray | None = None  # [layers] choices of zero-computation experts (format 1.12)
     layers: list[int] = field(default_factory=list)  # layers that had an experts: line
     token_ns: list[int] = field(default_factory=list)
     token_stall_ns: list[int] = field(default_factory=list)
@@ -71,6 +72,7 @@ def _fields(text: str) -> dict[str, str]:
 def parse_stats(text: str, source: str = "<stats>") -> RunStats:
     """The experts: and token_ns: lines of colibri-run / colibri-generate --stats."""
     rows: dict[int, list[int]] = {}
+    zeros: dict[int, int] = {}
     stats = RunStats()
     for number, line in enumerate(text.splitlines(), 1):
         head, _, rest = line.partition(": ")
@@ -86,6 +88,8 @@ def parse_stats(text: str, source: str = "<stats>") -> RunStats:
             else:
                 f = _fields(body)
                 rows[int(f["layer"])] = [int(v) for v in f["counts"].split(",")]
+                if "zero" in f:
+                    zeros[int(f["layer"])] = int(f["zero"])
         except (KeyError, ValueError) as exc:
             raise PlotError(f"line {number}: not a --stats {topic} line ({exc}): {line[:120]!r}",
                             path=source) from None
@@ -97,6 +101,9 @@ def parse_stats(text: str, source: str = "<stats>") -> RunStats:
         for layer, row in rows.items():
             stats.counts[layer] = row
         stats.layers = sorted(rows)
+        if zeros:
+            stats.zero = np.zeros(len(stats.counts), np.int64)
+            stats.zero[list(zeros)] = list(zeros.values())
     return stats
 
 
@@ -130,16 +137,21 @@ def experts_figure(stats: RunStats, sram: np.ndarray | None = None, title: str =
     if counts is None:
         raise PlotError("no experts: lines (run colibri-run or colibri-generate with --stats)")
     layers = stats.layers
-    share = counts[layers] / np.maximum(counts[layers].sum(axis=1, keepdims=True), 1)
-    fig, ax = plt.subplots(figsize=(max(6.4, 0.45 * counts.shape[1] + 3),
+    shown = counts[layers]
+    labels = [str(e) for e in range(counts.shape[1])]
+    if stats.zero is not None:  # the zero-computation experts' choices, a column apart
+        shown = np.concatenate([shown, stats.zero[layers, None]], axis=1)
+        labels.append("zero")
+    share = shown / np.maximum(shown.sum(axis=1, keepdims=True), 1)
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.45 * shown.shape[1] + 3),
                                     max(3.5, 0.35 * len(layers) + 2)))
     image = ax.imshow(100 * share, cmap="viridis", aspect="auto", vmin=0)
     fig.colorbar(image, ax=ax, label="% of the layer's routed tokens")
     ax.set_xlabel("expert")
     ax.set_ylabel("layer")
-    ax.set_xticks(range(counts.shape[1]))
+    ax.set_xticks(range(shown.shape[1]), labels)
     ax.set_yticks(range(len(layers)), [str(layer) for layer in layers])
-    if counts.shape[1] <= 16 and len(layers) <= 32:
+    if shown.shape[1] <= 17 and len(layers) <= 32:
         for (row, e), value in np.ndenumerate(share):
             ax.text(e, row, f"{100 * value:.0f}", ha="center", va="center", fontsize=7,
                     color="white" if value < share.max() / 2 else "black")
@@ -259,6 +271,10 @@ def _experts(args: argparse.Namespace) -> str:
     sram = plan_sram(stats.counts, slots) if slots is not None else None
     experts_figure(stats, sram, args.title).savefig(args.output, dpi=120)
     lines = [f"wrote {args.output}"]
+    if stats.zero is not None:
+        total = int(stats.counts.sum() + stats.zero.sum())
+        lines.append(f"zero-computation experts: {int(stats.zero.sum())} of {total} choices "
+                     f"({100 * stats.zero.sum() / max(total, 1):.1f}%: no weights read)")
     if sram is not None:
         lines.append(f"SRAM: {int(sram.sum())} expert blocks{note}, serving "
                      f"{100 * stats.counts[sram].sum() / max(stats.counts.sum(), 1):.1f}% of "

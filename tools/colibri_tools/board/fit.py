@@ -38,7 +38,7 @@ from ..converter.checkpoint import CONFIG_NAME, read_json, resolve_model_dir
 from ..converter.families import model_spec
 from ..errors import ColibriError, OptionError
 from ..image.image_layout import expert_blocks
-from ..image.image_spec import DEFAULT_ALIGNMENT, FLAG_EXPERTS_LAST, Arch, ModelRecord
+from ..image.image_spec import DEFAULT_ALIGNMENT, FLAG_EXPERTS_LAST, Arch, FfnKind, ModelRecord
 from ..image.quant import weights_name
 from ..image.sizes import (
     MAX_BATCH,
@@ -109,6 +109,7 @@ class ModelFacts:
     blocks: int = 0            # routed expert blocks
     slot_bytes: int = 0        # one expert cache slot
     experts_last: bool = True
+    shortcut: bool = False     # a shortcut layer (format 1.12): a scratch region more
 
 
 def _header_ints(path: Path) -> dict[str, int]:
@@ -130,7 +131,7 @@ def _from_image(path: Path, header: Path | None) -> ModelFacts:
                       decode_bytes_per_token(r, image.tensors), image.alignment, context,
                       macros.get("BATCH", 1), weights_name(image.tensors), image.resident_size,
                       len(blocks), expert_slot_size([b.size for b in blocks]),
-                      bool(image.header["flags"] & FLAG_EXPERTS_LAST))
+                      bool(image.header["flags"] & FLAG_EXPERTS_LAST), image.shortcut)
 
 
 def facts_from_spec(spec, source: str, *, alignment: int = DEFAULT_ALIGNMENT,
@@ -145,7 +146,8 @@ def facts_from_spec(spec, source: str, *, alignment: int = DEFAULT_ALIGNMENT,
     context = min(r.max_context, DEFAULT_CONTEXT_CAP) if context is None else context
     return ModelFacts(source, "config", spec.family, r, size, decode_bytes_per_token(r, tensors),
                       alignment, context, batch, quant or "fp32", resident, len(blocks),
-                      expert_slot_size([b.size for b in blocks]))
+                      expert_slot_size([b.size for b in blocks]),
+                      shortcut=FfnKind.SHORTCUT in spec.ffn_kinds)
 
 
 def _from_config(path: Path, alignment: int, quant: str | None) -> ModelFacts:
@@ -220,7 +222,8 @@ def budget(board: Board, model: ModelFacts, context: int, batch: int, app: str,
     linux = board.port == "linux"
     quantized = model.weights != "fp32"
     paged = not linux and app in PAGED_APPS
-    return Budget(state_size(r, context), scratch_size(r, context, batch, quantized),
+    return Budget(state_size(r, context), scratch_size(r, context, batch, quantized,
+                                                       model.shortcut),
                   logits_size(r) * PAGED_APPS.get(app, 1) if paged else logits_size(r),
                   1 if linux else MODEL_INSTANCES.get(app, 1),
                   stack_bytes(board), 0 if linux else (firmware_static(board, app) or 0),

@@ -41,7 +41,7 @@ def header_values(image: ModelImage, context: int, batch: int = 1) -> list[tuple
         ("SHARED_INTERMEDIATE", r.shared_intermediate), ("TOP_K", r.top_k),
         ("ALIGNMENT", image.alignment), ("IMAGE_SIZE", image.image_size), ("CONTEXT", context),
         ("BATCH", batch), ("STATE_BYTES", state_size(r, context)),
-        ("SCRATCH_BYTES", scratch_size(r, context, batch, image.quantized)),
+        ("SCRATCH_BYTES", scratch_size(r, context, batch, image.quantized, image.shortcut)),
         ("N_EXPERT_BLOCKS", len(image.expert_blocks())),
         ("QUANTIZED", int(image.quantized)),
         ("RESIDENT_BYTES", image.resident_size),

@@ -283,20 +283,22 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         out_dir / TOKENIZER_OUT_NAME if TOKENIZER_OUT_NAME in names else None,
         spec.family, int(spec.arch), spec.record, spec.ffn_kinds, image.fingerprint,
         image.image_size, len(image.tensors), alignment, context, batch,
-        state_size(spec.record, context), scratch_size(spec.record, context, batch, image.quantized),
+        state_size(spec.record, context),
+        scratch_size(spec.record, context, batch, image.quantized, image.shortcut),
         dropped, quant, quant_attention, quant_embeddings, row_groups, experts_last)
 
 
 def summary(result: ConvertResult) -> str:
     """A few human-readable lines about a conversion."""
     r = result.record
-    n_moe = sum(1 for k in result.ffn_kinds if k == FfnKind.MOE)
+    n_moe = sum(1 for k in result.ffn_kinds if k != FfnKind.DENSE)
     lines = [
         f"{result.family} (arch {result.arch}): {r.n_layers} layers ({n_moe} MoE, "
         f"{r.n_layers - n_moe} dense), vocab {r.vocab_size}, hidden {r.hidden_size}, "
         f"heads {r.n_heads}/{r.n_kv_heads} x {r.head_dim}, max context {r.max_context}",
         f"experts: {r.n_experts} x {r.expert_intermediate}, top-{r.top_k}, "
         f"shared {r.shared_intermediate}, dense {r.dense_intermediate}"
+        + (f", {r.zero_experts} zero-computation" if r.zero_experts else "")
         + (" (zero shared expert dropped)" if result.dropped_shared_expert else ""),
         f"image: {result.image_size} bytes, {result.n_tensors} tensors, alignment "
         f"{result.alignment}, fingerprint 0x{result.fingerprint:08X}"

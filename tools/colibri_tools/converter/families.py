@@ -111,6 +111,7 @@ _SOURCE_FIELDS = {
     "routed_scaling": "routed_scaling_factor", "rope_dim": "partial_rotary_factor",
     "rope_factor": "rope_parameters.factor", "qkv_clip": "attn_config.clip_qkv",
     "attn_temp_floor": "floor_scale", "attn_temp_scale": "attn_scale",
+    "zero_experts": "zero_expert_num",
 }
 # DBRX names its fields otherwise, some under attn_config and ffn_config.
 _DBRX_SOURCE_FIELDS = {
@@ -134,7 +135,7 @@ class ModelSpec:
 
     @property
     def moe_layers(self) -> list[int]:
-        return [i for i, k in enumerate(self.ffn_kinds) if k == FfnKind.MOE]
+        return [i for i, k in enumerate(self.ffn_kinds) if k != FfnKind.DENSE]
 
     @property
     def interleaved_rope(self) -> bool:
@@ -414,7 +415,7 @@ FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
             "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3,
             **recent.FAMILIES}
-INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2", "llama4_text"}
+INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2", "llama4_text", "longcat_flash"}
 ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
               "phimoe": _uniform_window_kinds, **recent.ATTN_KINDS}
 
@@ -459,7 +460,7 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
             source = _present(c, ("num_local_experts", "num_experts", "moe_num_experts",
                                   "n_routed_experts"))
         if p.field == "top_k":
-            source = _present(c, ("num_experts_per_tok", "moe_k"))
+            source = _present(c, ("num_experts_per_tok", "moe_k", "moe_topk"))
         if arch == Arch.DBRX:
             source = _DBRX_SOURCE_FIELDS.get(p.field, source)
         raise c.unsupported(source, c.raw(source) if c.raw(source) is not None else p.value,

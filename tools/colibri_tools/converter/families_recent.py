@@ -47,6 +47,14 @@ minimax_m2,exaone_moe}):
   keys and values, and their own output projections, weighted, plus a bias; the
   MoE is Granite's router with a bias after the experts' sum (attn_bias bit 10);
   the layers' norms have transformers' fixed eps 1e-6, so rms_norm_eps must be it.
+- longcat_flash: each of num_layers decoder layers is two image layers (format 1.12):
+  the first a shortcut layer (its dense MLP and, on the same input, the MoE, whose
+  output is added after the second layer's MLP), the second dense; MLA with a q LoRA
+  and RoPE on interleaved pairs (its RoPE width is head_dim, which must be
+  qk_rope_head_dim), the LoRA scales sqrt(hidden / rank) folded into the weights
+  (tensor_map_longcat.py); a softmax router over n_routed_experts + zero_expert_num
+  (the zero-computation experts), chosen on softmax + e_score_correction_bias, not
+  renormalised, times routed_scaling_factor (router_score 4).
 """
 
 from __future__ import annotations
@@ -59,11 +67,13 @@ from ..image.image_spec import (
     BIAS_ATTN_EXPERTS,
     BIAS_ATTN_GATE,
     BIAS_MOE_OUT,
+    BIAS_ROUTER,
     NORM_LAYER,
     NORM_RMS_POST,
     NORM_RMS_SANDWICH,
     QK_NORM_L2_ROTATED,
     ROUTER_SIGMOID,
+    ROUTER_SOFTMAX_BIASED,
     ROUTER_TOPK_SIGMOID_INPUT,
     ROUTER_TOPK_SOFTMAX,
     Arch,
@@ -398,8 +408,51 @@ def _jetmoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.JETMOE, fields, kinds
 
 
+LONGCAT_DEFAULT_THETA = 1e7  # LongcatFlashConfig.default_theta
+
+
+def _longcat_attention(c: HFConfig) -> dict:
+    """LongCat-Flash's shape: num_layers decoder layers of two image layers each,
+    MLA whose RoPE turns head_dim (= qk_rope_head_dim) dimensions."""
+    hidden = c.integer("hidden_size", minimum=1)
+    heads = c.integer("num_attention_heads", minimum=1)
+    c.reject_if("num_key_value_heads", lambda v: v not in (None, heads),
+                "must be num_attention_heads: MLA has one latent for every head")
+    rope = c.integer("qk_rope_head_dim", 64, minimum=2)
+    c.reject_if("head_dim", lambda v: v not in (None, rope), "must equal qk_rope_head_dim: "
+                "transformers turns head_dim dimensions of the qk_rope_head_dim it rotates")
+    nope = c.integer("qk_nope_head_dim", 128, minimum=1)
+    c.reject_if("qk_head_dim", lambda v: v not in (None, nope + rope),
+                "must be qk_nope_head_dim + qk_rope_head_dim")
+    c.reject_if("q_lora_rank", lambda v: v is None, "LongCat-Flash's queries need a q LoRA")
+    fields = {"vocab_size": c.integer("vocab_size", minimum=1), "hidden_size": hidden,
+              "n_layers": 2 * c.integer("num_layers", minimum=1), "n_heads": heads,
+              "max_context": min(c.integer("max_position_embeddings", minimum=1),
+                                 MAX_CONTEXT_CAP),
+              "tie_embeddings": int(c.flag("tie_word_embeddings", False))}
+    fields |= mla_fields(c, fields)
+    return fields | rope_fields(c, fields["head_dim"], LONGCAT_DEFAULT_THETA, rope_dim=rope)
+
+
+def _longcat_flash(c: HFConfig) -> tuple[Arch, dict, list[int]]:
+    """LongCat-Flash: shortcut layers (a dense MLP beside the MoE, whose output
+    waits for the next layer) and zero-computation experts (format 1.12)."""
+    fields = _longcat_attention(c)
+    kinds = [FfnKind.SHORTCUT, FfnKind.DENSE] * (fields["n_layers"] // 2)
+    fields |= {"dense_intermediate": c.integer("ffn_hidden_size", minimum=1),
+               "expert_intermediate": c.integer("expert_ffn_hidden_size", minimum=1),
+               "n_experts": c.integer("n_routed_experts", minimum=1),
+               "zero_experts": c.integer("zero_expert_num", 0, minimum=0),
+               "top_k": c.integer("moe_topk", minimum=1), "router_score": ROUTER_SOFTMAX_BIASED,
+               "routed_scaling": c.number("routed_scaling_factor", 6.0),
+               "rms_eps": c.number("rms_norm_eps", 1e-5),
+               "attn_bias": BIAS_ROUTER if c.flag("router_bias", False) else 0}
+    return Arch.LONGCAT_FLASH, fields, kinds
+
+
 FAMILIES = {"flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
             "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2, "exaone_moe": _exaone_moe,
-            "dbrx": _dbrx, "afmoe": _afmoe, "llama4_text": _llama4_text, "jetmoe": _jetmoe}
+            "dbrx": _dbrx, "afmoe": _afmoe, "llama4_text": _llama4_text, "jetmoe": _jetmoe,
+            "longcat_flash": _longcat_flash}
 ATTN_KINDS = {"exaone_moe": _exaone_attn_kinds, "afmoe": _afmoe_attn_kinds,
               "llama4_text": _llama4_attn_kinds}

@@ -36,6 +36,7 @@ from ..image.image_writer import SourceTensor
 from .checkpoint import Checkpoint
 from .families import ModelSpec
 from .tensor_map_fused import dbrx_experts, dbrx_tensor, jetmoe_tensor
+from .tensor_map_longcat import PREDICTION_PREFIX, longcat_experts, longcat_name, longcat_scaled
 
 _DENSE_ROLES = (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)
 _SHARED_ROLES = (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN)
@@ -147,6 +148,8 @@ class TensorMap:
         """Checkpoint name of a non-expert tensor."""
         if role in _GLOBAL_NAMES:
             return _GLOBAL_NAMES[role]
+        if self.spec.family == "longcat_flash":
+            return longcat_name(role, layer)
         if role in _POST_NORM_NAMES and self.spec.record.norm_kind == NORM_RMS_POST:
             return f"model.layers.{layer}.{_POST_NORM_NAMES[role]}"
         if role in _LLAMA4_DENSE_NAMES and self.spec.family == "llama4_text":
@@ -267,10 +270,10 @@ class TensorMap:
         self._expect(name, entry.shape)
         if self.spec.interleaved_rope and self.spec.record.mla:
             if entry.role in (Role.ATTN_Q, Role.MLA_Q_B, Role.MLA_KV_A):
-                return self._mla_rope_rows(name, entry.role)
+                return longcat_scaled(self, entry, self._mla_rope_rows(name, entry.role))
         elif self.spec.interleaved_rope and entry.role in _ROPE_ROLES:
             return self._interleaved_rows(name)
-        return lambda: self._load(name)
+        return longcat_scaled(self, entry, lambda: self._load(name))
 
     def _input_major_experts(self, block: str, interleaved: bool) -> list[tuple[Loader, Loader,
                                                                                    Loader]]:
@@ -291,6 +294,8 @@ class TensorMap:
     def _expert_loaders(self, layer: int) -> list[tuple[Loader, Loader, Loader]]:
         if self.spec.family == "dbrx":
             return dbrx_experts(self, layer)
+        if self.spec.family == "longcat_flash":
+            return longcat_experts(self, layer)
         block = self._moe_block(layer)
         if self.spec.family in ("gpt_oss", "llama4_text"):
             return self._input_major_experts(block, self.spec.family == "gpt_oss")
@@ -351,6 +356,8 @@ class TensorMap:
         (transformers does not load them either)."""
         extra = self.spec.config.get("num_nextn_predict_layers", 0)
         n = self.spec.record.n_layers
+        if self.spec.family == "longcat_flash":
+            return name.startswith(PREDICTION_PREFIX)
         return (self.spec.family in ("deepseek_v3", "glm4_moe_lite") and isinstance(extra, int)
                 and any(name.startswith(f"model.layers.{n + i}.") for i in range(extra)))
 

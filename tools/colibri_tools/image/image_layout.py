@@ -37,6 +37,7 @@ from .image_spec import (
     MINOR_POST_NORMS,
     MINOR_QUANT,
     MINOR_ROW_GROUPS,
+    MINOR_ZERO_EXPERTS,
     MLA_FIELDS,
     MLA_LATENT,
     NO_EXPERT,
@@ -69,6 +70,7 @@ from .status import Status
 BAD_HYPERPARAMS = Status.E_BAD_HYPERPARAMS.c_name
 UNSUPPORTED_ARCH = Status.E_UNSUPPORTED_ARCH.c_name
 UNSUPPORTED_ROUTER = Status.E_UNSUPPORTED_ROUTER.c_name
+BAD_LAYER_TABLE = Status.E_BAD_LAYER_TABLE.c_name
 
 
 @dataclass(frozen=True)
@@ -112,11 +114,13 @@ MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing w
 
 def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
                  row_groups: bool = False, experts_last: bool = False,
-                 attn_kinds: tuple[int, ...] = ()) -> int:
+                 attn_kinds: tuple[int, ...] = (), ffn_kinds: tuple[int, ...] = ()) -> int:
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
-    (2 is 1.10, 3 is 1.11)."""
+    (2 is 1.10, 3 is 1.11); `ffn_kinds`: theirs (2 is 1.12)."""
+    if r.zero_experts or arch >= Arch.LONGCAT_FLASH or FfnKind.SHORTCUT in ffn_kinds:
+        return MINOR_ZERO_EXPERTS
     if (r.norm_kind == NORM_RMS_SANDWICH or r.qkv_clip
             or r.attn_bias & (BIAS_ATTN_GATE | BIAS_ATTN_EXPERTS | BIAS_MOE_OUT)
             or r.attn_temp_floor or r.qk_norm == QK_NORM_L2_ROTATED
@@ -213,8 +217,11 @@ def _ffn_problems(r: ModelRecord) -> list[Problem]:
         ("shared_intermediate", r.shared_intermediate, r.shared_intermediate <= width,
          "must be <= 2^20"),
         ("n_experts", r.n_experts, r.n_experts <= experts, f"must be <= {experts}"),
-        ("top_k", r.top_k, r.top_k <= min(r.n_experts, MAX_TOP_K),
-         f"must be <= min(n_experts, {MAX_TOP_K})"),
+        ("zero_experts", r.zero_experts, 0 <= r.zero_experts <= experts - r.n_experts and (
+            r.zero_experts == 0 or r.n_experts > 0),
+         f"must be 0 .. {experts} - n_experts, and 0 without routed experts"),
+        ("top_k", r.top_k, r.top_k <= min(r.router_width, MAX_TOP_K),
+         f"must be <= min(n_experts + zero_experts, {MAX_TOP_K})"),
         ("router_norm_topk", r.router_norm_topk, r.router_norm_topk in (0, 1), "must be 0 or 1"),
         ("shared_gate", r.shared_gate, r.shared_gate in (0, 1), "must be 0 or 1"),
         ("shared_gate", r.shared_gate, r.shared_gate == 0 or r.shared_intermediate > 0,
@@ -269,7 +276,16 @@ def _router_problems(r: ModelRecord) -> list[Problem]:
         ("routed_scaling", r.routed_scaling,
          _positive_finite(r.routed_scaling) and r.routed_scaling <= MAX_ROUTED_SCALING,
          "must be > 0 and <= 1024"),
+        ("zero_experts", r.zero_experts, _zero_experts_ok(r),
+         "need router_score 0, 1, 2 or 4, n_group 1 and no attention experts"),
     ], UNSUPPORTED_ROUTER)
+
+
+def _zero_experts_ok(r: ModelRecord) -> bool:
+    """Zero-computation experts (1.12), as sdk/src/hparams.c's zero_experts_ok."""
+    router = r.router_score in (ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX,
+                                ROUTER_SOFTMAX_BIASED)
+    return r.zero_experts == 0 or (router and r.n_group == 1 and not r.attention_experts)
 
 
 def alignment_ok(alignment: int) -> bool:
@@ -382,25 +398,45 @@ def record_problems(arch: int, alignment: int, record: ModelRecord,
 
 _KIND_WIDTHS = {FfnKind.DENSE: ("dense_intermediate",),
                 FfnKind.MOE: ("expert_intermediate", "n_experts", "top_k")}
+# The kinds whose layers hold each part: a shortcut layer (1.12) has both.
+_PART_KINDS = {FfnKind.DENSE: (FfnKind.DENSE, FfnKind.SHORTCUT),
+               FfnKind.MOE: (FfnKind.MOE, FfnKind.SHORTCUT)}
+
+
+def _parts(kind: int) -> list[int]:
+    """The parts (FfnKind.DENSE, FfnKind.MOE) a layer of this kind has."""
+    return [part for part, kinds in _PART_KINDS.items() if kind in kinds]
 
 
 def missing_widths(r: ModelRecord, kind: int) -> list[Problem]:
     """Widths a layer of this kind needs that are 0."""
     return [Problem(name, 0, "must be > 0: a layer of that kind needs it", BAD_HYPERPARAMS)
-            for name in _KIND_WIDTHS.get(kind, ()) if getattr(r, name) == 0]
+            for part in _parts(kind) for name in _KIND_WIDTHS[part] if getattr(r, name) == 0]
 
 
 def unused_widths(r: ModelRecord, ffn_kinds: list[int]) -> list[Problem]:
     """Widths of a layer kind no layer has, which section 1.1 wants 0."""
+    present = {part for kind in ffn_kinds for part in _parts(kind)}
     return [Problem(name, getattr(r, name), "must be 0: no layer of that kind", BAD_HYPERPARAMS)
-            for kind, names in _KIND_WIDTHS.items() if kind not in ffn_kinds
+            for kind, names in _KIND_WIDTHS.items() if kind not in present
             for name in names if getattr(r, name) != 0]
 
 
+def shortcut_placed(ffn_kinds: list[int], layer: int) -> bool:
+    """Section 2 (1.12): a shortcut layer is followed by a dense one, as
+    sdk/src/tensor_check.c's shortcut_placed."""
+    return ffn_kinds[layer] != FfnKind.SHORTCUT or (
+        layer + 1 < len(ffn_kinds) and ffn_kinds[layer + 1] == FfnKind.DENSE)
+
+
 def layer_kind_problems(r: ModelRecord, ffn_kinds: list[int]) -> list[Problem]:
-    """Widths each layer kind needs: 1 .. limit when a layer of that kind exists, else 0."""
+    """Known kinds, shortcut layers before dense ones, and the widths each
+    kind needs: 1 .. limit when a layer of that kind exists, else 0."""
+    placed = [Problem(f"ffn_kinds[{i}]", kind, "must be 0, 1, or 2 followed by a dense layer",
+                      BAD_LAYER_TABLE) for i, kind in enumerate(ffn_kinds)
+              if kind not in tuple(FfnKind) or not shortcut_placed(ffn_kinds, i)]
     needed = [p for kind in sorted(set(ffn_kinds)) for p in missing_widths(r, kind)]
-    return needed + unused_widths(r, ffn_kinds)
+    return placed + needed + unused_widths(r, ffn_kinds)
 
 
 def model_problems(arch: int, alignment: int, record: ModelRecord,
@@ -463,15 +499,17 @@ def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]
 
 def _ffn_shapes(r: ModelRecord, kind: int) -> list[tuple[Role, tuple[int, ...], bool]]:
     h, d, s = r.hidden_size, r.dense_intermediate, r.shared_intermediate
+    dense = [(Role.DENSE_GATE, (d, h), True), (Role.DENSE_UP, (d, h), True),
+             (Role.DENSE_DOWN, (h, d), True)] if kind != FfnKind.MOE else []
     if kind == FfnKind.DENSE:
-        return [(Role.DENSE_GATE, (d, h), True), (Role.DENSE_UP, (d, h), True),
-                (Role.DENSE_DOWN, (h, d), True)]
-    shared, e, i = s > 0, r.n_experts, r.expert_intermediate
-    return [(Role.ROUTER_LOGIT_BIAS, (e,), bool(r.attn_bias & BIAS_ROUTER)),
-            (Role.ROUTER, (r.n_experts, h), True), (Role.SHARED_GATE, (s, h), shared),
+        return dense
+    shared, e, i, w = s > 0, r.n_experts, r.expert_intermediate, r.router_width
+    return dense + [
+            (Role.ROUTER_LOGIT_BIAS, (w,), bool(r.attn_bias & BIAS_ROUTER)),
+            (Role.ROUTER, (w, h), True), (Role.SHARED_GATE, (s, h), shared),
             (Role.SHARED_UP, (s, h), shared), (Role.SHARED_DOWN, (h, s), shared),
             (Role.SHARED_EXPERT_GATE, (1, h), shared and r.shared_gate == 1),
-            (Role.ROUTER_BIAS, (r.n_experts,),
+            (Role.ROUTER_BIAS, (w,),
              r.router_score in (ROUTER_SIGMOID, ROUTER_SOFTMAX_BIASED)),
             (Role.EXPERT_GATE_UP_BIAS, (e, 2 * i), bool(r.attn_bias & BIAS_EXPERTS)),
             (Role.EXPERT_DOWN_BIAS, (e, h), bool(r.attn_bias & BIAS_EXPERTS)),
@@ -482,7 +520,7 @@ def layer_tensors(r: ModelRecord, layer: int, kind: int) -> list[TensorEntry]:
     """The tensors of one layer, in table order (section 3.1)."""
     rows = _attention_shapes(r) + _ffn_shapes(r, kind)
     out = [TensorEntry(role, layer, NO_EXPERT, shape) for role, shape, present in rows if present]
-    if kind == FfnKind.MOE:
+    if kind != FfnKind.DENSE:
         h, i = r.hidden_size, r.expert_intermediate
         for e in range(r.n_experts):
             out += [TensorEntry(Role.EXPERT_GATE, layer, e, (i, h)),
@@ -494,7 +532,7 @@ def layer_tensors(r: ModelRecord, layer: int, kind: int) -> list[TensorEntry]:
 def layer_tensor_count(r: ModelRecord, kind: int) -> int:
     """How many table entries a layer of this kind has (section 3.1)."""
     rows = _attention_shapes(r) + _ffn_shapes(r, kind)
-    experts = 3 * r.n_experts if kind == FfnKind.MOE else 0
+    experts = 3 * r.n_experts if kind != FfnKind.DENSE else 0
     return sum(1 for _, _, present in rows if present) + experts
 
 

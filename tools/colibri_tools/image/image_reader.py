@@ -26,6 +26,7 @@ from .image_layout import (
     layer_tensor_count,
     missing_widths,
     record_problems,
+    shortcut_placed,
     unused_widths,
 )
 from .image_spec import (
@@ -36,7 +37,6 @@ from .image_spec import (
     FLAG_SCALES,
     FLAG_SLIDING,
     HEADER_FIELDS,
-    HEADER_RESERVED,
     HEADER_SIZE,
     KNOWN_FLAGS,
     LAYER_ENTRY_SIZE,
@@ -137,6 +137,11 @@ class ModelImage:
     def quantized(self) -> bool:
         """Whether some matrix is stored Q8 or Q4 (format 1.2)."""
         return any(t.dtype in QUANT_DTYPES for t in self.tensors)
+
+    @property
+    def shortcut(self) -> bool:
+        """Whether some layer is a shortcut layer (format 1.12)."""
+        return any(layer.ffn_kind == FfnKind.SHORTCUT for layer in self.layers)
 
     def expert_blocks(self) -> list[ExpertBlock]:
         return expert_blocks(self.tensors)
@@ -253,8 +258,8 @@ class _Checker:
         cursor = len(global_tensors(record))
         for i, layer in enumerate(layers):
             offset = HEADER_SIZE + LAYER_ENTRY_SIZE * i
-            kind_ok = layer.ffn_kind in (FfnKind.DENSE, FfnKind.MOE) and attn_kind_ok(
-                record, layer.attn_kind)
+            kind_ok = layer.ffn_kind in tuple(FfnKind) and attn_kind_ok(
+                record, layer.attn_kind) and shortcut_placed([e.ffn_kind for e in layers], i)
             if (not kind_ok or layer.first_tensor != cursor
                     or layer.n_tensors != layer_tensor_count(record, layer.ffn_kind)):
                 raise self.fail(f"layer {i}: ffn_kind {layer.ffn_kind}, attn_kind "
@@ -378,7 +383,6 @@ def read_image(source: Source, *, expected_fingerprint: int = 0,
     header, record = check.check_fixed_header()
     end = check.check_extent(header)
     check.check_meta_crc(header, end, expected_fingerprint)
-    check.check_reserved(HEADER_RESERVED, HEADER_RESERVED + 4, "header")
     check.check_record(header, record)
     layers = check.read_layers(record)
     check.check_layers(header, record, layers)

@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.11 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.12 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 11  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 12  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
@@ -40,6 +40,7 @@ MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16
 MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LAST
 MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arch 15 .. 19, attn_kind 2
 MINOR_LLAMA4_ERA = 11           # qkv_clip, the gate bit, norm_kind 3, arch 20 .. 22 and more
+MINOR_ZERO_EXPERTS = 12         # zero_experts, ffn_kind 2 (shortcut), arch 24
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -75,11 +76,13 @@ class Arch(IntEnum):
     AFMOE = 21
     LLAMA4 = 22
     JETMOE = 23
+    LONGCAT_FLASH = 24
 
 
 class FfnKind(IntEnum):
     DENSE = 0
     MOE = 1
+    SHORTCUT = 2  # format 1.12: a dense FFN and a MoE whose output waits for the next layer
 
 
 class Role(IntEnum):
@@ -147,11 +150,10 @@ HEADER_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("layer_table_offset", 40, "Q"),
     ("tensor_table_offset", 48, "Q"),
     ("n_tensors", 56, "I"),
-    ("reserved", 60, "I"),
 )
-HEADER_RESERVED = 60  # u32, zero (COLIBRI_E_RESERVED otherwise)
 
 MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
+    ("zero_experts", 60, "I"),  # format 1.12: the header's former reserved u32
     ("vocab_size", 64, "I"),
     ("hidden_size", 68, "I"),
     ("n_layers", 72, "I"),
@@ -311,6 +313,7 @@ class ModelRecord:
     qkv_clip: float = 0.0  # format 1.11: 0, or q, k, v clamped to +-qkv_clip (DBRX)
     attn_temp_floor: float = 0.0  # format 1.11: Llama 4's attention temperature (0: none)
     attn_temp_scale: float = 0.0
+    zero_experts: int = 0  # format 1.12: zero-computation experts after the routed ones
 
     @property
     def has_scales(self) -> bool:
@@ -323,6 +326,11 @@ class ModelRecord:
     @property
     def has_mla(self) -> bool:
         return any(getattr(self, name) != 0 for name in MLA_FIELDS)
+
+    @property
+    def router_width(self) -> int:
+        """The experts a router scores: n_experts, then (format 1.12) the zero ones."""
+        return self.n_experts + self.zero_experts
 
     @property
     def attention_experts(self) -> bool:

@@ -162,11 +162,12 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
     row_groups = any(t.dtype in R16_DTYPES for t in tensors)
     header = {"magic": MAGIC, "version_major": VERSION_MAJOR,
               "version_minor": format_minor(arch, record, quantized, row_groups, experts_last,
-                                            tuple(e.attn_kind for e in layers)),
+                                            tuple(e.attn_kind for e in layers),
+                                            tuple(e.ffn_kind for e in layers)),
               "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0,
               "flags": header_flags(record, experts_last),
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,
-              "tensor_table_offset": tensor_offset, "n_tensors": len(tensors), "reserved": 0}
+              "tensor_table_offset": tensor_offset, "n_tensors": len(tensors)}
     pack_header(buf, header, record)
     for i, layer in enumerate(layers):
         pack_layer(buf, layer_offset + LAYER_ENTRY_SIZE * i, layer)

@@ -50,10 +50,11 @@ ACTIVATION_BLOCK_FLOATS = 9
 
 
 def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1,
-                         quantized: bool = False) -> list[int]:
+                         quantized: bool = False, shortcut: bool = False) -> list[int]:
     """The float counts of section 8 for chunks of `batch` tokens, in the order
     listed there (not yet rounded). `quantized`: the image has a Q8/Q4 matrix,
-    and the last region holds a chunk's activations in blocks of 32."""
+    and a region holds a chunk's activations in blocks of 32; `shortcut`: it
+    has a shortcut layer (format 1.12), whose MoE output the last region holds."""
     b, h = batch, record.hidden_size
     q = record.n_heads * record.head_dim
     k = record.n_kv_heads * record.head_dim
@@ -67,19 +68,20 @@ def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1,
     blocks = b * row_blocks(widest) * ACTIVATION_BLOCK_FLOATS if quantized else 0
     return [b * h, b * h, b * h, b * h, b * q, b * max(k, kv_a), b * max(k, q_lora),
             b * max(q, record.out_width), record.n_heads * context, b * m, b * m,
-            b * max(record.n_experts, 1), b * record.head_dim, b * top_k, b * top_k, b * h, b, b,
-            blocks, latent]
+            b * max(record.router_width, 1), b * record.head_dim, b * top_k, b * top_k, b * h, b,
+            b, blocks, latent, b * h if shortcut else 0]
 
 
 def scratch_size(record: ModelRecord, context: int, batch: int = 1,
-                 quantized: bool = False) -> int:
+                 quantized: bool = False, shortcut: bool = False) -> int:
     """Bytes of scratch memory colibri_forward needs with a state of `context`
     positions, running chunks of up to `batch` tokens (1 .. MAX_BATCH), for an
-    image with (`quantized`) or without a Q8/Q4 matrix."""
+    image with (`quantized`) or without a Q8/Q4 matrix, with (`shortcut`) or
+    without a shortcut layer."""
     _check_context(record, context)
     if not 1 <= batch <= MAX_BATCH:
         raise OptionError(f"batch {batch} must be 1 .. {MAX_BATCH}")
-    counts = scratch_float_counts(record, context, batch, quantized)
+    counts = scratch_float_counts(record, context, batch, quantized, shortcut)
     rounded = (-(-n // SCRATCH_ROUND) * SCRATCH_ROUND for n in counts)
     return FLOAT_BYTES * sum(rounded)
 

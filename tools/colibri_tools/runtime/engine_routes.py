@@ -14,27 +14,33 @@ import numpy as np
 @dataclass(frozen=True)
 class Routes:
     """counts[layer, expert] tokens routed; experts/weights[pos, layer, j] the
-    j-th expert of position pos (ascending; -1 where nothing was recorded: dense
-    layers, positions not yet run); attention[layer, expert] the tokens each
-    attention expert took (all zero but for a model with attention experts)."""
+    j-th expert of position pos (ascending; an index from n_experts on is a
+    zero-computation expert, format 1.12; -1 where nothing was recorded: dense
+    layers, positions not yet run); zero[layer] the choices of zero-computation
+    experts; attention[layer, expert] the tokens each attention expert took (all
+    zero but for a model with attention experts)."""
 
     counts: np.ndarray     # int64 [n_layers, n_experts]
     experts: np.ndarray    # int32 [context, n_layers, top_k]
     weights: np.ndarray    # float32 [context, n_layers, top_k]
     attention: np.ndarray  # int64 [n_layers, n_experts]
+    zero: np.ndarray       # int64 [n_layers]
 
     @classmethod
     def sized(cls, n_layers: int, n_experts: int, top_k: int, context: int) -> Routes:
         k, e = max(top_k, 1), max(n_experts, 1)
         return cls(np.zeros((n_layers, e), np.int64), np.full((context, n_layers, k), -1, np.int32),
-                   np.zeros((context, n_layers, k), np.float32), np.zeros((n_layers, e), np.int64))
+                   np.zeros((context, n_layers, k), np.float32), np.zeros((n_layers, e), np.int64),
+                   np.zeros(n_layers, np.int64))
 
     def record(self, layer: int, pos: int, n_tokens: int, top_k: int,
                experts: ctypes.POINTER(ctypes.c_uint32),
                weights: ctypes.POINTER(ctypes.c_float)) -> None:
         """The FFN router's choices for positions pos .. pos + n_tokens - 1."""
         chosen = np.ctypeslib.as_array(experts, shape=(n_tokens, top_k))
-        np.add.at(self.counts[layer], chosen.ravel(), 1)
+        routed = chosen[chosen < self.counts.shape[1]]
+        np.add.at(self.counts[layer], routed, 1)
+        self.zero[layer] += chosen.size - routed.size
         self.experts[pos:pos + n_tokens, layer, :top_k] = chosen
         self.weights[pos:pos + n_tokens, layer, :top_k] = np.ctypeslib.as_array(
             weights, shape=(n_tokens, top_k))

@@ -330,11 +330,14 @@ def stats_lines(session: Session, result: Generation) -> list[str]:
         lines.append("decode: steps=0")
     lines.append(f"generate: tokens={len(result.ids)} stop={result.stop}")
     if e.routes is not None:  # as colibri-run's: attention experts (JetMoE) first
-        for topic, counts in (("attention-experts", e.routes.attention),
-                              ("experts", e.routes.counts)):
+        zero = e.routes.zero if hp["zero_experts"] else None
+        for topic, counts, zeros in (("attention-experts", e.routes.attention, None),
+                                     ("experts", e.routes.counts, zero)):
             lines += [f"{topic}: layer={layer} top_k={hp['top_k']} routed={row.sum()} "
                       f"counts={','.join(map(str, row.tolist()))}"
-                      for layer, row in enumerate(counts) if row.sum()]
+                      + ("" if zeros is None else f" zero={zeros[layer]}")
+                      for layer, row in enumerate(counts)
+                      if row.sum() or (zeros is not None and zeros[layer])]
     return [f"{PROG}: {line}" for line in lines]
 
 
