@@ -63,6 +63,8 @@ from transformers import (
     Llama4TextConfig,
     LongcatFlashConfig,
     LongcatFlashForCausalLM,
+    MiMoV2FlashConfig,
+    MiMoV2FlashForCausalLM,
     MiniMaxM2Config,
     MiniMaxM2ForCausalLM,
     MixtralConfig,
@@ -81,7 +83,7 @@ FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe"
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
             "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe",
-            "longcat_flash")
+            "longcat_flash", "mimo_v2_flash")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -110,6 +112,7 @@ _CLASSES = {
     "llama4_text": (Llama4TextConfig, Llama4ForCausalLM),
     "jetmoe": (JetMoeConfig, JetMoeForCausalLM),
     "longcat_flash": (LongcatFlashConfig, LongcatFlashForCausalLM),
+    "mimo_v2_flash": (MiMoV2FlashConfig, MiMoV2FlashForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -271,6 +274,24 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                           routed_scaling_factor=6.0, max_position_embeddings=64,
                           rms_norm_eps=1e-5,
                           rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # Full, sliding, sliding, full layers (window 8): the sliding ones with twice the KV
+    # heads (2 for 4 query heads), sinks and their own RoPE base; RoPE over int(16 *
+    # 0.334) = 5 dimensions (3 pairs, frequencies over 5); values 10 wide of head_dim
+    # 16, scaled by 0.707; a dense first layer, the sigmoid router in 2 groups of 3
+    # (1 kept), top-2, renormalised, scaling 1.5; q/k/v biases.
+    "mimo_v2_flash": dict(vocab_size=101, hidden_size=40, intermediate_size=24,
+                          moe_intermediate_size=10, num_hidden_layers=4, num_attention_heads=4,
+                          num_key_value_heads=1, head_dim=16, v_head_dim=10,
+                          n_routed_experts=6, num_experts_per_tok=2, n_group=2, topk_group=1,
+                          norm_topk_prob=True, routed_scaling_factor=1.5, sliding_window=8,
+                          attention_bias=True, max_position_embeddings=64, rms_norm_eps=1e-5,
+                          layer_types=["full_attention", "sliding_attention",
+                                       "sliding_attention", "full_attention"],
+                          rope_parameters={
+                              "full_attention": {"rope_type": "default", "rope_theta": 5e4,
+                                                 "partial_rotary_factor": 0.334},
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 1e3,
+                                                    "partial_rotary_factor": 0.334}}),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,

@@ -306,7 +306,8 @@ typedef struct colibri_hparams {
                     * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
                     * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo,
                     * 16 hunyuan_v1_moe, 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe,
-                    * 20 dbrx, 21 afmoe, 22 llama4, 23 jetmoe, 24 longcat_flash */
+                    * 20 dbrx, 21 afmoe, 22 llama4, 23 jetmoe, 24 longcat_flash,
+                    * 25 mimo_v2_flash */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -402,6 +403,10 @@ typedef struct colibri_hparams {
      * then holds that output between the two layers. */
     uint32_t zero_experts;
     uint32_t shortcut_layers;
+    /* format 1.12 (MiMo-V2-Flash), header flag LAYER_ROPE: 1 when every layer
+     * holds its own RoPE inverse frequencies (ROPE_FREQ, rope_dim / 2 floats)
+     * in place of rope_theta^(-2i / rope_dim); else 0. */
+    uint32_t layer_rope;
 } colibri_hparams;
 
 /*

@@ -91,12 +91,24 @@ static int follows_shortcut(const colibri_model *m, uint32_t l)
                           LAY_FFN_KIND) == FFN_SHORTCUT;
 }
 
+/* The chunk's RoPE rows from the layer's own frequencies (format 1.12,
+ * LAYER_ROPE; without them chunk_forward computed the rows once). */
+static void layer_rope_rows(const colibri_model *m, const layer_view *layer,
+                            const colibri_state *state, workspace *ws, uint32_t n)
+{
+    for (uint32_t t = 0; layer->rope_freq != NULL && t < n; t++) {
+        colibri_rope_table_of(&m->hp, layer->rope_freq, ws->rope + (size_t)t * m->hp.head_dim,
+                              state->pos + t);
+    }
+}
+
 static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state,
                                     workspace *ws, uint32_t n)
 {
     layer_view layer;
     colibri_status status;
     colibri_layer_view_load(m, l, &layer);
+    layer_rope_rows(m, &layer, state, ws, n);
     sublayer_input(m, ws, layer.attn_norm, layer.attn_norm_bias, n);
     colibri_attention_forward(m, &layer, l, state, ws, n);
     add_sublayer(m, ws, ws->ffn_out, sublayer_output_norm(m, layer.attn_norm, layer.attn_post_norm),
@@ -166,7 +178,9 @@ static colibri_status chunk_forward(const colibri_model *m, colibri_state *state
     for (uint32_t t = 0; t < n; t++) {
         embed_row(m, ws->x + (size_t)t * hidden, (uint32_t)ids[t]);
         scale_values(ws->x + (size_t)t * hidden, hidden, hp->embedding_scale);
-        colibri_rope_table(hp, ws->rope + (size_t)t * hp->head_dim, state->pos + t);
+        if (!hp->layer_rope) {
+            colibri_rope_table(hp, ws->rope + (size_t)t * hp->head_dim, state->pos + t);
+        }
     }
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         colibri_status status = decoder_layer(m, l, state, ws, n);

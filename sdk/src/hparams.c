@@ -67,6 +67,7 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->attn_temp_scale = colibri_rd_f32(img + REC_ATTN_TEMP_SCALE);
     hp->zero_experts = colibri_rd_u32(img + HDR_ZERO_EXPERTS);
     hp->shortcut_layers = 0; /* counted by the layer table check */
+    hp->layer_rope = (colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_LAYER_ROPE) != 0u;
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -99,7 +100,7 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_LONGCAT_FLASH) || hp->qk_norm > QK_NORM_L2_ROTATED ||
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_MIMO_V2_FLASH) || hp->qk_norm > QK_NORM_L2_ROTATED ||
         hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
@@ -231,10 +232,15 @@ static int yarn_valid(const colibri_hparams *hp)
 
 /* Format 1.5 RoPE fields: with HDR_FLAG_ROPE an even rope_dim in 2 ..
  * head_dim, a known kind and its numbers; without it all six zero, which
- * means RoPE over the whole head, default kind. */
+ * means RoPE over the whole head, default kind. Each layer's own
+ * frequencies (1.12, HDR_FLAG_LAYER_ROPE) need the flag and default RoPE. */
 static colibri_status check_rope(const uint8_t *img, colibri_hparams *hp)
 {
-    if ((colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_ROPE) == 0) {
+    int rope = (colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_ROPE) != 0;
+    if (hp->layer_rope && (!rope || hp->rope_kind != ROPE_DEFAULT)) {
+        return COLIBRI_E_BAD_HYPERPARAMS;
+    }
+    if (!rope) {
         for (uint32_t off = REC_ROPE_DIM; off <= REC_ROPE_ATTN_FACTOR; off += 4u) {
             if (colibri_rd_u32(img + off) != 0u) {
                 return COLIBRI_E_BAD_HYPERPARAMS;

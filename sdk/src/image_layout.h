@@ -94,8 +94,9 @@ enum {
     HDR_FLAG_SLIDING = 4,       /* format 1.6: sliding_window and the layers' attn_kind */
     HDR_FLAG_MLA = 8,           /* format 1.7: Multi-head Latent Attention */
     HDR_FLAG_EXPERTS_LAST = 16, /* format 1.9: every expert block after the other data */
-    HDR_KNOWN_FLAGS =
-        HDR_FLAG_SCALES | HDR_FLAG_ROPE | HDR_FLAG_SLIDING | HDR_FLAG_MLA | HDR_FLAG_EXPERTS_LAST
+    HDR_FLAG_LAYER_ROPE = 32,   /* format 1.12: each layer's RoPE frequencies (ROPE_FREQ) */
+    HDR_KNOWN_FLAGS = HDR_FLAG_SCALES | HDR_FLAG_ROPE | HDR_FLAG_SLIDING | HDR_FLAG_MLA |
+                      HDR_FLAG_EXPERTS_LAST | HDR_FLAG_LAYER_ROPE
 };
 
 /* activation values (section 1.1): SiLU; gpt-oss's clamped SwiGLU (1.6). */
@@ -217,7 +218,8 @@ enum {
     ROLE_ATTN_POST_NORM = 71,
     ROLE_FFN_POST_NORM = 72,
     ROLE_ATTN_ROUTER = 73, /* format 1.11: the attention experts' router */
-    ROLE_MOE_OUT_BIAS = 74
+    ROLE_MOE_OUT_BIAS = 74,
+    ROLE_ROPE_FREQ = 75 /* format 1.12: a layer's RoPE inverse frequencies */
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
@@ -263,7 +265,8 @@ enum {
     ARCH_AFMOE = 21,
     ARCH_LLAMA4 = 22,
     ARCH_JETMOE = 23,
-    ARCH_LONGCAT_FLASH = 24
+    ARCH_LONGCAT_FLASH = 24,
+    ARCH_MIMO_V2_FLASH = 25
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

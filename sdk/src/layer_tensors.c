@@ -33,6 +33,7 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_FFN_POST_NORM, PART_ATTENTION, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE,
      SLOT(ffn_post_norm)},
     {ROLE_ATTN_SINKS, PART_ATTENTION, WHEN_SINKS, DIM_HEADS, DIM_NONE, SLOT(sinks)},
+    {ROLE_ROPE_FREQ, PART_ATTENTION, WHEN_LAYER_ROPE, DIM_ROPE_PAIRS, DIM_NONE, SLOT(rope_freq)},
     {ROLE_DENSE_GATE, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_gate)},
     {ROLE_DENSE_UP, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_up)},
     {ROLE_DENSE_DOWN, PART_DENSE, WHEN_ALWAYS, DIM_HIDDEN, DIM_DENSE, SLOT(dense_down)},
@@ -82,6 +83,7 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_SINKS: return (hp->attn_bias & BIAS_SINKS) != 0;
     case WHEN_ROUTER_LOGIT_BIAS: return (hp->attn_bias & BIAS_ROUTER) != 0;
     case WHEN_EXPERT_BIAS: return (hp->attn_bias & BIAS_EXPERTS) != 0;
+    case WHEN_LAYER_ROPE: return hp->layer_rope != 0;
     default: return 1;
     }
 }
@@ -101,6 +103,7 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
     case DIM_DENSE: return hp->dense_intermediate;
     case DIM_EXPERTS: return hp->n_experts;
     case DIM_ROUTES: return colibri_router_width(hp);
+    case DIM_ROPE_PAIRS: return hp->rope_dim / 2u;
     case DIM_SHARED: return hp->shared_intermediate;
     case DIM_EXPERT: return hp->expert_intermediate;
     case DIM_HEADS: return hp->n_heads;

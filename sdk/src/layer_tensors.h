@@ -35,7 +35,8 @@ enum {
     WHEN_ATTN_GATE,    /* attn_bias bit 8 (format 1.11) */
     WHEN_POST_NORMS,   /* norm_kind 3 (format 1.11) */
     WHEN_ATTN_EXPERTS, /* attn_bias bit 9 (format 1.11) */
-    WHEN_MOE_OUT_BIAS  /* attn_bias bit 10 (format 1.11) */
+    WHEN_MOE_OUT_BIAS, /* attn_bias bit 10 (format 1.11) */
+    WHEN_LAYER_ROPE    /* header flag LAYER_ROPE (format 1.12) */
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */
@@ -57,10 +58,11 @@ enum {
     DIM_Q_LORA,
     DIM_KV_A, /* kv_lora_rank + rope_dim: the latent and the RoPE key */
     DIM_KV_LORA,
-    DIM_KV_B,   /* n_heads * (head_dim - rope_dim + v_head_dim) */
-    DIM_Q_ROWS, /* ATTN_Q's rows: Q, with attention experts n_experts * K */
-    DIM_O_ROWS, /* ATTN_O's rows: H, with attention experts n_experts * H */
-    DIM_ROUTES  /* the router's rows: n_experts + zero_experts (format 1.12) */
+    DIM_KV_B,      /* n_heads * (head_dim - rope_dim + v_head_dim) */
+    DIM_Q_ROWS,    /* ATTN_Q's rows: Q, with attention experts n_experts * K */
+    DIM_O_ROWS,    /* ATTN_O's rows: H, with attention experts n_experts * H */
+    DIM_ROUTES,    /* the router's rows: n_experts + zero_experts (format 1.12) */
+    DIM_ROPE_PAIRS /* rope_dim / 2 */
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */

@@ -41,5 +41,9 @@ colibri_status colibri_ffn_forward(const colibri_model *m, const layer_view *lay
 /* cos_sin[0 .. rope_dim/2) = cos, [rope_dim/2 .. rope_dim) = sin of each
  * frequency at position pos: default RoPE or YaRN (rope.c). */
 void colibri_rope_table(const colibri_hparams *hp, float *cos_sin, uint32_t pos);
+/* The RoPE table of position pos from a layer's own inverse frequencies
+ * (format 1.12, LAYER_ROPE: rope_dim / 2 of them). */
+void colibri_rope_table_of(const colibri_hparams *hp, const float *inv_freq, float *cos_sin,
+                           uint32_t pos);
 
 #endif

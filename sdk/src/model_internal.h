@@ -45,6 +45,8 @@ typedef struct layer_view {
     const float *attn_post_norm;    /* [H] norm of the attention's output (norm_kind 3) */
     const float *ffn_post_norm;     /* [H] norm of the FFN's output (norm_kind 3) */
     const float *sinks;             /* [n_heads] attention sinks or NULL */
+    const float *rope_freq;         /* [rope_dim / 2] the layer's RoPE inverse frequencies
+                                     * (format 1.12, LAYER_ROPE) or NULL */
     const float *router_logit_bias; /* [E + Z] added to the router logits, or NULL */
     matrix_ref dense_gate;          /* [D, H] (dense layer) */
     matrix_ref dense_up;            /* [D, H] */

@@ -1,5 +1,6 @@
 /* rope.c - the RoPE table of one position (docs/format.md 1.1: rope_dim,
- * rope_kind), computed as transformers computes it in float32. */
+ * rope_kind; 1.12: a layer's own frequencies), computed as transformers
+ * computes it in float32. */
 #include "colibri_math.h"
 #include "kernels.h"
 #include "layers.h"
@@ -27,5 +28,14 @@ void colibri_rope_table(const colibri_hparams *hp, float *cos_sin, uint32_t pos)
         colibri_sincosf((float)pos * yarn_inv_freq(hp, i), &cos_sin[half + i], &cos_sin[i]);
         cos_sin[i] = cos_sin[i] * hp->rope_attn_factor;
         cos_sin[half + i] = cos_sin[half + i] * hp->rope_attn_factor;
+    }
+}
+
+void colibri_rope_table_of(const colibri_hparams *hp, const float *inv_freq, float *cos_sin,
+                           uint32_t pos)
+{
+    uint32_t half = hp->rope_dim / 2u;
+    for (uint32_t i = 0; i < half; i++) {
+        colibri_sincosf((float)pos * inv_freq[i], &cos_sin[half + i], &cos_sin[i]);
     }
 }

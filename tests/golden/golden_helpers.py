@@ -14,7 +14,8 @@ FAMILIES = ["mixtral", "qwen2_moe", "qwen2_moe_norm", "olmoe", "qwen3_moe", "swi
             "deepseek_v3", "deepseek_v3_yarn", "deepseek_v2_greedy", "flex_olmo", "hunyuan_v1_moe",
             "hunyuan_v1_moe_alpha", "glm4_moe_lite", "minimax_m2", "minimax_m2_rotary", "exaone_moe",
             "dbrx", "dbrx_plain", "afmoe", "llama4_text", "llama4_text_plain", "jetmoe",
-            "afmoe_unshared", "longcat_flash"]  # new ones last: the quantized tests' prompts follow the order
+            "afmoe_unshared", "longcat_flash",
+            "mimo_v2_flash"]  # new ones last: the quantized tests' prompts follow the order
 REPORT = REPO / "build" / "golden_report.json"
 
 

@@ -3,7 +3,8 @@ expert_release, experts_chosen; docs/core.md, Experts from storage): the same
 bits as the in-place run, on every kernel table this CPU runs, threads
 {1, 2, 3} and prompt chunks {1, 7, 32}, float32 and int4 row-group images of
 the families whose feed-forward differs (shared expert and dense layers,
-expert biases, MLA with a selection bias). tests/sdk/expert_port.c poisons
+expert biases, MLA with a selection bias, zero-computation experts in shortcut
+layers). tests/sdk/expert_port.c poisons
 every expert block of the image it gives the core, so any read in place, or
 of a block after its release, changes the logits; its port checks the rules
 of the seam. A failing acquire gives COLIBRI_E_EXPERT_UNAVAILABLE with
@@ -19,7 +20,7 @@ from colibri_tools.image.image_spec import EXPERT_ROLES
 from cpu_tables import runnable
 from golden_helpers import REPO
 
-FAMILIES = ["mixtral", "qwen2_moe", "gpt_oss", "deepseek_v3"]
+FAMILIES = ["mixtral", "qwen2_moe", "gpt_oss", "deepseek_v3", "longcat_flash"]
 FORMATS = ["f32", "int4+attention+rows16"]
 
 

@@ -246,3 +246,34 @@ def test_longcat_zero_experts_are_routed_and_reported_apart(converted, colibri_r
         engine.forward(ids)
         assert {i: row.tolist() for i, row in enumerate(engine.routes.counts) if row.sum()} == want
         assert {i: int(c) for i, c in enumerate(engine.routes.zero) if c} == zero
+
+
+def test_mimo_layer_types_differ_where_it_shows(converted):
+    """Guards the MiMo-V2-Flash test model: the sliding layers' own RoPE base, their
+    sinks and the value scale each change the logits far beyond the tolerance, so
+    matching transformers checks the per-layer RoPE tables (format 1.12), the -inf
+    sinks of the full layers against the others' and the scale folded into v_proj."""
+    model, _ = converted("mimo_v2_flash")
+    ids = _ids(model, 40, seed=3)
+    base = _hf_logits(model, ids)
+    rotary, attns = model.model.rotary_emb, [layer.self_attn for layer in model.model.layers]
+    own = rotary.sliding_attention_inv_freq.clone()
+    edits = {
+        "rope": (lambda: rotary.sliding_attention_inv_freq.copy_(rotary.full_attention_inv_freq),
+                 lambda: rotary.sliding_attention_inv_freq.copy_(own)),
+        "sinks": (lambda: [setattr(a, "saved", a.sinks) or setattr(a, "sinks", None)
+                           for a in attns if a.sinks is not None],
+                  lambda: [setattr(a, "sinks", a.saved) for a in attns if hasattr(a, "saved")]),
+        "value scale": (lambda: [setattr(a, "v_scale", 1.0) for a in attns],
+                        lambda: [setattr(a, "v_scale", model.config.attention_value_scale)
+                                 for a in attns]),
+    }
+    for name, (change, undo) in edits.items():
+        with torch.no_grad():
+            change()
+            try:
+                moved = np.abs(_hf_logits(model, ids) - base).max()
+            finally:
+                undo()
+        assert moved > 1000 * TOLERANCE, name
+    np.testing.assert_array_equal(_hf_logits(model, ids), base)

@@ -11,8 +11,8 @@ groups, partial RoPE and YaRN, the format 1.6 sinks, sliding windows, router and
 expert biases and clamped SwiGLU, the format 1.11 q/k/v clamp, output gate,
 norms before and after each sublayer, chunked attention, the unweighted q/k
 norm, the attention temperature, the router weighting the experts' input and
-the attention experts; the format 1.12 zero-computation experts and shortcut
-layers).
+the attention experts; the format 1.12 zero-computation experts, shortcut
+layers and each layer's own RoPE frequencies).
 RoPE pairs dimension i with i + rope_dim/2, as transformers does.
 """
 
@@ -75,8 +75,11 @@ class _Weights:
         return any(t.key == (role, layer, NO_EXPERT) for t in self.image.tensors)
 
 
-def _inv_freq(r) -> tuple[np.ndarray, float]:
-    """Inverse frequencies of the rope_dim/2 pairs and the cos/sin factor (1.2 YaRN)."""
+def _inv_freq(r, table: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """Inverse frequencies of the rope_dim/2 pairs and the cos/sin factor (1.2 YaRN);
+    a layer's own table (format 1.12) when given."""
+    if table is not None:
+        return table, 1.0
     dim = r.rope_dim or r.head_dim
     inv = r.rope_theta ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
     if r.rope_kind != 1:
@@ -85,9 +88,10 @@ def _inv_freq(r) -> tuple[np.ndarray, float]:
     return inv / r.rope_factor * ramp + inv * (1 - ramp), r.rope_attn_factor
 
 
-def _rope(x: np.ndarray, positions: np.ndarray, r) -> np.ndarray:
+def _rope(x: np.ndarray, positions: np.ndarray, r, table: np.ndarray | None = None
+          ) -> np.ndarray:
     """x: [n, heads, head_dim]; RoPE on the first rope_dim dimensions of each head."""
-    inv, factor = _inv_freq(r)
+    inv, factor = _inv_freq(r, table)
     half = inv.shape[0]
     angles = positions[:, None] * inv[None, :]
     cos = factor * np.cos(np.concatenate([angles, angles], -1))[:, None, :]
@@ -174,8 +178,9 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
         q = _rms(q, w.get(Role.ATTN_Q_NORM, layer), r.rms_eps)
         k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)
     positions = np.arange(n, dtype=np.float64)
+    table = w.get(Role.ROPE_FREQ, layer) if r.layer_rope else None  # format 1.12
     if w.image.layers[layer].attn_kind != 2:  # format 1.10: 2 is full attention without RoPE
-        q, k = _rope(q, positions, r), _rope(k, positions, r)
+        q, k = _rope(q, positions, r, table), _rope(k, positions, r, table)
     if r.qk_norm == 3:  # format 1.10: per head, after RoPE (Hunyuan)
         q = _rms(q, w.get(Role.ATTN_Q_NORM, layer), r.rms_eps)
         k = _rms(k, w.get(Role.ATTN_K_NORM, layer), r.rms_eps)

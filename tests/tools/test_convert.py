@@ -36,6 +36,9 @@ def _assert_tensors(image, expected: dict) -> None:
     got = {t.key: t for t in image.tensors}
     assert set(got) == set(expected), set(got) ^ set(expected)
     for key, array in expected.items():
+        if key[0] == 75:  # a RoPE table (1.12): the nearest float32s, transformers' within an ulp
+            np.testing.assert_allclose(image.tensor_array(got[key]), array, rtol=2 ** -22)
+            continue
         np.testing.assert_array_equal(image.tensor_array(got[key]), array, err_msg=str(key))
 
 

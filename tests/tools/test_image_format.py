@@ -142,6 +142,8 @@ def _doc_order(rec: dict) -> list[tuple]:
             rows += [(71, (h,)), (72, (h,))]
         if rec["attn_bias"] & 32:
             rows.append((30, (rec["n_heads"],)))
+        if rec["layer_rope"]:  # the layer's RoPE inverse frequencies (1.12)
+            rows.append((75, (rec["rope_dim"] // 2,)))
         if kind in (0, 2):  # dense, or (1.12) a shortcut layer's dense part
             rows += [(32, (d, h)), (33, (d, h)), (34, (h, d))]
         if kind in (1, 2):
@@ -202,13 +204,14 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
             or rec["attn_temp_floor"] or rec["qk_norm"] == 4 or rec["router_score"] == 5
             or 3 in rec["attn_kinds"]):
         minor = 11  # section 7: DBRX's clamp, AFMoE's gate and norms, Llama 4's features
-    if rec["zero_experts"] or rec["arch"] >= 24 or 2 in rec["ffn_kinds"]:
-        minor = 12  # section 7: zero-computation experts, shortcut layers, LongCat-Flash
+    if rec["zero_experts"] or rec["arch"] >= 24 or 2 in rec["ffn_kinds"] or rec["layer_rope"]:
+        minor = 12  # section 7: zero experts, shortcut layers, each layer's RoPE (1.12)
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
     assert _u("Q", data, 16) == len(data)
     flags = int(scales) | 2 * int(rope) | (4 if rec["sliding_window"] else 0)  # SLIDING: 1.6
+    flags |= 8 * int(mla) | 32 * rec["layer_rope"]  # MLA: 1.7; LAYER_ROPE: 1.12
     assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
-        flags | 8 * int(mla), alignment, rec["arch"])
+        flags, alignment, rec["arch"])
     assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
     assert _u("I", data, 60) == rec["zero_experts"]  # 1.12; reserved, 0, before
     for name, (offset, code) in RECORD_AT.items():
@@ -578,3 +581,16 @@ def test_a_shortcut_layer_must_be_followed_by_a_dense_one(tmp_path, monkeypatch)
     written = image_writer.write_image(tmp_path / "last.bin", arch=Arch.LONGCAT_FLASH,
                                        record=record, ffn_kinds=kinds, sources=sources)
     _refused_by_both(bytearray(written.path.read_bytes()), Status.E_BAD_LAYER_TABLE, tmp_path)
+
+
+@pytest.mark.parametrize("family,flags", [("mimo_v2_flash", ~2), ("mixtral", 32)])
+def test_layer_rope_needs_the_rope_fields(family, flags, hf_checkpoint, tmp_path):
+    """Each layer's RoPE table (format 1.12, header flag LAYER_ROPE) says which
+    frequencies turn the rope_dim dimensions the ROPE flag sets: without that flag
+    (MiMo's image with it cleared, Mixtral's with LAYER_ROPE set) both readers
+    refuse the record."""
+    result = convert(hf_checkpoint(family), tmp_path / "out", progress=False)
+    buf = bytearray(result.image_path.read_bytes())
+    old = _u("I", buf, 28)
+    _put(buf, "I", 28, old & flags if flags < 0 else old | flags)
+    _refused_by_both(buf, Status.E_BAD_HYPERPARAMS, tmp_path)

@@ -85,6 +85,18 @@ UNSUPPORTED = [
                                      "chunked_attention", "full_attention"]}, "layer_types"),
     ("llama4_text", {"no_rope_layers": [1, 2, 1, 0]}, "no_rope_layers"),
     ("jetmoe", {"rms_norm_eps": 1e-5}, "rms_norm_eps"),
+    ("mimo_v2_flash", {"v_head_dim": 20}, "v_head_dim"),
+    ("mimo_v2_flash", {"num_key_value_heads": 4}, "num_key_value_heads"),
+    ("mimo_v2_flash", {"attention_value_scale": "big"}, "attention_value_scale"),
+    ("mimo_v2_flash", {"rope_parameters": {
+        "full_attention": {"rope_type": "yarn", "rope_theta": 5e4, "factor": 2.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e3}}},
+     "rope_parameters.full_attention"),
+    ("mimo_v2_flash", {"rope_parameters": {
+        "full_attention": {"rope_type": "default", "rope_theta": 5e4, "partial_rotary_factor": 1.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e3,
+                              "partial_rotary_factor": 0.5}}}, "rope_parameters"),
+    ("mimo_v2_flash", {"layer_types": ["full_attention", "chunked"]}, "layer_types"),
     ("longcat_flash", {"head_dim": 6}, "head_dim"),
     ("longcat_flash", {"qk_head_dim": 12}, "qk_head_dim"),
     ("longcat_flash", {"q_lora_rank": None}, "q_lora_rank"),

@@ -55,6 +55,7 @@ minimax_m2,exaone_moe}):
   (tensor_map_longcat.py); a softmax router over n_routed_experts + zero_expert_num
   (the zero-computation experts), chosen on softmax + e_score_correction_bias, not
   renormalised, times routed_scaling_factor (router_score 4).
+- mimo_v2_flash: families_mimo.py.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ from ..image.image_spec import (
     Arch,
     FfnKind,
 )
+from . import families_mimo as mimo
 from .family_fields import (
     ALL_BIASES,
     MAX_CONTEXT_CAP,
@@ -453,6 +455,6 @@ def _longcat_flash(c: HFConfig) -> tuple[Arch, dict, list[int]]:
 FAMILIES = {"flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
             "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2, "exaone_moe": _exaone_moe,
             "dbrx": _dbrx, "afmoe": _afmoe, "llama4_text": _llama4_text, "jetmoe": _jetmoe,
-            "longcat_flash": _longcat_flash}
+            "longcat_flash": _longcat_flash, **mimo.FAMILIES}
 ATTN_KINDS = {"exaone_moe": _exaone_attn_kinds, "afmoe": _afmoe_attn_kinds,
-              "llama4_text": _llama4_attn_kinds}
+              "llama4_text": _llama4_attn_kinds, **mimo.ATTN_KINDS}

@@ -37,6 +37,7 @@ from .checkpoint import Checkpoint
 from .families import ModelSpec
 from .tensor_map_fused import dbrx_experts, dbrx_tensor, jetmoe_tensor
 from .tensor_map_longcat import PREDICTION_PREFIX, longcat_experts, longcat_name, longcat_scaled
+from .tensor_map_mimo import mimo_tensor
 
 _DENSE_ROLES = (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)
 _SHARED_ROLES = (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN)
@@ -255,6 +256,8 @@ class TensorMap:
         if self.spec.family == "dbrx":
             return dbrx_tensor(self, entry)
         fused = jetmoe_tensor(self, entry) if self.spec.family == "jetmoe" else None
+        if self.spec.family == "mimo_v2_flash":
+            fused = mimo_tensor(self, entry)
         if fused is not None:
             return fused
         granite = self._granite_shared(entry)

@@ -24,6 +24,7 @@ from .image_spec import (
     BIAS_SINKS,
     DATA_ALIGN,
     EXPERT_ROLES,
+    FLAG_LAYER_ROPE,
     FLAG_MLA,
     FLAG_ROPE,
     LIMITS,
@@ -47,6 +48,7 @@ from .image_spec import (
     NORM_RMS_SANDWICH,
     QK_NORM_L2_ROTATED,
     QK_NORM_PER_HEAD_ROTATED,
+    ROPE_DEFAULT,
     ROPE_FIELDS,
     ROPE_YARN,
     ROUTER_SIGMOID,
@@ -119,7 +121,8 @@ def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
     (2 is 1.10, 3 is 1.11); `ffn_kinds`: theirs (2 is 1.12)."""
-    if r.zero_experts or arch >= Arch.LONGCAT_FLASH or FfnKind.SHORTCUT in ffn_kinds:
+    if (r.zero_experts or r.layer_rope or arch >= Arch.LONGCAT_FLASH
+            or FfnKind.SHORTCUT in ffn_kinds):
         return MINOR_ZERO_EXPERTS
     if (r.norm_kind == NORM_RMS_SANDWICH or r.qkv_clip
             or r.attn_bias & (BIAS_ATTN_GATE | BIAS_ATTN_EXPERTS | BIAS_MOE_OUT)
@@ -303,7 +306,11 @@ def _yarn_ok(r: ModelRecord) -> bool:
 
 def _rope_problems(r: ModelRecord, flags: int) -> list[Problem]:
     """Format 1.5 RoPE fields: all zero without the ROPE flag; with it a known
-    kind, an even rope_dim 2 .. head_dim and the kind's numbers."""
+    kind, an even rope_dim 2 .. head_dim and the kind's numbers; each layer's own
+    frequencies (1.12, LAYER_ROPE) with the flag and default RoPE."""
+    if flags & FLAG_LAYER_ROPE and (not flags & FLAG_ROPE or r.rope_kind != ROPE_DEFAULT):
+        return [Problem("layer_rope", 1, "each layer's RoPE frequencies need the header flag "
+                        "ROPE and default RoPE (rope_kind 0)", BAD_HYPERPARAMS)]
     if not flags & FLAG_ROPE:
         return _check([(name, getattr(r, name), getattr(r, name) == 0,
                          "must be 0 without the header flag ROPE") for name in ROPE_FIELDS],
@@ -494,6 +501,7 @@ def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]
         (Role.ATTN_POST_NORM, (h,), r.norm_kind == NORM_RMS_SANDWICH),
         (Role.FFN_POST_NORM, (h,), r.norm_kind == NORM_RMS_SANDWICH),
         (Role.ATTN_SINKS, (r.n_heads,), bool(r.attn_bias & BIAS_SINKS)),
+        (Role.ROPE_FREQ, (r.rope_dim // 2,), bool(r.layer_rope)),
     ]
 
 

@@ -77,6 +77,7 @@ class Arch(IntEnum):
     LLAMA4 = 22
     JETMOE = 23
     LONGCAT_FLASH = 24
+    MIMO_V2_FLASH = 25
 
 
 class FfnKind(IntEnum):
@@ -132,6 +133,7 @@ class Role(IntEnum):
     FFN_POST_NORM = 72
     ATTN_ROUTER = 73  # format 1.11: the attention experts' router (attn_bias bit 9)
     MOE_OUT_BIAS = 74  # format 1.11: added to the routed experts' sum (attn_bias bit 10)
+    ROPE_FREQ = 75  # format 1.12: a layer's RoPE inverse frequencies (FLAG_LAYER_ROPE)
 
 
 EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
@@ -212,7 +214,8 @@ FLAG_ROPE = 2  # bit 1: the record's RoPE fields are set (format 1.5)
 FLAG_SLIDING = 4  # bit 2: sliding_window and the layers' attn_kind (format 1.6)
 FLAG_MLA = 8  # bit 3: the record's Multi-head Latent Attention fields are set (format 1.7)
 FLAG_EXPERTS_LAST = 16  # bit 4: every expert block after all other tensor data (format 1.9)
-KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING | FLAG_MLA | FLAG_EXPERTS_LAST
+FLAG_LAYER_ROPE = 32  # bit 5: each layer's RoPE inverse frequencies, ROPE_FREQ (format 1.12)
+KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING | FLAG_MLA | FLAG_EXPERTS_LAST | FLAG_LAYER_ROPE
 ACT_SILU, ACT_SWIGLU_CLAMPED = 0, 1  # activation values (1: gpt-oss, format 1.6)
 ATTN_FULL, ATTN_SLIDING = 0, 1  # a layer's attn_kind (format 1.6)
 ATTN_FULL_NOPE = 2  # format 1.10: full attention without RoPE (EXAONE's global layers)
@@ -314,6 +317,9 @@ class ModelRecord:
     attn_temp_floor: float = 0.0  # format 1.11: Llama 4's attention temperature (0: none)
     attn_temp_scale: float = 0.0
     zero_experts: int = 0  # format 1.12: zero-computation experts after the routed ones
+    # format 1.12: each layer has its ROPE_FREQ table; not a record field but the
+    # header's FLAG_LAYER_ROPE (set from it when read), as the core's hp.layer_rope
+    layer_rope: int = 0
 
     @property
     def has_scales(self) -> bool:
@@ -351,7 +357,8 @@ def header_flags(record: ModelRecord, experts_last: bool = False) -> int:
     (experts_last: section 3.2, format 1.9)."""
     return ((FLAG_SCALES if record.has_scales else 0) | (FLAG_ROPE if record.has_rope else 0)
             | (FLAG_SLIDING if record.sliding_window else 0) | (FLAG_MLA if record.has_mla else 0)
-            | (FLAG_EXPERTS_LAST if experts_last else 0))
+            | (FLAG_EXPERTS_LAST if experts_last else 0)
+            | (FLAG_LAYER_ROPE if record.layer_rope else 0))
 
 
 @dataclass(frozen=True)
@@ -417,7 +424,8 @@ def pack_header(buf: bytearray, header: dict, record: ModelRecord) -> None:
 
 def unpack_header(buf: bytes | memoryview) -> tuple[dict, ModelRecord]:
     header = _unpack_fields(buf, 0, HEADER_FIELDS)
-    record = ModelRecord(**_unpack_fields(buf, 0, MODEL_RECORD_FIELDS))
+    record = ModelRecord(**_unpack_fields(buf, 0, MODEL_RECORD_FIELDS),
+                         layer_rope=int(bool(header["flags"] & FLAG_LAYER_ROPE)))
     return header, record
 
 
