@@ -36,6 +36,7 @@ def test_logits_match_transformers(family, length, converted, colibri_run, tmp_p
     assert want.std() > 0.3, "logits too flat for the tolerance to mean anything"
     diff = float(np.abs(got - want).max())
     record(family, "max_abs_logit_diff", diff)
+    record(family, "max_rel_logit_diff", diff / float(np.abs(want).max()))  # of the largest
     record(family, "logit_std", float(want.std()))
     assert diff <= TOLERANCE, f"{family} n={length}: max |diff| {diff:.3g}"
 

@@ -68,10 +68,11 @@ def value_scale(c: HFConfig) -> float:
 def _rope_of(c: HFConfig, layer_type: str) -> dict:
     params = c.raw("rope_parameters") or DEFAULT_ROPE
     one = params.get(layer_type) if isinstance(params, dict) else None
-    if not isinstance(one, dict) or one.get("rope_type", "default") != "default" or \
-            not isinstance(one.get("rope_theta"), (int, float)) or one["rope_theta"] < 1:
+    theta = one.get("rope_theta") if isinstance(one, dict) else None
+    if not isinstance(theta, (int, float)) or isinstance(theta, bool) or \
+            not 1 <= theta < float("inf") or one.get("rope_type", "default") != "default":
         raise c.unsupported(f"rope_parameters.{layer_type}", one, "must be default RoPE with a "
-                            "rope_theta >= 1 for each layer type used")
+                            "finite rope_theta >= 1 for each layer type used")
     return one
 
 
