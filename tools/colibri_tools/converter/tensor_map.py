@@ -253,6 +253,11 @@ class TensorMap:
         return load
 
     def _plain(self, entry: TensorEntry) -> Loader:
+        if self.spec.family == "longcat_flash":  # the usual loaders, its LoRA scales folded in
+            return longcat_scaled(self, entry, self._usual(entry))
+        return self._usual(entry)
+
+    def _usual(self, entry: TensorEntry) -> Loader:
         if self.spec.family == "dbrx":
             return dbrx_tensor(self, entry)
         fused = jetmoe_tensor(self, entry) if self.spec.family == "jetmoe" else None
@@ -273,10 +278,10 @@ class TensorMap:
         self._expect(name, entry.shape)
         if self.spec.interleaved_rope and self.spec.record.mla:
             if entry.role in (Role.ATTN_Q, Role.MLA_Q_B, Role.MLA_KV_A):
-                return longcat_scaled(self, entry, self._mla_rope_rows(name, entry.role))
+                return self._mla_rope_rows(name, entry.role)
         elif self.spec.interleaved_rope and entry.role in _ROPE_ROLES:
             return self._interleaved_rows(name)
-        return longcat_scaled(self, entry, lambda: self._load(name))
+        return lambda: self._load(name)
 
     def _input_major_experts(self, block: str, interleaved: bool) -> list[tuple[Loader, Loader,
                                                                                    Loader]]:

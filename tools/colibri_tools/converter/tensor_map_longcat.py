@@ -56,11 +56,11 @@ def longcat_name(role: int, layer: int) -> str:
 
 
 def longcat_scaled(tmap: TensorMap, entry: TensorEntry, load: Loader) -> Loader:
-    """The loader of `entry` with its LoRA scale folded in (the other tensors, and
-    every other family's, as they are)."""
+    """The loader of `entry` with its LoRA scale folded in (the other tensors as
+    they are)."""
     r = tmap.spec.record
     rank = {Role.MLA_Q_B: r.q_lora_rank, Role.MLA_KV_A_NORM: r.kv_lora_rank}.get(entry.role)
-    if rank is None or tmap.spec.family != "longcat_flash":
+    if rank is None:
         return load
     scale = np.float32(math.sqrt(r.hidden_size / rank))
     return lambda: load() * scale

@@ -256,10 +256,11 @@ class _Checker:
         """Section 2: contiguous layers of known kinds with the entry counts of 3.1;
         then the widths each kind present needs (and zero for kinds absent)."""
         cursor = len(global_tensors(record))
+        kinds = [layer.ffn_kind for layer in layers]
         for i, layer in enumerate(layers):
             offset = HEADER_SIZE + LAYER_ENTRY_SIZE * i
             kind_ok = layer.ffn_kind in tuple(FfnKind) and attn_kind_ok(
-                record, layer.attn_kind) and shortcut_placed([e.ffn_kind for e in layers], i)
+                record, layer.attn_kind) and shortcut_placed(kinds, i)
             if (not kind_ok or layer.first_tensor != cursor
                     or layer.n_tensors != layer_tensor_count(record, layer.ffn_kind)):
                 raise self.fail(f"layer {i}: ffn_kind {layer.ffn_kind}, attn_kind "
@@ -271,7 +272,7 @@ class _Checker:
         if cursor != header["n_tensors"]:
             raise self.fail(f"layers end at tensor {cursor}, the table has {header['n_tensors']}",
                             Status.E_BAD_LAYER_TABLE.c_name, HEADER_SIZE)
-        self.raise_first(unused_widths(record, [layer.ffn_kind for layer in layers]))
+        self.raise_first(unused_widths(record, kinds))
 
     def read_tensors(self, header: dict) -> list[tuple[TensorEntry, int, tuple, tuple]]:
         base = header["tensor_table_offset"]
