@@ -195,7 +195,8 @@ typedef struct colibri_linux_expert_layout {
     size_t slot_bytes;     /* one slot: block_max plus room to align a direct read */
     uint32_t moe_layers;   /* layers with routed experts */
     uint32_t experts;      /* routed experts per MoE layer */
-    uint32_t min_slots;    /* the fewest slots a cache may have: top_k, at least 3 */
+    uint32_t min_slots;    /* the fewest slots a cache may have: min(top_k, experts),
+                              at least 3, at most moe_layers * experts */
 } colibri_linux_expert_layout;
 
 /* The layout of an initialised model's experts; COLIBRI_LINUX_E_NO_EXPERTS

@@ -30,6 +30,17 @@ static int add_layer(const colibri_model *model, uint32_t l, colibri_linux_exper
     return 1;
 }
 
+/* The fewest slots a cache may have: the real experts one token can use
+ * (top_k, fewer when zero-computation experts take picks), at least 3, and
+ * never more than there are blocks. */
+static uint32_t fewest_slots(uint32_t top_k, uint32_t experts, uint32_t moe_layers)
+{
+    uint32_t per_token = top_k < experts ? top_k : experts;
+    uint32_t fewest = per_token > 3u ? per_token : 3u;
+    uint64_t blocks = (uint64_t)experts * moe_layers;
+    return blocks < fewest ? (uint32_t)blocks : fewest;
+}
+
 colibri_linux_status colibri_linux_expert_layout_of(const colibri_model *model,
                                                     colibri_linux_expert_layout *out)
 {
@@ -47,7 +58,7 @@ colibri_linux_status colibri_linux_expert_layout_of(const colibri_model *model,
     out->dense_bytes = model->image_size - out->expert_bytes;
     out->slot_bytes =
         colibri_linux_round_up(out->block_max + 2u * EXPERT_IO_ALIGN, EXPERT_IO_ALIGN);
-    out->min_slots = model->hp.top_k > 3u ? model->hp.top_k : 3u;
+    out->min_slots = fewest_slots(model->hp.top_k, out->experts, out->moe_layers);
     return COLIBRI_LINUX_OK;
 }
 
@@ -83,7 +94,7 @@ static colibri_linux_status check_config(const colibri_linux_expert_config *cfg,
         colibri_linux_format_bytes(slot, sizeof slot, layout->slot_bytes);
         colibri_linux_set_err(err, err_size,
                               "expert cache: %u slots, but the model needs at least %u (one "
-                              "layer's top_k experts, 3 at least) of %s each",
+                              "token's real experts, 3 at least) of %s each",
                               cfg->slots, layout->min_slots, slot);
         return COLIBRI_LINUX_E_BUDGET;
     }

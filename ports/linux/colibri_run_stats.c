@@ -127,6 +127,7 @@ static const char *arch_name(uint32_t arch)
     case 22: return "llama4_text";
     case 23: return "jetmoe";
     case 24: return "longcat_flash";
+    case 25: return "mimo_v2_flash";
     default: return "unknown";
     }
 }

@@ -27,6 +27,8 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
     uint64_t m = max3(hp->dense_intermediate, hp->expert_intermediate, hp->shared_intermediate);
     uint64_t e = hp->n_experts > 0 ? colibri_router_width(hp) : 1u;
     uint64_t top = hp->top_k > 0 ? hp->top_k : 1u;
+    /* sel: a token number per expert input, or the chunk's experts in use */
+    uint64_t used = hp->n_experts < b * top ? hp->n_experts : b * top;
     /* MLA: k holds the latent and RoPE key, v the q LoRA, attn n_heads *
      * v_head_dim; the last region each head's absorbed query and latent sum. */
     int mla = hp->mla == MLA_LATENT;
@@ -54,7 +56,7 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
                                                   b * top,
                                                   b * top,
                                                   b * h,
-                                                  b,
+                                                  used > b ? used : b,
                                                   b,
                                                   blocks,
                                                   latent,

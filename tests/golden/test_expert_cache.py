@@ -116,3 +116,25 @@ def test_random_tokens_same_bits_and_reproducible(family, colibri_run, converted
     got, _ = _run(colibri_run, image, tmp_path, "--random-tokens", 5, "--expert-slots", 3)
     other, _ = _run(colibri_run, image, tmp_path, "--random-tokens", 6)
     assert got == want != other
+
+
+def test_more_picks_than_real_experts(colibri_run, tmp_path):
+    """LongCat-Flash with 2 real experts and 4 zero-computation ones, top-5,
+    one MoE layer: a token uses at most the 2 real experts, so the cache's
+    fewest slots are the 2 blocks there are (not top_k), and every budget
+    from them up gives the in-place bits."""
+    from colibri_tools.converter.convert import convert
+    from hf_models import build_model, save_checkpoint
+
+    model, _config = build_model("longcat_flash", seed=5, num_layers=1, n_routed_experts=2,
+                                 zero_expert_num=4, moe_topk=5)
+    save_checkpoint(model, tmp_path / "hf")
+    convert(tmp_path / "hf", tmp_path / "out", context=64, progress=False)
+    image = tmp_path / "out" / "model.bin"
+    want, _ = _run(colibri_run, image, tmp_path)
+    got, err = _run(colibri_run, image, tmp_path, "--expert-slots", 100000)
+    assert got == want and int(_cache_line(err)["slots"]) == 2, err
+    line = _cache_line(err)
+    fixed, slot = int(line["fixed_bytes"]), int(line["slot_bytes"])
+    got, err = _run(colibri_run, image, tmp_path, "--memory-budget", fixed + 2 * slot)
+    assert got == want and int(_cache_line(err)["slots"]) == 2, err

@@ -82,3 +82,19 @@ def test_an_experts_last_image_runs_from_its_start_alone(family, quant, expert_p
     tensors = read_image(image).tensors
     experts = sum(t.size for t in tensors if t.role in EXPERT_ROLES)
     assert 0 < int(found[1]) <= image.stat().st_size - experts, out
+
+
+def test_a_chunk_using_more_experts_than_tokens(expert_port, tmp_path):
+    """256 experts, top-8, the 13-token prompt in one chunk: experts_chosen
+    names about 90 experts, more than the chunk's scratch has token slots
+    (the region that lists them must hold min(E, B * top_k); ASan sees a
+    write past it)."""
+    from colibri_tools.converter.convert import convert
+    from hf_models import build_model, save_checkpoint
+
+    model, _config = build_model("mixtral", seed=3, num_local_experts=256, num_experts_per_tok=8,
+                                 intermediate_size=8)
+    save_checkpoint(model, tmp_path / "hf")
+    convert(tmp_path / "hf", tmp_path / "out", context=64, progress=False)
+    out = _run(expert_port, tmp_path / "out" / "model.bin", "reference", 2, 32)
+    assert re.fullmatch(r"ok acquires=[1-9]\d* held=[12]\n", out), out

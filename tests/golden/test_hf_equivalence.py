@@ -249,6 +249,35 @@ def test_longcat_zero_experts_are_routed_and_reported_apart(converted, colibri_r
         assert {i: int(c) for i, c in enumerate(engine.routes.zero) if c} == zero
 
 
+def test_longcat_as_transformers_reads_its_config(colibri_run, tmp_path):
+    """A LongCat-Flash config without zero_expert_num (transformers' default:
+    256 zero experts) and with router_bias (a classifier.bias that
+    transformers' router never adds): the image follows transformers, within
+    the tolerance, and records the 256."""
+    import json
+
+    from colibri_tools import read_image
+    from colibri_tools.converter.convert import convert
+    from hf_models import build_model, save_checkpoint
+
+    model, _config = build_model("longcat_flash", seed=11, zero_expert_num=256, router_bias=True)
+    bias = model.model.layers[0].mlp.router.classifier.bias
+    with torch.no_grad():
+        bias.copy_(torch.linspace(-3.0, 3.0, bias.numel()))  # it would change the picks
+    save_checkpoint(model, tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    del config["zero_expert_num"]
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(config))
+    convert(tmp_path / "hf", tmp_path / "out", context=64, progress=False)
+    image = tmp_path / "out" / "model.bin"
+    assert read_image(image).record.zero_experts == 256
+    ids = _ids(model, 7, seed=7)
+    want = _hf_logits(model, ids)
+    _, got = run_engine(colibri_run, image, ids, logits_path=tmp_path / "l.bin",
+                        vocab=model.config.vocab_size)
+    assert float(np.abs(got - want).max()) <= TOLERANCE
+
+
 def test_mimo_layer_types_differ_where_it_shows(converted):
     """Guards the MiMo-V2-Flash test model: the sliding layers' own RoPE base, their
     sinks and the value scale each change the logits far beyond the tolerance, so

@@ -6,6 +6,9 @@
  *
  *   layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE EXPERT_INTER EXPERTS
  *               SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND ROUTER_SCORE
+ *               ZERO_EXPERTS LAYER_ROPE ROPE_DIM
+ *
+ * KIND 2 (a shortcut layer, format 1.12) lists its dense FFN, then its MoE.
  *
  * One line per tensor: "ROLE EXPERT ROWS COLS" (COLS 0 for a vector).
  */
@@ -28,10 +31,10 @@ static void print_part(const colibri_hparams *hp, uint32_t part, long expert)
 int main(int argc, char **argv)
 {
     colibri_hparams hp = {0};
-    if (argc != 15) {
+    if (argc != 18) {
         fprintf(stderr, "usage: layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE "
                         "EXPERT_INTER EXPERTS SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND "
-                        "ROUTER_SCORE\n");
+                        "ROUTER_SCORE ZERO_EXPERTS LAYER_ROPE ROPE_DIM\n");
         return 2;
     }
     uint32_t kind = (uint32_t)strtoul(argv[1], NULL, 0);
@@ -47,14 +50,18 @@ int main(int argc, char **argv)
                           &hp.attn_bias,
                           &hp.qk_norm,
                           &hp.norm_kind,
-                          &hp.router_score};
-    for (int i = 0; i < 13; i++) {
+                          &hp.router_score,
+                          &hp.zero_experts,
+                          &hp.layer_rope,
+                          &hp.rope_dim};
+    for (int i = 0; i < 16; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
     }
     print_part(&hp, PART_ATTENTION, -1);
-    if (kind == FFN_DENSE) {
+    if (kind != FFN_MOE) {
         print_part(&hp, PART_DENSE, -1);
-    } else {
+    }
+    if (kind != FFN_DENSE) {
         print_part(&hp, PART_MOE, -1);
         for (uint32_t e = 0; e < hp.n_experts; e++) {
             print_part(&hp, PART_EXPERT, (long)e);

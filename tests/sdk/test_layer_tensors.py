@@ -35,7 +35,8 @@ def _record(shared: int, gate: int, bias: int, qk: int, norm: int, score: int) -
 def _c_layout(dump, kind: int, r: ModelRecord) -> tuple[list[tuple[int, int, tuple]], int]:
     args = [kind, r.hidden_size, r.n_heads, r.n_kv_heads, r.head_dim, r.dense_intermediate,
             r.expert_intermediate, r.n_experts, r.shared_intermediate, r.shared_gate,
-            r.attn_bias, r.qk_norm, r.norm_kind, r.router_score]
+            r.attn_bias, r.qk_norm, r.norm_kind, r.router_score, r.zero_experts, r.layer_rope,
+            r.rope_dim]
     out = subprocess.run([str(dump), *map(str, args)], capture_output=True, text=True,
                          check=True, timeout=30).stdout.splitlines()
     rows = []
@@ -54,3 +55,19 @@ def test_c_and_python_describe_the_same_layer(asan_bins, kind, shared, gate, bia
     c_rows, c_count = _c_layout(asan_bins / "layout_dump", kind, r)
     assert c_rows == python
     assert c_count == len(python) == layer_tensor_count(r, kind)
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2])  # dense, MoE, shortcut (dense and MoE, format 1.12)
+@pytest.mark.parametrize("zero", [0, 3])     # zero-computation experts: the router rows widen
+@pytest.mark.parametrize("layer_rope", [0, 1])  # each layer's ROPE_FREQ (rope_dim / 2)
+@pytest.mark.parametrize("bias", [0, 64])    # ROUTER_LOGIT_BIAS, E + Z wide too
+def test_format_1_12_layers(asan_bins, kind, zero, layer_rope, bias):
+    r = _record(0, 0, bias, 0, 0, 4)
+    r.zero_experts, r.layer_rope, r.rope_dim = zero, layer_rope, 6
+    python = [(int(t.role), -1 if t.expert == 0xFFFF else t.expert, tuple(t.shape))
+              for t in layer_tensors(r, 0, kind)]
+    c_rows, c_count = _c_layout(asan_bins / "layout_dump", kind, r)
+    assert c_rows == python
+    assert c_count == len(python) == layer_tensor_count(r, kind)
+    assert ((75, -1, (3,)) in python) == bool(layer_rope)
+    assert (40, -1, (3 + zero, 36)) in python if kind else 40 not in {row[0] for row in python}

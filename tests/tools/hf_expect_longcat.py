@@ -35,7 +35,7 @@ def longcat_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "shared_intermediate": 0,
         "rms_eps": _f32(layers[0].input_layernorm[0].variance_epsilon),
         "rope_theta": _f32(config.rope_parameters["rope_theta"]),
-        "attn_bias": 0x40 if router.classifier.bias is not None else 0, "qk_norm": 0,
+        "attn_bias": 0, "qk_norm": 0,  # classifier.bias, if any: forward never adds it
         "tie_embeddings": int(bool(config.tie_word_embeddings)), "router_score": 4,
         "top_k": router.top_k, "router_norm_topk": 0,
         "routed_scaling": _f32(router.routed_scaling_factor), "shared_gate": 0,
@@ -72,8 +72,6 @@ def _moe(sd: dict, p: str, experts: Any, layer: int) -> dict:
     selection bias, and the routed experts only."""
     out = {(40, layer, GLOBAL): sd[p + "router.classifier.weight"],
            (45, layer, GLOBAL): sd[p + "router.e_score_correction_bias"]}
-    if p + "router.classifier.bias" in sd:
-        out[(39, layer, GLOBAL)] = sd[p + "router.classifier.bias"]
     gate_up, down = sd[p + "experts.gate_up_proj"], sd[p + "experts.down_proj"]
     inter = experts.intermediate_size
     for e in range(experts.num_routed_experts):

@@ -39,7 +39,8 @@ def doc_scratch_bytes(rec: dict, ctx: int, b: int = 1) -> int:
     counts = [b * h, b * h, b * h, b * h, b * q, b * k, b * k, b * q, rec["n_heads"] * ctx,
               b * m, b * m,
               b * max(rec["n_experts"], 1), b * hd, b * top_k, b * top_k,
-              b * h, b, b]  # the last three: one expert's gathered inputs, their tokens, weights
+              b * h, max(b, min(rec["n_experts"], b * top_k)), b]
+    # the last three: one expert's gathered inputs, their tokens (or the experts in use), weights
     if rec.get("quantized"):  # activation blocks of 36 bytes (9 floats) per 32 inputs
         counts.append(b * -(-max(h, q, m) // 32) * 9)
     return 4 * sum(_round16(c) for c in counts)

@@ -28,7 +28,8 @@ def _fit(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(BOARD), "fit", *args], capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe", "granitemoeshared"])
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe", "granitemoeshared",
+                                    "longcat_flash"])
 def test_sizes_from_config_equal_the_converted_image(family, hf_checkpoint, tmp_path):
     hf = hf_checkpoint(family)
     result = convert(hf, tmp_path / "out", progress=False, alignment=1024)
@@ -37,11 +38,13 @@ def test_sizes_from_config_equal_the_converted_image(family, hf_checkpoint, tmp_
     assert facts.image_bytes == image.image_size == result.image_path.stat().st_size
     # bytes per token, written out: all weights but the routed experts and the
     # embedding table, plus top_k/n_experts of the experts and one embedding row
+    # (LongCat: top_k/(n_experts + zero_experts), the zero experts reading nothing)
     r = image.record
     routed = sum(t.size for t in image.tensors if t.expert != 0xFFFF)  # docs/format.md: NO_EXPERT
     embed = image.tensors[0].size
     rest = sum(t.size for t in image.tensors) - routed - (0 if r.tie_embeddings else embed)
-    want = rest + 4 * r.hidden_size + (routed * r.top_k // r.n_experts if r.n_experts else 0)
+    want = rest + 4 * r.hidden_size + (routed * r.top_k // (r.n_experts + r.zero_experts) if r.n_experts
+                                         else 0)
     assert facts.bytes_per_token == want
     assert load_model(result.image_path.parent).bytes_per_token == want
 

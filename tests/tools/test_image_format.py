@@ -543,6 +543,8 @@ def test_a_layer_without_rope_is_refused_with_mla(hf_checkpoint, tmp_path):
 
 @pytest.mark.parametrize("fields,status", [
     ({128: 3, 180: 0.1}, Status.E_UNSUPPORTED_ROUTER),  # sparsemixer, with its top-2 of 6 + 3
+    # the router first, as colibri_init checks it, though the SwiGLU limit is wrong too
+    ({128: 3, 216: 1.0}, Status.E_UNSUPPORTED_ROUTER),
     ({60: 4096 - 5}, Status.E_BAD_HYPERPARAMS),  # n_experts + zero_experts past 4096
     ({60: 0}, Status.E_BAD_SHAPE),  # the router's rows count the zero experts
 ])

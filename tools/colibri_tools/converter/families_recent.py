@@ -68,7 +68,6 @@ from ..image.image_spec import (
     BIAS_ATTN_EXPERTS,
     BIAS_ATTN_GATE,
     BIAS_MOE_OUT,
-    BIAS_ROUTER,
     NORM_LAYER,
     NORM_RMS_POST,
     NORM_RMS_SANDWICH,
@@ -436,6 +435,14 @@ def _longcat_attention(c: HFConfig) -> dict:
     return fields | rope_fields(c, fields["head_dim"], LONGCAT_DEFAULT_THETA, rope_dim=rope)
 
 
+def _longcat_zero_experts(c: HFConfig) -> int:
+    """zero_expert_num as transformers reads it: 256 when the config leaves
+    it out, none when it is null."""
+    if "zero_expert_num" in c.values and c.raw("zero_expert_num") is None:
+        return 0
+    return c.integer("zero_expert_num", 256, minimum=0)
+
+
 def _longcat_flash(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     """LongCat-Flash: shortcut layers (a dense MLP beside the MoE, whose output
     waits for the next layer) and zero-computation experts (format 1.12)."""
@@ -444,11 +451,11 @@ def _longcat_flash(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     fields |= {"dense_intermediate": c.integer("ffn_hidden_size", minimum=1),
                "expert_intermediate": c.integer("expert_ffn_hidden_size", minimum=1),
                "n_experts": c.integer("n_routed_experts", minimum=1),
-               "zero_experts": c.integer("zero_expert_num", 0, minimum=0),
+               "zero_experts": _longcat_zero_experts(c),
                "top_k": c.integer("moe_topk", minimum=1), "router_score": ROUTER_SOFTMAX_BIASED,
                "routed_scaling": c.number("routed_scaling_factor", 6.0),
-               "rms_eps": c.number("rms_norm_eps", 1e-5),
-               "attn_bias": BIAS_ROUTER if c.flag("router_bias", False) else 0}
+               "rms_eps": c.number("rms_norm_eps", 1e-5)}
+    c.flag("router_bias", False)  # its classifier.bias: never added (tensor_map_longcat.py)
     return Arch.LONGCAT_FLASH, fields, kinds
 
 

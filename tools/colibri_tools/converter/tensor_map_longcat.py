@@ -5,13 +5,16 @@ image layer 2i + j takes `model.layers.{i}.self_attn.{j}.*`, `input_layernorm.{j
 `post_attention_layernorm.{j}` and `mlps.{j}.*`; the MoE `mlp.*` belongs to image
 layer 2i, the shortcut layer:
 
-- `mlp.router.classifier.weight` [E + Z, H] (and its bias with router_bias) and
+- `mlp.router.classifier.weight` [E + Z, H] and
   `mlp.router.e_score_correction_bias` [E + Z]: the zero-computation experts' rows
   after the routed ones', as the image's router has them.
 - `mlp.experts.gate_up_proj` [E + Z, 2I, H] (gate rows, then up rows) and
   `mlp.experts.down_proj` [E, H, I], or per expert `mlp.experts.{e}.{gate,up,down}_proj`
   (save_pretrained writes gate and up for the Z too): the zero-computation experts'
   gate and up, which transformers never reads; neither does the image.
+- `mlp.router.classifier.bias` [E + Z], written with router_bias: transformers
+  creates it but its router never adds it (F.linear on the weight alone), so it
+  is checked and passed over too.
 
 The MLA's LoRA scales are folded in: q_b_proj times sqrt(hidden / q_lora_rank)
 (transformers scales q_pass and q_rot, the whole query, by it) and
@@ -37,8 +40,7 @@ _ATTENTION = {Role.MLA_Q_A: "q_a_proj.weight", Role.MLA_Q_A_NORM: "q_a_layernorm
               Role.ATTN_O: "o_proj.weight"}
 _MLP = {Role.DENSE_GATE: "gate_proj.weight", Role.DENSE_UP: "up_proj.weight",
         Role.DENSE_DOWN: "down_proj.weight"}
-_MOE = {Role.ROUTER: "router.classifier.weight", Role.ROUTER_LOGIT_BIAS: "router.classifier.bias",
-        Role.ROUTER_BIAS: "router.e_score_correction_bias"}
+_MOE = {Role.ROUTER: "router.classifier.weight", Role.ROUTER_BIAS: "router.e_score_correction_bias"}
 _NORMS = {Role.ATTN_NORM: "input_layernorm", Role.FFN_NORM: "post_attention_layernorm"}
 PREDICTION_PREFIX = "model.mtp."  # its multi-token-prediction layers, unused by generation
 
@@ -91,6 +93,9 @@ def longcat_experts(tmap: TensorMap, layer: int) -> list[tuple[Loader, Loader, L
     r = tmap.spec.record
     e_count, inter, hidden = r.n_experts, r.expert_intermediate, r.hidden_size
     block = f"model.layers.{layer // 2}.mlp.experts"
+    unused_bias = f"model.layers.{layer // 2}.mlp.router.classifier.bias"
+    if tmap.ckpt.has(unused_bias):
+        tmap._expect(unused_bias, (r.router_width,))
     gate_up, down = f"{block}.gate_up_proj", f"{block}.down_proj"
     if not tmap.ckpt.has(gate_up):
         return _per_expert(tmap, block)

@@ -196,19 +196,29 @@ def _attention_problems(r: ModelRecord) -> list[Problem]:
         ("rope_theta", r.rope_theta, math.isfinite(r.rope_theta) and r.rope_theta >= MIN_ROPE_THETA,
          "must be finite and >= 1"),
         ("attn_bias", r.attn_bias, r.attn_bias & ~BIAS_ALL == 0, "only bits 0..10 may be set"),
+        ("tie_embeddings", r.tie_embeddings, r.tie_embeddings in (0, 1), "must be 0 or 1"),
+    ]
+    return _check(rows, BAD_HYPERPARAMS)
+
+
+def _scale_problems(r: ModelRecord) -> list[Problem]:
+    """Format 1.1's scales, as sdk/src/hparams.c's check_scales."""
+    return _check([(name, getattr(r, name), _positive_finite(getattr(r, name)) and
+                    getattr(r, name) <= MAX_SCALE, "must be > 0 and <= 65536 when any scale is set")
+                   for name in SCALE_FIELDS if r.has_scales], BAD_HYPERPARAMS)
+
+
+def _gpt_oss_problems(r: ModelRecord) -> list[Problem]:
+    """Format 1.6's sliding window and clamped SwiGLU, as sdk/src/hparams.c's
+    check_gpt_oss_fields."""
+    return _check([
         ("sliding_window", r.sliding_window, _in_range(r.sliding_window, 0, LIMITS["max_context"]),
          f"must be 0 .. {LIMITS['max_context']}"),
         ("swiglu_limit", r.swiglu_limit, _swiglu_ok(r, r.swiglu_limit),
          "must be > 0 and <= 65536 with activation 1, else 0"),
         ("swiglu_alpha", r.swiglu_alpha, _swiglu_ok(r, r.swiglu_alpha),
          "must be > 0 and <= 65536 with activation 1, else 0"),
-        ("tie_embeddings", r.tie_embeddings, r.tie_embeddings in (0, 1), "must be 0 or 1"),
-    ]
-    if r.has_scales:
-        rows += [(name, getattr(r, name), _positive_finite(getattr(r, name)) and
-                  getattr(r, name) <= MAX_SCALE, "must be > 0 and <= 65536 when any scale is set")
-                 for name in SCALE_FIELDS]
-    return _check(rows, BAD_HYPERPARAMS)
+    ], BAD_HYPERPARAMS)
 
 
 def _ffn_problems(r: ModelRecord) -> list[Problem]:
@@ -399,7 +409,8 @@ def record_problems(arch: int, alignment: int, record: ModelRecord,
         Problem("alignment", alignment, "must be a power of two, 64 .. 1 MiB", BAD_HYPERPARAMS)]
     flags = header_flags(record) if flags is None else flags
     return (out + _arch_problems(arch, record) + _attention_problems(record)
-            + _ffn_problems(record) + _router_problems(record) + _rope_problems(record, flags)
+            + _ffn_problems(record) + _router_problems(record) + _scale_problems(record)
+            + _rope_problems(record, flags) + _gpt_oss_problems(record)
             + _mla_problems(record, flags) + _attention_extra_problems(record))
 
 

@@ -60,6 +60,7 @@ def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1,
     k = record.n_kv_heads * record.head_dim
     m = max(record.dense_intermediate, record.expert_intermediate, record.shared_intermediate)
     top_k = max(record.top_k, 1)
+    used = max(b, min(record.n_experts, b * top_k))  # a token per input, or the experts in use
     mla = record.mla  # k: latent + RoPE key, v: q LoRA, attn: n_heads * v_head_dim
     kv_a = record.kv_lora_rank + record.rope_dim if mla else 0
     q_lora = record.q_lora_rank if mla else 0
@@ -68,7 +69,7 @@ def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1,
     blocks = b * row_blocks(widest) * ACTIVATION_BLOCK_FLOATS if quantized else 0
     return [b * h, b * h, b * h, b * h, b * q, b * max(k, kv_a), b * max(k, q_lora),
             b * max(q, record.out_width), record.n_heads * context, b * m, b * m,
-            b * max(record.router_width, 1), b * record.head_dim, b * top_k, b * top_k, b * h, b,
+            b * max(record.router_width, 1), b * record.head_dim, b * top_k, b * top_k, b * h, used,
             b, blocks, latent, b * h if shortcut else 0]
 
 
@@ -142,12 +143,13 @@ def image_size(record: ModelRecord, ffn_kinds: Sequence[int],
 def decode_bytes_per_token(record: ModelRecord, tensors: Sequence[TensorEntry]) -> int:
     """Weight bytes one decoded token reads: every tensor but the embedding
     table (one row of it) and the routed experts (top_k of each layer's
-    n_experts, on average). With tied embeddings the table is read whole, as
-    the output projection."""
+    n_experts, on average; with zero-computation experts, which read
+    nothing, the share of the picks the router's width gives the real ones).
+    With tied embeddings the table is read whole, as the output projection."""
     shared = sum(t.size for t in tensors if t.expert == NO_EXPERT)
     routed = sum(t.size for t in tensors if t.expert != NO_EXPERT)
     embed = next(t.size for t in tensors if t.role == Role.TOKEN_EMBED)
     per_token = shared - (0 if record.tie_embeddings else embed) + FLOAT_BYTES * record.hidden_size
     if record.n_experts:
-        per_token += routed * record.top_k // record.n_experts
+        per_token += routed * record.top_k // record.router_width
     return per_token
