@@ -63,6 +63,8 @@ from transformers import (
     Llama4TextConfig,
     LongcatFlashConfig,
     LongcatFlashForCausalLM,
+    Lfm2MoeConfig,
+    Lfm2MoeForCausalLM,
     MiMoV2FlashConfig,
     MiMoV2FlashForCausalLM,
     MiniMaxM2Config,
@@ -83,7 +85,7 @@ FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe"
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
             "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe",
-            "longcat_flash", "mimo_v2_flash")
+            "longcat_flash", "mimo_v2_flash", "lfm2_moe")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -113,6 +115,7 @@ _CLASSES = {
     "jetmoe": (JetMoeConfig, JetMoeForCausalLM),
     "longcat_flash": (LongcatFlashConfig, LongcatFlashForCausalLM),
     "mimo_v2_flash": (MiMoV2FlashConfig, MiMoV2FlashForCausalLM),
+    "lfm2_moe": (Lfm2MoeConfig, Lfm2MoeForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -292,6 +295,18 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                                                  "partial_rotary_factor": 0.334},
                               "sliding_attention": {"rope_type": "default", "rope_theta": 1e3,
                                                     "partial_rotary_factor": 0.334}}),
+    # Short convolution layers (3 taps) and full attention layers (GQA, q/k norms per
+    # head) in LFM2's order, conv first; a dense first layer, then the sigmoid router
+    # with its expert_bias, top-2 of 6, renormalised (+ 1e-6), routed scaling 1.5; an
+    # LM head of its own (tied, the default, the logits are as sharp as JetMoE's).
+    "lfm2_moe": dict(vocab_size=101, hidden_size=40, intermediate_size=24,
+                     moe_intermediate_size=10, num_hidden_layers=5, num_attention_heads=4,
+                     num_key_value_heads=2, num_dense_layers=1, num_experts=6,
+                     num_experts_per_tok=2, use_expert_bias=True, norm_topk_prob=True,
+                     routed_scaling_factor=1.5, conv_L_cache=3, max_position_embeddings=64,
+                     norm_eps=1e-5, tie_word_embeddings=False,
+                     layer_types=["conv", "full_attention", "conv", "conv", "full_attention"],
+                     rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,
@@ -411,7 +426,7 @@ def _init_value(name: str, p: torch.Tensor, hidden: int, gen: torch.Generator) -
     if name.endswith(("mlp.gate.weight", "moe.router.weight", "mlp.router.weight",
                       "mlp.gate.wg.weight", "ffn.router.layer.weight", "router.gate.weight",
                       "feed_forward.router.weight", "router.layer.weight",
-                      "router.classifier.weight")):
+                      "router.classifier.weight", "feed_forward.gate.weight")):
         return _normal(shape, ROUTER_GAIN / math.sqrt(hidden), gen)
     if name.endswith("lm_head.weight"):
         return _normal(shape, LM_HEAD_GAIN / math.sqrt(hidden), gen)
@@ -434,8 +449,9 @@ def _rescale(model: torch.nn.Module, family: str, seed: int) -> None:
                 p.copy_(_normal(tuple(p.shape), 1.0 / math.sqrt(width), gen))
             if family == "switch" and name.endswith("shared_expert.down_proj.weight"):
                 p.zero_()
-        for name, b in model.named_buffers():  # DeepSeek-V3's selection bias
-            if name.endswith("e_score_correction_bias"):
+        for name, b in model.named_buffers():  # DeepSeek-V3's (LFM2's) selection bias
+            if name.endswith("e_score_correction_bias") or (
+                    family == "lfm2_moe" and name.endswith("expert_bias")):
                 b.copy_(_normal(tuple(b.shape), 0.3, gen))
 
 

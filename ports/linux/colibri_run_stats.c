@@ -128,6 +128,7 @@ static const char *arch_name(uint32_t arch)
     case 23: return "jetmoe";
     case 24: return "longcat_flash";
     case 25: return "mimo_v2_flash";
+    case 26: return "lfm2_moe";
     default: return "unknown";
     }
 }

@@ -49,7 +49,7 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 12
+#define COLIBRI_FORMAT_MINOR 13
 
 /* Largest top_k an image may ask for, and largest max_context. The other
  * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
@@ -307,7 +307,7 @@ typedef struct colibri_hparams {
                     * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo,
                     * 16 hunyuan_v1_moe, 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe,
                     * 20 dbrx, 21 afmoe, 22 llama4, 23 jetmoe, 24 longcat_flash,
-                    * 25 mimo_v2_flash */
+                    * 25 mimo_v2_flash, 26 lfm2_moe */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -407,6 +407,18 @@ typedef struct colibri_hparams {
      * holds its own RoPE inverse frequencies (ROPE_FREQ, rope_dim / 2 floats)
      * in place of rope_theta^(-2i / rope_dim); else 0. */
     uint32_t layer_rope;
+    /* format 1.13 (LFM2-MoE), with header_size 512: conv_kernel, the taps of
+     * the gated short convolution of the layers whose attn_kind is 4 (2 ..
+     * 64; 0 without such layers); conv_layers, how many there are (from the
+     * layer table): they keep conv_kernel - 1 rows of hidden_size floats
+     * each in the state instead of a KV cache, and kv_layers = n_layers -
+     * conv_layers have one. router_sum_eps: with router_score 1, added to
+     * the sum of the k weights before they are divided by it (DeepSeek's
+     * 1e-20 unless the extension gives another; LFM2's 1e-6). */
+    uint32_t conv_kernel;
+    uint32_t conv_layers;
+    uint32_t kv_layers;
+    float router_sum_eps;
 } colibri_hparams;
 
 /*
@@ -500,12 +512,16 @@ colibri_status colibri_expert_block(const colibri_model *model, uint32_t layer, 
  * ------------------------------------------------------------------------- */
 
 typedef struct colibri_state {
-    float *k_cache;       /* [n_layers][max_context][n_kv_heads * head_dim]; MLA:
-                           * [n_layers][max_context][kv_lora_rank + rope_dim] */
+    float *k_cache;       /* [kv_layers][max_context][n_kv_heads * head_dim]; MLA:
+                           * [kv_layers][max_context][kv_lora_rank + rope_dim] */
     float *v_cache;       /* same shape as k_cache; MLA: NULL (the latent is both) */
+    float *conv_state;    /* format 1.13: [2][conv_layers][conv_kernel - 1][hidden_size]
+                           * each short convolution layer's last inputs, in two
+                           * copies (docs/core.md, Recurrent state); else NULL */
     uint32_t max_context; /* positions this state can hold */
     uint32_t pos;         /* positions filled so far */
     uint32_t fingerprint; /* model it was made for */
+    uint32_t conv_copy;   /* which copy holds the inputs before pos */
 } colibri_state;
 
 /* Bytes of KV memory a state for max_context positions needs (0 if

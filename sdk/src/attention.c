@@ -259,7 +259,7 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;
-    size_t layer_offset = (size_t)layer_index * state->max_context * kv_dim;
+    size_t layer_offset = (size_t)colibri_layer_slot(m, layer_index) * state->max_context * kv_dim;
     float *k_cache, *v_cache;
     if (hp->mla == MLA_LATENT) {
         colibri_mla_forward(m, layer, layer_index, state, ws, n);

@@ -110,7 +110,11 @@ static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_
     colibri_layer_view_load(m, l, &layer);
     layer_rope_rows(m, &layer, state, ws, n);
     sublayer_input(m, ws, layer.attn_norm, layer.attn_norm_bias, n);
-    colibri_attention_forward(m, &layer, l, state, ws, n);
+    if (layer.attn_kind == ATTN_CONV) {
+        colibri_short_conv_forward(m, &layer, l, state, ws, n);
+    } else {
+        colibri_attention_forward(m, &layer, l, state, ws, n);
+    }
     add_sublayer(m, ws, ws->ffn_out, sublayer_output_norm(m, layer.attn_norm, layer.attn_post_norm),
                  n);
     sublayer_input(m, ws, layer.ffn_norm, layer.ffn_norm_bias, n);
@@ -279,15 +283,17 @@ colibri_status colibri_forward(const colibri_model *model, colibri_state *state,
     start = port_ticks(model);
     colibri_workspace_layout(&model->hp, state->max_context, batch, (uint8_t *)scratch, &ws);
     uint32_t pos = state->pos;
+    ws.call_pos = pos;
     for (uint32_t i = 0; i < n_ids && status == COLIBRI_OK; i += ws.batch) {
         uint32_t n = n_ids - i < ws.batch ? n_ids - i : ws.batch, first;
         float *rows = chunk_logits(logits, mode, i, n, n_ids, model->hp.vocab_size, &first);
         status = chunk_forward(model, state, ids + i, n, rows, first, &ws);
     }
     if (status != COLIBRI_OK) {
-        state->pos = pos; /* the call left no position behind */
+        state->pos = pos; /* the call left no position behind, nor convolution rows */
         return status;
     }
+    state->conv_copy ^= n_ids > 0u && model->hp.conv_layers > 0u; /* the rows just written */
     if (ticks != NULL) {
         *ticks = port_ticks(model) - start;
     }

@@ -13,6 +13,12 @@
 #define MAX_INTERMEDIATE (1u << 20)
 #define MAX_EXPERTS 4096u
 
+/* Format 1.13: a 512-byte header, the record's extension in its second half. */
+static int extended(const uint8_t *img)
+{
+    return colibri_rd_u32(img + HDR_HEADER_SIZE) == IMG_HEADER_SIZE_EXTENDED;
+}
+
 static void hparams_read(const uint8_t *img, colibri_hparams *hp)
 {
     hp->arch = colibri_rd_u32(img + HDR_ARCH);
@@ -68,6 +74,10 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->zero_experts = colibri_rd_u32(img + HDR_ZERO_EXPERTS);
     hp->shortcut_layers = 0; /* counted by the layer table check */
     hp->layer_rope = (colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_LAYER_ROPE) != 0u;
+    hp->conv_kernel = extended(img) ? colibri_rd_u32(img + REC_CONV_KERNEL) : 0u;
+    hp->router_sum_eps = extended(img) ? colibri_rd_f32(img + REC_ROUTER_SUM_EPS) : 0.0f;
+    hp->conv_layers = 0; /* counted by the layer table check */
+    hp->kv_layers = hp->n_layers;
 }
 
 static int in_range(uint32_t value, uint32_t lo, uint32_t hi)
@@ -100,7 +110,7 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_MIMO_V2_FLASH) || hp->qk_norm > QK_NORM_L2_ROTATED ||
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_LFM2_MOE) || hp->qk_norm > QK_NORM_L2_ROTATED ||
         hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
@@ -342,6 +352,43 @@ static colibri_status check_attention_extras(const uint8_t *img, const colibri_h
     return ok && attention_experts_valid(hp) ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
 }
 
+/* The taps of a short convolution: 2 .. 64 (LFM2's are 3). */
+#define MAX_CONV_KERNEL 64u
+/* DeepSeek-V3's term added to its sigmoid weights' sum, the sum a 256-byte
+ * header (or a 0 in the extension) means for router_score 1. */
+#define SIGMOID_SUM_EPS 1e-20f
+
+/* Format 1.13's extension (docs/format.md 1.2): conv_kernel 0 or 2 .. 64;
+ * router_sum_eps 0 .. 1 with router_score 1, else its bits zero; the rest
+ * of the 512 bytes zero. Without the extension the defaults. */
+static colibri_status check_extension(const uint8_t *img, colibri_hparams *hp)
+{
+    int sigmoid = hp->router_score == ROUTER_SIGMOID;
+    int ok = hp->conv_kernel == 0u || in_range(hp->conv_kernel, 2u, MAX_CONV_KERNEL);
+    if (!extended(img)) {
+        hp->router_sum_eps = sigmoid ? SIGMOID_SUM_EPS : 0.0f;
+        return COLIBRI_OK;
+    }
+    if (sigmoid) {
+        ok = ok && colibri_is_finite(hp->router_sum_eps) && hp->router_sum_eps >= 0.0f &&
+             hp->router_sum_eps <= 1.0f;
+    } else {
+        ok = ok && colibri_rd_u32(img + REC_ROUTER_SUM_EPS) == 0u;
+    }
+    if (!ok) {
+        return COLIBRI_E_BAD_HYPERPARAMS;
+    }
+    for (uint32_t off = REC_EXT_END; off < IMG_HEADER_SIZE_EXTENDED; off += 4u) {
+        if (colibri_rd_u32(img + off) != 0u) {
+            return COLIBRI_E_RESERVED;
+        }
+    }
+    if (sigmoid && hp->router_sum_eps == 0.0f) {
+        hp->router_sum_eps = SIGMOID_SUM_EPS;
+    }
+    return COLIBRI_OK;
+}
+
 colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
 {
     colibri_status status;
@@ -370,6 +417,9 @@ colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp)
     }
     if (status == COLIBRI_OK) {
         status = check_attention_extras(image, hp);
+    }
+    if (status == COLIBRI_OK) {
+        status = check_extension(image, hp);
     }
     return status;
 }

@@ -43,7 +43,8 @@ static int prefix_allowed(const uint8_t *img, const colibri_options *options)
            port->version >= 4u && port->expert_acquire != NULL;
 }
 
-/* v1 fixes the table placement; the offsets are still stored explicitly. */
+/* v1 fixes the table placement (after a header of 256 bytes, or of 512
+ * with format 1.13's record extension); the offsets are still stored. */
 static colibri_status check_layout(const uint8_t *img, size_t size, int prefix_ok)
 {
     uint64_t n_layers = colibri_rd_u32(img + REC_N_LAYERS);
@@ -52,10 +53,10 @@ static colibri_status check_layout(const uint8_t *img, size_t size, int prefix_o
     int aligned_ok = alignment >= IMG_DATA_ALIGN && alignment <= MAX_ALIGNMENT &&
                      (alignment & (alignment - 1u)) == 0;
 
-    if (colibri_rd_u32(img + HDR_HEADER_SIZE) != IMG_HEADER_SIZE ||
-        colibri_rd_u64(img + HDR_LAYER_TABLE) != IMG_HEADER_SIZE ||
-        colibri_rd_u64(img + HDR_TENSOR_TABLE) !=
-            IMG_HEADER_SIZE + n_layers * IMG_LAYER_ENTRY_SIZE ||
+    uint32_t header = colibri_rd_u32(img + HDR_HEADER_SIZE);
+    if ((header != IMG_HEADER_SIZE && header != IMG_HEADER_SIZE_EXTENDED) ||
+        colibri_rd_u64(img + HDR_LAYER_TABLE) != header ||
+        colibri_rd_u64(img + HDR_TENSOR_TABLE) != header + n_layers * IMG_LAYER_ENTRY_SIZE ||
         !aligned_ok) {
         return COLIBRI_E_BAD_HYPERPARAMS;
     }
@@ -94,7 +95,7 @@ static void model_fill(colibri_model *m, const uint8_t *img, size_t size,
     m->image = img;
     m->image_size = colibri_rd_u64(img + HDR_IMAGE_SIZE);
     m->resident_size = m->image_size < (uint64_t)size ? m->image_size : (uint64_t)size;
-    m->layer_table = img + IMG_HEADER_SIZE;
+    m->layer_table = img + colibri_rd_u32(img + HDR_HEADER_SIZE);
     m->tensor_table = img + colibri_rd_u64(img + HDR_TENSOR_TABLE);
     m->n_tensors = colibri_rd_u32(img + HDR_N_TENSORS);
     m->fingerprint = colibri_rd_u32(img + HDR_META_CRC);
@@ -127,7 +128,7 @@ static colibri_status init_steps(colibri_model *model, const uint8_t *img, size_
     }
     if (status == COLIBRI_OK) {
         model_fill(model, img, size, options);
-        status = colibri_layer_table_check(model, &model->hp.shortcut_layers);
+        status = colibri_layer_table_check(model);
     }
     if (status == COLIBRI_OK) {
         status = colibri_tensor_table_check(model, &model->hp.quantized);

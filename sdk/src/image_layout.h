@@ -12,6 +12,8 @@
 #define IMG_MAGIC "COLIBRI\x1a"
 #define IMG_MAGIC_SIZE 8u
 #define IMG_HEADER_SIZE 256u
+/* Format 1.13: a header of 512 bytes, the record's extension at 256 .. 511. */
+#define IMG_HEADER_SIZE_EXTENDED 512u
 #define IMG_LAYER_ENTRY_SIZE 16u
 #define IMG_TENSOR_ENTRY_SIZE 64u
 #define IMG_DATA_ALIGN 64u
@@ -84,7 +86,11 @@ enum {
     REC_QKV_CLIP = 244,        /* format 1.11: q, k and v clamped to +-qkv_clip */
     REC_ATTN_TEMP_FLOOR = 248, /* format 1.11: attention temperature tuning */
     REC_ATTN_TEMP_SCALE = 252,
-    REC_END = 256 /* the record fills the header: no reserved bytes left */
+    REC_END = 256, /* the record fills the header: no reserved bytes left */
+    /* format 1.13, with header_size 512: the record's extension (section 1.2) */
+    REC_CONV_KERNEL = 256,    /* taps of a short convolution layer (attn_kind 4) */
+    REC_ROUTER_SUM_EPS = 260, /* router_score 1: added to the k weights' sum */
+    REC_EXT_END = 264         /* 264 .. 511 reserved: zero */
 };
 
 /* Header flags a reader of this version knows (section 1). */
@@ -129,9 +135,10 @@ enum { MLA_LATENT = 1 };
 enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8, LAY_ATTN_KIND = 12 };
 /* attn_kind: format 1.6; ATTN_FULL_NOPE (1.10, EXAONE's global layers): full
  * attention without RoPE on q and k. */
-enum { ATTN_FULL = 0, ATTN_SLIDING = 1, ATTN_FULL_NOPE = 2, ATTN_CHUNKED = 3 };
+enum { ATTN_FULL = 0, ATTN_SLIDING = 1, ATTN_FULL_NOPE = 2, ATTN_CHUNKED = 3, ATTN_CONV = 4 };
 /* ATTN_CHUNKED (1.11, Llama 4): positions in chunks of sliding_window, each
- * attending within its own chunk up to itself. */
+ * attending within its own chunk up to itself. ATTN_CONV (1.13, LFM2): no
+ * attention but a gated short convolution (short_conv.c), no KV cache. */
 /* FFN_SHORTCUT (format 1.12, LongCat-Flash): a dense FFN and, on the same
  * input, a MoE whose output is added after the next layer's FFN. */
 enum { FFN_DENSE = 0, FFN_MOE = 1, FFN_SHORTCUT = 2 };
@@ -219,7 +226,12 @@ enum {
     ROLE_FFN_POST_NORM = 72,
     ROLE_ATTN_ROUTER = 73, /* format 1.11: the attention experts' router */
     ROLE_MOE_OUT_BIAS = 74,
-    ROLE_ROPE_FREQ = 75 /* format 1.12: a layer's RoPE inverse frequencies */
+    ROLE_ROPE_FREQ = 75, /* format 1.12: a layer's RoPE inverse frequencies */
+    ROLE_CONV_IN_B = 76, /* format 1.13: a short convolution layer's B, C and X */
+    ROLE_CONV_IN_C = 77,
+    ROLE_CONV_IN_X = 78,
+    ROLE_CONV_KERNEL = 79, /* [H, conv_kernel] the depthwise taps, float32 */
+    ROLE_CONV_OUT = 80
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
@@ -266,7 +278,8 @@ enum {
     ARCH_LLAMA4 = 22,
     ARCH_JETMOE = 23,
     ARCH_LONGCAT_FLASH = 24,
-    ARCH_MIMO_V2_FLASH = 25
+    ARCH_MIMO_V2_FLASH = 25,
+    ARCH_LFM2_MOE = 26
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

@@ -54,6 +54,18 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_EXPERT_GATE, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
     {ROLE_EXPERT_UP, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
     {ROLE_EXPERT_DOWN, PART_EXPERT, WHEN_ALWAYS, DIM_HIDDEN, DIM_EXPERT, SLOT_NONE},
+    /* a short convolution layer's operator (attn_kind 4, format 1.13) */
+    {ROLE_ATTN_NORM, PART_CONV, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm)},
+    {ROLE_CONV_IN_B, PART_CONV, WHEN_ALWAYS, DIM_HIDDEN, DIM_HIDDEN, SLOT(conv_b)},
+    {ROLE_CONV_IN_C, PART_CONV, WHEN_ALWAYS, DIM_HIDDEN, DIM_HIDDEN, SLOT(conv_c)},
+    {ROLE_CONV_IN_X, PART_CONV, WHEN_ALWAYS, DIM_HIDDEN, DIM_HIDDEN, SLOT(conv_x)},
+    {ROLE_CONV_KERNEL, PART_CONV, WHEN_ALWAYS, DIM_HIDDEN, DIM_CONV_TAPS, SLOT(conv_kernel)},
+    {ROLE_CONV_OUT, PART_CONV, WHEN_ALWAYS, DIM_HIDDEN, DIM_HIDDEN, SLOT(conv_out)},
+    {ROLE_FFN_NORM, PART_CONV, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm)},
+    {ROLE_ATTN_NORM_BIAS, PART_CONV, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm_bias)},
+    {ROLE_FFN_NORM_BIAS, PART_CONV, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
+    {ROLE_ATTN_POST_NORM, PART_CONV, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(attn_post_norm)},
+    {ROLE_FFN_POST_NORM, PART_CONV, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_post_norm)},
 };
 
 const uint32_t colibri_layer_tensors_count =
@@ -104,6 +116,7 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
     case DIM_EXPERTS: return hp->n_experts;
     case DIM_ROUTES: return colibri_router_width(hp);
     case DIM_ROPE_PAIRS: return hp->rope_dim / 2u;
+    case DIM_CONV_TAPS: return hp->conv_kernel;
     case DIM_SHARED: return hp->shared_intermediate;
     case DIM_EXPERT: return hp->expert_intermediate;
     case DIM_HEADS: return hp->n_heads;

@@ -10,8 +10,9 @@
 
 #include "model_internal.h"
 
-/* Which part of a layer a tensor belongs to, in table order. */
-enum { PART_ATTENTION, PART_DENSE, PART_MOE, PART_EXPERT };
+/* Which part of a layer a tensor belongs to, in table order: the operator
+ * (attention, or a short convolution, format 1.13), then the FFN's. */
+enum { PART_ATTENTION, PART_DENSE, PART_MOE, PART_EXPERT, PART_CONV };
 
 /* When a tensor is present, from the model record. */
 enum {
@@ -58,11 +59,12 @@ enum {
     DIM_Q_LORA,
     DIM_KV_A, /* kv_lora_rank + rope_dim: the latent and the RoPE key */
     DIM_KV_LORA,
-    DIM_KV_B,      /* n_heads * (head_dim - rope_dim + v_head_dim) */
-    DIM_Q_ROWS,    /* ATTN_Q's rows: Q, with attention experts n_experts * K */
-    DIM_O_ROWS,    /* ATTN_O's rows: H, with attention experts n_experts * H */
-    DIM_ROUTES,    /* the router's rows: n_experts + zero_experts (format 1.12) */
-    DIM_ROPE_PAIRS /* rope_dim / 2 */
+    DIM_KV_B,       /* n_heads * (head_dim - rope_dim + v_head_dim) */
+    DIM_Q_ROWS,     /* ATTN_Q's rows: Q, with attention experts n_experts * K */
+    DIM_O_ROWS,     /* ATTN_O's rows: H, with attention experts n_experts * H */
+    DIM_ROUTES,     /* the router's rows: n_experts + zero_experts (format 1.12) */
+    DIM_ROPE_PAIRS, /* rope_dim / 2 */
+    DIM_CONV_TAPS   /* conv_kernel (format 1.13) */
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */
@@ -81,6 +83,12 @@ extern const uint32_t colibri_layer_tensors_count;
 
 int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc *d);
 uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim);
+
+/* The operator part of a layer of this attn_kind. */
+static inline uint32_t colibri_operator_part(uint32_t attn_kind)
+{
+    return attn_kind == ATTN_CONV ? PART_CONV : PART_ATTENTION;
+}
 
 /* Present tensors of one part (PART_EXPERT: of one expert). */
 uint32_t colibri_part_tensor_count(const colibri_hparams *hp, uint32_t part);

@@ -5,20 +5,13 @@
  */
 #include "layer_tensors.h"
 
-/* The layer's entries follow the description's order (checked at init):
- * the k-th present non-expert tensor is entry first + k. */
-void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view)
+/* The present tensors of one part, entries index on: their pointers into
+ * the view. Returns the entry after them. */
+static uint32_t load_part(const colibri_model *m, layer_view *view, uint32_t part, uint32_t index)
 {
-    const uint8_t *entry = m->layer_table + (size_t)layer * IMG_LAYER_ENTRY_SIZE;
-    uint32_t index = colibri_rd_u32(entry + LAY_FIRST_TENSOR);
-    memset(view, 0, sizeof *view);
-    view->ffn_kind = colibri_rd_u32(entry + LAY_FFN_KIND);
-    view->attn_kind = colibri_rd_u32(entry + LAY_ATTN_KIND);
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
-        int dense = d->part == PART_DENSE && view->ffn_kind != FFN_MOE;
-        int moe = d->part == PART_MOE && view->ffn_kind != FFN_DENSE;
-        if ((d->part == PART_ATTENTION || dense || moe) && colibri_tensor_present(&m->hp, d)) {
+        if (d->part == part && colibri_tensor_present(&m->hp, d)) {
             uint8_t *slot = (uint8_t *)view + d->slot;
             if (d->cols == DIM_NONE) { /* a vector: float32 */
                 *(const float **)(void *)slot = tensor_data(m, index++);
@@ -27,7 +20,41 @@ void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view 
             }
         }
     }
+    return index;
+}
+
+/* The layer's entries follow the description's order, part by part
+ * (checked at init): the k-th present non-expert tensor is entry first + k. */
+void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view *view)
+{
+    const uint8_t *entry = m->layer_table + (size_t)layer * IMG_LAYER_ENTRY_SIZE;
+    uint32_t index = colibri_rd_u32(entry + LAY_FIRST_TENSOR);
+    memset(view, 0, sizeof *view);
+    view->ffn_kind = colibri_rd_u32(entry + LAY_FFN_KIND);
+    view->attn_kind = colibri_rd_u32(entry + LAY_ATTN_KIND);
+    index = load_part(m, view, colibri_operator_part(view->attn_kind), index);
+    if (view->ffn_kind != FFN_MOE) {
+        index = load_part(m, view, PART_DENSE, index);
+    }
+    if (view->ffn_kind != FFN_DENSE) {
+        index = load_part(m, view, PART_MOE, index);
+    }
     view->first_expert = index;
+}
+
+uint32_t colibri_layer_slot(const colibri_model *m, uint32_t l)
+{
+    uint32_t slot = 0, conv;
+    if (m->hp.conv_layers == 0u) {
+        return l;
+    }
+    conv = colibri_rd_u32(m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE + LAY_ATTN_KIND) ==
+           ATTN_CONV;
+    for (uint32_t i = 0; i < l; i++) {
+        const uint8_t *e = m->layer_table + (size_t)i * IMG_LAYER_ENTRY_SIZE;
+        slot += (colibri_rd_u32(e + LAY_ATTN_KIND) == ATTN_CONV) == conv;
+    }
+    return slot;
 }
 
 void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,

@@ -32,6 +32,14 @@ void colibri_expert_queries(const colibri_model *m, const layer_view *layer, wor
 void colibri_expert_outputs(const colibri_model *m, const layer_view *layer, workspace *ws,
                             uint32_t n);
 
+/* A short convolution layer's operator (attn_kind 4, format 1.13;
+ * short_conv.c), with the attention's contract: reads ws->xn, writes
+ * ws->ffn_out; its last inputs go to the state's other copy (ws->call_pos:
+ * where the call started, when the current copy holds those before). */
+void colibri_short_conv_forward(const colibri_model *m, const layer_view *layer,
+                                uint32_t layer_index, colibri_state *state, workspace *ws,
+                                uint32_t n);
+
 /* Feed-forward block (dense or MoE) of layer l: reads ws->xn, writes
  * ws->ffn_sum. COLIBRI_E_EXPERT_UNAVAILABLE when the port cannot give a
  * routed expert's block (ws->ffn_sum then holds no result). */

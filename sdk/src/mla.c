@@ -111,7 +111,8 @@ void colibri_mla_forward(const colibri_model *m, const layer_view *layer, uint32
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t stride = cache_stride(hp), out_dim = hp->n_heads * hp->v_head_dim;
-    float *cache = state->k_cache + (size_t)layer_index * state->max_context * stride;
+    float *cache =
+        state->k_cache + (size_t)colibri_layer_slot(m, layer_index) * state->max_context * stride;
     queries(m, layer, ws, n);
     colibri_linear(m, ws->k, stride, layer->kv_a, ws->xn, stride, hp->hidden_size, n, ws->xq);
     for (uint32_t t = 0; t < n; t++) {

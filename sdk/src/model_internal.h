@@ -19,7 +19,7 @@ typedef struct matrix_ref {
 /* Pointers to one layer's weights, resolved from the validated table. */
 typedef struct layer_view {
     uint32_t ffn_kind;              /* FFN_DENSE, FFN_MOE or FFN_SHORTCUT */
-    uint32_t attn_kind;             /* ATTN_FULL, ATTN_SLIDING or ATTN_FULL_NOPE */
+    uint32_t attn_kind;             /* ATTN_FULL .. ATTN_CONV */
     const float *attn_norm;         /* [H] */
     matrix_ref wq;                  /* [Q, H]; MLA with a q LoRA: Q_B [Q, q_lora];
                                      * attention experts: [E * K, H], F32 */
@@ -47,6 +47,11 @@ typedef struct layer_view {
     const float *sinks;             /* [n_heads] attention sinks or NULL */
     const float *rope_freq;         /* [rope_dim / 2] the layer's RoPE inverse frequencies
                                      * (format 1.12, LAYER_ROPE) or NULL */
+    matrix_ref conv_b;              /* short convolution (1.13): [H, H] B of B * X */
+    matrix_ref conv_c;              /* [H, H] C, the gate after the convolution */
+    matrix_ref conv_x;              /* [H, H] X */
+    const float *conv_kernel;       /* [H, conv_kernel] each channel's taps, oldest first */
+    matrix_ref conv_out;            /* [H, H] the output projection */
     const float *router_logit_bias; /* [E + Z] added to the router logits, or NULL */
     matrix_ref dense_gate;          /* [D, H] (dense layer) */
     matrix_ref dense_up;            /* [D, H] */
@@ -109,12 +114,19 @@ void colibri_options_apply(colibri_model *m, const colibri_options *options);
 
 /* Validation steps of colibri_init, in the order docs/format.md gives. */
 colibri_status colibri_hparams_decode(const uint8_t *image, colibri_hparams *hp);
-/* The layer table; *shortcut_layers = how many layers are FFN_SHORTCUT. */
-colibri_status colibri_layer_table_check(const colibri_model *m, uint32_t *shortcut_layers);
+/* The layer table; counts the layers of each kind into m->hp
+ * (shortcut_layers, conv_layers, kv_layers). */
+colibri_status colibri_layer_table_check(colibri_model *m);
 /* The tensor table; *quantized = 1 when a matrix is Q8 or Q4. */
 colibri_status colibri_tensor_table_check(const colibri_model *m, uint32_t *quantized);
 
-/* Tensors a layer of the given kind holds (docs/format.md 3.1). */
-uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind);
+/* Tensors a layer of the given kinds holds (docs/format.md 3.1). */
+uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind,
+                                    uint32_t attn_kind);
+
+/* Layer l's place among the layers of its kind: the short convolution
+ * layers (format 1.13) in the state's convolution rows, the others in the
+ * KV cache. */
+uint32_t colibri_layer_slot(const colibri_model *m, uint32_t l);
 
 #endif /* COLIBRI_MODEL_INTERNAL_H */

@@ -196,8 +196,9 @@ void colibri_router_select(const colibri_model *m, float *scores, const float *b
         select_in_groups(hp, scores, NULL, idx, weight);
     }
     if (hp->router_norm_topk) {
-        /* DeepSeek-V3 adds 1e-20 to the sum of its sigmoid weights. */
-        float sum = hp->router_score == ROUTER_SIGMOID ? 1e-20f : 0.0f;
+        /* A term added to the sigmoid weights' sum: DeepSeek-V3's 1e-20,
+         * LFM2's 1e-6 (format 1.13); 0 for the other routers. */
+        float sum = hp->router_sum_eps;
         for (uint32_t j = 0; j < k; j++) {
             sum += weight[j];
         }

@@ -141,14 +141,25 @@ static uint64_t cache_floats(const colibri_hparams *hp)
     return 2u * (uint64_t)hp->n_kv_heads * hp->head_dim;
 }
 
+/* Floats of the KV cache, then of the short convolutions' two copies of
+ * their last inputs (format 1.13). <= 1024 * 2^24 * 2^21: fits in 64 bits. */
+static uint64_t kv_floats(const colibri_hparams *hp, uint32_t max_context)
+{
+    return (uint64_t)hp->kv_layers * max_context * cache_floats(hp);
+}
+
+static uint64_t conv_floats(const colibri_hparams *hp)
+{
+    uint64_t taps = hp->conv_kernel > 0u ? hp->conv_kernel - 1u : 0u;
+    return 2u * (uint64_t)hp->conv_layers * taps * hp->hidden_size;
+}
+
 size_t colibri_state_size(const colibri_model *model, uint32_t max_context)
 {
     if (!context_valid(model, max_context)) {
         return 0;
     }
-    /* <= 1024 * 2^24 * 2^21 * 4 bytes: fits in 64 bits. */
-    return fit_size((uint64_t)model->hp.n_layers * max_context * cache_floats(&model->hp) *
-                    sizeof(float));
+    return fit_size((kv_floats(&model->hp, max_context) + conv_floats(&model->hp)) * sizeof(float));
 }
 
 size_t colibri_scratch_size_batch(const colibri_model *model, uint32_t max_context,
@@ -178,12 +189,14 @@ colibri_status colibri_state_init(colibri_state *state, const colibri_model *mod
     if (mem_size < need) {
         return COLIBRI_E_WORKSPACE_TOO_SMALL;
     }
+    size_t kv = (size_t)kv_floats(&model->hp, max_context);
     state->k_cache = (float *)mem;
-    state->v_cache =
-        model->hp.mla == MLA_LATENT ? NULL : state->k_cache + need / sizeof(float) / 2u;
+    state->v_cache = model->hp.mla == MLA_LATENT ? NULL : state->k_cache + kv / 2u;
+    state->conv_state = model->hp.conv_layers > 0u ? state->k_cache + kv : NULL;
     state->max_context = max_context;
     state->pos = 0;
     state->fingerprint = model->fingerprint;
+    state->conv_copy = 0;
     return COLIBRI_OK;
 }
 

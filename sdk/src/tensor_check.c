@@ -33,9 +33,10 @@ static uint32_t global_tensor_count(const colibri_hparams *hp)
            ((hp->attn_bias & BIAS_LM_HEAD) != 0);
 }
 
-uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind)
+uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind,
+                                    uint32_t attn_kind)
 {
-    uint32_t count = colibri_part_tensor_count(hp, PART_ATTENTION);
+    uint32_t count = colibri_part_tensor_count(hp, colibri_operator_part(attn_kind));
     if (ffn_kind != FFN_MOE) {
         count += colibri_part_tensor_count(hp, PART_DENSE);
     }
@@ -65,32 +66,36 @@ static int shortcut_placed(const colibri_model *m, uint32_t l, uint32_t kind)
 }
 
 /* Widths of a layer kind no layer uses must be 0 (docs/format.md 1.1). */
+/* A width no layer uses is 0 (the conv_kernel of a model without short
+ * convolution layers too). */
 static int unused_widths_zero(const colibri_hparams *hp, int any_dense, int any_moe)
 {
     int dense_ok = any_dense || hp->dense_intermediate == 0;
     int moe_ok = any_moe || (hp->n_experts == 0 && hp->top_k == 0 && hp->expert_intermediate == 0);
-    return dense_ok && moe_ok;
+    return dense_ok && moe_ok && (hp->conv_layers > 0u || hp->conv_kernel == 0u);
 }
 
 /* A layer's attn_kind (docs/format.md 2): sliding (1) and chunked (3, 1.11)
- * need a window; an MLA layer is full attention (0: mla.c has no other). */
+ * need a window, a short convolution (4, 1.13) its taps; an MLA layer is
+ * full attention (0: mla.c has no other). */
 static int attn_kind_valid(const colibri_hparams *hp, uint32_t attn)
 {
     int windowed = attn == ATTN_SLIDING || attn == ATTN_CHUNKED;
-    return attn <= ATTN_CHUNKED && !(windowed && hp->sliding_window == 0u) &&
+    return attn <= ATTN_CONV && !(windowed && hp->sliding_window == 0u) &&
+           !(attn == ATTN_CONV && hp->conv_kernel == 0u) &&
            (hp->mla != MLA_LATENT || attn == ATTN_FULL);
 }
 
-colibri_status colibri_layer_table_check(const colibri_model *m, uint32_t *shortcut_layers)
+colibri_status colibri_layer_table_check(colibri_model *m)
 {
     uint32_t next = global_tensor_count(&m->hp);
     int any_dense = 0, any_moe = 0;
-    *shortcut_layers = 0;
+    m->hp.shortcut_layers = m->hp.conv_layers = 0;
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         const uint8_t *e = m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE;
         uint32_t kind = colibri_rd_u32(e + LAY_FFN_KIND);
-        uint32_t count = colibri_layer_tensor_count(&m->hp, kind);
         uint32_t attn = colibri_rd_u32(e + LAY_ATTN_KIND);
+        uint32_t count = colibri_layer_tensor_count(&m->hp, kind, attn);
         if (kind > FFN_SHORTCUT || colibri_rd_u32(e + LAY_FIRST_TENSOR) != next ||
             colibri_rd_u32(e + LAY_N_TENSORS) != count || !attn_kind_valid(&m->hp, attn) ||
             !shortcut_placed(m, l, kind)) {
@@ -102,8 +107,10 @@ colibri_status colibri_layer_table_check(const colibri_model *m, uint32_t *short
         next += count;
         any_dense |= kind != FFN_MOE;
         any_moe |= kind != FFN_DENSE;
-        *shortcut_layers += kind == FFN_SHORTCUT;
+        m->hp.shortcut_layers += kind == FFN_SHORTCUT;
+        m->hp.conv_layers += attn == ATTN_CONV;
     }
+    m->hp.kv_layers = m->hp.n_layers - m->hp.conv_layers;
     if (next != m->n_tensors) {
         return COLIBRI_E_BAD_LAYER_TABLE;
     }
@@ -138,7 +145,8 @@ static int role_quantizable(uint16_t role)
            (role >= ROLE_ATTN_Q && role <= ROLE_ATTN_O) || role == ROLE_ATTN_GATE ||
            (role >= ROLE_DENSE_GATE && role <= ROLE_DENSE_DOWN) ||
            (role >= ROLE_SHARED_GATE && role <= ROLE_SHARED_DOWN) ||
-           (role >= ROLE_EXPERT_GATE && role <= ROLE_EXPERT_DOWN);
+           (role >= ROLE_EXPERT_GATE && role <= ROLE_EXPERT_DOWN) ||
+           (role >= ROLE_CONV_IN_B && role <= ROLE_CONV_OUT && role != ROLE_CONV_KERNEL);
 }
 
 /* The attention experts' stacked q and o matrices (format 1.11) stay
@@ -310,9 +318,9 @@ static colibri_status expect_part(table_walk *w, uint32_t l, uint32_t part, uint
     return COLIBRI_OK;
 }
 
-static colibri_status expect_layer(table_walk *w, uint32_t l, uint32_t kind)
+static colibri_status expect_layer(table_walk *w, uint32_t l, uint32_t kind, uint32_t attn)
 {
-    EXPECT(expect_part(w, l, PART_ATTENTION, IMG_NONE));
+    EXPECT(expect_part(w, l, colibri_operator_part(attn), IMG_NONE));
     if (kind != FFN_MOE) {
         EXPECT(expect_part(w, l, PART_DENSE, IMG_NONE));
     }
@@ -335,8 +343,9 @@ colibri_status colibri_tensor_table_check(const colibri_model *m, uint32_t *quan
     w.experts_last = (colibri_rd_u32(m->image + HDR_FLAGS) & HDR_FLAG_EXPERTS_LAST) != 0;
     EXPECT(expect_globals(&w));
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
-        uint32_t kind = colibri_rd_u32(m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE);
-        EXPECT(expect_layer(&w, l, kind));
+        const uint8_t *e = m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE;
+        EXPECT(expect_layer(&w, l, colibri_rd_u32(e + LAY_FFN_KIND),
+                            colibri_rd_u32(e + LAY_ATTN_KIND)));
     }
     *quantized = w.quantized;
     if (w.index != m->n_tensors) {

@@ -7,31 +7,32 @@
 /* Buffers of one forward chunk of up to `batch` tokens, row t for token t;
  * sizes in docs/core.md (state and scratch layout). */
 typedef struct workspace {
-    uint32_t batch;   /* tokens a chunk may hold */
-    uint32_t context; /* positions a row of scores holds */
-    float *x;         /* [B][H] residual stream */
-    float *xn;        /* [B][H] normed input of a sub-block */
-    float *ffn_sum;   /* [B][H] FFN result being summed */
-    float *ffn_out;   /* [B][H] one expert's / projection's output */
-    float *q;         /* [B][Q] */
-    float *k;         /* [B][K] */
-    float *v;         /* [B][K] */
-    float *attn;      /* [B][Q] attention output, heads concatenated */
-    float *scores;    /* [n_heads][ctx] attention scores, a row per query head */
-    float *h1;        /* [B][M] gate activations */
-    float *h2;        /* [B][M] up activations */
-    float *router;    /* [B][max(E + Z,1)] router scores (Z zero experts) */
-    float *rope;      /* [B][head_dim] cos (first half) and sin (second half) */
-    float *topk_w;    /* [B][max(top_k,1)] routing weights */
-    uint32_t *topk_i; /* [B][max(top_k,1)] routed expert indices */
-    float *xg;        /* [B][H] inputs of the tokens one expert takes */
-    uint32_t *sel;    /* [B] which tokens those are */
-    float *sel_w;     /* [B] and their routing weights */
-    void *xq;         /* quantized images: [B][ceil(max(H, Q, M) / 32)] activation blocks of a
+    uint32_t batch;    /* tokens a chunk may hold */
+    uint32_t context;  /* positions a row of scores holds */
+    uint32_t call_pos; /* state->pos when colibri_forward was called */
+    float *x;          /* [B][H] residual stream */
+    float *xn;         /* [B][H] normed input of a sub-block */
+    float *ffn_sum;    /* [B][H] FFN result being summed */
+    float *ffn_out;    /* [B][H] one expert's / projection's output */
+    float *q;          /* [B][Q] */
+    float *k;          /* [B][K] */
+    float *v;          /* [B][K] */
+    float *attn;       /* [B][Q] attention output, heads concatenated */
+    float *scores;     /* [n_heads][ctx] attention scores, a row per query head */
+    float *h1;         /* [B][M] gate activations */
+    float *h2;         /* [B][M] up activations */
+    float *router;     /* [B][max(E + Z,1)] router scores (Z zero experts) */
+    float *rope;       /* [B][head_dim] cos (first half) and sin (second half) */
+    float *topk_w;     /* [B][max(top_k,1)] routing weights */
+    uint32_t *topk_i;  /* [B][max(top_k,1)] routed expert indices */
+    float *xg;         /* [B][H] inputs of the tokens one expert takes */
+    uint32_t *sel;     /* [B] which tokens those are */
+    float *sel_w;      /* [B] and their routing weights */
+    void *xq;          /* quantized images: [B][ceil(max(H, Q, M) / 32)] activation blocks of a
                        * Q8/Q4 product (36 bytes each); else empty */
-    float *latent;    /* MLA: [n_heads][2 * kv_lora] each head's absorbed query and
+    float *latent;     /* MLA: [n_heads][2 * kv_lora] each head's absorbed query and
                        * latent sum; else empty */
-    float *shortcut;  /* [B][H] a shortcut layer's MoE output, until the next layer's
+    float *shortcut;   /* [B][H] a shortcut layer's MoE output, until the next layer's
                        * FFN is added (format 1.12); else empty */
 } workspace;
 

@@ -4,11 +4,13 @@ bits as the in-place run, on every kernel table this CPU runs, threads
 {1, 2, 3} and prompt chunks {1, 7, 32}, float32 and int4 row-group images of
 the families whose feed-forward differs (shared expert and dense layers,
 expert biases, MLA with a selection bias, zero-computation experts in shortcut
-layers). tests/sdk/expert_port.c poisons
+layers, short convolution layers). tests/sdk/expert_port.c poisons
 every expert block of the image it gives the core, so any read in place, or
 of a block after its release, changes the logits; its port checks the rules
 of the seam. A failing acquire gives COLIBRI_E_EXPERT_UNAVAILABLE with
-nothing held and the state's position kept, and the run then succeeds."""
+nothing held and the state's position kept, and the same call run again on
+that state gives the in-place bits: the state lost nothing (the KV cache,
+LFM2's short convolution rows, format 1.13)."""
 from __future__ import annotations
 
 import re
@@ -20,7 +22,7 @@ from colibri_tools.image.image_spec import EXPERT_ROLES
 from cpu_tables import runnable
 from golden_helpers import REPO
 
-FAMILIES = ["mixtral", "qwen2_moe", "gpt_oss", "deepseek_v3", "longcat_flash"]
+FAMILIES = ["mixtral", "qwen2_moe", "gpt_oss", "deepseek_v3", "longcat_flash", "lfm2_moe"]
 FORMATS = ["f32", "int4+attention+rows16"]
 
 

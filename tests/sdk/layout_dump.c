@@ -6,9 +6,10 @@
  *
  *   layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE EXPERT_INTER EXPERTS
  *               SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND ROUTER_SCORE
- *               ZERO_EXPERTS LAYER_ROPE ROPE_DIM
+ *               ZERO_EXPERTS LAYER_ROPE ROPE_DIM ATTN_KIND CONV_KERNEL
  *
- * KIND 2 (a shortcut layer, format 1.12) lists its dense FFN, then its MoE.
+ * KIND 2 (a shortcut layer, format 1.12) lists its dense FFN, then its MoE;
+ * ATTN_KIND 4 (a short convolution layer, 1.13) its convolution first.
  *
  * One line per tensor: "ROLE EXPERT ROWS COLS" (COLS 0 for a vector).
  */
@@ -31,10 +32,10 @@ static void print_part(const colibri_hparams *hp, uint32_t part, long expert)
 int main(int argc, char **argv)
 {
     colibri_hparams hp = {0};
-    if (argc != 18) {
+    if (argc != 20) {
         fprintf(stderr, "usage: layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE "
                         "EXPERT_INTER EXPERTS SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND "
-                        "ROUTER_SCORE ZERO_EXPERTS LAYER_ROPE ROPE_DIM\n");
+                        "ROUTER_SCORE ZERO_EXPERTS LAYER_ROPE ROPE_DIM ATTN_KIND CONV_KERNEL\n");
         return 2;
     }
     uint32_t kind = (uint32_t)strtoul(argv[1], NULL, 0);
@@ -54,10 +55,12 @@ int main(int argc, char **argv)
                           &hp.zero_experts,
                           &hp.layer_rope,
                           &hp.rope_dim};
+    uint32_t attn = (uint32_t)strtoul(argv[18], NULL, 0);
+    hp.conv_kernel = (uint32_t)strtoul(argv[19], NULL, 0);
     for (int i = 0; i < 16; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
     }
-    print_part(&hp, PART_ATTENTION, -1);
+    print_part(&hp, colibri_operator_part(attn), -1);
     if (kind != FFN_MOE) {
         print_part(&hp, PART_DENSE, -1);
     }
@@ -67,6 +70,6 @@ int main(int argc, char **argv)
             print_part(&hp, PART_EXPERT, (long)e);
         }
     }
-    printf("count %u\n", colibri_layer_tensor_count(&hp, kind));
+    printf("count %u\n", colibri_layer_tensor_count(&hp, kind, attn));
     return 0;
 }

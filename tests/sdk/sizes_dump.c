@@ -4,10 +4,12 @@
  * record alone), for tests/sdk/test_sizes.py.
  *
  *   sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT DENSE EXPERT_INTER
- *              EXPERTS SHARED TOP_K BATCH [QUANTIZED[,ZERO[,SHORTCUT]] [Q_LORA KV_LORA
- *              V_HEAD_DIM ROPE_DIM]]
+ *              EXPERTS SHARED TOP_K BATCH [QUANTIZED[,ZERO[,SHORTCUT[,CONV[,TAPS]]]]
+ *              [Q_LORA KV_LORA V_HEAD_DIM ROPE_DIM]]
  *   prints "STATE SCRATCH"; the four MLA numbers make it an MLA record (mla 1);
- *   ZERO and SHORTCUT are zero_experts and shortcut_layers (format 1.12).
+ *   ZERO and SHORTCUT are zero_experts and shortcut_layers (format 1.12), CONV
+ *   and TAPS conv_layers and conv_kernel (1.13: the other layers have a KV
+ *   cache).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +43,9 @@ int main(int argc, char **argv)
     }
     if (argc >= 15) {
         char *next = argv[14];
-        uint32_t *flags[] = {&m.hp.quantized, &m.hp.zero_experts, &m.hp.shortcut_layers};
-        for (int i = 0; i < 3 && *next != '\0'; i++) {
+        uint32_t *flags[] = {&m.hp.quantized, &m.hp.zero_experts, &m.hp.shortcut_layers,
+                             &m.hp.conv_layers, &m.hp.conv_kernel};
+        for (int i = 0; i < 5 && *next != '\0'; i++) {
             *flags[i] = (uint32_t)strtoul(next + (i > 0 && *next == ','), &next, 0);
         }
     }
@@ -53,6 +56,7 @@ int main(int argc, char **argv)
         m.hp.v_head_dim = (uint32_t)strtoul(argv[17], NULL, 0);
         m.hp.rope_dim = (uint32_t)strtoul(argv[18], NULL, 0);
     }
+    m.hp.kv_layers = m.hp.n_layers - m.hp.conv_layers;
     m.image = &image_stand_in;
     uint32_t batch = (uint32_t)strtoul(argv[13], NULL, 0);
     size_t scratch = colibri_scratch_size_batch(&m, ctx, batch);

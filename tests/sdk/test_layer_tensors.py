@@ -32,11 +32,12 @@ def _record(shared: int, gate: int, bias: int, qk: int, norm: int, score: int) -
                        router_score=score)
 
 
-def _c_layout(dump, kind: int, r: ModelRecord) -> tuple[list[tuple[int, int, tuple]], int]:
+def _c_layout(dump, kind: int, r: ModelRecord, attn: int = 0
+              ) -> tuple[list[tuple[int, int, tuple]], int]:
     args = [kind, r.hidden_size, r.n_heads, r.n_kv_heads, r.head_dim, r.dense_intermediate,
             r.expert_intermediate, r.n_experts, r.shared_intermediate, r.shared_gate,
             r.attn_bias, r.qk_norm, r.norm_kind, r.router_score, r.zero_experts, r.layer_rope,
-            r.rope_dim]
+            r.rope_dim, attn, r.conv_kernel]
     out = subprocess.run([str(dump), *map(str, args)], capture_output=True, text=True,
                          check=True, timeout=30).stdout.splitlines()
     rows = []
@@ -71,3 +72,18 @@ def test_format_1_12_layers(asan_bins, kind, zero, layer_rope, bias):
     assert c_count == len(python) == layer_tensor_count(r, kind)
     assert ((75, -1, (3,)) in python) == bool(layer_rope)
     assert (40, -1, (3 + zero, 36)) in python if kind else 40 not in {row[0] for row in python}
+
+
+@pytest.mark.parametrize("kind", [0, 1])      # dense, MoE
+@pytest.mark.parametrize("norm", [0, 1, 3])   # RMSNorm, LayerNorm (biases), before and after
+@pytest.mark.parametrize("attn", [0, 4])      # attention, or (format 1.13) a short convolution
+def test_format_1_13_conv_layers(asan_bins, kind, norm, attn):
+    r = _record(0, 0, 0, 2, norm, 1)
+    r.conv_kernel = 3
+    python = [(int(t.role), -1 if t.expert == 0xFFFF else t.expert, tuple(t.shape))
+              for t in layer_tensors(r, 0, kind, attn)]
+    c_rows, c_count = _c_layout(asan_bins / "layout_dump", kind, r, attn)
+    assert c_rows == python
+    assert c_count == len(python) == layer_tensor_count(r, kind, attn)
+    assert ((79, -1, (36, 3)) in python) == (attn == 4)  # the taps: [H, conv_kernel]
+    assert (17 in {row[0] for row in python}) == (attn == 0)  # no attention in a conv layer

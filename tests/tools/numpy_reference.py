@@ -213,6 +213,18 @@ def _attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     return _project(w, out, layer, Role.ATTN_O, Role.ATTN_O_BIAS)
 
 
+def _short_conv(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
+    """A short convolution layer (attn_kind 4, format 1.13): B, C and X of the normed
+    input, each channel of B * X convolved causally over conv_kernel positions
+    (zeros before the first), times C, through CONV_OUT."""
+    b, c, x = (h @ w.get(role, layer).T for role in (Role.CONV_IN_B, Role.CONV_IN_C,
+                                                       Role.CONV_IN_X))
+    taps = w.get(Role.CONV_KERNEL, layer)  # [H, L], oldest position first
+    bx = np.concatenate([np.zeros((taps.shape[1] - 1, h.shape[1]), np.float32), b * x])
+    conv = np.stack([(bx[t:t + taps.shape[1]] * taps.T).sum(axis=0) for t in range(h.shape[0])])
+    return (c * conv) @ w.get(Role.CONV_OUT, layer).T
+
+
 def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray,
             r=None, bias: tuple | None = None) -> np.ndarray:
     g, u = h @ gate.T, h @ up.T
@@ -268,8 +280,8 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
             keys = probs[t] + w.get(Role.ROUTER_BIAS, layer)
             chosen = np.argsort(-keys, kind="stable")[:r.top_k]
             weights = probs[t, chosen]
-        if r.router_norm_topk:
-            weights = weights / max(weights.sum(), r.router_norm_min)
+        if r.router_norm_topk:  # + router_sum_eps: LFM2's 1e-6 (format 1.13)
+            weights = weights / max(weights.sum() + r.router_sum_eps, r.router_norm_min)
         for e, weight in zip(chosen, weights * r.routed_scaling):
             if e >= r.n_experts:  # format 1.12: a zero-computation expert, the identity
                 out[t] += weight * h[t]
@@ -317,7 +329,8 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
 
     shortcut = None  # format 1.12: a shortcut layer's MoE output, for the next layer
     for layer, entry in enumerate(image.layers):
-        a = _attention(w, pre(x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer), layer)
+        operator = _short_conv if entry.attn_kind == 4 else _attention
+        a = operator(w, pre(x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer), layer)
         x = x + residual * out(a, Role.ATTN_NORM, layer)
         h = pre(x, Role.FFN_NORM, Role.FFN_NORM_BIAS, layer)
         if entry.ffn_kind == FfnKind.MOE:

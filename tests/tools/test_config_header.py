@@ -28,7 +28,11 @@ def _round16(n: int) -> int:
 
 
 def doc_state_bytes(rec: dict, ctx: int) -> int:
-    return 2 * rec["n_layers"] * ctx * rec["n_kv_heads"] * rec["head_dim"] * 4
+    """docs/core.md: K and V of the layers that attend, two copies of each short
+    convolution layer's conv_kernel - 1 inputs (format 1.13)."""
+    conv = rec.get("attn_kinds", []).count(4)
+    kv = 2 * (rec["n_layers"] - conv) * ctx * rec["n_kv_heads"] * rec["head_dim"]
+    return 4 * (kv + 2 * conv * max(rec.get("conv_kernel", 0) - 1, 0) * rec["hidden_size"])
 
 
 def doc_scratch_bytes(rec: dict, ctx: int, b: int = 1) -> int:
@@ -150,13 +154,14 @@ def test_header_names_the_source_directory(hf_checkpoint, tmp_path):
     assert f" * Source: {src.name}\n" in result.header_path.read_text()
 
 
-@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch"])
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch",
+                                    "lfm2_moe"])
 def test_sizes_follow_section_8(family, hf_model, hf_checkpoint, tmp_path):
     model, _ = hf_model(family)
     rec = expected_record(model, family)
     image = read_image(convert(hf_checkpoint(family), tmp_path, progress=False).image_path)
     for ctx in (1, 7, 16, rec["max_context"]):
-        assert state_size(image.record, ctx) == doc_state_bytes(rec, ctx)
+        assert state_size(image.record, ctx, image.conv_layers) == doc_state_bytes(rec, ctx)
         assert scratch_size(image.record, ctx) == doc_scratch_bytes(rec, ctx)
         assert scratch_size(image.record, ctx, 13) == doc_scratch_bytes(rec, ctx, 13)
     for ctx in (0, rec["max_context"] + 1):

@@ -21,6 +21,8 @@ from colibri_tools import convert, fix_meta_crc, read_image
 from colibri_tools.errors import ImageFormatError
 from colibri_tools.image.image_layout import canonical_tensors
 from colibri_tools.image.image_spec import (
+    EXTENSION_END,
+    EXTENSION_FIELDS,
     HEADER_FIELDS,
     LAYER_FIELDS,
     MODEL_RECORD_END,
@@ -69,7 +71,8 @@ def _doc_section(start: str, end: str) -> list[list[str]]:
 
 @pytest.mark.parametrize("start,end,table", [
     ("## 1. Header", "### 1.1", HEADER_FIELDS),
-    ("### 1.1", "## 2.", MODEL_RECORD_FIELDS),
+    ("### 1.1", "### 1.2", MODEL_RECORD_FIELDS),
+    ("### 1.2", "## 2.", EXTENSION_FIELDS),
     ("## 2. Layer table", "## 3.", LAYER_FIELDS),
     ("## 3. Tensor table", "### 3.1", TENSOR_FIELDS),
 ])
@@ -80,11 +83,15 @@ def test_field_tables_match_the_document(start, end, table):
 
 
 def test_reserved_tails_match_the_document():
-    """The model record fills the header up to its end (format 1.11); a tensor entry
-    ends in 8 reserved bytes."""
+    """The model record fills the header up to its end (format 1.11); its extension
+    (1.13) ends in reserved bytes up to 512; a tensor entry ends in 8 reserved bytes."""
     name, offset, code = MODEL_RECORD_FIELDS[-1]
     assert MODEL_RECORD_END == 256 == offset + struct.calcsize(code)
-    assert _doc_section("### 1.1", "## 2.")[-1][:3] == [str(offset), "f32", name]
+    assert _doc_section("### 1.1", "### 1.2")[-1][:3] == [str(offset), "f32", name]
+    name, offset, code = EXTENSION_FIELDS[-1]
+    assert EXTENSION_END == offset + struct.calcsize(code)
+    assert _doc_section("### 1.2", "## 2.")[-1][:3] == [str(EXTENSION_END),
+                                                       f"u8[{512 - EXTENSION_END}]", "reserved"]
     assert _doc_section("## 3. Tensor table", "### 3.1")[-1][:3] == ["56", "u8[8]", "reserved"]
 
 
@@ -101,6 +108,28 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
+def _attention_tail(rec: dict) -> list[tuple]:
+    """An attention layer's rows after its projections (section 3.1)."""
+    h, hd = rec["hidden_size"], rec["head_dim"]
+    q, k = rec["n_heads"] * hd, rec["n_kv_heads"] * hd
+    rows = [(21 + bit, shape) for bit, shape in enumerate([(q,), (k,), (k,), (h,)])
+            if rec["attn_bias"] & (1 << bit)]
+    if rec["qk_norm"] == 1:
+        rows += [(25, (q,)), (26, (k,))]
+    if rec["qk_norm"] in (2, 3):  # per head (3: after RoPE, format 1.10; 4 has none)
+        rows += [(25, (hd,)), (26, (hd,))]
+    rows.append((27, (h,)))
+    if rec["norm_kind"] == 1:
+        rows += [(28, (h,)), (29, (h,))]
+    if rec["norm_kind"] == 3:  # the norms after the attention and the FFN (1.11)
+        rows += [(71, (h,)), (72, (h,))]
+    if rec["attn_bias"] & 32:
+        rows.append((30, (rec["n_heads"],)))
+    if rec["layer_rope"]:  # the layer's RoPE inverse frequencies (1.12)
+        rows.append((75, (rec["rope_dim"] // 2,)))
+    return rows
+
+
 def _doc_order(rec: dict) -> list[tuple]:
     """Section 3.1, written out plainly: (role, layer, expert, shape) in table order."""
     h, v, hd = rec["hidden_size"], rec["vocab_size"], rec["head_dim"]
@@ -115,7 +144,12 @@ def _doc_order(rec: dict) -> list[tuple]:
     if rec["attn_bias"] & 16:
         out.append((5, GLOBAL, GLOBAL, (v,)))
     for layer, kind in enumerate(rec["ffn_kinds"]):
-        if rec["mla"] == 1:  # MLA (format 1.7)
+        if rec["attn_kinds"][layer] == 4:  # a short convolution (1.13): B, C, X, taps, out
+            rows = [(16, (h,)), (76, (h, h)), (77, (h, h)), (78, (h, h)),
+                    (79, (h, rec["conv_kernel"])), (80, (h, h)), (27, (h,))]
+            rows += [(28, (h,)), (29, (h,))] if rec["norm_kind"] == 1 else []
+            rows += [(71, (h,)), (72, (h,))] if rec["norm_kind"] == 3 else []
+        elif rec["mla"] == 1:  # MLA (format 1.7)
             lq, lkv, rope, v_dim = (rec["q_lora_rank"], rec["kv_lora_rank"], rec["rope_dim"],
                                     rec["v_head_dim"])
             rows = [(16, (h,))] + ([(17, (q, h))] if lq == 0 else
@@ -129,21 +163,8 @@ def _doc_order(rec: dict) -> list[tuple]:
             rows += [(70, (q, h))] if rec["attn_bias"] & 256 else []  # the output's gate (1.11)
             rows += [(73, (e, h))] if experts else []  # the attention experts' router
             rows.append((20, (e * h, k) if experts else (h, q)))
-        rows += [(21 + bit, shape) for bit, shape in enumerate([(q,), (k,), (k,), (h,)])
-                 if rec["attn_bias"] & (1 << bit)]
-        if rec["qk_norm"] == 1:
-            rows += [(25, (q,)), (26, (k,))]
-        if rec["qk_norm"] in (2, 3):  # per head (3: after RoPE, format 1.10; 4 has none)
-            rows += [(25, (hd,)), (26, (hd,))]
-        rows.append((27, (h,)))
-        if rec["norm_kind"] == 1:
-            rows += [(28, (h,)), (29, (h,))]
-        if rec["norm_kind"] == 3:  # the norms after the attention and the FFN (1.11)
-            rows += [(71, (h,)), (72, (h,))]
-        if rec["attn_bias"] & 32:
-            rows.append((30, (rec["n_heads"],)))
-        if rec["layer_rope"]:  # the layer's RoPE inverse frequencies (1.12)
-            rows.append((75, (rec["rope_dim"] // 2,)))
+        if rec["attn_kinds"][layer] != 4:
+            rows += _attention_tail(rec)
         if kind in (0, 2):  # dense, or (1.12) a shortcut layer's dense part
             rows += [(32, (d, h)), (33, (d, h)), (34, (h, d))]
         if kind in (1, 2):
@@ -206,25 +227,34 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
         minor = 11  # section 7: DBRX's clamp, AFMoE's gate and norms, Llama 4's features
     if rec["zero_experts"] or rec["arch"] >= 24 or 2 in rec["ffn_kinds"] or rec["layer_rope"]:
         minor = 12  # section 7: zero experts, shortcut layers, each layer's RoPE (1.12)
-    assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, 256)
+    extended = rec["conv_kernel"] != 0 or rec["router_sum_eps"] != 0.0  # section 1.2
+    if extended or rec["arch"] >= 26 or 4 in rec["attn_kinds"]:
+        minor = 13  # section 7: the record's extension, short convolutions, LFM2-MoE
+    header = 512 if extended else 256
+    assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, header)
     assert _u("Q", data, 16) == len(data)
     flags = int(scales) | 2 * int(rope) | (4 if rec["sliding_window"] else 0)  # SLIDING: 1.6
     flags |= 8 * int(mla) | 32 * rec["layer_rope"]  # MLA: 1.7; LAYER_ROPE: 1.12
     assert (_u("I", data, 28), _u("I", data, 32), _u("I", data, 36)) == (
         flags, alignment, rec["arch"])
-    assert _u("Q", data, 40) == 256 and _u("Q", data, 48) == 256 + 16 * n_layers
+    assert _u("Q", data, 40) == header and _u("Q", data, 48) == header + 16 * n_layers
     assert _u("I", data, 60) == rec["zero_experts"]  # 1.12; reserved, 0, before
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
-    table, n_tensors = 256 + 16 * n_layers, _u("I", data, 56)
+    if extended:  # section 1.2 (1.13), the rest of the 512 bytes zero
+        assert (_u("I", data, 256), _u("f", data, 260)) == pytest.approx(
+            (rec["conv_kernel"], rec["router_sum_eps"]), rel=1e-7)
+        assert data[264:512] == bytes(248)
+    table, n_tensors = header + 16 * n_layers, _u("I", data, 56)
     end = table + 64 * n_tensors
     assert _u("I", data, 24) == zlib.crc32(data[:24] + bytes(4) + data[28:end])
     return table, n_tensors
 
 
 def _check_layer_table(data: bytes, rec: dict, order: list[tuple]) -> None:
+    header = _u("I", data, 12)  # 256, or 512 with the record's extension (1.13)
     for layer, kind in enumerate(rec["ffn_kinds"]):
-        b = 256 + 16 * layer
+        b = header + 16 * layer
         members = [idx for idx, t in enumerate(order) if t[1] == layer]
         assert struct.unpack_from("<4I", data, b) == (kind, members[0], len(members),
                                                       rec["attn_kinds"][layer])
@@ -595,4 +625,32 @@ def test_layer_rope_needs_the_rope_fields(family, flags, hf_checkpoint, tmp_path
     buf = bytearray(result.image_path.read_bytes())
     old = _u("I", buf, 28)
     _put(buf, "I", 28, old & flags if flags < 0 else old | flags)
+    _refused_by_both(buf, Status.E_BAD_HYPERPARAMS, tmp_path)
+
+
+@pytest.mark.parametrize("fields,status", [
+    ({256: 0}, Status.E_BAD_LAYER_TABLE),  # a short convolution layer without its taps
+    ({256: 65}, Status.E_BAD_HYPERPARAMS),  # more taps than 64
+    ({260: -1.0}, Status.E_BAD_HYPERPARAMS),  # the router's sum term below 0
+    ({300: 1}, Status.E_RESERVED),  # the extension's reserved bytes
+])
+def test_record_extension_out_of_bounds_is_refused(fields, status, hf_checkpoint, tmp_path):
+    """Format 1.13's extension (header_size 512): LFM2's conv_kernel 2 .. 64, needed by
+    its conv layers; router_sum_eps 0 .. 1; the rest zero. An image that breaks one
+    is refused by both readers with the same status."""
+    result = convert(hf_checkpoint("lfm2_moe"), tmp_path / "out", progress=False)
+    buf = bytearray(result.image_path.read_bytes())
+    assert _u("I", buf, 12) == 512 and _u("I", buf, 256) == 3
+    for offset, value in fields.items():
+        _put(buf, "I" if isinstance(value, int) else "f", offset, value)
+    _refused_by_both(buf, status, tmp_path)
+
+
+def test_an_older_reader_layout_is_refused(hf_checkpoint, tmp_path):
+    """A 1.13 image read as if its header were 256 bytes (header_size edited, the
+    tables where they are) is inconsistent to both readers: the layer table must
+    start at header_size."""
+    result = convert(hf_checkpoint("lfm2_moe"), tmp_path / "out", progress=False)
+    buf = bytearray(result.image_path.read_bytes())
+    _put(buf, "I", 12, 256)
     _refused_by_both(buf, Status.E_BAD_HYPERPARAMS, tmp_path)

@@ -38,7 +38,13 @@ from ..converter.checkpoint import CONFIG_NAME, read_json, resolve_model_dir
 from ..converter.families import model_spec
 from ..errors import ColibriError, OptionError
 from ..image.image_layout import expert_blocks
-from ..image.image_spec import DEFAULT_ALIGNMENT, FLAG_EXPERTS_LAST, Arch, FfnKind, ModelRecord
+from ..image.image_spec import (
+    DEFAULT_ALIGNMENT,
+    FLAG_EXPERTS_LAST,
+    Arch,
+    FfnKind,
+    ModelRecord,
+)
 from ..image.quant import weights_name
 from ..image.sizes import (
     MAX_BATCH,
@@ -110,6 +116,7 @@ class ModelFacts:
     slot_bytes: int = 0        # one expert cache slot
     experts_last: bool = True
     shortcut: bool = False     # a shortcut layer (format 1.12): a scratch region more
+    conv_layers: int = 0       # short convolution layers (1.13): a fixed state, no KV cache
 
 
 def _header_ints(path: Path) -> dict[str, int]:
@@ -131,7 +138,8 @@ def _from_image(path: Path, header: Path | None) -> ModelFacts:
                       decode_bytes_per_token(r, image.tensors), image.alignment, context,
                       macros.get("BATCH", 1), weights_name(image.tensors), image.resident_size,
                       len(blocks), expert_slot_size([b.size for b in blocks]),
-                      bool(image.header["flags"] & FLAG_EXPERTS_LAST), image.shortcut)
+                      bool(image.header["flags"] & FLAG_EXPERTS_LAST), image.shortcut,
+                      image.conv_layers)
 
 
 def facts_from_spec(spec, source: str, *, alignment: int = DEFAULT_ALIGNMENT,
@@ -139,15 +147,18 @@ def facts_from_spec(spec, source: str, *, alignment: int = DEFAULT_ALIGNMENT,
                     batch: int = 1) -> ModelFacts:
     """ModelFacts of a families.ModelSpec (what colibri-convert would write)."""
     r = spec.record
-    tensors, size = placed_tensors(r, spec.ffn_kinds, alignment, quant)
-    paged, _ = placed_tensors(r, spec.ffn_kinds, alignment, quant, experts_last=True)
+    tensors, size = placed_tensors(r, spec.ffn_kinds, alignment, quant,
+                                   attn_kinds=spec.attn_kinds)
+    paged, _ = placed_tensors(r, spec.ffn_kinds, alignment, quant, experts_last=True,
+                              attn_kinds=spec.attn_kinds)
     blocks = expert_blocks(paged)
     resident = min((b.offset for b in blocks), default=size)
     context = min(r.max_context, DEFAULT_CONTEXT_CAP) if context is None else context
     return ModelFacts(source, "config", spec.family, r, size, decode_bytes_per_token(r, tensors),
                       alignment, context, batch, quant or "fp32", resident, len(blocks),
                       expert_slot_size([b.size for b in blocks]),
-                      shortcut=FfnKind.SHORTCUT in spec.ffn_kinds)
+                      shortcut=FfnKind.SHORTCUT in spec.ffn_kinds,
+                      conv_layers=spec.conv_layers)
 
 
 def _from_config(path: Path, alignment: int, quant: str | None) -> ModelFacts:
@@ -222,7 +233,7 @@ def budget(board: Board, model: ModelFacts, context: int, batch: int, app: str,
     linux = board.port == "linux"
     quantized = model.weights != "fp32"
     paged = not linux and app in PAGED_APPS
-    return Budget(state_size(r, context), scratch_size(r, context, batch, quantized,
+    return Budget(state_size(r, context, model.conv_layers), scratch_size(r, context, batch, quantized,
                                                        model.shortcut),
                   logits_size(r) * PAGED_APPS.get(app, 1) if paged else logits_size(r),
                   1 if linux else MODEL_INSTANCES.get(app, 1),

@@ -283,7 +283,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         out_dir / TOKENIZER_OUT_NAME if TOKENIZER_OUT_NAME in names else None,
         spec.family, int(spec.arch), spec.record, spec.ffn_kinds, image.fingerprint,
         image.image_size, len(image.tensors), alignment, context, batch,
-        state_size(spec.record, context),
+        state_size(spec.record, context, spec.conv_layers),
         scratch_size(spec.record, context, batch, image.quantized, image.shortcut),
         dropped, quant, quant_attention, quant_embeddings, row_groups, experts_last)
 

@@ -68,6 +68,7 @@ from ..image.image_layout import (
 )
 from ..image.image_spec import (
     ACT_SWIGLU_CLAMPED,
+    ATTN_CONV,
     ATTN_SLIDING,
     BIAS_EXPERTS,
     BIAS_LM_HEAD,
@@ -111,7 +112,7 @@ _SOURCE_FIELDS = {
     "routed_scaling": "routed_scaling_factor", "rope_dim": "partial_rotary_factor",
     "rope_factor": "rope_parameters.factor", "qkv_clip": "attn_config.clip_qkv",
     "attn_temp_floor": "floor_scale", "attn_temp_scale": "attn_scale",
-    "zero_experts": "zero_expert_num",
+    "zero_experts": "zero_expert_num", "conv_kernel": "conv_L_cache",
 }
 # DBRX names its fields otherwise, some under attn_config and ffn_config.
 _DBRX_SOURCE_FIELDS = {
@@ -136,6 +137,11 @@ class ModelSpec:
     @property
     def moe_layers(self) -> list[int]:
         return [i for i, k in enumerate(self.ffn_kinds) if k != FfnKind.DENSE]
+
+    @property
+    def conv_layers(self) -> int:
+        """Layers with a short convolution instead of attention (format 1.13)."""
+        return sum(kind == ATTN_CONV for kind in self.attn_kinds or ())
 
     @property
     def interleaved_rope(self) -> bool:

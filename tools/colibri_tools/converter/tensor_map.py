@@ -36,6 +36,7 @@ from ..image.image_writer import SourceTensor
 from .checkpoint import Checkpoint
 from .families import ModelSpec
 from .tensor_map_fused import dbrx_experts, dbrx_tensor, jetmoe_tensor
+from .tensor_map_lfm2 import lfm2_name, lfm2_tensor
 from .tensor_map_longcat import PREDICTION_PREFIX, longcat_experts, longcat_name, longcat_scaled
 from .tensor_map_mimo import mimo_tensor
 
@@ -147,10 +148,14 @@ class TensorMap:
 
     def name_of(self, role: int, layer: int) -> str:
         """Checkpoint name of a non-expert tensor."""
-        if role in _GLOBAL_NAMES:
+        if role in _GLOBAL_NAMES and not (role == Role.OUTPUT_NORM and
+                                          self.spec.family == "lfm2_moe"):
             return _GLOBAL_NAMES[role]
         if self.spec.family == "longcat_flash":
             return longcat_name(role, layer)
+        own = lfm2_name(role, layer) if self.spec.family == "lfm2_moe" else None
+        if own is not None:
+            return own
         if role in _POST_NORM_NAMES and self.spec.record.norm_kind == NORM_RMS_POST:
             return f"model.layers.{layer}.{_POST_NORM_NAMES[role]}"
         if role in _LLAMA4_DENSE_NAMES and self.spec.family == "llama4_text":
@@ -263,6 +268,8 @@ class TensorMap:
         fused = jetmoe_tensor(self, entry) if self.spec.family == "jetmoe" else None
         if self.spec.family == "mimo_v2_flash":
             fused = mimo_tensor(self, entry)
+        if self.spec.family == "lfm2_moe":
+            fused = lfm2_tensor(self, entry)
         if fused is not None:
             return fused
         granite = self._granite_shared(entry)
@@ -332,7 +339,7 @@ class TensorMap:
 
     def sources(self) -> list[SourceTensor]:
         """Every image tensor in canonical order, with its loader; shapes checked now."""
-        entries, _ = canonical_tensors(self.spec.record, self.spec.ffn_kinds)
+        entries, _ = canonical_tensors(self.spec.record, self.spec.ffn_kinds, self.spec.attn_kinds)
         experts = {layer: self._expert_loaders(layer) for layer in self.spec.moe_layers}
         out = []
         for entry in entries:

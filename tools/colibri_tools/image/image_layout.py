@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from .image_spec import (
     ATTN_CHUNKED,
+    ATTN_CONV,
     ATTN_FULL,
     ATTN_FULL_NOPE,
     ATTN_SLIDING,
@@ -33,6 +34,7 @@ from .image_spec import (
     MAX_LORA_RANK,
     MAX_TOP_K,
     MIN_ALIGNMENT,
+    MINOR_CONV,
     MINOR_EXPERTS_LAST,
     MINOR_LLAMA4_ERA,
     MINOR_POST_NORMS,
@@ -120,7 +122,9 @@ def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
-    (2 is 1.10, 3 is 1.11); `ffn_kinds`: theirs (2 is 1.12)."""
+    (2 is 1.10, 3 is 1.11, 4 is 1.13); `ffn_kinds`: theirs (2 is 1.12)."""
+    if r.extended or arch >= Arch.LFM2_MOE or ATTN_CONV in attn_kinds:
+        return MINOR_CONV
     if (r.zero_experts or r.layer_rope or arch >= Arch.LONGCAT_FLASH
             or FfnKind.SHORTCUT in ffn_kinds):
         return MINOR_ZERO_EXPERTS
@@ -411,7 +415,23 @@ def record_problems(arch: int, alignment: int, record: ModelRecord,
     return (out + _arch_problems(arch, record) + _attention_problems(record)
             + _ffn_problems(record) + _router_problems(record) + _scale_problems(record)
             + _rope_problems(record, flags) + _gpt_oss_problems(record)
-            + _mla_problems(record, flags) + _attention_extra_problems(record))
+            + _mla_problems(record, flags) + _attention_extra_problems(record)
+            + _extension_problems(record))
+
+
+MAX_CONV_KERNEL = 64  # = MAX_CONV_KERNEL in sdk/src/hparams.c
+
+
+def _extension_problems(r: ModelRecord) -> list[Problem]:
+    """Format 1.13's record extension, as sdk/src/hparams.c's check_extension."""
+    sigmoid = r.router_score == ROUTER_SIGMOID
+    eps_ok = (math.isfinite(r.router_sum_eps) and 0.0 <= r.router_sum_eps <= 1.0 if sigmoid
+              else r.router_sum_eps == 0.0 and math.copysign(1.0, r.router_sum_eps) > 0)
+    return _check([
+        ("conv_kernel", r.conv_kernel, r.conv_kernel == 0 or 2 <= r.conv_kernel <= MAX_CONV_KERNEL,
+         f"must be 0, or 2 .. {MAX_CONV_KERNEL} with short convolution layers"),
+        ("router_sum_eps", r.router_sum_eps, eps_ok, "must be 0 .. 1 with router_score 1, else 0"),
+    ], BAD_HYPERPARAMS)
 
 
 _KIND_WIDTHS = {FfnKind.DENSE: ("dense_intermediate",),
@@ -464,11 +484,14 @@ def model_problems(arch: int, alignment: int, record: ModelRecord,
 
 
 def attn_kind_ok(r: ModelRecord, kind: int) -> bool:
-    """Section 2: 0 full; 1 sliding and 3 chunked (1.11) need a window; an MLA
-    layer is full attention (as sdk/src/tensor_check.c's attn_kind_valid)."""
+    """Section 2: 0 full; 1 sliding and 3 chunked (1.11) need a window, 4 a short
+    convolution (1.13) its taps; an MLA layer is full attention (as
+    sdk/src/tensor_check.c's attn_kind_valid)."""
     windowed = kind in (ATTN_SLIDING, ATTN_CHUNKED)
-    return (kind in (ATTN_FULL, ATTN_SLIDING, ATTN_FULL_NOPE, ATTN_CHUNKED)
-            and not (windowed and r.sliding_window == 0) and (not r.mla or kind == ATTN_FULL))
+    return (kind in (ATTN_FULL, ATTN_SLIDING, ATTN_FULL_NOPE, ATTN_CHUNKED, ATTN_CONV)
+            and not (windowed and r.sliding_window == 0)
+            and not (kind == ATTN_CONV and r.conv_kernel == 0)
+            and (not r.mla or kind == ATTN_FULL))
 
 
 def global_tensors(r: ModelRecord) -> list[TensorEntry]:
@@ -535,9 +558,29 @@ def _ffn_shapes(r: ModelRecord, kind: int) -> list[tuple[Role, tuple[int, ...], 
             (Role.MOE_OUT_BIAS, (h,), bool(r.attn_bias & BIAS_MOE_OUT))]
 
 
-def layer_tensors(r: ModelRecord, layer: int, kind: int) -> list[TensorEntry]:
+def _conv_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]]:
+    """A short convolution layer's operator (attn_kind 4, format 1.13)."""
+    h = r.hidden_size
+    return [
+        (Role.ATTN_NORM, (h,), True), (Role.CONV_IN_B, (h, h), True),
+        (Role.CONV_IN_C, (h, h), True), (Role.CONV_IN_X, (h, h), True),
+        (Role.CONV_KERNEL, (h, r.conv_kernel), True), (Role.CONV_OUT, (h, h), True),
+        (Role.FFN_NORM, (h,), True),
+        (Role.ATTN_NORM_BIAS, (h,), r.norm_kind == NORM_LAYER),
+        (Role.FFN_NORM_BIAS, (h,), r.norm_kind == NORM_LAYER),
+        (Role.ATTN_POST_NORM, (h,), r.norm_kind == NORM_RMS_SANDWICH),
+        (Role.FFN_POST_NORM, (h,), r.norm_kind == NORM_RMS_SANDWICH),
+    ]
+
+
+def _operator_shapes(r: ModelRecord, attn_kind: int) -> list[tuple[Role, tuple[int, ...], bool]]:
+    return _conv_shapes(r) if attn_kind == ATTN_CONV else _attention_shapes(r)
+
+
+def layer_tensors(r: ModelRecord, layer: int, kind: int, attn_kind: int = ATTN_FULL
+                  ) -> list[TensorEntry]:
     """The tensors of one layer, in table order (section 3.1)."""
-    rows = _attention_shapes(r) + _ffn_shapes(r, kind)
+    rows = _operator_shapes(r, attn_kind) + _ffn_shapes(r, kind)
     out = [TensorEntry(role, layer, NO_EXPERT, shape) for role, shape, present in rows if present]
     if kind != FfnKind.DENSE:
         h, i = r.hidden_size, r.expert_intermediate
@@ -548,9 +591,9 @@ def layer_tensors(r: ModelRecord, layer: int, kind: int) -> list[TensorEntry]:
     return out
 
 
-def layer_tensor_count(r: ModelRecord, kind: int) -> int:
-    """How many table entries a layer of this kind has (section 3.1)."""
-    rows = _attention_shapes(r) + _ffn_shapes(r, kind)
+def layer_tensor_count(r: ModelRecord, kind: int, attn_kind: int = ATTN_FULL) -> int:
+    """How many table entries a layer of these kinds has (section 3.1)."""
+    rows = _operator_shapes(r, attn_kind) + _ffn_shapes(r, kind)
     experts = 3 * r.n_experts if kind != FfnKind.DENSE else 0
     return sum(1 for _, _, present in rows if present) + experts
 
@@ -563,7 +606,7 @@ def canonical_tensors(r: ModelRecord, ffn_kinds: list[int], attn_kinds: list[int
     layers = []
     attn_kinds = attn_kinds or [0] * len(ffn_kinds)
     for layer, kind in enumerate(ffn_kinds):
-        own = layer_tensors(r, layer, kind)
+        own = layer_tensors(r, layer, kind, attn_kinds[layer])
         layers.append(LayerEntry(int(kind), len(tensors), len(own), int(attn_kinds[layer])))
         tensors += own
     return tensors, layers

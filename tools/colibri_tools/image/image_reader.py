@@ -30,14 +30,18 @@ from .image_layout import (
     unused_widths,
 )
 from .image_spec import (
+    ATTN_CONV,
     DATA_ALIGN,
     DTYPE_F32,
     EXPERT_ROLES,
+    EXTENSION_END,
+    EXTENSION_FIELDS,
     FLAG_EXPERTS_LAST,
     FLAG_SCALES,
     FLAG_SLIDING,
     HEADER_FIELDS,
     HEADER_SIZE,
+    HEADER_SIZE_EXTENDED,
     KNOWN_FLAGS,
     LAYER_ENTRY_SIZE,
     MAGIC,
@@ -143,6 +147,11 @@ class ModelImage:
         """Whether some layer is a shortcut layer (format 1.12)."""
         return any(layer.ffn_kind == FfnKind.SHORTCUT for layer in self.layers)
 
+    @property
+    def conv_layers(self) -> int:
+        """How many layers are short convolutions (format 1.13): no KV cache."""
+        return sum(layer.attn_kind == ATTN_CONV for layer in self.layers)
+
     def expert_blocks(self) -> list[ExpertBlock]:
         return expert_blocks(self.tensors)
 
@@ -197,9 +206,13 @@ class _Checker:
         return header, record
 
     def _check_table_offsets(self, header: dict, record: ModelRecord) -> None:
-        checks = [("header_size", 12, HEADER_SIZE),
-                  ("layer_table_offset", 40, HEADER_SIZE),
-                  ("tensor_table_offset", 48, HEADER_SIZE + LAYER_ENTRY_SIZE * record.n_layers)]
+        size = header["header_size"]
+        if size not in (HEADER_SIZE, HEADER_SIZE_EXTENDED):
+            raise self.fail(f"header_size is {size}, the fixed layout needs {HEADER_SIZE} (or "
+                            f"{HEADER_SIZE_EXTENDED}, format 1.13)",
+                            Status.E_BAD_HYPERPARAMS.c_name, 12)
+        checks = [("layer_table_offset", 40, size),
+                  ("tensor_table_offset", 48, size + LAYER_ENTRY_SIZE * record.n_layers)]
         for name, offset, want in checks:
             if header[name] != want:
                 raise self.fail(f"{name} is {header[name]}, the fixed layout needs {want}",
@@ -247,9 +260,11 @@ class _Checker:
         if sliding != (record.sliding_window != 0):
             raise self.fail(f"header flag SLIDING is {int(sliding)} but sliding_window is "
                             f"{record.sliding_window}", Status.E_BAD_HYPERPARAMS.c_name, 212)
+        if header["header_size"] == HEADER_SIZE_EXTENDED:
+            self.check_reserved(EXTENSION_END, HEADER_SIZE_EXTENDED, "record extension")
 
     def read_layers(self, record: ModelRecord) -> list[LayerEntry]:
-        return [unpack_layer(self.buf, HEADER_SIZE + LAYER_ENTRY_SIZE * i)
+        return [unpack_layer(self.buf, record.header_size + LAYER_ENTRY_SIZE * i)
                 for i in range(record.n_layers)]
 
     def check_layers(self, header: dict, record: ModelRecord, layers: list[LayerEntry]) -> None:
@@ -258,11 +273,12 @@ class _Checker:
         cursor = len(global_tensors(record))
         kinds = [layer.ffn_kind for layer in layers]
         for i, layer in enumerate(layers):
-            offset = HEADER_SIZE + LAYER_ENTRY_SIZE * i
+            offset = header["header_size"] + LAYER_ENTRY_SIZE * i
             kind_ok = layer.ffn_kind in tuple(FfnKind) and attn_kind_ok(
                 record, layer.attn_kind) and shortcut_placed(kinds, i)
             if (not kind_ok or layer.first_tensor != cursor
-                    or layer.n_tensors != layer_tensor_count(record, layer.ffn_kind)):
+                    or layer.n_tensors != layer_tensor_count(record, layer.ffn_kind,
+                                                             layer.attn_kind)):
                 raise self.fail(f"layer {i}: ffn_kind {layer.ffn_kind}, attn_kind "
                                 f"{layer.attn_kind}, first_tensor "
                                 f"{layer.first_tensor}, n_tensors {layer.n_tensors} (first "
@@ -271,8 +287,11 @@ class _Checker:
             cursor += layer.n_tensors
         if cursor != header["n_tensors"]:
             raise self.fail(f"layers end at tensor {cursor}, the table has {header['n_tensors']}",
-                            Status.E_BAD_LAYER_TABLE.c_name, HEADER_SIZE)
+                            Status.E_BAD_LAYER_TABLE.c_name, header["header_size"])
         self.raise_first(unused_widths(record, kinds))
+        if record.conv_kernel and all(layer.attn_kind != ATTN_CONV for layer in layers):
+            raise self.fail(f"conv_kernel = {record.conv_kernel}: must be 0: no short convolution "
+                            "layer", Status.E_BAD_HYPERPARAMS.c_name, 256)
 
     def read_tensors(self, header: dict) -> list[tuple[TensorEntry, int, tuple, tuple]]:
         base = header["tensor_table_offset"]
@@ -282,7 +301,8 @@ class _Checker:
     def check_tensors(self, header: dict, record: ModelRecord, layers: list[LayerEntry],
                       actual: list[tuple[TensorEntry, int, tuple, tuple]],
                       tables_end: int) -> None:
-        expected, _ = canonical_tensors(record, [layer.ffn_kind for layer in layers])
+        expected, _ = canonical_tensors(record, [layer.ffn_kind for layer in layers],
+                                        [layer.attn_kind for layer in layers])
         experts_last = bool(header["flags"] & FLAG_EXPERTS_LAST)
         cursors = {False: tables_end, True: tables_end}  # by "is an expert's" (1.9: apart)
         first_expert = None
@@ -354,7 +374,7 @@ class _Checker:
 
 
 def _field_offset(name: str) -> int | None:
-    for field_name, offset, _ in HEADER_FIELDS + MODEL_RECORD_FIELDS:
+    for field_name, offset, _ in HEADER_FIELDS + MODEL_RECORD_FIELDS + EXTENSION_FIELDS:
         if field_name == name:
             return offset
     return None

@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.12 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.13 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -14,8 +14,9 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 12  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 13  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
+HEADER_SIZE_EXTENDED = 512  # format 1.13: with the record's extension (section 1.2)
 LAYER_ENTRY_SIZE = 16
 TENSOR_ENTRY_SIZE = 64
 DATA_ALIGN = 64                 # every tensor starts at a multiple of this
@@ -41,6 +42,7 @@ MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LA
 MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arch 15 .. 19, attn_kind 2
 MINOR_LLAMA4_ERA = 11           # qkv_clip, the gate bit, norm_kind 3, arch 20 .. 22 and more
 MINOR_ZERO_EXPERTS = 12         # zero_experts, ffn_kind 2 (shortcut), arch 24
+MINOR_CONV = 13                 # the record's extension, attn_kind 4 (short convolution), arch 26
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -78,6 +80,7 @@ class Arch(IntEnum):
     JETMOE = 23
     LONGCAT_FLASH = 24
     MIMO_V2_FLASH = 25
+    LFM2_MOE = 26
 
 
 class FfnKind(IntEnum):
@@ -134,6 +137,11 @@ class Role(IntEnum):
     ATTN_ROUTER = 73  # format 1.11: the attention experts' router (attn_bias bit 9)
     MOE_OUT_BIAS = 74  # format 1.11: added to the routed experts' sum (attn_bias bit 10)
     ROPE_FREQ = 75  # format 1.12: a layer's RoPE inverse frequencies (FLAG_LAYER_ROPE)
+    CONV_IN_B = 76  # format 1.13: a short convolution layer's B, C and X projections,
+    CONV_IN_C = 77  # its taps [H, conv_kernel] and its output projection
+    CONV_IN_X = 78
+    CONV_KERNEL = 79
+    CONV_OUT = 80
 
 
 EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
@@ -206,6 +214,12 @@ MODEL_RECORD_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("attn_temp_scale", 252, "f"),
 )
 MODEL_RECORD_END = 256  # the record fills the header (format 1.11): no reserved bytes left
+# Format 1.13: the record's extension, bytes 256 .. 511 of a 512-byte header (section 1.2).
+EXTENSION_FIELDS: tuple[tuple[str, int, str], ...] = (
+    ("conv_kernel", 256, "I"),  # taps of the short convolution layers (attn_kind 4)
+    ("router_sum_eps", 260, "f"),  # router_score 1: added to the k weights' sum (0: 1e-20)
+)
+EXTENSION_END = 264  # 264 .. 511 reserved: zero
 SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
 ROPE_FIELDS = ("rope_dim", "rope_kind", "rope_factor", "rope_ramp_low", "rope_ramp_width",
                "rope_attn_factor")
@@ -220,6 +234,7 @@ ACT_SILU, ACT_SWIGLU_CLAMPED = 0, 1  # activation values (1: gpt-oss, format 1.6
 ATTN_FULL, ATTN_SLIDING = 0, 1  # a layer's attn_kind (format 1.6)
 ATTN_FULL_NOPE = 2  # format 1.10: full attention without RoPE (EXAONE's global layers)
 ATTN_CHUNKED = 3  # format 1.11: chunks of sliding_window positions (Llama 4)
+ATTN_CONV = 4  # format 1.13: a gated short convolution instead of attention (LFM2)
 MLA_FIELDS = ("mla", "q_lora_rank", "kv_lora_rank", "v_head_dim", "lora_eps")
 MLA_LATENT = 1  # the mla value (format 1.7)
 MAX_LORA_RANK = 65536  # = MAX_LORA_RANK in sdk/src/hparams.c
@@ -320,6 +335,17 @@ class ModelRecord:
     # format 1.12: each layer has its ROPE_FREQ table; not a record field but the
     # header's FLAG_LAYER_ROPE (set from it when read), as the core's hp.layer_rope
     layer_rope: int = 0
+    conv_kernel: int = 0  # format 1.13 (extension): the short convolutions' taps
+    router_sum_eps: float = 0.0  # format 1.13 (extension): router 1's sum term, 0: 1e-20
+
+    @property
+    def extended(self) -> bool:
+        """Whether the record needs the 512-byte header's extension (1.13)."""
+        return self.conv_kernel != 0 or self.router_sum_eps != 0.0
+
+    @property
+    def header_size(self) -> int:
+        return HEADER_SIZE_EXTENDED if self.extended else HEADER_SIZE
 
     @property
     def has_scales(self) -> bool:
@@ -366,7 +392,7 @@ class LayerEntry:
     ffn_kind: int
     first_tensor: int
     n_tensors: int
-    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING
+    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_CONV (1.13)
 
 
 @dataclass(frozen=True)
@@ -416,15 +442,22 @@ def _unpack_fields(buf: bytes | memoryview, base: int, table: tuple) -> dict:
 
 
 def pack_header(buf: bytearray, header: dict, record: ModelRecord) -> None:
-    """Write the 256-byte header (section 1 and 1.1) into buf[0:256]."""
+    """Write the header (section 1 and 1.1) into buf[0:256], and the record's
+    extension (1.2) into buf[256:512] when header_size is 512."""
     _pack_fields(buf, 0, HEADER_FIELDS, header)
     values = {f.name: getattr(record, f.name) for f in fields(record)}
     _pack_fields(buf, 0, MODEL_RECORD_FIELDS, values)
+    if header["header_size"] == HEADER_SIZE_EXTENDED:
+        _pack_fields(buf, 0, EXTENSION_FIELDS, values)
 
 
 def unpack_header(buf: bytes | memoryview) -> tuple[dict, ModelRecord]:
+    """The header and the record; the extension's fields when header_size is
+    512 and the bytes are there (else their defaults)."""
     header = _unpack_fields(buf, 0, HEADER_FIELDS)
-    record = ModelRecord(**_unpack_fields(buf, 0, MODEL_RECORD_FIELDS),
+    extended = header["header_size"] == HEADER_SIZE_EXTENDED and len(buf) >= HEADER_SIZE_EXTENDED
+    extension = _unpack_fields(buf, 0, EXTENSION_FIELDS) if extended else {}
+    record = ModelRecord(**_unpack_fields(buf, 0, MODEL_RECORD_FIELDS), **extension,
                          layer_rope=int(bool(header["flags"] & FLAG_LAYER_ROPE)))
     return header, record
 
@@ -469,9 +502,9 @@ def unpack_tensor(buf: bytes | memoryview, offset: int) -> tuple[TensorEntry, in
     return entry, ndim, v["shape"], (v["block"], v["row_blocks"])
 
 
-def tables_end(n_layers: int, n_tensors: int) -> int:
+def tables_end(n_layers: int, n_tensors: int, header_size: int = HEADER_SIZE) -> int:
     """End of the tensor table = the extent meta_crc32 covers."""
-    return HEADER_SIZE + LAYER_ENTRY_SIZE * n_layers + TENSOR_ENTRY_SIZE * n_tensors
+    return header_size + LAYER_ENTRY_SIZE * n_layers + TENSOR_ENTRY_SIZE * n_tensors
 
 
 def meta_crc32(buf: bytes | bytearray | memoryview, end: int) -> int:

@@ -27,7 +27,6 @@ from .image_layout import (
 from .image_spec import (
     DATA_ALIGN,
     DEFAULT_ALIGNMENT,
-    HEADER_SIZE,
     LAYER_ENTRY_SIZE,
     MAGIC,
     QUANT_DTYPES,
@@ -78,8 +77,8 @@ def _check_inputs(path: Path, arch: int, alignment: int, record: ModelRecord,
                                status=p.status, path=path)
     if attn_kinds is not None and (len(attn_kinds) != len(ffn_kinds) or not all(
             attn_kind_ok(record, k) for k in attn_kinds)):
-        raise ImageFormatError(f"attention kinds {attn_kinds!r}: one per layer, 0 .. 3 (1 and 3 "
-                               "need a sliding_window; MLA only 0)",
+        raise ImageFormatError(f"attention kinds {attn_kinds!r}: one per layer, 0 .. 4 (1 and 3 "
+                               "need a sliding_window, 4 a conv_kernel; MLA only 0)",
                                status=Status.E_BAD_LAYER_TABLE.c_name, path=path)
     expected, layers = canonical_tensors(record, ffn_kinds, attn_kinds)
     got = [(s.entry.key, tuple(s.entry.shape)) for s in sources]
@@ -154,9 +153,9 @@ def _write_data(f: BinaryIO, path: Path, placed: list[TensorEntry],
 
 def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEntry],
             tensors: list[TensorEntry], image_size: int, experts_last: bool) -> bytearray:
-    layer_offset = HEADER_SIZE
+    layer_offset = record.header_size
     tensor_offset = layer_offset + LAYER_ENTRY_SIZE * len(layers)
-    end = tables_end(len(layers), len(tensors))
+    end = tables_end(len(layers), len(tensors), layer_offset)
     buf = bytearray(end)
     quantized = any(t.dtype in QUANT_DTYPES for t in tensors)
     row_groups = any(t.dtype in R16_DTYPES for t in tensors)
@@ -164,7 +163,7 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
               "version_minor": format_minor(arch, record, quantized, row_groups, experts_last,
                                             tuple(e.attn_kind for e in layers),
                                             tuple(e.ffn_kind for e in layers)),
-              "header_size": HEADER_SIZE, "image_size": image_size, "meta_crc32": 0,
+              "header_size": layer_offset, "image_size": image_size, "meta_crc32": 0,
               "flags": header_flags(record, experts_last),
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,
               "tensor_table_offset": tensor_offset, "n_tensors": len(tensors)}
@@ -188,7 +187,7 @@ def write_image(path: str | Path, *, arch: int, record: ModelRecord, ffn_kinds: 
     path = Path(path)
     layers = _check_inputs(path, arch, alignment, record, ffn_kinds, sources, attn_kinds)
     unplaced = [s.entry for s in sources]
-    end = tables_end(len(layers), len(unplaced))
+    end = tables_end(len(layers), len(unplaced), record.header_size)
     placed, image_size = place_tensors(unplaced, align_up(end, DATA_ALIGN), alignment,
                                        experts_last=experts_last)
     with path.open("wb") as f:

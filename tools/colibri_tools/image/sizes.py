@@ -37,12 +37,16 @@ def _check_context(record: ModelRecord, context: int) -> None:
         raise OptionError(f"context {context} must be 1 .. max_context ({record.max_context})")
 
 
-def state_size(record: ModelRecord, context: int) -> int:
-    """Bytes of K and V cache for `context` positions."""
+def state_size(record: ModelRecord, context: int, conv_layers: int = 0) -> int:
+    """Bytes of the state for `context` positions: the K and V cache of the
+    layers that attend, and (format 1.13) the two copies of each of the
+    `conv_layers` short convolution layers' last conv_kernel - 1 inputs."""
     _check_context(record, context)
-    if record.mla:  # one latent and one RoPE key per position (docs/core.md)
-        return record.n_layers * context * (record.kv_lora_rank + record.rope_dim) * FLOAT_BYTES
-    return 2 * record.n_layers * context * record.n_kv_heads * record.head_dim * FLOAT_BYTES
+    kv_layers = record.n_layers - conv_layers
+    per_position = (record.kv_lora_rank + record.rope_dim if record.mla  # latent, RoPE key
+                    else 2 * record.n_kv_heads * record.head_dim)
+    conv = 2 * conv_layers * max(record.conv_kernel - 1, 0) * record.hidden_size
+    return (kv_layers * context * per_position + conv) * FLOAT_BYTES
 
 
 # One quantized activation block (docs/core.md): a float32 scale and 32 int8.
@@ -116,28 +120,31 @@ def placed_tensors(record: ModelRecord, ffn_kinds: Sequence[int],
                    alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
                    quant_attention: bool = False,
                    quant_embeddings: bool = False, row_groups: bool | None = None,
-                   experts_last: bool = False) -> tuple[list[TensorEntry], int]:
+                   experts_last: bool = False, attn_kinds: Sequence[int] | None = None
+                   ) -> tuple[list[TensorEntry], int]:
     """Every tensor of the image with its dtype, offset and size, and the image
     size (docs/format.md 3.1 - 3.4), without any weights: what colibri-convert
     writes with --quant `quant` ("int8", "int4"; None: float32),
     --quant-attention, --quant-embeddings, --row-groups (None: the
     converter's default, groups of 16 rows whenever quantized) and
-    --experts-last."""
-    tensors, layers = canonical_tensors(record, list(ffn_kinds))
+    --experts-last; `attn_kinds`: the layers' (format 1.13's short convolutions
+    hold other tensors), all full attention when None."""
+    tensors, layers = canonical_tensors(record, list(ffn_kinds),
+                                        list(attn_kinds) if attn_kinds else None)
     tensors = assign_dtypes(tensors, quant, quant_attention, quant_embeddings)
     if quant is not None if row_groups is None else row_groups:
         tensors = in_row_groups(tensors)
-    start = align_up(tables_end(len(layers), len(tensors)), DATA_ALIGN)
+    start = align_up(tables_end(len(layers), len(tensors), record.header_size), DATA_ALIGN)
     return place_tensors(tensors, start, alignment, tensor_size, experts_last=experts_last)
 
 
 def image_size(record: ModelRecord, ffn_kinds: Sequence[int],
                alignment: int = DEFAULT_ALIGNMENT, quant: str | None = None,
                quant_attention: bool = False, quant_embeddings: bool = False,
-               row_groups: bool | None = None) -> int:
+               row_groups: bool | None = None, attn_kinds: Sequence[int] | None = None) -> int:
     """Bytes of the model image colibri-convert writes for this record."""
     return placed_tensors(record, ffn_kinds, alignment, quant, quant_attention,
-                          quant_embeddings, row_groups)[1]
+                          quant_embeddings, row_groups, attn_kinds=attn_kinds)[1]
 
 
 def decode_bytes_per_token(record: ModelRecord, tensors: Sequence[TensorEntry]) -> int:
