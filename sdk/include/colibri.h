@@ -407,14 +407,10 @@ typedef struct colibri_hparams {
      * holds its own RoPE inverse frequencies (ROPE_FREQ, rope_dim / 2 floats)
      * in place of rope_theta^(-2i / rope_dim); else 0. */
     uint32_t layer_rope;
-    /* format 1.13 (LFM2-MoE), with header_size 512: conv_kernel, the taps of
-     * the gated short convolution of the layers whose attn_kind is 4 (2 ..
-     * 64; 0 without such layers); conv_layers, how many there are (from the
-     * layer table): they keep conv_kernel - 1 rows of hidden_size floats
-     * each in the state instead of a KV cache, and kv_layers = n_layers -
-     * conv_layers have one. router_sum_eps: with router_score 1, added to
-     * the sum of the k weights before they are divided by it (DeepSeek's
-     * 1e-20 unless the extension gives another; LFM2's 1e-6). */
+    /* format 1.13 (LFM2-MoE): conv_kernel, the taps of the short convolution
+     * layers (attn_kind 4; 0 without); conv_layers of them (layer table),
+     * which keep rows in the state instead of a KV cache; kv_layers the rest.
+     * router_sum_eps: router_score 1's term added to the k weights' sum. */
     uint32_t conv_kernel;
     uint32_t conv_layers;
     uint32_t kv_layers;
@@ -515,13 +511,11 @@ typedef struct colibri_state {
     float *k_cache;       /* [kv_layers][max_context][n_kv_heads * head_dim]; MLA:
                            * [kv_layers][max_context][kv_lora_rank + rope_dim] */
     float *v_cache;       /* same shape as k_cache; MLA: NULL (the latent is both) */
-    float *conv_state;    /* format 1.13: [2][conv_layers][conv_kernel - 1][hidden_size]
-                           * each short convolution layer's last inputs, in two
-                           * copies (docs/core.md, Recurrent state); else NULL */
+    float *conv_state;    /* 1.13: [2][conv_layers][conv_kernel - 1][hidden_size] or NULL */
     uint32_t max_context; /* positions this state can hold */
     uint32_t pos;         /* positions filled so far */
     uint32_t fingerprint; /* model it was made for */
-    uint32_t conv_copy;   /* which copy holds the inputs before pos */
+    uint32_t conv_copy;   /* which copy holds the rows before pos (docs/core.md) */
 } colibri_state;
 
 /* Bytes of KV memory a state for max_context positions needs (0 if

@@ -9,8 +9,8 @@ import itertools
 import subprocess
 
 import pytest
-from colibri_tools.image.image_layout import layer_tensor_count, layer_tensors
 from colibri_tools.image.image_spec import ModelRecord
+from colibri_tools.image.layer_shapes import layer_tensor_count, layer_tensors
 
 VARIANTS = list(itertools.product(
     (0, 1),          # ffn kind: dense, MoE

@@ -68,8 +68,8 @@ def test_real_shapes_have_the_published_parameter_counts():
     1.3 B, 400 M active (IBM's model card)."""
     from colibri_tools.bench import bench_synth
     from colibri_tools.converter.families import model_spec
-    from colibri_tools.image.image_layout import canonical_tensors
     from colibri_tools.image.image_spec import EXPERT_ROLES
+    from colibri_tools.image.layer_shapes import canonical_tensors
 
     for name, total, active in (("olmoe-1b-7b", 6.92e9, 1.28e9),
                                 ("granite-3.1-1b-a400m", 1.33e9, 0.40e9)):

@@ -263,3 +263,17 @@ def test_board_file_bandwidth_and_stacks_are_checked(tmp_path):
     board = load(path)
     assert board.stacks == {"thread": 0x1000, "handler": 0x2000}
     assert "__cm_thread_stack_size = 0x1000;" in boards.linker_memory(board)
+
+
+def test_short_convolution_layers_need_no_kv_cache(hf_checkpoint, tmp_path):
+    """LFM2-MoE (format 1.13): fit counts its 3 convolution layers from the config
+    as from the image, and the state it budgets grows per position by the K and V
+    of the 2 attention layers only."""
+    hf = hf_checkpoint("lfm2_moe")
+    result = convert(hf, tmp_path / "out", progress=False)
+    from_config, from_image = load_model(hf / "config.json"), load_model(result.image_path)
+    assert from_config.conv_layers == from_image.conv_layers == 3
+    r = from_image.record
+    growth = sizes.state_size(r, 33, 3) - sizes.state_size(r, 32, 3)
+    assert growth == 2 * 2 * r.n_kv_heads * r.head_dim * 4
+    assert sizes.state_size(r, 1, 3) - growth == 2 * 3 * (r.conv_kernel - 1) * r.hidden_size * 4

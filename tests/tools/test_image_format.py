@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 from colibri_tools import convert, fix_meta_crc, read_image
 from colibri_tools.errors import ImageFormatError
-from colibri_tools.image.image_layout import canonical_tensors
 from colibri_tools.image.image_spec import (
     EXTENSION_END,
     EXTENSION_FIELDS,
@@ -30,6 +29,7 @@ from colibri_tools.image.image_spec import (
     TENSOR_FIELDS,
     Role,
 )
+from colibri_tools.image.layer_shapes import canonical_tensors
 from colibri_tools.image.status import Status
 from hf_expect import GLOBAL, expected_record
 from hf_models import FAMILIES

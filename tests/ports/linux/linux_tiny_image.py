@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from colibri_tools.image.image_layout import canonical_tensors
 from colibri_tools.image.image_spec import Arch, FfnKind, ModelRecord, Role
 from colibri_tools.image.image_writer import SourceTensor, write_image
+from colibri_tools.image.layer_shapes import canonical_tensors
 
 VOCAB = 64
 MAX_CONTEXT = 32

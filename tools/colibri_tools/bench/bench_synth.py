@@ -19,9 +19,9 @@ from dataclasses import replace
 import numpy as np
 
 from ..converter.families import model_spec
-from ..image.image_layout import canonical_tensors
 from ..image.image_spec import BLOCK_BYTES, DTYPE_Q8, QBLOCK, QUANT_DTYPES, TensorEntry, row_blocks
 from ..image.image_writer import SourceTensor, WrittenImage, write_image
+from ..image.layer_shapes import canonical_tensors
 from ..image.quant import BY_ROW, assign_dtypes, in_row_groups, tensor_size, to_row_groups
 
 # config.json values of public checkpoints (only the fields the converter reads).

@@ -24,7 +24,6 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import CheckpointError
-from ..image.image_layout import canonical_tensors
 from ..image.image_spec import (
     NORM_RMS_POST,
     NORM_RMS_SANDWICH,
@@ -33,6 +32,7 @@ from ..image.image_spec import (
     TensorEntry,
 )
 from ..image.image_writer import SourceTensor
+from ..image.layer_shapes import canonical_tensors
 from .checkpoint import Checkpoint
 from .families import ModelSpec
 from .tensor_map_fused import dbrx_experts, dbrx_tensor, jetmoe_tensor

@@ -13,10 +13,8 @@ from .image_layout import (
     ExpertBlock,
     Problem,
     align_up,
-    canonical_tensors,
     expert_blocks,
     layer_kind_problems,
-    layer_tensor_count,
     model_problems,
     place_tensors,
     record_problems,
@@ -54,6 +52,7 @@ from .image_spec import (
     tables_end,
 )
 from .image_writer import SourceTensor, WrittenImage, write_image
+from .layer_shapes import canonical_tensors, layer_tensor_count
 
 __all__ = [
     "ExpertBlock", "Problem", "align_up", "canonical_tensors", "expert_blocks", "place_tensors",

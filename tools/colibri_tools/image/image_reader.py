@@ -20,10 +20,7 @@ from .image_layout import (
     Problem,
     alignment_ok,
     attn_kind_ok,
-    canonical_tensors,
     expert_blocks,
-    global_tensors,
-    layer_tensor_count,
     missing_widths,
     record_problems,
     shortcut_placed,
@@ -64,6 +61,7 @@ from .image_spec import (
     unpack_layer,
     unpack_tensor,
 )
+from .layer_shapes import canonical_tensors, global_tensors, layer_tensor_count
 from .quant import (
     DTYPE_NAMES,
     FLOAT_WITH_ATTENTION_EXPERTS,

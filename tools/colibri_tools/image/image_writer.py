@@ -16,14 +16,7 @@ from typing import BinaryIO
 import numpy as np
 
 from ..errors import ImageFormatError
-from .image_layout import (
-    align_up,
-    attn_kind_ok,
-    canonical_tensors,
-    format_minor,
-    model_problems,
-    place_tensors,
-)
+from .image_layout import align_up, attn_kind_ok, format_minor, model_problems, place_tensors
 from .image_spec import (
     DATA_ALIGN,
     DEFAULT_ALIGNMENT,
@@ -43,6 +36,7 @@ from .image_spec import (
     pack_tensor,
     tables_end,
 )
+from .layer_shapes import canonical_tensors
 from .quant import dtype_allowed, first_bad_scale, quantize, tensor_size
 from .status import Status
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import OptionError
-from .image_layout import align_up, canonical_tensors, place_tensors
+from .image_layout import align_up, place_tensors
 from .image_spec import (
     DATA_ALIGN,
     DEFAULT_ALIGNMENT,
@@ -24,6 +24,7 @@ from .image_spec import (
     row_blocks,
     tables_end,
 )
+from .layer_shapes import canonical_tensors
 from .quant import assign_dtypes, in_row_groups, tensor_size
 
 FLOAT_BYTES = 4
