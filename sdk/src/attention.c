@@ -31,15 +31,10 @@ static void project_qkv(const colibri_model *m, const layer_view *layer, workspa
     const colibri_hparams *hp = &m->hp;
     uint32_t h = hp->hidden_size, q_dim = hp->n_heads * hp->head_dim;
     uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;
-    const colibri_qblock *xq = ws->xq;
-    linear_product p[3] = {
-        {ws->q, product_input(layer->wq, ws->xn, xq), layer->wq, q_dim, q_dim, h, n},
-        {ws->k, product_input(layer->wk, ws->xn, xq), layer->wk, kv_dim, kv_dim, h, n},
-        {ws->v, product_input(layer->wv, ws->xn, xq), layer->wv, kv_dim, kv_dim, h, n}};
-    if (colibri_products_quantized(p, 3u)) {
-        colibri_quantize_rows(ws->xq, ws->xn, h, n);
-    }
-    colibri_linear_group(m, p, 3u);
+    linear_product p[3] = {{ws->q, NULL, layer->wq, q_dim, q_dim, h, n},
+                           {ws->k, NULL, layer->wk, kv_dim, kv_dim, h, n},
+                           {ws->v, NULL, layer->wv, kv_dim, kv_dim, h, n}};
+    colibri_linear_shared(m, p, 3u, ws->xn, h, n, ws->xq);
     for (uint32_t t = 0; t < n; t++) {
         if (layer->bq != NULL) {
             m->kernels.add(ws->q + (size_t)t * q_dim, layer->bq, q_dim);

@@ -138,14 +138,23 @@ void colibri_quantize_rows(void *xq, const float *x, uint32_t cols, uint32_t n)
     }
 }
 
+void colibri_linear_shared(const colibri_model *m, linear_product *products, uint32_t count,
+                           const float *x, uint32_t cols, uint32_t n, void *xq)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        products[i].in = product_input(products[i].w, x, (const colibri_qblock *)xq);
+    }
+    if (colibri_products_quantized(products, count)) { /* each row once, whatever the split */
+        colibri_quantize_rows(xq, x, cols, n);
+    }
+    colibri_linear_group(m, products, count);
+}
+
 void colibri_linear(const colibri_model *m, float *out, size_t out_stride, matrix_ref w,
                     const float *x, uint32_t rows, uint32_t cols, uint32_t n, void *xq)
 {
-    linear_product p = {out, product_input(w, x, xq), w, (uint32_t)out_stride, rows, cols, n};
-    if (w.dtype != DTYPE_F32) { /* each input row quantized once, whatever the split */
-        colibri_quantize_rows(xq, x, cols, n);
-    }
-    colibri_linear_group(m, &p, 1u);
+    linear_product p = {out, NULL, w, (uint32_t)out_stride, rows, cols, n};
+    colibri_linear_shared(m, &p, 1u, x, cols, n, xq);
 }
 
 int colibri_parallel_tasks(const colibri_model *m, uint32_t n_tasks, uint64_t work,

@@ -53,6 +53,13 @@ static inline const void *product_input(matrix_ref w, const float *x, const coli
  */
 void colibri_linear_group(const colibri_model *m, const linear_product *products, uint32_t count);
 
+/* Products of one input x (n rows of cols floats): q, k and v, or a short
+ * convolution's B, C and X. Each product's `in` is set from x (float32
+ * weights) or from x's activation blocks in xq, quantized once when any
+ * weight is Q8/Q4; then they run as one group. */
+void colibri_linear_shared(const colibri_model *m, linear_product *products, uint32_t count,
+                           const float *x, uint32_t cols, uint32_t n, void *xq);
+
 /* Whether any of the products has Q8/Q4 weights (its input must be
  * quantized first). */
 static inline int colibri_products_quantized(const linear_product *p, uint32_t count)

@@ -80,20 +80,15 @@ void colibri_short_conv_forward(const colibri_model *m, const layer_view *layer,
 {
     uint32_t h = m->hp.hidden_size, taps = m->hp.conv_kernel;
     uint32_t slot = colibri_layer_slot(m, layer_index);
-    const colibri_qblock *xq = ws->xq;
     float *dst = history_rows(m, state, 1u - state->conv_copy, slot);
     const float *hist = state->pos == 0u ? NULL
                         : state->pos == ws->call_pos
                             ? history_rows(m, state, state->conv_copy, slot)
                             : dst;
-    linear_product p[3] = {
-        {ws->ffn_sum, product_input(layer->conv_b, ws->xn, xq), layer->conv_b, h, h, h, n},
-        {ws->ffn_out, product_input(layer->conv_c, ws->xn, xq), layer->conv_c, h, h, h, n},
-        {ws->xg, product_input(layer->conv_x, ws->xn, xq), layer->conv_x, h, h, h, n}};
-    if (colibri_products_quantized(p, 3u)) {
-        colibri_quantize_rows(ws->xq, ws->xn, h, n);
-    }
-    colibri_linear_group(m, p, 3u);
+    linear_product p[3] = {{ws->ffn_sum, NULL, layer->conv_b, h, h, h, n},
+                           {ws->ffn_out, NULL, layer->conv_c, h, h, h, n},
+                           {ws->xg, NULL, layer->conv_x, h, h, h, n}};
+    colibri_linear_shared(m, p, 3u, ws->xn, h, n, ws->xq);
     multiply_into(ws->ffn_sum, ws->xg, (size_t)n * h); /* B * X */
     convolve(layer->conv_kernel, hist, ws->ffn_sum, ws->xg, taps, h, n);
     keep_history(dst, hist, ws->ffn_sum, taps, h, n);

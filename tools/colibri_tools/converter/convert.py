@@ -79,6 +79,7 @@ class ConvertResult:
     quant_embeddings: bool = False
     row_groups: bool = False
     experts_last: bool = False
+    conv_layers: int = 0  # short convolution layers (format 1.13): no KV cache
 
 
 def _check_alignment(alignment: int) -> None:
@@ -285,7 +286,8 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         image.image_size, len(image.tensors), alignment, context, batch,
         state_size(spec.record, context, spec.conv_layers),
         scratch_size(spec.record, context, batch, image.quantized, image.shortcut),
-        dropped, quant, quant_attention, quant_embeddings, row_groups, experts_last)
+        dropped, quant, quant_attention, quant_embeddings, row_groups, experts_last,
+        spec.conv_layers)
 
 
 def summary(result: ConvertResult) -> str:
@@ -294,7 +296,9 @@ def summary(result: ConvertResult) -> str:
     n_moe = sum(1 for k in result.ffn_kinds if k != FfnKind.DENSE)
     lines = [
         f"{result.family} (arch {result.arch}): {r.n_layers} layers ({n_moe} MoE, "
-        f"{r.n_layers - n_moe} dense), vocab {r.vocab_size}, hidden {r.hidden_size}, "
+        f"{r.n_layers - n_moe} dense"
+        + (f"; {result.conv_layers} short convolutions, no KV cache" if result.conv_layers else "")
+        + f"), vocab {r.vocab_size}, hidden {r.hidden_size}, "
         f"heads {r.n_heads}/{r.n_kv_heads} x {r.head_dim}, max context {r.max_context}",
         f"experts: {r.n_experts} x {r.expert_intermediate}, top-{r.top_k}, "
         f"shared {r.shared_intermediate}, dense {r.dense_intermediate}"
