@@ -407,10 +407,9 @@ typedef struct colibri_hparams {
      * holds its own RoPE inverse frequencies (ROPE_FREQ, rope_dim / 2 floats)
      * in place of rope_theta^(-2i / rope_dim); else 0. */
     uint32_t layer_rope;
-    /* format 1.13 (LFM2-MoE): conv_kernel, the taps of the short convolution
-     * layers (attn_kind 4; 0 without); conv_layers of them (layer table),
-     * which keep rows in the state instead of a KV cache; kv_layers the rest.
-     * router_sum_eps: router_score 1's term added to the k weights' sum. */
+    /* 1.13 (LFM2): conv_kernel, the taps of the conv_layers (attn_kind 4: rows in
+     * the state, no KV cache; kv_layers the rest); router_sum_eps, added to
+     * router_score 1's k weights' sum. */
     uint32_t conv_kernel;
     uint32_t conv_layers;
     uint32_t kv_layers;
