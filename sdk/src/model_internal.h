@@ -50,7 +50,7 @@ typedef struct layer_view {
     matrix_ref conv_b;              /* short convolution (1.13): [H, H] B of B * X */
     matrix_ref conv_c;              /* [H, H] C, the gate after the convolution */
     matrix_ref conv_x;              /* [H, H] X */
-    const float *conv_kernel;       /* [H, conv_kernel] each channel's taps, oldest first */
+    matrix_ref conv_kernel;         /* [H, conv_kernel] f32: each channel's taps, oldest first */
     matrix_ref conv_out;            /* [H, H] the output projection */
     const float *router_logit_bias; /* [E + Z] added to the router logits, or NULL */
     matrix_ref dense_gate;          /* [D, H] (dense layer) */

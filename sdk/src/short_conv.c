@@ -90,7 +90,7 @@ void colibri_short_conv_forward(const colibri_model *m, const layer_view *layer,
                            {ws->xg, NULL, layer->conv_x, h, h, h, n}};
     colibri_linear_shared(m, p, 3u, ws->xn, h, n, ws->xq);
     multiply_into(ws->ffn_sum, ws->xg, (size_t)n * h); /* B * X */
-    convolve(layer->conv_kernel, hist, ws->ffn_sum, ws->xg, taps, h, n);
+    convolve((const float *)layer->conv_kernel.data, hist, ws->ffn_sum, ws->xg, taps, h, n);
     keep_history(dst, hist, ws->ffn_sum, taps, h, n);
     multiply_into(ws->xg, ws->ffn_out, (size_t)n * h); /* times C */
     colibri_linear(m, ws->ffn_out, h, layer->conv_out, ws->xg, h, h, n, ws->xq);

@@ -258,3 +258,15 @@ def test_deepseek_v3_prediction_layers_are_left_out(hf_checkpoint, copy_checkpoi
     edit_config(hf_dir, num_nextn_predict_layers=0)
     with pytest.raises(CheckpointError, match="not used"):
         convert(hf_dir, tmp_path / "stray", progress=False)
+
+
+def test_lfm2_reads_its_tie_embedding_key():
+    """Lfm2MoeConfig takes `tie_embedding` for tie_word_embeddings: a config with
+    only that key, false, keeps its own LM head."""
+    from colibri_tools.converter.families import model_spec
+    from hf_models import DEFAULT_CONFIGS
+
+    config = {"model_type": "lfm2_moe", **DEFAULT_CONFIGS["lfm2_moe"]}
+    del config["tie_word_embeddings"]
+    assert model_spec(config | {"tie_embedding": False}, "x").record.tie_embeddings == 0
+    assert model_spec(config, "x").record.tie_embeddings == 1

@@ -654,3 +654,43 @@ def test_an_older_reader_layout_is_refused(hf_checkpoint, tmp_path):
     buf = bytearray(result.image_path.read_bytes())
     _put(buf, "I", 12, 256)
     _refused_by_both(buf, Status.E_BAD_HYPERPARAMS, tmp_path)
+
+
+def test_an_extension_of_zeros_is_valid_to_both_readers(tmp_path):
+    """header_size 512 with an all-zero extension (format 1.13: nothing the record
+    needs) is valid: both readers find the layer table at 512."""
+    import subprocess
+
+    from colibri_tools.image import image_spec
+
+    record = image_spec.ModelRecord(vocab_size=8, hidden_size=8, n_layers=2, n_heads=2,
+                                    n_kv_heads=1, head_dim=4, max_context=16,
+                                    dense_intermediate=8, expert_intermediate=0, n_experts=0,
+                                    shared_intermediate=0, rms_eps=1e-5, rope_theta=1e4)
+    from colibri_tools.image import image_writer
+    entries, _ = canonical_tensors(record, [0, 0])
+    sources = [image_writer.SourceTensor(e, lambda e=e: np.ones(e.shape, np.float32))
+               for e in entries]
+    written = image_writer.write_image(tmp_path / "m.bin", arch=1, record=record,
+                                       ffn_kinds=[0, 0], sources=sources)
+    data = bytearray(written.path.read_bytes())
+    end = _u("Q", data, 48) + 64 * _u("I", data, 56)
+    # the same tables after 256 zero bytes more; offsets shifted by 256
+    moved = data[:256] + bytes(256) + data[256:]
+    _put(moved, "I", 12, 512)
+    _put(moved, "Q", 40, 512)
+    _put(moved, "Q", 48, _u("Q", data, 48) + 256)
+    _put(moved, "Q", 16, len(moved))
+    table = _u("Q", moved, 48)
+    for i in range(_u("I", moved, 56)):
+        _put(moved, "Q", table + 64 * i + 32, _u("Q", moved, table + 64 * i + 32) + 256)
+    assert end + 256 <= len(moved)
+    fix_meta_crc(moved)
+    image = read_image(bytes(moved))
+    assert [layer.ffn_kind for layer in image.layers] == [0, 0]
+    path = tmp_path / "zeros.bin"
+    path.write_bytes(bytes(moved))
+    run = ROOT / "build" / "host" / "colibri-run"
+    done = subprocess.run([str(run), str(path), "--ids", "1"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -44,7 +44,7 @@ def _lfm2_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     kinds = [FfnKind.DENSE if i < dense else FfnKind.MOE for i in range(n_layers)]
     fields |= {"qk_norm": 2, "rms_eps": c.number("norm_eps", 1e-5),
                "rope_theta": rope_theta(c, LFM2_DEFAULT_THETA),
-               "tie_embeddings": int(c.flag("tie_word_embeddings", True)),
+               "tie_embeddings": int(c.flag("tie_word_embeddings", c.flag("tie_embedding", True))),
                "conv_kernel": c.integer("conv_L_cache", 3, minimum=2) if convolutions else 0,
                "dense_intermediate": c.integer("intermediate_size", minimum=1) if dense else 0}
     if FfnKind.MOE not in kinds:

@@ -261,8 +261,10 @@ class _Checker:
         if header["header_size"] == HEADER_SIZE_EXTENDED:
             self.check_reserved(EXTENSION_END, HEADER_SIZE_EXTENDED, "record extension")
 
-    def read_layers(self, record: ModelRecord) -> list[LayerEntry]:
-        return [unpack_layer(self.buf, record.header_size + LAYER_ENTRY_SIZE * i)
+    def read_layers(self, header: dict, record: ModelRecord) -> list[LayerEntry]:
+        """The layer table, where the stored header_size puts it (an extension
+        of zeros is valid: 512 with nothing the record needs)."""
+        return [unpack_layer(self.buf, header["header_size"] + LAYER_ENTRY_SIZE * i)
                 for i in range(record.n_layers)]
 
     def check_layers(self, header: dict, record: ModelRecord, layers: list[LayerEntry]) -> None:
@@ -403,7 +405,7 @@ def read_image(source: Source, *, expected_fingerprint: int = 0,
     end = check.check_extent(header)
     check.check_meta_crc(header, end, expected_fingerprint)
     check.check_record(header, record)
-    layers = check.read_layers(record)
+    layers = check.read_layers(header, record)
     check.check_layers(header, record, layers)
     actual = check.read_tensors(header)
     check.check_tensors(header, record, layers, actual, end)
