@@ -53,6 +53,8 @@ from transformers import (
     GptOssForCausalLM,
     GraniteMoeConfig,
     GraniteMoeForCausalLM,
+    GraniteMoeHybridConfig,
+    GraniteMoeHybridForCausalLM,
     GraniteMoeSharedConfig,
     GraniteMoeSharedForCausalLM,
     HunYuanMoEV1Config,
@@ -85,7 +87,7 @@ FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe"
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
             "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe",
-            "longcat_flash", "mimo_v2_flash", "lfm2_moe")
+            "longcat_flash", "mimo_v2_flash", "lfm2_moe", "granitemoehybrid")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -116,6 +118,7 @@ _CLASSES = {
     "longcat_flash": (LongcatFlashConfig, LongcatFlashForCausalLM),
     "mimo_v2_flash": (MiMoV2FlashConfig, MiMoV2FlashForCausalLM),
     "lfm2_moe": (Lfm2MoeConfig, Lfm2MoeForCausalLM),
+    "granitemoehybrid": (GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -307,6 +310,19 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                      norm_eps=1e-5, tie_word_embeddings=False,
                      layer_types=["conv", "full_attention", "conv", "conv", "full_attention"],
                      rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+    # Mamba2 layers (4 heads of 16 in 2 groups, a state of 8 per channel, 4 taps, the
+    # chunked scan of transformers in chunks of 8) and attention layers without RoPE,
+    # Granite-4.0-H's order; top-2 of 4 experts plus the shared MLP; Granite's scales.
+    "granitemoehybrid": dict(vocab_size=101, hidden_size=32, intermediate_size=20,
+                             shared_intermediate_size=16, num_hidden_layers=5,
+                             num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                             num_experts_per_tok=2, mamba_n_heads=4, mamba_d_head=16,
+                             mamba_d_state=8, mamba_n_groups=2, mamba_d_conv=4,
+                             mamba_chunk_size=8, max_position_embeddings=64, rms_norm_eps=1e-6,
+                             tie_word_embeddings=False, position_embedding_type=None,
+                             layer_types=["linear_attention", "full_attention",
+                                          "linear_attention", "linear_attention",
+                                          "full_attention"], **GRANITE_SCALES),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,
@@ -398,6 +414,14 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
                                           "attn_temperature_tuning": False}),
     "minimax_m2_rotary": ("minimax_m2", {"rotary_dim": 4, "rope_parameters": {
         "rope_type": "default", "rope_theta": 5e6}}),
+    # Granite-4.0-H's attention with RoPE, after two Mamba2 layers with one group, 3
+    # taps, no conv bias. (transformers 5.24 cannot run a model without attention
+    # layers with a cache: its position ids come from an attention layer's length.)
+    "granitemoehybrid_rope": ("granitemoehybrid", {
+        "position_embedding_type": "rope", "mamba_n_groups": 1, "mamba_d_conv": 3,
+        "mamba_conv_bias": False, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4},
+        "num_hidden_layers": 3,
+        "layer_types": ["linear_attention", "linear_attention", "full_attention"]}),
 }
 
 TOKENIZER_TEXT = (

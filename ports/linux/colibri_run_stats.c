@@ -129,6 +129,7 @@ static const char *arch_name(uint32_t arch)
     case 24: return "longcat_flash";
     case 25: return "mimo_v2_flash";
     case 26: return "lfm2_moe";
+    case 27: return "granitemoehybrid";
     default: return "unknown";
     }
 }

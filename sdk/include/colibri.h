@@ -49,7 +49,7 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 13
+#define COLIBRI_FORMAT_MINOR 14
 
 /* Largest top_k an image may ask for, and largest max_context. The other
  * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
@@ -307,7 +307,7 @@ typedef struct colibri_hparams {
                     * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo,
                     * 16 hunyuan_v1_moe, 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe,
                     * 20 dbrx, 21 afmoe, 22 llama4, 23 jetmoe, 24 longcat_flash,
-                    * 25 mimo_v2_flash, 26 lfm2_moe */
+                    * 25 mimo_v2_flash, 26 lfm2_moe, 27 granitemoehybrid */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -394,26 +394,26 @@ typedef struct colibri_hparams {
     float qkv_clip;
     float attn_temp_floor;
     float attn_temp_scale;
-    /* format 1.12 (LongCat-Flash): zero-computation experts beside the
-     * n_experts routed ones: the router scores n_experts + zero_experts, and
-     * a token routed to expert n_experts + z adds its input times its weight
-     * (an identity expert, nothing read). shortcut_layers: how many layers
-     * are FFN_SHORTCUT (a dense FFN and a MoE on its input whose output is
-     * added after the next layer's FFN), from the layer table; the scratch
-     * then holds that output between the two layers. */
+    /* format 1.12 (LongCat-Flash): zero-computation experts beside the n_experts
+     * routed ones: the router scores n_experts + zero_experts, and a token routed
+     * to expert n_experts + z adds its input times its weight (nothing read).
+     * shortcut_layers: how many layers are FFN_SHORTCUT (a dense FFN and a MoE on
+     * its input whose output is added after the next layer's FFN). */
     uint32_t zero_experts;
     uint32_t shortcut_layers;
     /* format 1.12 (MiMo-V2-Flash), header flag LAYER_ROPE: 1 when every layer
      * holds its own RoPE inverse frequencies (ROPE_FREQ, rope_dim / 2 floats)
      * in place of rope_theta^(-2i / rope_dim); else 0. */
     uint32_t layer_rope;
-    /* 1.13 (LFM2): conv_kernel, the taps of the conv_layers (attn_kind 4: rows in
-     * the state, no KV cache; kv_layers the rest); router_sum_eps, added to
-     * router_score 1's k weights' sum. */
+    /* 1.13 (LFM2): conv_kernel, the taps of the conv_layers (attn_kind 4 or 5:
+     * rows in the state, no KV cache; kv_layers the rest); router_sum_eps, added
+     * to router_score 1's k weights' sum. 1.14 (Mamba2, attn_kind 5): ssm_heads
+     * of ssm_head_dim channels, ssm_state per channel, ssm_groups of B and C. */
     uint32_t conv_kernel;
     uint32_t conv_layers;
     uint32_t kv_layers;
     float router_sum_eps;
+    uint32_t ssm_heads, ssm_head_dim, ssm_state, ssm_groups;
 } colibri_hparams;
 
 /*
@@ -510,7 +510,7 @@ typedef struct colibri_state {
     float *k_cache;       /* [kv_layers][max_context][n_kv_heads * head_dim]; MLA:
                            * [kv_layers][max_context][kv_lora_rank + rope_dim] */
     float *v_cache;       /* same shape as k_cache; MLA: NULL (the latent is both) */
-    float *conv_state;    /* 1.13: [2][conv_layers][conv_kernel - 1][hidden_size] or NULL */
+    float *conv_state;    /* 1.13: [2][conv_layers][rows of a layer] or NULL (core.md) */
     uint32_t max_context; /* positions this state can hold */
     uint32_t pos;         /* positions filled so far */
     uint32_t fingerprint; /* model it was made for */

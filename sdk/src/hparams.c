@@ -77,6 +77,10 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->conv_kernel = extended(img) ? colibri_rd_u32(img + REC_CONV_KERNEL) : 0u;
     hp->router_sum_eps = extended(img) ? colibri_rd_f32(img + REC_ROUTER_SUM_EPS) : 0.0f;
     hp->conv_layers = 0; /* counted by the layer table check */
+    hp->ssm_heads = extended(img) ? colibri_rd_u32(img + REC_SSM_HEADS) : 0u;
+    hp->ssm_head_dim = extended(img) ? colibri_rd_u32(img + REC_SSM_HEAD_DIM) : 0u;
+    hp->ssm_state = extended(img) ? colibri_rd_u32(img + REC_SSM_STATE) : 0u;
+    hp->ssm_groups = extended(img) ? colibri_rd_u32(img + REC_SSM_GROUPS) : 0u;
     hp->kv_layers = hp->n_layers;
 }
 
@@ -110,7 +114,7 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_LFM2_MOE) || hp->qk_norm > QK_NORM_L2_ROTATED ||
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_GRANITEMOE_HYBRID) || hp->qk_norm > QK_NORM_L2_ROTATED ||
         hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
@@ -358,13 +362,30 @@ static colibri_status check_attention_extras(const uint8_t *img, const colibri_h
  * header (or a 0 in the extension) means for router_score 1. */
 #define SIGMOID_SUM_EPS 1e-20f
 
+/* A Mamba2 mixer's sizes (format 1.14): heads, head_dim and state 1 ..
+ * 1024 (Granite-4.0-H's are 48 .. 128, 64, 128), groups dividing the heads;
+ * all four zero without Mamba2 layers. */
+#define MAX_SSM_SIZE 1024u
+
+static int ssm_valid(const colibri_hparams *hp)
+{
+    if (hp->ssm_heads == 0u) {
+        return hp->ssm_head_dim == 0u && hp->ssm_state == 0u && hp->ssm_groups == 0u;
+    }
+    return hp->ssm_heads <= MAX_SSM_SIZE && in_range(hp->ssm_head_dim, 1u, MAX_SSM_SIZE) &&
+           in_range(hp->ssm_state, 1u, MAX_SSM_SIZE) &&
+           in_range(hp->ssm_groups, 1u, hp->ssm_heads) && hp->ssm_heads % hp->ssm_groups == 0u;
+}
+
 /* Format 1.13's extension (docs/format.md 1.2): conv_kernel 0 or 2 .. 64;
- * router_sum_eps 0 .. 1 with router_score 1, else its bits zero; the rest
- * of the 512 bytes zero. Without the extension the defaults. */
+ * router_sum_eps 0 .. 1 with router_score 1, else its bits zero; 1.14's
+ * Mamba2 sizes; the rest of the 512 bytes zero. Without the extension the
+ * defaults. */
 static colibri_status check_extension(const uint8_t *img, colibri_hparams *hp)
 {
     int sigmoid = hp->router_score == ROUTER_SIGMOID;
-    int ok = hp->conv_kernel == 0u || in_range(hp->conv_kernel, 2u, MAX_CONV_KERNEL);
+    int ok = (hp->conv_kernel == 0u || in_range(hp->conv_kernel, 2u, MAX_CONV_KERNEL)) &&
+             ssm_valid(hp);
     if (!extended(img)) {
         hp->router_sum_eps = sigmoid ? SIGMOID_SUM_EPS : 0.0f;
         return COLIBRI_OK;

@@ -90,7 +90,13 @@ enum {
     /* format 1.13, with header_size 512: the record's extension (section 1.2) */
     REC_CONV_KERNEL = 256,    /* taps of a short convolution layer (attn_kind 4) */
     REC_ROUTER_SUM_EPS = 260, /* router_score 1: added to the k weights' sum */
-    REC_EXT_END = 264         /* 264 .. 511 reserved: zero */
+    /* format 1.14: the Mamba2 layers' (attn_kind 5) heads, their width, the
+     * state's per head and the groups sharing B and C */
+    REC_SSM_HEADS = 264,
+    REC_SSM_HEAD_DIM = 268,
+    REC_SSM_STATE = 272,
+    REC_SSM_GROUPS = 276,
+    REC_EXT_END = 280 /* 280 .. 511 reserved: zero */
 };
 
 /* Header flags a reader of this version knows (section 1). */
@@ -135,10 +141,18 @@ enum { MLA_LATENT = 1 };
 enum { LAY_FFN_KIND = 0, LAY_FIRST_TENSOR = 4, LAY_N_TENSORS = 8, LAY_ATTN_KIND = 12 };
 /* attn_kind: format 1.6; ATTN_FULL_NOPE (1.10, EXAONE's global layers): full
  * attention without RoPE on q and k. */
-enum { ATTN_FULL = 0, ATTN_SLIDING = 1, ATTN_FULL_NOPE = 2, ATTN_CHUNKED = 3, ATTN_CONV = 4 };
+enum {
+    ATTN_FULL = 0,
+    ATTN_SLIDING = 1,
+    ATTN_FULL_NOPE = 2,
+    ATTN_CHUNKED = 3,
+    ATTN_CONV = 4,
+    ATTN_MAMBA2 = 5
+};
 /* ATTN_CHUNKED (1.11, Llama 4): positions in chunks of sliding_window, each
  * attending within its own chunk up to itself. ATTN_CONV (1.13, LFM2): no
- * attention but a gated short convolution (short_conv.c), no KV cache. */
+ * attention but a gated short convolution (short_conv.c), no KV cache.
+ * ATTN_MAMBA2 (1.14, Granite-4.0-H): a Mamba2 mixer (mamba2.c), no KV cache. */
 /* FFN_SHORTCUT (format 1.12, LongCat-Flash): a dense FFN and, on the same
  * input, a MoE whose output is added after the next layer's FFN. */
 enum { FFN_DENSE = 0, FFN_MOE = 1, FFN_SHORTCUT = 2 };
@@ -231,7 +245,17 @@ enum {
     ROLE_CONV_IN_C = 77,
     ROLE_CONV_IN_X = 78,
     ROLE_CONV_KERNEL = 79, /* [H, conv_kernel] the depthwise taps, float32 */
-    ROLE_CONV_OUT = 80
+    ROLE_CONV_OUT = 80,
+    ROLE_SSM_IN_Z = 81, /* format 1.14: a Mamba2 layer's gate, x/B/C and dt projections */
+    ROLE_SSM_IN_XBC = 82,
+    ROLE_SSM_IN_DT = 83,
+    ROLE_SSM_CONV_KERNEL = 84, /* [conv channels, conv_kernel] float32 */
+    ROLE_SSM_CONV_BIAS = 85,   /* the float32 vectors: conv bias, dt bias, A, D, norm */
+    ROLE_SSM_DT_BIAS = 86,
+    ROLE_SSM_A = 87,
+    ROLE_SSM_D = 88,
+    ROLE_SSM_NORM = 89,
+    ROLE_SSM_OUT = 90
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
@@ -279,7 +303,8 @@ enum {
     ARCH_JETMOE = 23,
     ARCH_LONGCAT_FLASH = 24,
     ARCH_MIMO_V2_FLASH = 25,
-    ARCH_LFM2_MOE = 26
+    ARCH_LFM2_MOE = 26,
+    ARCH_GRANITEMOE_HYBRID = 27
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

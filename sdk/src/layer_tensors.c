@@ -66,6 +66,27 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_FFN_NORM_BIAS, PART_CONV, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
     {ROLE_ATTN_POST_NORM, PART_CONV, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(attn_post_norm)},
     {ROLE_FFN_POST_NORM, PART_CONV, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_post_norm)},
+    /* a Mamba2 layer's operator (attn_kind 5, format 1.14) */
+    {ROLE_ATTN_NORM, PART_MAMBA2, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm)},
+    {ROLE_SSM_IN_Z, PART_MAMBA2, WHEN_ALWAYS, DIM_SSM_INNER, DIM_HIDDEN, SLOT(ssm_in_z)},
+    {ROLE_SSM_IN_XBC, PART_MAMBA2, WHEN_ALWAYS, DIM_SSM_CONV, DIM_HIDDEN, SLOT(ssm_in_xbc)},
+    {ROLE_SSM_IN_DT, PART_MAMBA2, WHEN_ALWAYS, DIM_SSM_HEADS, DIM_HIDDEN, SLOT(ssm_in_dt)},
+    {ROLE_SSM_CONV_KERNEL, PART_MAMBA2, WHEN_ALWAYS, DIM_SSM_CONV, DIM_CONV_TAPS,
+     SLOT(ssm_conv_kernel)},
+    {ROLE_SSM_CONV_BIAS, PART_MAMBA2, WHEN_ALWAYS, DIM_SSM_CONV, DIM_NONE, SLOT(ssm_conv_bias)},
+    {ROLE_SSM_DT_BIAS, PART_MAMBA2, WHEN_ALWAYS, DIM_SSM_HEADS, DIM_NONE, SLOT(ssm_dt_bias)},
+    {ROLE_SSM_A, PART_MAMBA2, WHEN_ALWAYS, DIM_SSM_HEADS, DIM_NONE, SLOT(ssm_a)},
+    {ROLE_SSM_D, PART_MAMBA2, WHEN_ALWAYS, DIM_SSM_HEADS, DIM_NONE, SLOT(ssm_d)},
+    {ROLE_SSM_NORM, PART_MAMBA2, WHEN_ALWAYS, DIM_SSM_INNER, DIM_NONE, SLOT(ssm_norm)},
+    {ROLE_SSM_OUT, PART_MAMBA2, WHEN_ALWAYS, DIM_HIDDEN, DIM_SSM_INNER, SLOT(ssm_out)},
+    {ROLE_FFN_NORM, PART_MAMBA2, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm)},
+    {ROLE_ATTN_NORM_BIAS, PART_MAMBA2, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE,
+     SLOT(attn_norm_bias)},
+    {ROLE_FFN_NORM_BIAS, PART_MAMBA2, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
+    {ROLE_ATTN_POST_NORM, PART_MAMBA2, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE,
+     SLOT(attn_post_norm)},
+    {ROLE_FFN_POST_NORM, PART_MAMBA2, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE,
+     SLOT(ffn_post_norm)},
 };
 
 const uint32_t colibri_layer_tensors_count =
@@ -117,6 +138,9 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
     case DIM_ROUTES: return colibri_router_width(hp);
     case DIM_ROPE_PAIRS: return hp->rope_dim / 2u;
     case DIM_CONV_TAPS: return hp->conv_kernel;
+    case DIM_SSM_INNER: return colibri_ssm_inner(hp);
+    case DIM_SSM_CONV: return colibri_conv_channels(hp);
+    case DIM_SSM_HEADS: return hp->ssm_heads;
     case DIM_SHARED: return hp->shared_intermediate;
     case DIM_EXPERT: return hp->expert_intermediate;
     case DIM_HEADS: return hp->n_heads;

@@ -11,8 +11,9 @@
 #include "model_internal.h"
 
 /* Which part of a layer a tensor belongs to, in table order: the operator
- * (attention, or a short convolution, format 1.13), then the FFN's. */
-enum { PART_ATTENTION, PART_DENSE, PART_MOE, PART_EXPERT, PART_CONV };
+ * (attention, a short convolution (1.13) or a Mamba2 mixer (1.14)), then
+ * the FFN's. */
+enum { PART_ATTENTION, PART_DENSE, PART_MOE, PART_EXPERT, PART_CONV, PART_MAMBA2 };
 
 /* When a tensor is present, from the model record. */
 enum {
@@ -64,7 +65,10 @@ enum {
     DIM_O_ROWS,     /* ATTN_O's rows: H, with attention experts n_experts * H */
     DIM_ROUTES,     /* the router's rows: n_experts + zero_experts (format 1.12) */
     DIM_ROPE_PAIRS, /* rope_dim / 2 */
-    DIM_CONV_TAPS   /* conv_kernel (format 1.13) */
+    DIM_CONV_TAPS,  /* conv_kernel (format 1.13) */
+    DIM_SSM_INNER,  /* ssm_heads * ssm_head_dim (format 1.14) */
+    DIM_SSM_CONV,   /* a Mamba2 convolution's channels: inner + 2 * groups * state */
+    DIM_SSM_HEADS
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */
@@ -87,7 +91,9 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim);
 /* The operator part of a layer of this attn_kind. */
 static inline uint32_t colibri_operator_part(uint32_t attn_kind)
 {
-    return attn_kind == ATTN_CONV ? PART_CONV : PART_ATTENTION;
+    return attn_kind == ATTN_CONV     ? PART_CONV
+           : attn_kind == ATTN_MAMBA2 ? PART_MAMBA2
+                                      : PART_ATTENTION;
 }
 
 /* Present tensors of one part (PART_EXPERT: of one expert). */

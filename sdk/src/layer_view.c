@@ -44,15 +44,16 @@ void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view 
 
 uint32_t colibri_layer_slot(const colibri_model *m, uint32_t l)
 {
-    uint32_t slot = 0, conv;
+    uint32_t slot = 0;
+    int recurrent;
     if (m->hp.conv_layers == 0u) {
         return l;
     }
-    conv = colibri_rd_u32(m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE + LAY_ATTN_KIND) ==
-           ATTN_CONV;
+    recurrent = colibri_recurrent_kind(
+        colibri_rd_u32(m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE + LAY_ATTN_KIND));
     for (uint32_t i = 0; i < l; i++) {
         const uint8_t *e = m->layer_table + (size_t)i * IMG_LAYER_ENTRY_SIZE;
-        slot += (colibri_rd_u32(e + LAY_ATTN_KIND) == ATTN_CONV) == conv;
+        slot += colibri_recurrent_kind(colibri_rd_u32(e + LAY_ATTN_KIND)) == recurrent;
     }
     return slot;
 }

@@ -40,6 +40,35 @@ void colibri_short_conv_forward(const colibri_model *m, const layer_view *layer,
                                 uint32_t layer_index, colibri_state *state, workspace *ws,
                                 uint32_t n);
 
+/* A Mamba2 layer's operator (attn_kind 5, format 1.14; mamba2.c), with the
+ * same contract: its convolution rows and SSM state go to the state's
+ * other copy, read from the current one when the call starts there. */
+void colibri_mamba2_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
+                            colibri_state *state, workspace *ws, uint32_t n);
+
+/* The rows a recurrent layer reads at the chunk's start: NULL at position
+ * 0 (none), the current copy's when the call starts here, else `own` (the
+ * other copy, written by the call's earlier chunks). */
+static inline const float *colibri_rows_before(const colibri_state *state, const workspace *ws,
+                                               const float *current, const float *own)
+{
+    return state->pos == 0u ? NULL : state->pos == ws->call_pos ? current : own;
+}
+
+/* out[t][c] = sum over k (ascending) of kernel[c][k] * input(t + k) (then
+ * + bias[c] when bias != NULL): the window of token t ending at its own
+ * row, over the taps - 1 history rows (hist; NULL: zeros) and the chunk's n
+ * rows of `channels` floats. The same sum, in the same order, whatever the
+ * chunk (causal_conv.c). */
+void colibri_causal_conv(const float *kernel, const float *bias, const float *hist,
+                         const float *in, float *out, uint32_t taps, uint32_t channels, uint32_t n);
+
+/* The last taps - 1 rows of history and chunk into dst, which may be hist
+ * itself: row j comes from row n + j, another row, never one written
+ * before it. */
+void colibri_conv_keep(float *dst, const float *hist, const float *in, uint32_t taps,
+                       uint32_t channels, uint32_t n);
+
 /* Feed-forward block (dense or MoE) of layer l: reads ws->xn, writes
  * ws->ffn_sum. COLIBRI_E_EXPERT_UNAVAILABLE when the port cannot give a
  * routed expert's block (ws->ffn_sum then holds no result). */

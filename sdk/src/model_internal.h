@@ -19,7 +19,7 @@ typedef struct matrix_ref {
 /* Pointers to one layer's weights, resolved from the validated table. */
 typedef struct layer_view {
     uint32_t ffn_kind;              /* FFN_DENSE, FFN_MOE or FFN_SHORTCUT */
-    uint32_t attn_kind;             /* ATTN_FULL .. ATTN_CONV */
+    uint32_t attn_kind;             /* ATTN_FULL .. ATTN_MAMBA2 */
     const float *attn_norm;         /* [H] */
     matrix_ref wq;                  /* [Q, H]; MLA with a q LoRA: Q_B [Q, q_lora];
                                      * attention experts: [E * K, H], F32 */
@@ -52,6 +52,16 @@ typedef struct layer_view {
     matrix_ref conv_x;              /* [H, H] X */
     matrix_ref conv_kernel;         /* [H, conv_kernel] f32: each channel's taps, oldest first */
     matrix_ref conv_out;            /* [H, H] the output projection */
+    matrix_ref ssm_in_z;            /* Mamba2 (1.14): [I, H] the gate z (I = heads * head_dim) */
+    matrix_ref ssm_in_xbc;          /* [C, H] x, B and C (C = I + 2 * groups * state) */
+    matrix_ref ssm_in_dt;           /* [heads, H] the time steps */
+    matrix_ref ssm_conv_kernel;     /* [C, conv_kernel] f32: each channel's taps, oldest first */
+    const float *ssm_conv_bias;     /* [C] */
+    const float *ssm_dt_bias;       /* [heads] */
+    const float *ssm_a;             /* [heads] A = -exp(A_log) */
+    const float *ssm_d;             /* [heads] the skip's D */
+    const float *ssm_norm;          /* [I] the gated RMSNorm's weights, per group */
+    matrix_ref ssm_out;             /* [H, I] the output projection */
     const float *router_logit_bias; /* [E + Z] added to the router logits, or NULL */
     matrix_ref dense_gate;          /* [D, H] (dense layer) */
     matrix_ref dense_up;            /* [D, H] */
@@ -124,9 +134,44 @@ colibri_status colibri_tensor_table_check(const colibri_model *m, uint32_t *quan
 uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind,
                                     uint32_t attn_kind);
 
-/* Layer l's place among the layers of its kind: the short convolution
- * layers (format 1.13) in the state's convolution rows, the others in the
- * KV cache. */
+/* Layer l's place among the layers of its kind: the recurrent layers
+ * (short convolutions, 1.13; Mamba2, 1.14) in the state's recurrent rows,
+ * the others in the KV cache. */
 uint32_t colibri_layer_slot(const colibri_model *m, uint32_t l);
+
+/* Whether a layer of this attn_kind keeps recurrent rows, not a KV cache. */
+static inline int colibri_recurrent_kind(uint32_t attn_kind)
+{
+    return attn_kind == ATTN_CONV || attn_kind == ATTN_MAMBA2;
+}
+
+/* A Mamba2 layer's inner width (heads * head_dim) and its convolution's
+ * channels: x, B and C; a short convolution's are the hidden size. */
+static inline uint32_t colibri_ssm_inner(const colibri_hparams *hp)
+{
+    return hp->ssm_heads * hp->ssm_head_dim;
+}
+
+static inline uint32_t colibri_conv_channels(const colibri_hparams *hp)
+{
+    return hp->ssm_heads > 0u ? colibri_ssm_inner(hp) + 2u * hp->ssm_groups * hp->ssm_state
+                              : hp->hidden_size;
+}
+
+/* Floats of one recurrent layer in one copy of the state: the convolution's
+ * last conv_kernel - 1 inputs, then a Mamba2 layer's [heads][head_dim][state]. */
+static inline uint64_t colibri_recurrent_floats(const colibri_hparams *hp)
+{
+    uint64_t taps = hp->conv_kernel > 0u ? hp->conv_kernel - 1u : 0u;
+    return taps * colibri_conv_channels(hp) + (uint64_t)colibri_ssm_inner(hp) * hp->ssm_state;
+}
+
+/* Recurrent layer `slot`'s floats in copy `copy` of the state. */
+static inline float *colibri_recurrent_rows(const colibri_model *m, const colibri_state *state,
+                                            uint32_t copy, uint32_t slot)
+{
+    size_t per_layer = (size_t)colibri_recurrent_floats(&m->hp);
+    return state->conv_state + ((size_t)copy * m->hp.conv_layers + slot) * per_layer;
+}
 
 #endif /* COLIBRI_MODEL_INTERNAL_H */

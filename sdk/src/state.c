@@ -15,7 +15,7 @@ static uint32_t max3(uint32_t a, uint32_t b, uint32_t c)
 }
 
 /* The scratch regions in layout order (docs/core.md), in floats. */
-enum { WORKSPACE_REGIONS = 21 };
+enum { WORKSPACE_REGIONS = 22 };
 /* One quantized activation block: a float scale and 32 int8 (36 bytes). */
 #define ACTIVATION_BLOCK_FLOATS 9u
 
@@ -36,7 +36,11 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
     uint64_t q_lora = mla ? hp->q_lora_rank : 0u;
     uint64_t out = mla ? (uint64_t)hp->n_heads * hp->v_head_dim : q;
     uint64_t latent = mla ? 2u * (uint64_t)hp->n_heads * hp->kv_lora_rank : 0u;
-    uint64_t widest = max3(hp->hidden_size, (uint32_t)(q > out ? q : out), (uint32_t)m);
+    /* Mamba2 (1.14): z, the convolution's input and output, the time steps */
+    uint32_t inner = colibri_ssm_inner(hp);
+    uint64_t ssm = inner > 0u ? b * (inner + 2u * colibri_conv_channels(hp) + hp->ssm_heads) : 0u;
+    uint64_t widest =
+        max3(max3(hp->hidden_size, (uint32_t)(q > out ? q : out), (uint32_t)m), inner, 0u);
     uint64_t blocks = hp->quantized ? b * ((widest + COLIBRI_QBLOCK - 1u) / COLIBRI_QBLOCK) *
                                           ACTIVATION_BLOCK_FLOATS
                                     : 0u;
@@ -60,7 +64,8 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
                                                   b,
                                                   blocks,
                                                   latent,
-                                                  hp->shortcut_layers > 0u ? b * h : 0u};
+                                                  hp->shortcut_layers > 0u ? b * h : 0u,
+                                                  ssm};
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         floats[i] = round_floats(in_order[i]);
     }
@@ -87,9 +92,10 @@ size_t colibri_workspace_layout(const colibri_hparams *hp, uint32_t context, uin
         ws = &unused;
     }
     float **slots[WORKSPACE_REGIONS] = {
-        &ws->x,    &ws->xn,     &ws->ffn_sum, &ws->ffn_out, &ws->q,      &ws->k,    &ws->v,
-        &ws->attn, &ws->scores, &ws->h1,      &ws->h2,      &ws->router, &ws->rope, &ws->topk_w,
-        &topk_i,   &ws->xg,     &sel,         &ws->sel_w,   &xq,         &latent,   &ws->shortcut};
+        &ws->x,    &ws->xn,     &ws->ffn_sum,  &ws->ffn_out, &ws->q,  &ws->k,
+        &ws->v,    &ws->attn,   &ws->scores,   &ws->h1,      &ws->h2, &ws->router,
+        &ws->rope, &ws->topk_w, &topk_i,       &ws->xg,      &sel,    &ws->sel_w,
+        &xq,       &latent,     &ws->shortcut, &ws->ssm};
     region_floats(hp, context, batch, floats);
     for (uint32_t i = 0; i < WORKSPACE_REGIONS; i++) {
         *slots[i] = base != NULL ? (float *)(void *)(base + used) : NULL;
@@ -141,8 +147,9 @@ static uint64_t cache_floats(const colibri_hparams *hp)
     return 2u * (uint64_t)hp->n_kv_heads * hp->head_dim;
 }
 
-/* Floats of the KV cache, then of the short convolutions' two copies of
- * their last inputs (format 1.13). <= 1024 * 2^24 * 2^21: fits in 64 bits. */
+/* Floats of the KV cache, then of the recurrent layers' two copies of
+ * their rows (format 1.13). <= 1024 * 2^24 * 2^21: fits in 64 bits; the
+ * rows <= 2 * 1024 * (63 * 3 * 2^20 + 2^30). */
 static uint64_t kv_floats(const colibri_hparams *hp, uint32_t max_context)
 {
     return (uint64_t)hp->kv_layers * max_context * cache_floats(hp);
@@ -150,8 +157,7 @@ static uint64_t kv_floats(const colibri_hparams *hp, uint32_t max_context)
 
 static uint64_t conv_floats(const colibri_hparams *hp)
 {
-    uint64_t taps = hp->conv_kernel > 0u ? hp->conv_kernel - 1u : 0u;
-    return 2u * (uint64_t)hp->conv_layers * taps * hp->hidden_size;
+    return 2u * (uint64_t)hp->conv_layers * colibri_recurrent_floats(hp);
 }
 
 size_t colibri_state_size(const colibri_model *model, uint32_t max_context)

@@ -72,17 +72,22 @@ static int unused_widths_zero(const colibri_hparams *hp, int any_dense, int any_
 {
     int dense_ok = any_dense || hp->dense_intermediate == 0;
     int moe_ok = any_moe || (hp->n_experts == 0 && hp->top_k == 0 && hp->expert_intermediate == 0);
-    return dense_ok && moe_ok && (hp->conv_layers > 0u || hp->conv_kernel == 0u);
+    return dense_ok && moe_ok &&
+           (hp->conv_layers > 0u || (hp->conv_kernel == 0u && hp->ssm_heads == 0u));
 }
 
 /* A layer's attn_kind (docs/format.md 2): sliding (1) and chunked (3, 1.11)
- * need a window, a short convolution (4, 1.13) its taps; an MLA layer is
- * full attention (0: mla.c has no other). */
+ * need a window, a short convolution (4, 1.13) its taps and no Mamba2
+ * fields (a model's recurrent layers are of one kind), a Mamba2 mixer (5,
+ * 1.14) its taps and heads; an MLA layer is full attention (0: mla.c has no
+ * other). */
 static int attn_kind_valid(const colibri_hparams *hp, uint32_t attn)
 {
     int windowed = attn == ATTN_SLIDING || attn == ATTN_CHUNKED;
-    return attn <= ATTN_CONV && !(windowed && hp->sliding_window == 0u) &&
-           !(attn == ATTN_CONV && hp->conv_kernel == 0u) &&
+    return attn <= ATTN_MAMBA2 && !(windowed && hp->sliding_window == 0u) &&
+           !(colibri_recurrent_kind(attn) && hp->conv_kernel == 0u) &&
+           !(attn == ATTN_CONV && hp->ssm_heads != 0u) &&
+           !(attn == ATTN_MAMBA2 && hp->ssm_heads == 0u) &&
            (hp->mla != MLA_LATENT || attn == ATTN_FULL);
 }
 
@@ -108,7 +113,7 @@ colibri_status colibri_layer_table_check(colibri_model *m)
         any_dense |= kind != FFN_MOE;
         any_moe |= kind != FFN_DENSE;
         m->hp.shortcut_layers += kind == FFN_SHORTCUT;
-        m->hp.conv_layers += attn == ATTN_CONV;
+        m->hp.conv_layers += colibri_recurrent_kind(attn);
     }
     m->hp.kv_layers = m->hp.n_layers - m->hp.conv_layers;
     if (next != m->n_tensors) {
@@ -146,7 +151,8 @@ static int role_quantizable(uint16_t role)
            (role >= ROLE_DENSE_GATE && role <= ROLE_DENSE_DOWN) ||
            (role >= ROLE_SHARED_GATE && role <= ROLE_SHARED_DOWN) ||
            (role >= ROLE_EXPERT_GATE && role <= ROLE_EXPERT_DOWN) ||
-           (role >= ROLE_CONV_IN_B && role <= ROLE_CONV_OUT && role != ROLE_CONV_KERNEL);
+           (role >= ROLE_CONV_IN_B && role <= ROLE_CONV_OUT && role != ROLE_CONV_KERNEL) ||
+           (role >= ROLE_SSM_IN_Z && role <= ROLE_SSM_IN_DT) || role == ROLE_SSM_OUT;
 }
 
 /* The attention experts' stacked q and o matrices (format 1.11) stay

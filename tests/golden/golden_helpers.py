@@ -15,7 +15,8 @@ FAMILIES = ["mixtral", "qwen2_moe", "qwen2_moe_norm", "olmoe", "qwen3_moe", "swi
             "hunyuan_v1_moe_alpha", "glm4_moe_lite", "minimax_m2", "minimax_m2_rotary", "exaone_moe",
             "dbrx", "dbrx_plain", "afmoe", "llama4_text", "llama4_text_plain", "jetmoe",
             "afmoe_unshared", "longcat_flash",
-            "mimo_v2_flash", "lfm2_moe"]  # new ones last: the quantized tests' prompts follow the order
+            "mimo_v2_flash", "lfm2_moe", "granitemoehybrid",
+            "granitemoehybrid_rope"]  # new ones last: the quantized tests' prompts follow the order
 REPORT = REPO / "build" / "golden_report.json"
 
 

@@ -22,7 +22,8 @@ from colibri_tools.image.image_spec import EXPERT_ROLES
 from cpu_tables import runnable
 from golden_helpers import REPO
 
-FAMILIES = ["mixtral", "qwen2_moe", "gpt_oss", "deepseek_v3", "longcat_flash", "lfm2_moe"]
+FAMILIES = ["mixtral", "qwen2_moe", "gpt_oss", "deepseek_v3", "longcat_flash", "lfm2_moe",
+            "granitemoehybrid"]
 FORMATS = ["f32", "int4+attention+rows16"]
 
 

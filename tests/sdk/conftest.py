@@ -58,14 +58,14 @@ def valid_mla_image(tmp_path_factory) -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def valid_family_images(tmp_path_factory) -> list[pathlib.Path]:
-    """Tiny PhiMoE, ERNIE-4.5, gpt-oss and LFM2-MoE images (LayerNorm and
-    sparsemixer; the biased softmax router; sinks, sliding window, biases and
-    clamped SwiGLU; the 512-byte header and short convolution layers)."""
+    """Tiny PhiMoE, ERNIE-4.5, gpt-oss, LFM2-MoE and Granite-4.0-H images (LayerNorm
+    and sparsemixer; the biased softmax router; sinks, sliding window, biases and
+    clamped SwiGLU; the 512-byte header and short convolution layers; Mamba2 layers)."""
     from colibri_tools.converter.convert import convert
     from hf_models import build_model, save_checkpoint
 
     out = []
-    for family in ("phimoe", "ernie4_5_moe", "gpt_oss", "lfm2_moe"):
+    for family in ("phimoe", "ernie4_5_moe", "gpt_oss", "lfm2_moe", "granitemoehybrid"):
         root = tmp_path_factory.mktemp(f"valid_{family}")
         model, _ = build_model(family, seed=3)
         save_checkpoint(model, root / "hf")

@@ -7,9 +7,11 @@
  *   layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE EXPERT_INTER EXPERTS
  *               SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND ROUTER_SCORE
  *               ZERO_EXPERTS LAYER_ROPE ROPE_DIM ATTN_KIND CONV_KERNEL
+ *               [SSM_HEADS SSM_HEAD_DIM SSM_STATE SSM_GROUPS]
  *
  * KIND 2 (a shortcut layer, format 1.12) lists its dense FFN, then its MoE;
- * ATTN_KIND 4 (a short convolution layer, 1.13) its convolution first.
+ * ATTN_KIND 4 (a short convolution layer, 1.13) its convolution first, 5 (a
+ * Mamba2 layer, 1.14, with the four sizes) its mixer.
  *
  * One line per tensor: "ROLE EXPERT ROWS COLS" (COLS 0 for a vector).
  */
@@ -32,10 +34,11 @@ static void print_part(const colibri_hparams *hp, uint32_t part, long expert)
 int main(int argc, char **argv)
 {
     colibri_hparams hp = {0};
-    if (argc != 20) {
+    if (argc != 20 && argc != 24) {
         fprintf(stderr, "usage: layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE "
                         "EXPERT_INTER EXPERTS SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND "
-                        "ROUTER_SCORE ZERO_EXPERTS LAYER_ROPE ROPE_DIM ATTN_KIND CONV_KERNEL\n");
+                        "ROUTER_SCORE ZERO_EXPERTS LAYER_ROPE ROPE_DIM ATTN_KIND CONV_KERNEL "
+                        "[SSM_HEADS SSM_HEAD_DIM SSM_STATE SSM_GROUPS]\n");
         return 2;
     }
     uint32_t kind = (uint32_t)strtoul(argv[1], NULL, 0);
@@ -59,6 +62,12 @@ int main(int argc, char **argv)
     hp.conv_kernel = (uint32_t)strtoul(argv[19], NULL, 0);
     for (int i = 0; i < 16; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
+    }
+    if (argc == 24) {
+        uint32_t *ssm[] = {&hp.ssm_heads, &hp.ssm_head_dim, &hp.ssm_state, &hp.ssm_groups};
+        for (int i = 0; i < 4; i++) {
+            *ssm[i] = (uint32_t)strtoul(argv[i + 20], NULL, 0);
+        }
     }
     print_part(&hp, colibri_operator_part(attn), -1);
     if (kind != FFN_MOE) {

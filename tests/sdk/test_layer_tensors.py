@@ -38,6 +38,8 @@ def _c_layout(dump, kind: int, r: ModelRecord, attn: int = 0
             r.expert_intermediate, r.n_experts, r.shared_intermediate, r.shared_gate,
             r.attn_bias, r.qk_norm, r.norm_kind, r.router_score, r.zero_experts, r.layer_rope,
             r.rope_dim, attn, r.conv_kernel]
+    if r.ssm_heads:
+        args += [r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups]
     out = subprocess.run([str(dump), *map(str, args)], capture_output=True, text=True,
                          check=True, timeout=30).stdout.splitlines()
     rows = []
@@ -87,3 +89,22 @@ def test_format_1_13_conv_layers(asan_bins, kind, norm, attn):
     assert c_count == len(python) == layer_tensor_count(r, kind, attn)
     assert ((79, -1, (36, 3)) in python) == (attn == 4)  # the taps: [H, conv_kernel]
     assert (17 in {row[0] for row in python}) == (attn == 0)  # no attention in a conv layer
+
+
+@pytest.mark.parametrize("kind", [0, 1])      # dense, MoE
+@pytest.mark.parametrize("norm", [0, 1, 3])   # RMSNorm, LayerNorm (biases), before and after
+def test_format_1_14_mamba2_layers(asan_bins, kind, norm):
+    """A Mamba2 layer (attn_kind 5): its ten tensors in place of the attention's,
+    shaped by the extension's sizes (I = 6 * 4, C = I + 2 * 2 * 5)."""
+    r = _record(0, 0, 0, 2, norm, 1)
+    r.conv_kernel, r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups = 4, 6, 4, 5, 2
+    python = [(int(t.role), -1 if t.expert == 0xFFFF else t.expert, tuple(t.shape))
+              for t in layer_tensors(r, 0, kind, 5)]
+    c_rows, c_count = _c_layout(asan_bins / "layout_dump", kind, r, 5)
+    assert c_rows == python
+    assert c_count == len(python) == layer_tensor_count(r, kind, 5)
+    assert [row for row in python if 81 <= row[0] <= 90] == [
+        (81, -1, (24, 36)), (82, -1, (44, 36)), (83, -1, (6, 36)), (84, -1, (44, 4)),
+        (85, -1, (44,)), (86, -1, (6,)), (87, -1, (6,)), (88, -1, (6,)), (89, -1, (24,)),
+        (90, -1, (36, 24))]
+    assert 17 not in {row[0] for row in python}

@@ -225,6 +225,40 @@ def _short_conv(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     return (c * conv) @ w.get(Role.CONV_OUT, layer).T
 
 
+def _mamba2(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
+    """A Mamba2 layer (attn_kind 5, format 1.14), its recurrence written out token
+    by token: z, x/B/C and dt of the normed input; x/B/C convolved causally plus
+    bias, then SiLU; per head dt = softplus(dt + dt_bias), S = S exp(dt A) + dt B x,
+    y = S C + D x; y silu(z) normed per group; SSM_OUT."""
+    r = w.image.record
+    heads, dim, size, groups = r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups
+    inner = heads * dim
+    z, xbc, dt = (h @ w.get(role, layer).T for role in (Role.SSM_IN_Z, Role.SSM_IN_XBC,
+                                                        Role.SSM_IN_DT))
+    taps = w.get(Role.SSM_CONV_KERNEL, layer)  # [C, L], oldest position first
+    padded = np.concatenate([np.zeros((taps.shape[1] - 1, xbc.shape[1]), np.float32), xbc])
+    conv = np.stack([(padded[t:t + taps.shape[1]] * taps.T).sum(axis=0)
+                     for t in range(h.shape[0])]) + w.get(Role.SSM_CONV_BIAS, layer)
+    conv = _silu(conv)
+    x, b, c = conv[:, :inner], conv[:, inner:inner + groups * size], conv[:, inner + groups * size:]
+    dt = np.logaddexp(0.0, dt + w.get(Role.SSM_DT_BIAS, layer))
+    a, d = w.get(Role.SSM_A, layer), w.get(Role.SSM_D, layer)
+    state = np.zeros((heads, dim, size), np.float64)
+    y = np.zeros((h.shape[0], heads, dim), np.float64)
+    for t in range(h.shape[0]):
+        for head in range(heads):
+            g = head // (heads // groups)
+            bg, cg = b[t, g * size:(g + 1) * size], c[t, g * size:(g + 1) * size]
+            xh = x[t, head * dim:(head + 1) * dim]
+            state[head] = state[head] * np.exp(dt[t, head] * a[head]) + \
+                dt[t, head] * np.outer(xh, bg)
+            y[t, head] = state[head] @ cg + d[head] * xh
+    gated = (y.reshape(h.shape[0], inner) * _silu(z)).reshape(h.shape[0], groups, -1)
+    normed = gated / np.sqrt((gated ** 2).mean(axis=-1, keepdims=True) + r.rms_eps)
+    normed = normed.reshape(h.shape[0], inner) * w.get(Role.SSM_NORM, layer)
+    return normed.astype(np.float32) @ w.get(Role.SSM_OUT, layer).T
+
+
 def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray,
             r=None, bias: tuple | None = None) -> np.ndarray:
     g, u = h @ gate.T, h @ up.T
@@ -329,7 +363,7 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
 
     shortcut = None  # format 1.12: a shortcut layer's MoE output, for the next layer
     for layer, entry in enumerate(image.layers):
-        operator = _short_conv if entry.attn_kind == 4 else _attention
+        operator = {4: _short_conv, 5: _mamba2}.get(entry.attn_kind, _attention)
         a = operator(w, pre(x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer), layer)
         x = x + residual * out(a, Role.ATTN_NORM, layer)
         h = pre(x, Role.FFN_NORM, Role.FFN_NORM_BIAS, layer)

@@ -277,3 +277,26 @@ def test_short_convolution_layers_need_no_kv_cache(hf_checkpoint, tmp_path):
     growth = sizes.state_size(r, 33, 3) - sizes.state_size(r, 32, 3)
     assert growth == 2 * 2 * r.n_kv_heads * r.head_dim * 4
     assert sizes.state_size(r, 1, 3) - growth == 2 * 3 * (r.conv_kernel - 1) * r.hidden_size * 4
+
+
+def test_mamba2_layers_need_no_kv_cache(hf_checkpoint, tmp_path):
+    """Granite-4.0-H (format 1.14): fit counts its 3 Mamba2 layers from the config as
+    from the image; each keeps two copies of its 3 convolution rows over x, B and C
+    (64 + 2 * 2 * 8 channels) and its state (64 channels of 8), whatever the context,
+    and only the 2 attention layers grow with it. A config whose layers are all Mamba2
+    budgets no KV cache at all: the state is the same at 1 and at 64 positions."""
+    hf = hf_checkpoint("granitemoehybrid")
+    result = convert(hf, tmp_path / "out", progress=False)
+    from_config, from_image = load_model(hf / "config.json"), load_model(result.image_path)
+    assert from_config.conv_layers == from_image.conv_layers == 3
+    r = from_image.record
+    growth = sizes.state_size(r, 33, 3) - sizes.state_size(r, 32, 3)
+    assert growth == 2 * 2 * r.n_kv_heads * r.head_dim * 4
+    assert sizes.state_size(r, 1, 3) - growth == 2 * 3 * (3 * 96 + 64 * 8) * 4
+    config = json.loads((hf / "config.json").read_text())
+    config["layer_types"] = ["linear_attention"] * config["num_hidden_layers"]
+    (tmp_path / "all.json").write_text(json.dumps(config))
+    every = load_model(tmp_path / "all.json")
+    assert every.conv_layers == 5
+    assert sizes.state_size(every.record, 1, 5) == sizes.state_size(every.record, 64, 5) == \
+        2 * 5 * (3 * 96 + 64 * 8) * 4

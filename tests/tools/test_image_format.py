@@ -144,7 +144,13 @@ def _doc_order(rec: dict) -> list[tuple]:
     if rec["attn_bias"] & 16:
         out.append((5, GLOBAL, GLOBAL, (v,)))
     for layer, kind in enumerate(rec["ffn_kinds"]):
-        if rec["attn_kinds"][layer] == 4:  # a short convolution (1.13): B, C, X, taps, out
+        if rec["attn_kinds"][layer] == 5:  # a Mamba2 mixer (1.14): z, xBC, dt, taps, .., out
+            heads, inner = rec["ssm_heads"], rec["ssm_heads"] * rec["ssm_head_dim"]
+            c = inner + 2 * rec["ssm_groups"] * rec["ssm_state"]
+            rows = [(16, (h,)), (81, (inner, h)), (82, (c, h)), (83, (heads, h)),
+                    (84, (c, rec["conv_kernel"])), (85, (c,)), (86, (heads,)), (87, (heads,)),
+                    (88, (heads,)), (89, (inner,)), (90, (h, inner)), (27, (h,))]
+        elif rec["attn_kinds"][layer] == 4:  # a short convolution (1.13): B, C, X, taps, out
             rows = [(16, (h,)), (76, (h, h)), (77, (h, h)), (78, (h, h)),
                     (79, (h, rec["conv_kernel"])), (80, (h, h)), (27, (h,))]
             rows += [(28, (h,)), (29, (h,))] if rec["norm_kind"] == 1 else []
@@ -163,7 +169,7 @@ def _doc_order(rec: dict) -> list[tuple]:
             rows += [(70, (q, h))] if rec["attn_bias"] & 256 else []  # the output's gate (1.11)
             rows += [(73, (e, h))] if experts else []  # the attention experts' router
             rows.append((20, (e * h, k) if experts else (h, q)))
-        if rec["attn_kinds"][layer] != 4:
+        if rec["attn_kinds"][layer] not in (4, 5):
             rows += _attention_tail(rec)
         if kind in (0, 2):  # dense, or (1.12) a shortcut layer's dense part
             rows += [(32, (d, h)), (33, (d, h)), (34, (h, d))]
@@ -228,8 +234,11 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     if rec["zero_experts"] or rec["arch"] >= 24 or 2 in rec["ffn_kinds"] or rec["layer_rope"]:
         minor = 12  # section 7: zero experts, shortcut layers, each layer's RoPE (1.12)
     extended = rec["conv_kernel"] != 0 or rec["router_sum_eps"] != 0.0  # section 1.2
+    extended = extended or rec["ssm_heads"] != 0
     if extended or rec["arch"] >= 26 or 4 in rec["attn_kinds"]:
         minor = 13  # section 7: the record's extension, short convolutions, LFM2-MoE
+    if rec["ssm_heads"] or rec["arch"] >= 27 or 5 in rec["attn_kinds"]:
+        minor = 14  # section 7: the extension's Mamba2 sizes, Mamba2 layers, Granite-4.0-H
     header = 512 if extended else 256
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, header)
     assert _u("Q", data, 16) == len(data)
@@ -241,10 +250,12 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     assert _u("I", data, 60) == rec["zero_experts"]  # 1.12; reserved, 0, before
     for name, (offset, code) in RECORD_AT.items():
         assert _u(code, data, offset) == pytest.approx(rec[name], rel=1e-7), name
-    if extended:  # section 1.2 (1.13), the rest of the 512 bytes zero
+    if extended:  # section 1.2 (1.13, 1.14), the rest of the 512 bytes zero
         assert (_u("I", data, 256), _u("f", data, 260)) == pytest.approx(
             (rec["conv_kernel"], rec["router_sum_eps"]), rel=1e-7)
-        assert data[264:512] == bytes(248)
+        assert struct.unpack_from("<4I", data, 264) == (
+            rec["ssm_heads"], rec["ssm_head_dim"], rec["ssm_state"], rec["ssm_groups"])
+        assert data[280:512] == bytes(232)
     table, n_tensors = header + 16 * n_layers, _u("I", data, 56)
     end = table + 64 * n_tensors
     assert _u("I", data, 24) == zlib.crc32(data[:24] + bytes(4) + data[28:end])
@@ -644,6 +655,36 @@ def test_record_extension_out_of_bounds_is_refused(fields, status, hf_checkpoint
     for offset, value in fields.items():
         _put(buf, "I" if isinstance(value, int) else "f", offset, value)
     _refused_by_both(buf, status, tmp_path)
+
+
+@pytest.mark.parametrize("fields,status", [
+    ({264: 0}, Status.E_BAD_HYPERPARAMS),  # Mamba2 sizes without heads
+    ({276: 3}, Status.E_BAD_HYPERPARAMS),  # groups that do not divide the heads
+    ({272: 1025}, Status.E_BAD_HYPERPARAMS),  # a state wider than 1024
+    ({268: 8}, Status.E_BAD_SHAPE),  # narrower heads than the tensors
+    ({256: 0}, Status.E_BAD_LAYER_TABLE),  # Mamba2 layers without taps
+    ({280: 1}, Status.E_RESERVED),  # the extension's reserved bytes after 1.14's fields
+])
+def test_mamba2_sizes_out_of_bounds_are_refused(fields, status, hf_checkpoint, tmp_path):
+    """Format 1.14's Mamba2 sizes (bytes 264 .. 279 of the extension): heads, head_dim
+    and state 1 .. 1024, groups dividing the heads, all zero without Mamba2 layers;
+    the tensors' shapes follow from them. Both readers refuse a broken one alike."""
+    result = convert(hf_checkpoint("granitemoehybrid"), tmp_path / "out", progress=False)
+    buf = bytearray(result.image_path.read_bytes())
+    assert struct.unpack_from("<6I", buf, 256) == (4, 0, 4, 16, 8, 2)
+    for offset, value in fields.items():
+        _put(buf, "I", offset, value)
+    _refused_by_both(buf, status, tmp_path)
+
+
+def test_a_model_with_mamba2_sizes_but_no_mamba2_layer_is_refused(hf_checkpoint, tmp_path):
+    """LFM2's image with Mamba2 sizes set: its convolution layers (attn_kind 4) go
+    with ssm_heads 0 only, a model's recurrent layers being of one kind."""
+    result = convert(hf_checkpoint("lfm2_moe"), tmp_path / "out", progress=False)
+    buf = bytearray(result.image_path.read_bytes())
+    for offset, value in {264: 2, 268: 4, 272: 4, 276: 1}.items():
+        _put(buf, "I", offset, value)
+    _refused_by_both(buf, Status.E_BAD_LAYER_TABLE, tmp_path)
 
 
 def test_an_older_reader_layout_is_refused(hf_checkpoint, tmp_path):

@@ -68,7 +68,6 @@ from ..image.image_layout import (
 )
 from ..image.image_spec import (
     ACT_SWIGLU_CLAMPED,
-    ATTN_CONV,
     ATTN_SLIDING,
     BIAS_EXPERTS,
     BIAS_LM_HEAD,
@@ -77,6 +76,7 @@ from ..image.image_spec import (
     DEFAULT_ALIGNMENT,
     MODEL_RECORD_FIELDS,
     NORM_LAYER,
+    RECURRENT_KINDS,
     ROUTER_SOFTMAX_BIASED,
     ROUTER_SPARSEMIXER,
     ROUTER_TOPK_SOFTMAX,
@@ -94,6 +94,7 @@ from .family_fields import (
     check_common,
     dense_width,
     expert_count,
+    granite_scales,
     mla_fields,
     rope_fields,
     rope_theta,
@@ -113,6 +114,11 @@ _SOURCE_FIELDS = {
     "rope_factor": "rope_parameters.factor", "qkv_clip": "attn_config.clip_qkv",
     "attn_temp_floor": "floor_scale", "attn_temp_scale": "attn_scale",
     "zero_experts": "zero_expert_num", "conv_kernel": "conv_L_cache",
+}
+# Granite-4.0-H's Mamba2 sizes.
+_MAMBA2_SOURCE_FIELDS = {
+    "conv_kernel": "mamba_d_conv", "ssm_heads": "mamba_n_heads", "ssm_head_dim": "mamba_d_head",
+    "ssm_state": "mamba_d_state", "ssm_groups": "mamba_n_groups",
 }
 # DBRX names its fields otherwise, some under attn_config and ffn_config.
 _DBRX_SOURCE_FIELDS = {
@@ -140,8 +146,9 @@ class ModelSpec:
 
     @property
     def conv_layers(self) -> int:
-        """Layers with a short convolution instead of attention (format 1.13)."""
-        return sum(kind == ATTN_CONV for kind in self.attn_kinds or ())
+        """Recurrent layers (a short convolution, 1.13, or Mamba2, 1.14, in place
+        of attention): rows in the state, no KV cache."""
+        return sum(kind in RECURRENT_KINDS for kind in self.attn_kinds or ())
 
     @property
     def interleaved_rope(self) -> bool:
@@ -219,14 +226,6 @@ def _qwen3_moe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     return Arch.QWEN3_MOE, fields, kinds
 
 
-def _granite_scales(c: HFConfig) -> dict:
-    """Granite's multipliers, as the record's format 1.1 scales."""
-    return {"embedding_scale": c.number("embedding_multiplier", 1.0),
-            "residual_scale": c.number("residual_multiplier", 1.0),
-            "attention_scale": c.number("attention_multiplier", 1.0),
-            "logits_divisor": c.number("logits_scaling", 1.0)}
-
-
 def _granitemoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     """GraniteMoE (and, with a shared MLP, GraniteMoeShared): Mixtral-like
     attention and experts, top-k of the router logits then a softmax over the
@@ -239,7 +238,7 @@ def _granitemoe(c: HFConfig) -> tuple[Arch, dict, list[int]]:
     shared = c.integer("shared_intermediate_size", 0)
     fields |= {"router_score": ROUTER_TOPK_SOFTMAX, "shared_intermediate": shared,
                "rope_theta": rope_theta(c, 1e4), "rms_eps": c.number("rms_norm_eps", 1e-6),
-               **_granite_scales(c)}
+               **granite_scales(c)}
     return (Arch.GRANITEMOE_SHARED if shared else Arch.GRANITEMOE), fields, kinds
 
 
@@ -459,8 +458,8 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
             reason += f" (float32 holds {before!r} as {p.value!r})"
         if p.field == "expert_intermediate":
             plain = arch in (Arch.MIXTRAL, Arch.OLMOE, Arch.PHIMOE, Arch.GRANITEMOE,
-                             Arch.GRANITEMOE_SHARED, Arch.FLEX_OLMO, Arch.HUNYUAN_V1_MOE,
-                             Arch.MINIMAX_M2)
+                             Arch.GRANITEMOE_SHARED, Arch.GRANITEMOE_HYBRID, Arch.FLEX_OLMO,
+                             Arch.HUNYUAN_V1_MOE, Arch.MINIMAX_M2)
             source = "intermediate_size" if plain else "moe_intermediate_size"
         if p.field == "n_experts":
             source = _present(c, ("num_local_experts", "num_experts", "moe_num_experts",
@@ -469,6 +468,8 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
             source = _present(c, ("num_experts_per_tok", "moe_k", "moe_topk"))
         if arch == Arch.DBRX:
             source = _DBRX_SOURCE_FIELDS.get(p.field, source)
+        if arch == Arch.GRANITEMOE_HYBRID:
+            source = _MAMBA2_SOURCE_FIELDS.get(p.field, source)
         raise c.unsupported(source, c.raw(source) if c.raw(source) is not None else p.value,
                             reason)
 

@@ -57,6 +57,7 @@ minimax_m2,exaone_moe}):
   renormalised, times routed_scaling_factor (router_score 4).
 - mimo_v2_flash: families_mimo.py.
 - lfm2_moe: families_lfm2.py.
+- granitemoehybrid: families_granite_hybrid.py.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ from ..image.image_spec import (
     Arch,
     FfnKind,
 )
+from . import families_granite_hybrid as granite_hybrid
 from . import families_lfm2 as lfm2
 from . import families_mimo as mimo
 from .family_fields import (
@@ -464,6 +466,8 @@ def _longcat_flash(c: HFConfig) -> tuple[Arch, dict, list[int]]:
 FAMILIES = {"flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
             "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2, "exaone_moe": _exaone_moe,
             "dbrx": _dbrx, "afmoe": _afmoe, "llama4_text": _llama4_text, "jetmoe": _jetmoe,
-            "longcat_flash": _longcat_flash, **mimo.FAMILIES, **lfm2.FAMILIES}
+            "longcat_flash": _longcat_flash, **mimo.FAMILIES, **lfm2.FAMILIES,
+            **granite_hybrid.FAMILIES}
 ATTN_KINDS = {"exaone_moe": _exaone_attn_kinds, "afmoe": _afmoe_attn_kinds,
-              "llama4_text": _llama4_attn_kinds, **mimo.ATTN_KINDS, **lfm2.ATTN_KINDS}
+              "llama4_text": _llama4_attn_kinds, **mimo.ATTN_KINDS, **lfm2.ATTN_KINDS,
+              **granite_hybrid.ATTN_KINDS}

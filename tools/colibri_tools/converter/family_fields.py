@@ -171,6 +171,14 @@ def attention_fields(c: HFConfig, head_dim_key: str | None) -> dict:
             "tie_embeddings": int(c.flag("tie_word_embeddings", False))}
 
 
+def granite_scales(c: HFConfig) -> dict:
+    """Granite's multipliers, as the record's format 1.1 scales."""
+    return {"embedding_scale": c.number("embedding_multiplier", 1.0),
+            "residual_scale": c.number("residual_multiplier", 1.0),
+            "attention_scale": c.number("attention_multiplier", 1.0),
+            "logits_divisor": c.number("logits_scaling", 1.0)}
+
+
 def expert_count(c: HFConfig, keys: tuple[str, ...]) -> int:
     """The routed experts of a family whose MoE layers always have some, from
     the first of `keys` the config has; zero is refused as such, naming the key."""

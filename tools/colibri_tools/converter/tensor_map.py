@@ -38,6 +38,7 @@ from .families import ModelSpec
 from .tensor_map_fused import dbrx_experts, dbrx_tensor, jetmoe_tensor
 from .tensor_map_lfm2 import lfm2_name, lfm2_tensor
 from .tensor_map_longcat import PREDICTION_PREFIX, longcat_experts, longcat_name, longcat_scaled
+from .tensor_map_mamba2 import mamba2_tensor
 from .tensor_map_mimo import mimo_tensor
 
 _DENSE_ROLES = (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)
@@ -270,6 +271,8 @@ class TensorMap:
             fused = mimo_tensor(self, entry)
         if self.spec.family == "lfm2_moe":
             fused = lfm2_tensor(self, entry)
+        if self.spec.family == "granitemoehybrid":
+            fused = mamba2_tensor(self, entry)
         if fused is not None:
             return fused
         granite = self._granite_shared(entry)

@@ -13,6 +13,7 @@ from .image_spec import (
     ATTN_CONV,
     ATTN_FULL,
     ATTN_FULL_NOPE,
+    ATTN_MAMBA2,
     ATTN_SLIDING,
     BIAS_ALL,
     BIAS_ATTN,
@@ -32,11 +33,13 @@ from .image_spec import (
     MAX_ALIGNMENT,
     MAX_GROUPS,
     MAX_LORA_RANK,
+    MAX_SSM_SIZE,
     MAX_TOP_K,
     MIN_ALIGNMENT,
     MINOR_CONV,
     MINOR_EXPERTS_LAST,
     MINOR_LLAMA4_ERA,
+    MINOR_MAMBA2,
     MINOR_POST_NORMS,
     MINOR_QUANT,
     MINOR_ROW_GROUPS,
@@ -48,6 +51,7 @@ from .image_spec import (
     NORM_RMS_SANDWICH,
     QK_NORM_L2_ROTATED,
     QK_NORM_PER_HEAD_ROTATED,
+    RECURRENT_KINDS,
     ROPE_DEFAULT,
     ROPE_FIELDS,
     ROPE_YARN,
@@ -58,6 +62,7 @@ from .image_spec import (
     ROUTER_TOPK_SIGMOID_INPUT,
     ROUTER_TOPK_SOFTMAX,
     SCALE_FIELDS,
+    SSM_FIELDS,
     Arch,
     FfnKind,
     ModelRecord,
@@ -119,7 +124,9 @@ def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
-    (2 is 1.10, 3 is 1.11, 4 is 1.13); `ffn_kinds`: theirs (2 is 1.12)."""
+    (2 is 1.10, 3 is 1.11, 4 is 1.13, 5 is 1.14); `ffn_kinds`: theirs (2 is 1.12)."""
+    if r.ssm_heads or arch >= Arch.GRANITEMOE_HYBRID or ATTN_MAMBA2 in attn_kinds:
+        return MINOR_MAMBA2
     if r.extended or arch >= Arch.LFM2_MOE or ATTN_CONV in attn_kinds:
         return MINOR_CONV
     if (r.zero_experts or r.layer_rope or arch >= Arch.LONGCAT_FLASH
@@ -428,7 +435,20 @@ def _extension_problems(r: ModelRecord) -> list[Problem]:
         ("conv_kernel", r.conv_kernel, r.conv_kernel == 0 or 2 <= r.conv_kernel <= MAX_CONV_KERNEL,
          f"must be 0, or 2 .. {MAX_CONV_KERNEL} with short convolution layers"),
         ("router_sum_eps", r.router_sum_eps, eps_ok, "must be 0 .. 1 with router_score 1, else 0"),
-    ], BAD_HYPERPARAMS)
+    ] + _ssm_checks(r), BAD_HYPERPARAMS)
+
+
+def _ssm_checks(r: ModelRecord) -> list:
+    """Format 1.14's Mamba2 sizes, as hparams.c's ssm_valid: all zero, or
+    heads, head_dim and state 1 .. MAX_SSM_SIZE with groups dividing the heads."""
+    if r.ssm_heads == 0:
+        return [(name, getattr(r, name), getattr(r, name) == 0, "must be 0 without ssm_heads")
+                for name in SSM_FIELDS[1:]]
+    size = f"must be 1 .. {MAX_SSM_SIZE}"
+    return [(name, getattr(r, name), 1 <= getattr(r, name) <= MAX_SSM_SIZE, size)
+            for name in SSM_FIELDS[:3]] + [
+        ("ssm_groups", r.ssm_groups, 1 <= r.ssm_groups <= r.ssm_heads
+         and r.ssm_heads % r.ssm_groups == 0, "must divide ssm_heads")]
 
 
 _KIND_WIDTHS = {FfnKind.DENSE: ("dense_intermediate",),
@@ -482,12 +502,15 @@ def model_problems(arch: int, alignment: int, record: ModelRecord,
 
 def attn_kind_ok(r: ModelRecord, kind: int) -> bool:
     """Section 2: 0 full; 1 sliding and 3 chunked (1.11) need a window, 4 a short
-    convolution (1.13) its taps; an MLA layer is full attention (as
-    sdk/src/tensor_check.c's attn_kind_valid)."""
+    convolution (1.13) its taps and no Mamba2 sizes, 5 a Mamba2 mixer (1.14) its
+    taps and heads; an MLA layer is full attention (as sdk/src/tensor_check.c's
+    attn_kind_valid)."""
     windowed = kind in (ATTN_SLIDING, ATTN_CHUNKED)
-    return (kind in (ATTN_FULL, ATTN_SLIDING, ATTN_FULL_NOPE, ATTN_CHUNKED, ATTN_CONV)
+    return (kind in (ATTN_FULL, ATTN_SLIDING, ATTN_FULL_NOPE, ATTN_CHUNKED, ATTN_CONV, ATTN_MAMBA2)
             and not (windowed and r.sliding_window == 0)
-            and not (kind == ATTN_CONV and r.conv_kernel == 0)
+            and not (kind in RECURRENT_KINDS and r.conv_kernel == 0)
+            and not (kind == ATTN_CONV and r.ssm_heads)
+            and not (kind == ATTN_MAMBA2 and not r.ssm_heads)
             and (not r.mla or kind == ATTN_FULL))
 
 

@@ -27,7 +27,6 @@ from .image_layout import (
     unused_widths,
 )
 from .image_spec import (
-    ATTN_CONV,
     DATA_ALIGN,
     DTYPE_F32,
     EXPERT_ROLES,
@@ -48,6 +47,7 @@ from .image_spec import (
     NO_LAYER,
     QBLOCK,
     QUANT_DTYPES,
+    RECURRENT_KINDS,
     TENSOR_ENTRY_SIZE,
     TENSOR_RESERVED,
     VERSION_MAJOR,
@@ -147,8 +147,9 @@ class ModelImage:
 
     @property
     def conv_layers(self) -> int:
-        """How many layers are short convolutions (format 1.13): no KV cache."""
-        return sum(layer.attn_kind == ATTN_CONV for layer in self.layers)
+        """How many layers are recurrent (short convolutions, 1.13; Mamba2, 1.14):
+        no KV cache."""
+        return sum(layer.attn_kind in RECURRENT_KINDS for layer in self.layers)
 
     def expert_blocks(self) -> list[ExpertBlock]:
         return expert_blocks(self.tensors)
@@ -289,9 +290,12 @@ class _Checker:
             raise self.fail(f"layers end at tensor {cursor}, the table has {header['n_tensors']}",
                             Status.E_BAD_LAYER_TABLE.c_name, header["header_size"])
         self.raise_first(unused_widths(record, kinds))
-        if record.conv_kernel and all(layer.attn_kind != ATTN_CONV for layer in layers):
-            raise self.fail(f"conv_kernel = {record.conv_kernel}: must be 0: no short convolution "
-                            "layer", Status.E_BAD_HYPERPARAMS.c_name, 256)
+        recurrent = any(layer.attn_kind in RECURRENT_KINDS for layer in layers)
+        if (record.conv_kernel or record.ssm_heads) and not recurrent:
+            name = "conv_kernel" if record.conv_kernel else "ssm_heads"
+            raise self.fail(f"{name} = {getattr(record, name)}: must be 0: no short convolution "
+                            "or Mamba2 layer", Status.E_BAD_HYPERPARAMS.c_name,
+                            256 if record.conv_kernel else 264)
 
     def read_tensors(self, header: dict) -> list[tuple[TensorEntry, int, tuple, tuple]]:
         base = header["tensor_table_offset"]

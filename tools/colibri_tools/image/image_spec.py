@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 13  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 14  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 HEADER_SIZE_EXTENDED = 512  # format 1.13: with the record's extension (section 1.2)
 LAYER_ENTRY_SIZE = 16
@@ -43,6 +43,7 @@ MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arc
 MINOR_LLAMA4_ERA = 11           # qkv_clip, the gate bit, norm_kind 3, arch 20 .. 22 and more
 MINOR_ZERO_EXPERTS = 12         # zero_experts, ffn_kind 2 (shortcut), arch 24
 MINOR_CONV = 13                 # the record's extension, attn_kind 4 (short convolution), arch 26
+MINOR_MAMBA2 = 14               # the extension's Mamba2 sizes, attn_kind 5 (Mamba2), arch 27
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -81,6 +82,7 @@ class Arch(IntEnum):
     LONGCAT_FLASH = 24
     MIMO_V2_FLASH = 25
     LFM2_MOE = 26
+    GRANITEMOE_HYBRID = 27
 
 
 class FfnKind(IntEnum):
@@ -142,6 +144,16 @@ class Role(IntEnum):
     CONV_IN_X = 78
     CONV_KERNEL = 79
     CONV_OUT = 80
+    SSM_IN_Z = 81  # format 1.14: a Mamba2 layer's gate z, x/B/C and dt projections,
+    SSM_IN_XBC = 82  # its taps [C, conv_kernel], and the float32 vectors: the
+    SSM_IN_DT = 83  # convolution's bias, dt's bias, A (= -exp(A_log)), D, the
+    SSM_CONV_KERNEL = 84  # gated norm's weights; its output projection
+    SSM_CONV_BIAS = 85
+    SSM_DT_BIAS = 86
+    SSM_A = 87
+    SSM_D = 88
+    SSM_NORM = 89
+    SSM_OUT = 90
 
 
 EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
@@ -218,8 +230,14 @@ MODEL_RECORD_END = 256  # the record fills the header (format 1.11): no reserved
 EXTENSION_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("conv_kernel", 256, "I"),  # taps of the short convolution layers (attn_kind 4)
     ("router_sum_eps", 260, "f"),  # router_score 1: added to the k weights' sum (0: 1e-20)
+    ("ssm_heads", 264, "I"),  # format 1.14: the Mamba2 layers' heads (attn_kind 5), their
+    ("ssm_head_dim", 268, "I"),  # channels, the state per channel, the groups of B and C
+    ("ssm_state", 272, "I"),
+    ("ssm_groups", 276, "I"),
 )
-EXTENSION_END = 264  # 264 .. 511 reserved: zero
+EXTENSION_END = 280  # 280 .. 511 reserved: zero
+SSM_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state", "ssm_groups")
+MAX_SSM_SIZE = 1024  # = MAX_SSM_SIZE in sdk/src/hparams.c
 SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
 ROPE_FIELDS = ("rope_dim", "rope_kind", "rope_factor", "rope_ramp_low", "rope_ramp_width",
                "rope_attn_factor")
@@ -235,6 +253,8 @@ ATTN_FULL, ATTN_SLIDING = 0, 1  # a layer's attn_kind (format 1.6)
 ATTN_FULL_NOPE = 2  # format 1.10: full attention without RoPE (EXAONE's global layers)
 ATTN_CHUNKED = 3  # format 1.11: chunks of sliding_window positions (Llama 4)
 ATTN_CONV = 4  # format 1.13: a gated short convolution instead of attention (LFM2)
+ATTN_MAMBA2 = 5  # format 1.14: a Mamba2 mixer instead of attention (Granite-4.0-H)
+RECURRENT_KINDS = (ATTN_CONV, ATTN_MAMBA2)  # layers with rows in the state, no KV cache
 MLA_FIELDS = ("mla", "q_lora_rank", "kv_lora_rank", "v_head_dim", "lora_eps")
 MLA_LATENT = 1  # the mla value (format 1.7)
 MAX_LORA_RANK = 65536  # = MAX_LORA_RANK in sdk/src/hparams.c
@@ -337,11 +357,34 @@ class ModelRecord:
     layer_rope: int = 0
     conv_kernel: int = 0  # format 1.13 (extension): the short convolutions' taps
     router_sum_eps: float = 0.0  # format 1.13 (extension): router 1's sum term, 0: 1e-20
+    ssm_heads: int = 0  # format 1.14 (extension): the Mamba2 layers' sizes
+    ssm_head_dim: int = 0
+    ssm_state: int = 0
+    ssm_groups: int = 0
 
     @property
     def extended(self) -> bool:
         """Whether the record needs the 512-byte header's extension (1.13)."""
-        return self.conv_kernel != 0 or self.router_sum_eps != 0.0
+        return self.conv_kernel != 0 or self.router_sum_eps != 0.0 or self.ssm_heads != 0
+
+    @property
+    def ssm_inner(self) -> int:
+        """A Mamba2 layer's inner width: heads * head_dim (0 without them)."""
+        return self.ssm_heads * self.ssm_head_dim
+
+    @property
+    def conv_channels(self) -> int:
+        """A recurrent layer's convolution channels: a Mamba2 layer's x, B and C,
+        else (a short convolution) the hidden size."""
+        if self.ssm_heads:
+            return self.ssm_inner + 2 * self.ssm_groups * self.ssm_state
+        return self.hidden_size
+
+    @property
+    def recurrent_floats(self) -> int:
+        """Floats of one recurrent layer in one copy of the state: the last
+        conv_kernel - 1 inputs, then a Mamba2 layer's S [heads][head_dim][state]."""
+        return max(self.conv_kernel - 1, 0) * self.conv_channels + self.ssm_inner * self.ssm_state
 
     @property
     def header_size(self) -> int:
@@ -392,7 +435,7 @@ class LayerEntry:
     ffn_kind: int
     first_tensor: int
     n_tensors: int
-    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_CONV (1.13)
+    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_MAMBA2 (1.14)
 
 
 @dataclass(frozen=True)

@@ -50,11 +50,13 @@ FFN_ROLES = frozenset({Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN, Role.
                        Role.SHARED_UP, Role.SHARED_DOWN, Role.DENSE_GATE, Role.DENSE_UP,
                        Role.DENSE_DOWN})
 # With colibri-convert --quant-attention also these (and a short convolution
-# layer's projections, format 1.13: the operator in an attention's place), with
+# layer's projections, format 1.13, or a Mamba2 layer's, 1.14: the operator in
+# an attention's place), with
 # --quant-embeddings the token embedding and the output projection (LM head).
 ATTENTION_ROLES = frozenset({Role.ATTN_Q, Role.ATTN_K, Role.ATTN_V, Role.ATTN_O,
                              Role.ATTN_GATE, Role.CONV_IN_B, Role.CONV_IN_C, Role.CONV_IN_X,
-                             Role.CONV_OUT})
+                             Role.CONV_OUT, Role.SSM_IN_Z, Role.SSM_IN_XBC, Role.SSM_IN_DT,
+                             Role.SSM_OUT})
 EMBEDDING_ROLES = frozenset({Role.TOKEN_EMBED, Role.LM_HEAD})
 # Every role a reader accepts as Q8/Q4; routers, norms, biases and the shared
 # expert's gate stay float32 (sdk/src/tensor_check.c).

@@ -40,13 +40,14 @@ def _check_context(record: ModelRecord, context: int) -> None:
 
 def state_size(record: ModelRecord, context: int, conv_layers: int = 0) -> int:
     """Bytes of the state for `context` positions: the K and V cache of the
-    layers that attend, and (format 1.13) the two copies of each of the
-    `conv_layers` short convolution layers' last conv_kernel - 1 inputs."""
+    layers that attend, and the two copies of each of the `conv_layers`
+    recurrent layers' rows: a convolution's last conv_kernel - 1 inputs
+    (format 1.13), a Mamba2 layer's S (1.14)."""
     _check_context(record, context)
     kv_layers = record.n_layers - conv_layers
     per_position = (record.kv_lora_rank + record.rope_dim if record.mla  # latent, RoPE key
                     else 2 * record.n_kv_heads * record.head_dim)
-    conv = 2 * conv_layers * max(record.conv_kernel - 1, 0) * record.hidden_size
+    conv = 2 * conv_layers * record.recurrent_floats
     return (kv_layers * context * per_position + conv) * FLOAT_BYTES
 
 
@@ -70,12 +71,15 @@ def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1,
     kv_a = record.kv_lora_rank + record.rope_dim if mla else 0
     q_lora = record.q_lora_rank if mla else 0
     latent = 2 * record.n_heads * record.kv_lora_rank if mla else 0
-    widest = max(h, q, record.out_width, m)  # the widest input row of a product (ATTN_O's: MLA)
+    inner = record.ssm_inner  # Mamba2 (1.14): z, the convolution's input and output, dt
+    ssm = b * (inner + 2 * record.conv_channels + record.ssm_heads) if inner else 0
+    # the widest input row of a product (ATTN_O's: MLA; SSM_OUT's: Mamba2)
+    widest = max(h, q, record.out_width, m, inner)
     blocks = b * row_blocks(widest) * ACTIVATION_BLOCK_FLOATS if quantized else 0
     return [b * h, b * h, b * h, b * h, b * q, b * max(k, kv_a), b * max(k, q_lora),
             b * max(q, record.out_width), record.n_heads * context, b * m, b * m,
             b * max(record.router_width, 1), b * record.head_dim, b * top_k, b * top_k, b * h, used,
-            b, blocks, latent, b * h if shortcut else 0]
+            b, blocks, latent, b * h if shortcut else 0, ssm]
 
 
 def scratch_size(record: ModelRecord, context: int, batch: int = 1,
