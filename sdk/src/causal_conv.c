@@ -16,8 +16,8 @@ static float tap_input(const float *hist, const float *in, uint32_t back, uint32
     return in[(size_t)(j - back) * channels + c];
 }
 
-void colibri_causal_conv(const float *kernel, const float *bias, const float *hist,
-                         const float *in, float *out, uint32_t taps, uint32_t channels, uint32_t n)
+void colibri_causal_conv(const float *kernel, const float *bias, const float *hist, const float *in,
+                         float *out, uint32_t taps, uint32_t channels, uint32_t n)
 {
     for (uint32_t t = 0; t < n; t++) {
         for (uint32_t c = 0; c < channels; c++) {

@@ -114,8 +114,9 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_GRANITEMOE_HYBRID) || hp->qk_norm > QK_NORM_L2_ROTATED ||
-        hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_GRANITEMOE_HYBRID) ||
+        hp->qk_norm > QK_NORM_L2_ROTATED || hp->activation > ACT_SWIGLU_CLAMPED ||
+        hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
     return COLIBRI_OK;
@@ -384,8 +385,8 @@ static int ssm_valid(const colibri_hparams *hp)
 static colibri_status check_extension(const uint8_t *img, colibri_hparams *hp)
 {
     int sigmoid = hp->router_score == ROUTER_SIGMOID;
-    int ok = (hp->conv_kernel == 0u || in_range(hp->conv_kernel, 2u, MAX_CONV_KERNEL)) &&
-             ssm_valid(hp);
+    int ok =
+        (hp->conv_kernel == 0u || in_range(hp->conv_kernel, 2u, MAX_CONV_KERNEL)) && ssm_valid(hp);
     if (!extended(img)) {
         hp->router_sum_eps = sigmoid ? SIGMOID_SUM_EPS : 0.0f;
         return COLIBRI_OK;

@@ -60,8 +60,8 @@ static inline const float *colibri_rows_before(const colibri_state *state, const
  * row, over the taps - 1 history rows (hist; NULL: zeros) and the chunk's n
  * rows of `channels` floats. The same sum, in the same order, whatever the
  * chunk (causal_conv.c). */
-void colibri_causal_conv(const float *kernel, const float *bias, const float *hist,
-                         const float *in, float *out, uint32_t taps, uint32_t channels, uint32_t n);
+void colibri_causal_conv(const float *kernel, const float *bias, const float *hist, const float *in,
+                         float *out, uint32_t taps, uint32_t channels, uint32_t n);
 
 /* The last taps - 1 rows of history and chunk into dst, which may be hist
  * itself: row j comes from row n + j, another row, never one written

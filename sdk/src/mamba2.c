@@ -66,8 +66,7 @@ static void scan_head(void *arg, uint32_t h)
                 float kept = prev != NULL ? prev[k] * decay : 0.0f;
                 s[k] = kept + (dt * b[k]) * x;
             }
-            xt[(size_t)h * dim + p] =
-                job->m->kernels.dot(s, c, size) + job->layer->ssm_d[h] * x;
+            xt[(size_t)h * dim + p] = job->m->kernels.dot(s, c, size) + job->layer->ssm_d[h] * x;
         }
     }
 }
@@ -134,8 +133,8 @@ void colibri_mamba2_forward(const colibri_model *m, const layer_view *layer, uin
     colibri_conv_keep(dst, hist, in, taps, channels, n);
     silu_rows(conv, (size_t)n * channels);
     time_steps(hp, dt, layer->ssm_dt_bias, n);
-    if (!colibri_parallel_tasks(m, hp->ssm_heads,
-                                (uint64_t)n * inner * hp->ssm_state * 4u, scan_head, &job)) {
+    if (!colibri_parallel_tasks(m, hp->ssm_heads, (uint64_t)n * inner * hp->ssm_state * 4u,
+                                scan_head, &job)) {
         for (uint32_t head = 0; head < hp->ssm_heads; head++) {
             scan_head(&job, head);
         }
