@@ -25,7 +25,7 @@ KERNEL_CALLERS = frozenset({
     "latent_of_token", "latent_head", "mla_head_task", "route_tokens", "expert_block",
     "release_experts", "experts_chosen", "sublayer_input", "add_sublayer", "qk_normalise_token",
     "gate_output", "colibri_expert_queries", "colibri_expert_outputs", "zero_experts",
-    "moe_forward", "dense_ffn",
+    "moe_forward", "dense_ffn", "colibri_mamba2_forward", "scan_head", "gated_norm",
 })
 
 
