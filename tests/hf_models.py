@@ -79,15 +79,20 @@ from transformers import (
     PhimoeForCausalLM,
     Qwen2MoeConfig,
     Qwen2MoeForCausalLM,
+    Qwen3_5MoeForCausalLM,
+    Qwen3_5MoeTextConfig,
     Qwen3MoeConfig,
     Qwen3MoeForCausalLM,
+    Qwen3NextConfig,
+    Qwen3NextForCausalLM,
 )
 
 FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe",
             "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1", "gpt_oss",
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
             "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe",
-            "longcat_flash", "mimo_v2_flash", "lfm2_moe", "granitemoehybrid")
+            "longcat_flash", "mimo_v2_flash", "lfm2_moe", "granitemoehybrid", "qwen3_next",
+            "qwen3_5_moe")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -119,6 +124,8 @@ _CLASSES = {
     "mimo_v2_flash": (MiMoV2FlashConfig, MiMoV2FlashForCausalLM),
     "lfm2_moe": (Lfm2MoeConfig, Lfm2MoeForCausalLM),
     "granitemoehybrid": (GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM),
+    "qwen3_next": (Qwen3NextConfig, Qwen3NextForCausalLM),
+    "qwen3_5_moe": (Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -323,6 +330,31 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                              layer_types=["linear_attention", "full_attention",
                                           "linear_attention", "linear_attention",
                                           "full_attention"], **GRANITE_SCALES),
+    # Gated delta layers (2 key heads of 8, 4 value heads of 6, 4 taps) and gated
+    # attention layers (per-head q/k norms, RoPE on a quarter of the head); a dense
+    # layer among the MoE ones (softmax top-2 of 4 renormalised, the gated shared expert).
+    "qwen3_next": dict(vocab_size=101, hidden_size=32, intermediate_size=24,
+                       moe_intermediate_size=12, shared_expert_intermediate_size=16,
+                       num_hidden_layers=5, num_attention_heads=4, num_key_value_heads=2,
+                       head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                       linear_key_head_dim=8, linear_value_head_dim=6, linear_conv_kernel_dim=4,
+                       num_experts=4, num_experts_per_tok=2, mlp_only_layers=[1],
+                       max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                       layer_types=["linear_attention", "linear_attention", "full_attention",
+                                    "linear_attention", "full_attention"],
+                       rope_parameters={"rope_type": "default", "rope_theta": 1e4,
+                                        "partial_rotary_factor": 0.25}),
+    # Qwen3.5-MoE's text model: the same layers (the gated delta projections apart, one
+    # key head for 4 value heads of 8 wide keys 6), every layer MoE; default partial RoPE.
+    "qwen3_5_moe": dict(vocab_size=101, hidden_size=32, moe_intermediate_size=12,
+                        shared_expert_intermediate_size=16, num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                        linear_num_key_heads=1, linear_num_value_heads=4, linear_key_head_dim=6,
+                        linear_value_head_dim=8, linear_conv_kernel_dim=4, num_experts=5,
+                        num_experts_per_tok=2, max_position_embeddings=64, rms_norm_eps=1e-6,
+                        tie_word_embeddings=False,
+                        layer_types=["linear_attention", "full_attention", "linear_attention",
+                                     "full_attention"]),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,
@@ -473,6 +505,9 @@ def _rescale(model: torch.nn.Module, family: str, seed: int) -> None:
                 p.copy_(_normal(tuple(p.shape), 1.0 / math.sqrt(width), gen))
             if family == "switch" and name.endswith("shared_expert.down_proj.weight"):
                 p.zero_()
+            if family in ("qwen3_next", "qwen3_5_moe") and "norm" in name and \
+                    "linear_attn" not in name:
+                p.sub_(1.0)  # zero-centred norms: 1 + weight scales, as trained ones do ~1
         for name, b in model.named_buffers():  # DeepSeek-V3's (LFM2's) selection bias
             if name.endswith("e_score_correction_bias") or (
                     family == "lfm2_moe" and name.endswith("expert_bias")):

@@ -26,6 +26,7 @@ KERNEL_CALLERS = frozenset({
     "release_experts", "experts_chosen", "sublayer_input", "add_sublayer", "qk_normalise_token",
     "gate_output", "colibri_expert_queries", "colibri_expert_outputs", "zero_experts",
     "moe_forward", "dense_ffn", "colibri_mamba2_forward", "scan_head", "gated_norm",
+    "colibri_ssm_scan", "colibri_gated_delta_forward", "delta_head", "normed_gate",
 })
 
 

@@ -130,6 +130,8 @@ static const char *arch_name(uint32_t arch)
     case 25: return "mimo_v2_flash";
     case 26: return "lfm2_moe";
     case 27: return "granitemoehybrid";
+    case 28: return "qwen3_next";
+    case 29: return "qwen3_5_moe";
     default: return "unknown";
     }
 }

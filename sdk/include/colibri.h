@@ -303,11 +303,11 @@ extern const colibri_kernels colibri_kernels_dsp;
 /* Hyper-parameters, decoded from the image's model record (docs/format.md). */
 typedef struct colibri_hparams {
     uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
-                    * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
-                    * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo,
-                    * 16 hunyuan_v1_moe, 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe,
-                    * 20 dbrx, 21 afmoe, 22 llama4, 23 jetmoe, 24 longcat_flash,
-                    * 25 mimo_v2_flash, 26 lfm2_moe, 27 granitemoehybrid */
+                    * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1, 12 gpt_oss,
+                    * 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo, 16 hunyuan_v1_moe,
+                    * 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe, 20 dbrx, 21 afmoe, 22 llama4,
+                    * 23 jetmoe, 24 longcat_flash, 25 mimo_v2_flash, 26 lfm2_moe,
+                    * 27 granitemoehybrid, 28 qwen3_next, 29 qwen3_5_moe */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;

@@ -114,9 +114,8 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_GRANITEMOE_HYBRID) ||
-        hp->qk_norm > QK_NORM_L2_ROTATED || hp->activation > ACT_SWIGLU_CLAMPED ||
-        hp->norm_kind > NORM_RMS_SANDWICH) {
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_QWEN3_5_MOE) || hp->qk_norm > QK_NORM_L2_ROTATED ||
+        hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
     return COLIBRI_OK;

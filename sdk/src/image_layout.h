@@ -147,12 +147,15 @@ enum {
     ATTN_FULL_NOPE = 2,
     ATTN_CHUNKED = 3,
     ATTN_CONV = 4,
-    ATTN_MAMBA2 = 5
+    ATTN_MAMBA2 = 5,
+    ATTN_GATED_DELTA = 6
 };
 /* ATTN_CHUNKED (1.11, Llama 4): positions in chunks of sliding_window, each
  * attending within its own chunk up to itself. ATTN_CONV (1.13, LFM2): no
  * attention but a gated short convolution (short_conv.c), no KV cache.
- * ATTN_MAMBA2 (1.14, Granite-4.0-H): a Mamba2 mixer (mamba2.c), no KV cache. */
+ * ATTN_MAMBA2 (1.14, Granite-4.0-H): a Mamba2 mixer (mamba2.c), no KV cache.
+ * ATTN_GATED_DELTA (1.14, Qwen3-Next): a gated delta rule layer
+ * (gated_delta.c) over the same inputs and state, no KV cache. */
 /* FFN_SHORTCUT (format 1.12, LongCat-Flash): a dense FFN and, on the same
  * input, a MoE whose output is added after the next layer's FFN. */
 enum { FFN_DENSE = 0, FFN_MOE = 1, FFN_SHORTCUT = 2 };
@@ -255,7 +258,8 @@ enum {
     ROLE_SSM_A = 87,
     ROLE_SSM_D = 88,
     ROLE_SSM_NORM = 89,
-    ROLE_SSM_OUT = 90
+    ROLE_SSM_OUT = 90,
+    ROLE_SSM_IN_BETA = 91 /* a gated delta layer's beta projection */
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
@@ -304,7 +308,9 @@ enum {
     ARCH_LONGCAT_FLASH = 24,
     ARCH_MIMO_V2_FLASH = 25,
     ARCH_LFM2_MOE = 26,
-    ARCH_GRANITEMOE_HYBRID = 27
+    ARCH_GRANITEMOE_HYBRID = 27,
+    ARCH_QWEN3_NEXT = 28,
+    ARCH_QWEN3_5_MOE = 29
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

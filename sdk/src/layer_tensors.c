@@ -84,6 +84,27 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_FFN_NORM_BIAS, PART_MAMBA2, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
     {ROLE_ATTN_POST_NORM, PART_MAMBA2, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(attn_post_norm)},
     {ROLE_FFN_POST_NORM, PART_MAMBA2, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_post_norm)},
+    /* a gated delta layer's operator (attn_kind 6, format 1.14) */
+    {ROLE_ATTN_NORM, PART_GATED_DELTA, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm)},
+    {ROLE_SSM_IN_Z, PART_GATED_DELTA, WHEN_ALWAYS, DIM_SSM_INNER, DIM_HIDDEN, SLOT(ssm_in_z)},
+    {ROLE_SSM_IN_XBC, PART_GATED_DELTA, WHEN_ALWAYS, DIM_SSM_CONV, DIM_HIDDEN, SLOT(ssm_in_xbc)},
+    {ROLE_SSM_IN_DT, PART_GATED_DELTA, WHEN_ALWAYS, DIM_SSM_HEADS, DIM_HIDDEN, SLOT(ssm_in_dt)},
+    {ROLE_SSM_IN_BETA, PART_GATED_DELTA, WHEN_ALWAYS, DIM_SSM_HEADS, DIM_HIDDEN, SLOT(ssm_in_beta)},
+    {ROLE_SSM_CONV_KERNEL, PART_GATED_DELTA, WHEN_ALWAYS, DIM_SSM_CONV, DIM_CONV_TAPS,
+     SLOT(ssm_conv_kernel)},
+    {ROLE_SSM_DT_BIAS, PART_GATED_DELTA, WHEN_ALWAYS, DIM_SSM_HEADS, DIM_NONE, SLOT(ssm_dt_bias)},
+    {ROLE_SSM_A, PART_GATED_DELTA, WHEN_ALWAYS, DIM_SSM_HEADS, DIM_NONE, SLOT(ssm_a)},
+    {ROLE_SSM_NORM, PART_GATED_DELTA, WHEN_ALWAYS, DIM_SSM_HEAD_DIM, DIM_NONE, SLOT(ssm_norm)},
+    {ROLE_SSM_OUT, PART_GATED_DELTA, WHEN_ALWAYS, DIM_HIDDEN, DIM_SSM_INNER, SLOT(ssm_out)},
+    {ROLE_FFN_NORM, PART_GATED_DELTA, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm)},
+    {ROLE_ATTN_NORM_BIAS, PART_GATED_DELTA, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE,
+     SLOT(attn_norm_bias)},
+    {ROLE_FFN_NORM_BIAS, PART_GATED_DELTA, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE,
+     SLOT(ffn_norm_bias)},
+    {ROLE_ATTN_POST_NORM, PART_GATED_DELTA, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE,
+     SLOT(attn_post_norm)},
+    {ROLE_FFN_POST_NORM, PART_GATED_DELTA, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE,
+     SLOT(ffn_post_norm)},
 };
 
 const uint32_t colibri_layer_tensors_count =
@@ -138,6 +159,7 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
     case DIM_SSM_INNER: return colibri_ssm_inner(hp);
     case DIM_SSM_CONV: return colibri_conv_channels(hp);
     case DIM_SSM_HEADS: return hp->ssm_heads;
+    case DIM_SSM_HEAD_DIM: return hp->ssm_head_dim;
     case DIM_SHARED: return hp->shared_intermediate;
     case DIM_EXPERT: return hp->expert_intermediate;
     case DIM_HEADS: return hp->n_heads;

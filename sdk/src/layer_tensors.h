@@ -11,9 +11,17 @@
 #include "model_internal.h"
 
 /* Which part of a layer a tensor belongs to, in table order: the operator
- * (attention, a short convolution (1.13) or a Mamba2 mixer (1.14)), then
- * the FFN's. */
-enum { PART_ATTENTION, PART_DENSE, PART_MOE, PART_EXPERT, PART_CONV, PART_MAMBA2 };
+ * (attention, a short convolution (1.13), a Mamba2 mixer or a gated delta
+ * layer (1.14)), then the FFN's. */
+enum {
+    PART_ATTENTION,
+    PART_DENSE,
+    PART_MOE,
+    PART_EXPERT,
+    PART_CONV,
+    PART_MAMBA2,
+    PART_GATED_DELTA
+};
 
 /* When a tensor is present, from the model record. */
 enum {
@@ -68,7 +76,8 @@ enum {
     DIM_CONV_TAPS,  /* conv_kernel (format 1.13) */
     DIM_SSM_INNER,  /* ssm_heads * ssm_head_dim (format 1.14) */
     DIM_SSM_CONV,   /* a Mamba2 convolution's channels: inner + 2 * groups * state */
-    DIM_SSM_HEADS
+    DIM_SSM_HEADS,
+    DIM_SSM_HEAD_DIM
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */
@@ -91,9 +100,10 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim);
 /* The operator part of a layer of this attn_kind. */
 static inline uint32_t colibri_operator_part(uint32_t attn_kind)
 {
-    return attn_kind == ATTN_CONV     ? PART_CONV
-           : attn_kind == ATTN_MAMBA2 ? PART_MAMBA2
-                                      : PART_ATTENTION;
+    return attn_kind == ATTN_CONV          ? PART_CONV
+           : attn_kind == ATTN_MAMBA2      ? PART_MAMBA2
+           : attn_kind == ATTN_GATED_DELTA ? PART_GATED_DELTA
+                                           : PART_ATTENTION;
 }
 
 /* Present tensors of one part (PART_EXPERT: of one expert). */

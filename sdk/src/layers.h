@@ -46,6 +46,32 @@ void colibri_short_conv_forward(const colibri_model *m, const layer_view *layer,
 void colibri_mamba2_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
                             colibri_state *state, workspace *ws, uint32_t n);
 
+/* A gated delta layer's operator (attn_kind 6, format 1.14, Qwen3-Next's
+ * linear attention; gated_delta.c), with the same contract and state as a
+ * Mamba2 layer's. */
+void colibri_gated_delta_forward(const colibri_model *m, const layer_view *layer,
+                                 uint32_t layer_index, colibri_state *state, workspace *ws,
+                                 uint32_t n);
+
+/* One chunk of a Mamba2 or gated delta layer, in ws->ssm: z [n][I], the
+ * convolution's output [n][C] (after SiLU: x, then B, then C per row; the
+ * scan writes y over x), dt [n][heads] (softplus(dt + dt_bias)), beta
+ * [n][heads] (raw, gated delta only); the state S before the chunk (NULL
+ * at position 0) and where S after it goes (may be `before`). */
+typedef struct ssm_chunk {
+    float *z, *conv, *dt, *beta;
+    const float *before;
+    float *after;
+} ssm_chunk;
+
+/* The projections of ws->xn, the convolution (its rows kept in the state's
+ * other copy), SiLU and the time steps of a chunk (mamba2.c). */
+void colibri_ssm_inputs(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
+                        colibri_state *state, workspace *ws, uint32_t n, ssm_chunk *chunk);
+
+/* fn(job, h) for every head h, on the port's threads when worth it. */
+void colibri_ssm_scan(const colibri_model *m, colibri_task_fn fn, void *job, uint32_t n);
+
 /* The rows a recurrent layer reads at the chunk's start: NULL at position
  * 0 (none), the current copy's when the call starts here, else `own` (the
  * other copy, written by the call's earlier chunks). */

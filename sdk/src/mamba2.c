@@ -110,35 +110,57 @@ static void silu_rows(float *x, size_t count)
     }
 }
 
-void colibri_mamba2_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
-                            colibri_state *state, workspace *ws, uint32_t n)
+void colibri_ssm_inputs(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
+                        colibri_state *state, workspace *ws, uint32_t n, ssm_chunk *chunk)
 {
     const colibri_hparams *hp = &m->hp;
-    uint32_t h = hp->hidden_size, inner = colibri_ssm_inner(hp);
+    uint32_t h = hp->hidden_size, inner = colibri_ssm_inner(hp), heads = hp->ssm_heads;
     uint32_t channels = colibri_conv_channels(hp), taps = hp->conv_kernel;
     uint32_t slot = colibri_layer_slot(m, layer_index);
-    float *z = ws->ssm, *in = z + (size_t)ws->batch * inner;
-    float *conv = in + (size_t)ws->batch * channels, *dt = conv + (size_t)ws->batch * channels;
+    float *in = ws->ssm + (size_t)ws->batch * inner;
     float *dst = colibri_recurrent_rows(m, state, 1u - state->conv_copy, slot);
     const float *hist = colibri_rows_before(
         state, ws, colibri_recurrent_rows(m, state, state->conv_copy, slot), dst);
     size_t history = (size_t)(taps - 1u) * channels;
-    linear_product p[3] = {{z, NULL, layer->ssm_in_z, inner, inner, h, n},
+    chunk->z = ws->ssm;
+    chunk->conv = in + (size_t)ws->batch * channels;
+    chunk->dt = chunk->conv + (size_t)ws->batch * channels;
+    chunk->beta = chunk->dt + (size_t)ws->batch * heads;
+    chunk->before = hist != NULL ? hist + history : NULL;
+    chunk->after = dst + history;
+    linear_product p[4] = {{chunk->z, NULL, layer->ssm_in_z, inner, inner, h, n},
                            {in, NULL, layer->ssm_in_xbc, channels, channels, h, n},
-                           {dt, NULL, layer->ssm_in_dt, hp->ssm_heads, hp->ssm_heads, h, n}};
-    scan_job job = {m, layer, hist != NULL ? hist + history : NULL, dst + history, conv, dt, n};
-    colibri_linear_shared(m, p, 3u, ws->xn, h, n, ws->xq);
+                           {chunk->dt, NULL, layer->ssm_in_dt, heads, heads, h, n},
+                           {chunk->beta, NULL, layer->ssm_in_beta, heads, heads, h, n}};
+    colibri_linear_shared(m, p, layer->ssm_in_beta.data != NULL ? 4u : 3u, ws->xn, h, n, ws->xq);
     colibri_causal_conv((const float *)layer->ssm_conv_kernel.data, layer->ssm_conv_bias, hist, in,
-                        conv, taps, channels, n);
+                        chunk->conv, taps, channels, n);
     colibri_conv_keep(dst, hist, in, taps, channels, n);
-    silu_rows(conv, (size_t)n * channels);
-    time_steps(hp, dt, layer->ssm_dt_bias, n);
-    if (!colibri_parallel_tasks(m, hp->ssm_heads, (uint64_t)n * inner * hp->ssm_state * 4u,
-                                scan_head, &job)) {
+    silu_rows(chunk->conv, (size_t)n * channels);
+    time_steps(hp, chunk->dt, layer->ssm_dt_bias, n);
+}
+
+void colibri_ssm_scan(const colibri_model *m, colibri_task_fn fn, void *job, uint32_t n)
+{
+    const colibri_hparams *hp = &m->hp;
+    uint64_t work = (uint64_t)n * colibri_ssm_inner(hp) * hp->ssm_state * 4u;
+    if (!colibri_parallel_tasks(m, hp->ssm_heads, work, fn, job)) {
         for (uint32_t head = 0; head < hp->ssm_heads; head++) {
-            scan_head(&job, head);
+            fn(job, head);
         }
     }
-    gated_norm(m, layer, z, conv, n);
-    colibri_linear(m, ws->ffn_out, h, layer->ssm_out, z, h, inner, n, ws->xq);
+}
+
+void colibri_mamba2_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
+                            colibri_state *state, workspace *ws, uint32_t n)
+{
+    const colibri_hparams *hp = &m->hp;
+    ssm_chunk chunk;
+    scan_job job;
+    colibri_ssm_inputs(m, layer, layer_index, state, ws, n, &chunk);
+    job = (scan_job){m, layer, chunk.before, chunk.after, chunk.conv, chunk.dt, n};
+    colibri_ssm_scan(m, scan_head, &job, n);
+    gated_norm(m, layer, chunk.z, chunk.conv, n);
+    colibri_linear(m, ws->ffn_out, hp->hidden_size, layer->ssm_out, chunk.z, hp->hidden_size,
+                   colibri_ssm_inner(hp), n, ws->xq);
 }

@@ -16,7 +16,8 @@ FAMILIES = ["mixtral", "qwen2_moe", "qwen2_moe_norm", "olmoe", "qwen3_moe", "swi
             "dbrx", "dbrx_plain", "afmoe", "llama4_text", "llama4_text_plain", "jetmoe",
             "afmoe_unshared", "longcat_flash",
             "mimo_v2_flash", "lfm2_moe", "granitemoehybrid",
-            "granitemoehybrid_rope"]  # new ones last: the quantized tests' prompts follow the order
+            "granitemoehybrid_rope", "qwen3_next",
+            "qwen3_5_moe"]  # new ones last: the quantized tests' prompts follow the order
 REPORT = REPO / "build" / "golden_report.json"
 
 

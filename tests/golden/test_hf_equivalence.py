@@ -307,3 +307,39 @@ def test_mimo_layer_types_differ_where_it_shows(converted):
                 undo()
         assert moved > 1000 * TOLERANCE, name
     np.testing.assert_array_equal(_hf_logits(model, ids), base)
+
+
+def test_qwen3_5_moe_as_its_checkpoints_ship(colibri_run, tmp_path):
+    """Qwen3.5-MoE's checkpoints are multimodal (model_type qwen3_5_moe: the text
+    model's config under text_config, its weights under model.language_model., a
+    vision tower beside): colibri-convert converts the text model, and its logits
+    on text follow transformers' multimodal model within the tolerance, greedy
+    tokens included."""
+    from colibri_tools.converter.convert import convert
+    from hf_models import DEFAULT_CONFIGS, _rescale
+    from transformers import Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration
+
+    vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32,
+                  num_position_embeddings=16, patch_size=2, spatial_merge_size=1,
+                  temporal_patch_size=1)
+    torch.manual_seed(5)
+    model = Qwen3_5MoeForConditionalGeneration(Qwen3_5MoeConfig(
+        text_config=DEFAULT_CONFIGS["qwen3_5_moe"], vision_config=vision)).float().eval()
+    model.config._experts_implementation = "eager"
+    model.config._attn_implementation = "eager"
+    model.config.hidden_size = model.config.text_config.hidden_size  # what _rescale reads
+    _rescale(model, "qwen3_5_moe", 5)
+    model.save_pretrained(tmp_path / "hf")
+    convert(tmp_path / "hf", tmp_path / "out", context=64, progress=False)
+    image = tmp_path / "out" / "model.bin"
+    ids = np.random.default_rng(33).integers(0, model.config.text_config.vocab_size, 33).tolist()
+    want = _hf_logits(model, ids)
+    _, got = run_engine(colibri_run, image, ids, logits_path=tmp_path / "l.bin",
+                        vocab=model.config.text_config.vocab_size)
+    assert want.std() > 0.3
+    assert float(np.abs(got - want).max()) <= TOLERANCE
+    with torch.no_grad():
+        greedy = model.generate(torch.tensor([ids[:5]]), max_new_tokens=16, min_new_tokens=16,
+                                do_sample=False, pad_token_id=0, eos_token_id=None)
+    tokens, _ = run_engine(colibri_run, image, ids[:5], gen=16)
+    assert tokens == greedy[0, 5:].tolist()

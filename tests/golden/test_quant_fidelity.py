@@ -70,6 +70,19 @@ LOOSER["deepseek_v3_yarn"] = LOOSER["deepseek_v3"]
 LOOSER["lfm2_moe"] = {"int8": (0.95, 2e-2), "int4": (0.55, 0.15), "int8+attention": (0.90, 3e-2),
                       "int4+attention": (0.45, 0.35), "int8+attention+embeddings": (0.85, 3e-2),
                       "int4+attention+embeddings": (0.35, 0.45)}
+# Qwen3-Next: Qwen2-MoE's softmax router over 4 experts after gated delta layers, whose
+# state sums every past position's k and v: an error in the stream reaches all later
+# positions through it, and the quantized q/k/v/z projections (+attention) feed it
+# directly. Measured at one seed: int8 0.9625 / 8.5e-4, int4 0.631 / 6.9e-2,
+# int8+attention 0.925 / 7.8e-3, int4+attention 0.519 / 0.29, everything int8
+# 0.9125 / 2.0e-2, everything int4 0.431 / 0.40; the float32 model agrees to 1.2e-5.
+LOOSER["qwen3_next"] = {"int8": (0.95, 2e-3), "int4": (0.55, 0.1), "int8+attention": (0.88, 1.2e-2),
+                        "int4+attention": (0.45, 0.4), "int8+attention+embeddings": (0.88, 2.5e-2),
+                        "int4+attention+embeddings": (0.33, 0.5)}
+# Qwen3.5-MoE's text model, the same layers: int8 0.969 / 1.5e-3, int4 0.762 / 4.7e-2,
+# int8+attention 0.95 / 4.9e-3, int4+attention 0.594 / 0.20, everything int8 0.919 /
+# 8.1e-3, everything int4 0.562 / 0.26.
+LOOSER["qwen3_5_moe"] = LOOSER["qwen3_next"]
 # FlexOlmo's norms come after its sublayers: each output is scaled to unit RMS
 # whatever its size, so a sublayer whose output is small carries its relative
 # weight error into the stream at full size (quantized attention most: measured

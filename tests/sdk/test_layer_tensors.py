@@ -108,3 +108,19 @@ def test_format_1_14_mamba2_layers(asan_bins, kind, norm):
         (85, -1, (44,)), (86, -1, (6,)), (87, -1, (6,)), (88, -1, (6,)), (89, -1, (24,)),
         (90, -1, (36, 24))]
     assert 17 not in {row[0] for row in python}
+
+
+@pytest.mark.parametrize("kind", [0, 1])      # dense, MoE
+def test_format_1_14_gated_delta_layers(asan_bins, kind):
+    """A gated delta layer (attn_kind 6): beta's projection, no conv bias or D, the
+    norm per value head (ssm_head_dim), with the Mamba2 layer's sizes."""
+    r = _record(0, 0, 0, 2, 0, 1)
+    r.conv_kernel, r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups = 4, 6, 4, 5, 2
+    python = [(int(t.role), -1 if t.expert == 0xFFFF else t.expert, tuple(t.shape))
+              for t in layer_tensors(r, 0, kind, 6)]
+    c_rows, c_count = _c_layout(asan_bins / "layout_dump", kind, r, 6)
+    assert c_rows == python
+    assert c_count == len(python) == layer_tensor_count(r, kind, 6)
+    assert [row for row in python if 81 <= row[0] <= 91] == [
+        (81, -1, (24, 36)), (82, -1, (44, 36)), (83, -1, (6, 36)), (91, -1, (6, 36)),
+        (84, -1, (44, 4)), (86, -1, (6,)), (87, -1, (6,)), (89, -1, (4,)), (90, -1, (36, 24))]

@@ -26,12 +26,13 @@ TOOLS = ("qemu-system-aarch64", "aarch64-linux-gnu-gcc")
 # The issue-11 families tests/hf_models.py builds (their default configs, and the
 # named YaRN variants), and FlexOlmo, Hunyuan-MoE, GLM-4.7-Flash, MiniMax-M2, EXAONE MoE,
 # DBRX, AFMoE, Llama 4, JetMoE, LongCat-Flash and MiMo-V2-Flash (issue 29), LFM2-MoE
-# (issue 28: short convolution layers), Granite-4.0-H (issue 28: Mamba2 layers).
+# (issue 28: short convolution layers), Granite-4.0-H and Qwen3-Next (issue 28: Mamba2 and
+# gated delta layers).
 FAMILIES = ("granitemoe", "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_moe", "dots1",
             "gpt_oss", "glm4_moe_yarn", "gpt_oss_yarn", "deepseek_v2", "deepseek_v3",
             "deepseek_v3_yarn", "deepseek_v2_greedy", "flex_olmo", "hunyuan_v1_moe", "glm4_moe_lite",
             "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe", "longcat_flash",
-            "mimo_v2_flash", "lfm2_moe", "granitemoehybrid")
+            "mimo_v2_flash", "lfm2_moe", "granitemoehybrid", "qwen3_next", "qwen3_5_moe")
 BUILD_SECONDS = 600
 QEMU_SECONDS = 180
 

@@ -16,6 +16,7 @@ from hf_expect_granite_hybrid import granite_hybrid_record, granite_hybrid_tenso
 from hf_expect_lfm2 import lfm2_record, lfm2_tensors
 from hf_expect_longcat import longcat_record, longcat_tensors
 from hf_expect_mimo import mimo_record, mimo_tensors
+from hf_expect_qwen3_next import qwen3_next_record, qwen3_next_tensors
 from hf_expect_recent import (
     afmoe_fields,
     afmoe_tensors,
@@ -33,7 +34,7 @@ ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "
         "gpt_oss": 12, "deepseek_v2": 13, "deepseek_v3": 14, "flex_olmo": 15,
         "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19,
         "afmoe": 21, "llama4_text": 22, "jetmoe": 23, "longcat_flash": 24, "mimo_v2_flash": 25,
-        "lfm2_moe": 26, "granitemoehybrid": 27}
+        "lfm2_moe": 26, "granitemoehybrid": 27, "qwen3_next": 28, "qwen3_5_moe": 29}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
@@ -218,7 +219,8 @@ DEFAULT_FIELDS = {
 # Families whose modules differ too much from Llama's for the generic reading.
 OWN_RECORDS = {"dbrx": dbrx_record, "jetmoe": jetmoe_record, "longcat_flash": longcat_record,
                "mimo_v2_flash": mimo_record, "lfm2_moe": lfm2_record,
-               "granitemoehybrid": granite_hybrid_record}
+               "granitemoehybrid": granite_hybrid_record, "qwen3_next": qwen3_next_record,
+               "qwen3_5_moe": qwen3_next_record}
 
 
 def expected_record(model: Any, family: str) -> dict[str, Any]:
@@ -376,6 +378,8 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
         return lfm2_tensors(sd, model)
     if family == "granitemoehybrid":
         return granite_hybrid_tensors(sd, model)
+    if family in ("qwen3_next", "qwen3_5_moe"):
+        return qwen3_next_tensors(sd, model)
     out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
            (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}
     if not model.config.tie_word_embeddings:

@@ -259,6 +259,42 @@ def _mamba2(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     return normed.astype(np.float32) @ w.get(Role.SSM_OUT, layer).T
 
 
+def _gated_delta(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
+    """A gated delta layer (attn_kind 6, format 1.14), token by token: z, v/k/q, a and
+    b of the normed input; v/k/q convolved causally, then SiLU; k and q L2-normed per
+    key head (+ 1e-6 under the root), q / sqrt(dk); per value head g = A softplus(a +
+    dt_bias), beta = sigmoid(b), S = S exp(g), S += k ((v - S^T k) beta), y = S^T q;
+    y RMS-normed per head times silu(z); SSM_OUT."""
+    r = w.image.record
+    heads, dv, dk, key_heads = r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups
+    inner = heads * dv
+    z, xbc, a, b = (h @ w.get(role, layer).T for role in (
+        Role.SSM_IN_Z, Role.SSM_IN_XBC, Role.SSM_IN_DT, Role.SSM_IN_BETA))
+    taps = w.get(Role.SSM_CONV_KERNEL, layer)
+    padded = np.concatenate([np.zeros((taps.shape[1] - 1, xbc.shape[1]), np.float32), xbc])
+    conv = _silu(np.stack([(padded[t:t + taps.shape[1]] * taps.T).sum(axis=0)
+                           for t in range(h.shape[0])])).astype(np.float64)
+    v = conv[:, :inner].reshape(-1, heads, dv)
+    k = conv[:, inner:inner + key_heads * dk].reshape(-1, key_heads, dk)
+    q = conv[:, inner + key_heads * dk:].reshape(-1, key_heads, dk)
+    k = k / np.sqrt((k ** 2).sum(-1, keepdims=True) + 1e-6)
+    q = q / np.sqrt((q ** 2).sum(-1, keepdims=True) + 1e-6) / np.sqrt(dk)
+    g = w.get(Role.SSM_A, layer) * np.logaddexp(0.0, a + w.get(Role.SSM_DT_BIAS, layer))
+    beta = 1.0 / (1.0 + np.exp(-b))
+    state = np.zeros((heads, dk, dv))
+    y = np.zeros((h.shape[0], heads, dv))
+    for t in range(h.shape[0]):
+        for head in range(heads):
+            kh, qh = k[t, head // (heads // key_heads)], q[t, head // (heads // key_heads)]
+            state[head] *= np.exp(g[t, head])
+            delta = (v[t, head] - kh @ state[head]) * beta[t, head]
+            state[head] += np.outer(kh, delta)
+            y[t, head] = qh @ state[head]
+    normed = y / np.sqrt((y ** 2).mean(-1, keepdims=True) + r.rms_eps) * w.get(Role.SSM_NORM, layer)
+    gated = normed.reshape(h.shape[0], inner) * _silu(z)
+    return gated.astype(np.float32) @ w.get(Role.SSM_OUT, layer).T
+
+
 def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray,
             r=None, bias: tuple | None = None) -> np.ndarray:
     g, u = h @ gate.T, h @ up.T
@@ -363,7 +399,7 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
 
     shortcut = None  # format 1.12: a shortcut layer's MoE output, for the next layer
     for layer, entry in enumerate(image.layers):
-        operator = {4: _short_conv, 5: _mamba2}.get(entry.attn_kind, _attention)
+        operator = {4: _short_conv, 5: _mamba2, 6: _gated_delta}.get(entry.attn_kind, _attention)
         a = operator(w, pre(x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer), layer)
         x = x + residual * out(a, Role.ATTN_NORM, layer)
         h = pre(x, Role.FFN_NORM, Role.FFN_NORM_BIAS, layer)

@@ -150,6 +150,12 @@ def _doc_order(rec: dict) -> list[tuple]:
             rows = [(16, (h,)), (81, (inner, h)), (82, (c, h)), (83, (heads, h)),
                     (84, (c, rec["conv_kernel"])), (85, (c,)), (86, (heads,)), (87, (heads,)),
                     (88, (heads,)), (89, (inner,)), (90, (h, inner)), (27, (h,))]
+        elif rec["attn_kinds"][layer] == 6:  # a gated delta layer (1.14): beta, no bias or D
+            heads, inner = rec["ssm_heads"], rec["ssm_heads"] * rec["ssm_head_dim"]
+            c = inner + 2 * rec["ssm_groups"] * rec["ssm_state"]
+            rows = [(16, (h,)), (81, (inner, h)), (82, (c, h)), (83, (heads, h)), (91, (heads, h)),
+                    (84, (c, rec["conv_kernel"])), (86, (heads,)), (87, (heads,)),
+                    (89, (rec["ssm_head_dim"],)), (90, (h, inner)), (27, (h,))]
         elif rec["attn_kinds"][layer] == 4:  # a short convolution (1.13): B, C, X, taps, out
             rows = [(16, (h,)), (76, (h, h)), (77, (h, h)), (78, (h, h)),
                     (79, (h, rec["conv_kernel"])), (80, (h, h)), (27, (h,))]
@@ -169,7 +175,7 @@ def _doc_order(rec: dict) -> list[tuple]:
             rows += [(70, (q, h))] if rec["attn_bias"] & 256 else []  # the output's gate (1.11)
             rows += [(73, (e, h))] if experts else []  # the attention experts' router
             rows.append((20, (e * h, k) if experts else (h, q)))
-        if rec["attn_kinds"][layer] not in (4, 5):
+        if rec["attn_kinds"][layer] not in (4, 5, 6):
             rows += _attention_tail(rec)
         if kind in (0, 2):  # dense, or (1.12) a shortcut layer's dense part
             rows += [(32, (d, h)), (33, (d, h)), (34, (h, d))]
@@ -237,8 +243,8 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     extended = extended or rec["ssm_heads"] != 0
     if extended or rec["arch"] >= 26 or 4 in rec["attn_kinds"]:
         minor = 13  # section 7: the record's extension, short convolutions, LFM2-MoE
-    if rec["ssm_heads"] or rec["arch"] >= 27 or 5 in rec["attn_kinds"]:
-        minor = 14  # section 7: the extension's Mamba2 sizes, Mamba2 layers, Granite-4.0-H
+    if rec["ssm_heads"] or rec["arch"] >= 27 or {5, 6} & set(rec["attn_kinds"]):
+        minor = 14  # section 7: the extension's ssm_* sizes, Mamba2 and gated delta layers
     header = 512 if extended else 256
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, header)
     assert _u("Q", data, 16) == len(data)

@@ -46,6 +46,7 @@ from ..version import add_version_option
 from .checkpoint import Checkpoint
 from .config_header import write_config_header
 from .families import ModelSpec, as_switch, model_spec, switch_candidate
+from .multimodal import TEXT_MODELS, TextModelView
 from .tensor_map import TensorMap
 
 log = logging.getLogger("colibri_tools.converter.convert")
@@ -102,6 +103,10 @@ def _plan(ckpt: Checkpoint, quant: str | None = None, quant_attention: bool = Fa
     """The model spec and its tensors (with the dtypes --quant asks for),
     switch detection included; nothing written yet."""
     spec = model_spec(ckpt.config, ckpt.config_path)
+    if ckpt.config.get("model_type") in TEXT_MODELS:
+        log.info("%s: its text model converted, the vision tower left out",
+                 ckpt.config["model_type"])
+        ckpt = TextModelView(ckpt)
     tmap = TensorMap(ckpt, spec)
     dropped = switch_candidate(spec) and tmap.shared_expert_is_zero()
     if dropped:

@@ -96,12 +96,14 @@ from .family_fields import (
     expert_count,
     granite_scales,
     mla_fields,
+    qwen_ffn_kinds,
     rope_fields,
     rope_theta,
     routing_fields,
     sigmoid_router,
 )
 from .hf_config import HFConfig
+from .multimodal import text_config
 
 # Record field -> the config field it comes from, to name it in errors.
 _SOURCE_FIELDS = {
@@ -119,6 +121,12 @@ _SOURCE_FIELDS = {
 _MAMBA2_SOURCE_FIELDS = {
     "conv_kernel": "mamba_d_conv", "ssm_heads": "mamba_n_heads", "ssm_head_dim": "mamba_d_head",
     "ssm_state": "mamba_d_state", "ssm_groups": "mamba_n_groups",
+}
+# Qwen3-Next's gated delta sizes.
+_DELTA_SOURCE_FIELDS = {
+    "conv_kernel": "linear_conv_kernel_dim", "ssm_heads": "linear_num_value_heads",
+    "ssm_head_dim": "linear_value_head_dim", "ssm_state": "linear_key_head_dim",
+    "ssm_groups": "linear_num_key_heads",
 }
 # DBRX names its fields otherwise, some under attn_config and ffn_config.
 _DBRX_SOURCE_FIELDS = {
@@ -158,13 +166,6 @@ class ModelSpec:
         return self.family in INTERLEAVED_ROPE_FAMILIES
 
 
-def _qwen_ffn_kinds(c: HFConfig, n_layers: int, n_experts: int) -> list[int]:
-    mlp_only = c.int_list("mlp_only_layers")
-    step = c.integer("decoder_sparse_step", 1, minimum=1)
-    return [FfnKind.MOE if (i not in mlp_only and n_experts > 0 and (i + 1) % step == 0)
-            else FfnKind.DENSE for i in range(n_layers)]
-
-
 def _reject_sliding_window_qwen(c: HFConfig) -> None:
     c.reject_if("use_sliding_window", bool, "sliding-window attention is not supported")
     c.reject_if("layer_types", lambda v: isinstance(v, list) and any(t != "full_attention" for t in v),
@@ -186,7 +187,7 @@ def _qwen_common(c: HFConfig) -> tuple[dict, list[int]]:
     _reject_sliding_window_qwen(c)
     fields = attention_fields(c, "head_dim")
     _, n_experts = c.first_integer(("num_experts", "num_local_experts"))   # 0: all dense
-    kinds = _qwen_ffn_kinds(c, fields["n_layers"], n_experts)
+    kinds = qwen_ffn_kinds(c, fields["n_layers"], n_experts)
     moe_width = c.integer("moe_intermediate_size", minimum=1) if n_experts else 0
     fields |= routing_fields(c, kinds, n_experts, moe_width, c.flag("norm_topk_prob", False))
     return fields, kinds
@@ -470,12 +471,16 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
             source = _DBRX_SOURCE_FIELDS.get(p.field, source)
         if arch == Arch.GRANITEMOE_HYBRID:
             source = _MAMBA2_SOURCE_FIELDS.get(p.field, source)
+        if arch in (Arch.QWEN3_NEXT, Arch.QWEN3_5_MOE):
+            source = _DELTA_SOURCE_FIELDS.get(p.field, source)
         raise c.unsupported(source, c.raw(source) if c.raw(source) is not None else p.value,
                             reason)
 
 
 def model_spec(config: dict, path: str | Path) -> ModelSpec:
-    """Map a config.json (already parsed) to the image's model record."""
+    """Map a config.json (already parsed) to the image's model record (a
+    multimodal one's text model: multimodal.py)."""
+    config = text_config(config, path)
     c = HFConfig(config, path)
     family = config.get("model_type")
     if not isinstance(family, str):

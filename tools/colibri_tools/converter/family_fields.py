@@ -171,6 +171,15 @@ def attention_fields(c: HFConfig, head_dim_key: str | None) -> dict:
             "tie_embeddings": int(c.flag("tie_word_embeddings", False))}
 
 
+def qwen_ffn_kinds(c: HFConfig, n_layers: int, n_experts: int) -> list[int]:
+    """Qwen's dense and MoE layers: MoE every decoder_sparse_step-th layer, but
+    not those in mlp_only_layers."""
+    mlp_only = c.int_list("mlp_only_layers")
+    step = c.integer("decoder_sparse_step", 1, minimum=1)
+    return [FfnKind.MOE if (i not in mlp_only and n_experts > 0 and (i + 1) % step == 0)
+            else FfnKind.DENSE for i in range(n_layers)]
+
+
 def granite_scales(c: HFConfig) -> dict:
     """Granite's multipliers, as the record's format 1.1 scales."""
     return {"embedding_scale": c.number("embedding_multiplier", 1.0),

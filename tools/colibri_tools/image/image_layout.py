@@ -13,7 +13,6 @@ from .image_spec import (
     ATTN_CONV,
     ATTN_FULL,
     ATTN_FULL_NOPE,
-    ATTN_MAMBA2,
     ATTN_SLIDING,
     BIAS_ALL,
     BIAS_ATTN,
@@ -63,6 +62,7 @@ from .image_spec import (
     ROUTER_TOPK_SOFTMAX,
     SCALE_FIELDS,
     SSM_FIELDS,
+    SSM_KINDS,
     Arch,
     FfnKind,
     ModelRecord,
@@ -124,8 +124,8 @@ def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
     """The minor format version an image needs: the newest feature it uses
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
-    (2 is 1.10, 3 is 1.11, 4 is 1.13, 5 is 1.14); `ffn_kinds`: theirs (2 is 1.12)."""
-    if r.ssm_heads or arch >= Arch.GRANITEMOE_HYBRID or ATTN_MAMBA2 in attn_kinds:
+    (2 is 1.10, 3 is 1.11, 4 is 1.13, 5 and 6 are 1.14); `ffn_kinds`: theirs (2 is 1.12)."""
+    if r.ssm_heads or arch >= Arch.GRANITEMOE_HYBRID or set(SSM_KINDS) & set(attn_kinds):
         return MINOR_MAMBA2
     if r.extended or arch >= Arch.LFM2_MOE or ATTN_CONV in attn_kinds:
         return MINOR_CONV
@@ -503,14 +503,14 @@ def model_problems(arch: int, alignment: int, record: ModelRecord,
 def attn_kind_ok(r: ModelRecord, kind: int) -> bool:
     """Section 2: 0 full; 1 sliding and 3 chunked (1.11) need a window, 4 a short
     convolution (1.13) its taps and no Mamba2 sizes, 5 a Mamba2 mixer (1.14) its
-    taps and heads; an MLA layer is full attention (as sdk/src/tensor_check.c's
-    attn_kind_valid)."""
+    taps and heads, and so does 6, a gated delta layer (1.14); an MLA layer is full
+    attention (as sdk/src/tensor_check.c's attn_kind_valid)."""
     windowed = kind in (ATTN_SLIDING, ATTN_CHUNKED)
-    return (kind in (ATTN_FULL, ATTN_SLIDING, ATTN_FULL_NOPE, ATTN_CHUNKED, ATTN_CONV, ATTN_MAMBA2)
+    return (kind in (ATTN_FULL, ATTN_SLIDING, ATTN_FULL_NOPE, ATTN_CHUNKED) + RECURRENT_KINDS
             and not (windowed and r.sliding_window == 0)
             and not (kind in RECURRENT_KINDS and r.conv_kernel == 0)
             and not (kind == ATTN_CONV and r.ssm_heads)
-            and not (kind == ATTN_MAMBA2 and not r.ssm_heads)
+            and not (kind in SSM_KINDS and not r.ssm_heads)
             and (not r.mla or kind == ATTN_FULL))
 
 

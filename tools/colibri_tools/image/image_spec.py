@@ -43,7 +43,7 @@ MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arc
 MINOR_LLAMA4_ERA = 11           # qkv_clip, the gate bit, norm_kind 3, arch 20 .. 22 and more
 MINOR_ZERO_EXPERTS = 12         # zero_experts, ffn_kind 2 (shortcut), arch 24
 MINOR_CONV = 13                 # the record's extension, attn_kind 4 (short convolution), arch 26
-MINOR_MAMBA2 = 14               # the extension's Mamba2 sizes, attn_kind 5 (Mamba2), arch 27
+MINOR_MAMBA2 = 14               # the extension's ssm_* sizes, attn_kind 5 and 6, arch 27, 28
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -83,6 +83,8 @@ class Arch(IntEnum):
     MIMO_V2_FLASH = 25
     LFM2_MOE = 26
     GRANITEMOE_HYBRID = 27
+    QWEN3_NEXT = 28
+    QWEN3_5_MOE = 29
 
 
 class FfnKind(IntEnum):
@@ -154,6 +156,7 @@ class Role(IntEnum):
     SSM_D = 88
     SSM_NORM = 89
     SSM_OUT = 90
+    SSM_IN_BETA = 91  # format 1.14: a gated delta layer's beta projection
 
 
 EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
@@ -254,7 +257,9 @@ ATTN_FULL_NOPE = 2  # format 1.10: full attention without RoPE (EXAONE's global 
 ATTN_CHUNKED = 3  # format 1.11: chunks of sliding_window positions (Llama 4)
 ATTN_CONV = 4  # format 1.13: a gated short convolution instead of attention (LFM2)
 ATTN_MAMBA2 = 5  # format 1.14: a Mamba2 mixer instead of attention (Granite-4.0-H)
-RECURRENT_KINDS = (ATTN_CONV, ATTN_MAMBA2)  # layers with rows in the state, no KV cache
+ATTN_GATED_DELTA = 6  # format 1.14: a gated delta rule layer (Qwen3-Next's linear attention)
+RECURRENT_KINDS = (ATTN_CONV, ATTN_MAMBA2, ATTN_GATED_DELTA)  # rows in the state, no KV cache
+SSM_KINDS = (ATTN_MAMBA2, ATTN_GATED_DELTA)  # the kinds with the extension's ssm_* sizes
 MLA_FIELDS = ("mla", "q_lora_rank", "kv_lora_rank", "v_head_dim", "lora_eps")
 MLA_LATENT = 1  # the mla value (format 1.7)
 MAX_LORA_RANK = 65536  # = MAX_LORA_RANK in sdk/src/hparams.c
@@ -435,7 +440,7 @@ class LayerEntry:
     ffn_kind: int
     first_tensor: int
     n_tensors: int
-    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_MAMBA2 (1.14)
+    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_GATED_DELTA (1.14)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .image_spec import (
     ATTN_CONV,
     ATTN_FULL,
+    ATTN_GATED_DELTA,
     ATTN_MAMBA2,
     BIAS_ATTN_GATE,
     BIAS_EXPERTS,
@@ -124,7 +125,21 @@ def _mamba2_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]]:
     ] + _conv_shapes(r)[6:]
 
 
-_OPERATORS = {ATTN_CONV: _conv_shapes, ATTN_MAMBA2: _mamba2_shapes}
+def _gated_delta_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]]:
+    """A gated delta layer's operator (attn_kind 6, format 1.14)."""
+    h, inner, channels, heads = r.hidden_size, r.ssm_inner, r.conv_channels, r.ssm_heads
+    return [
+        (Role.ATTN_NORM, (h,), True), (Role.SSM_IN_Z, (inner, h), True),
+        (Role.SSM_IN_XBC, (channels, h), True), (Role.SSM_IN_DT, (heads, h), True),
+        (Role.SSM_IN_BETA, (heads, h), True),
+        (Role.SSM_CONV_KERNEL, (channels, r.conv_kernel), True),
+        (Role.SSM_DT_BIAS, (heads,), True), (Role.SSM_A, (heads,), True),
+        (Role.SSM_NORM, (r.ssm_head_dim,), True), (Role.SSM_OUT, (h, inner), True),
+    ] + _conv_shapes(r)[6:]
+
+
+_OPERATORS = {ATTN_CONV: _conv_shapes, ATTN_MAMBA2: _mamba2_shapes,
+              ATTN_GATED_DELTA: _gated_delta_shapes}
 
 
 def _operator_shapes(r: ModelRecord, attn_kind: int) -> list[tuple[Role, tuple[int, ...], bool]]:
