@@ -61,6 +61,8 @@ from transformers import (
     HunYuanMoEV1ForCausalLM,
     JetMoeConfig,
     JetMoeForCausalLM,
+    KimiLinearConfig,
+    KimiLinearForCausalLM,
     Lfm2MoeConfig,
     Lfm2MoeForCausalLM,
     Llama4ForCausalLM,
@@ -92,7 +94,7 @@ FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe"
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
             "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe",
             "longcat_flash", "mimo_v2_flash", "lfm2_moe", "granitemoehybrid", "qwen3_next",
-            "qwen3_5_moe")
+            "qwen3_5_moe", "kimi_linear")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -126,6 +128,7 @@ _CLASSES = {
     "granitemoehybrid": (GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM),
     "qwen3_next": (Qwen3NextConfig, Qwen3NextForCausalLM),
     "qwen3_5_moe": (Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM),
+    "kimi_linear": (KimiLinearConfig, KimiLinearForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -355,6 +358,20 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                         tie_word_embeddings=False,
                         layer_types=["linear_attention", "full_attention", "linear_attention",
                                      "full_attention"]),
+    # KDA layers (4 heads of 8, 4 taps, gates of rank 8) and MLA layers without RoPE
+    # (kv rank 12, its 4-wide key part never turned); a dense first layer, then the
+    # sigmoid router with its bias (one group, as Kimi-Linear's), top-2, a shared expert.
+    "kimi_linear": dict(vocab_size=101, hidden_size=32, intermediate_size=24,
+                        moe_intermediate_size=10, num_hidden_layers=4, num_attention_heads=4,
+                        num_key_value_heads=4, kv_lora_rank=12, q_lora_rank=None,
+                        qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=8, num_local_experts=6,
+                        num_experts_per_tok=2, n_shared_experts=1, n_group=1, topk_group=1,
+                        linear_head_dim=8, linear_num_heads=4, linear_conv_kernel_dim=4,
+                        max_position_embeddings=64, rms_norm_eps=1e-5, pad_token_id=0,
+                        bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                        layer_types=["linear_attention", "full_attention", "linear_attention",
+                                     "full_attention"],
+                        mlp_layer_types=["dense", "sparse", "sparse", "sparse"]),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,

@@ -328,3 +328,15 @@ float colibri_fmaf_soft(float a, float b, float c)
     bits = ((s > 0.0) == (err > 0.0)) ? bits + 1u : bits - 1u; /* away from / towards zero */
     return (float)f64_from_bits(bits);
 }
+
+/* log1p(exp(v)) from a log of w = 1 + u, corrected by u / (w - 1). */
+float colibri_softplusf(float v)
+{
+    float u, w;
+    if (v > 20.0f) {
+        return v;
+    }
+    u = colibri_expf(v);
+    w = 1.0f + u;
+    return w == 1.0f ? u : colibri_logf(w) * (u / (w - 1.0f));
+}

@@ -46,6 +46,8 @@ float colibri_expf(float x);
 void colibri_sincosf(float x, float *sin_out, float *cos_out);
 float colibri_powf(float x, float y);
 float colibri_logf(float x);
+/* log(1 + exp(x)); x itself above 20 (PyTorch's threshold). */
+float colibri_softplusf(float x);
 /* Use colibri_fmaf (colibri_compat.h); this is its portable version. */
 float colibri_fmaf_soft(float a, float b, float c);
 

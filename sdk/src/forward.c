@@ -116,6 +116,8 @@ static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_
         colibri_mamba2_forward(m, &layer, l, state, ws, n);
     } else if (layer.attn_kind == ATTN_GATED_DELTA) {
         colibri_gated_delta_forward(m, &layer, l, state, ws, n);
+    } else if (layer.attn_kind == ATTN_KDA) {
+        colibri_kda_forward(m, &layer, l, state, ws, n);
     } else {
         colibri_attention_forward(m, &layer, l, state, ws, n);
     }

@@ -81,6 +81,8 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->ssm_head_dim = extended(img) ? colibri_rd_u32(img + REC_SSM_HEAD_DIM) : 0u;
     hp->ssm_state = extended(img) ? colibri_rd_u32(img + REC_SSM_STATE) : 0u;
     hp->ssm_groups = extended(img) ? colibri_rd_u32(img + REC_SSM_GROUPS) : 0u;
+    hp->kda_rank = extended(img) ? colibri_rd_u32(img + REC_KDA_RANK) : 0u;
+    hp->kda_bound = extended(img) ? colibri_rd_f32(img + REC_KDA_BOUND) : 0.0f;
     hp->kv_layers = hp->n_layers;
 }
 
@@ -114,7 +116,7 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_QWEN3_5_MOE) || hp->qk_norm > QK_NORM_L2_ROTATED ||
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_KIMI_LINEAR) || hp->qk_norm > QK_NORM_L2_ROTATED ||
         hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
@@ -366,11 +368,21 @@ static colibri_status check_attention_extras(const uint8_t *img, const colibri_h
  * 1024 (Granite-4.0-H's are 48 .. 128, 64, 128), groups dividing the heads;
  * all four zero without Mamba2 layers. */
 #define MAX_SSM_SIZE 1024u
+/* A KDA forget gate's lower bound: below 0, at least -1024 (Ling's is -5). */
+#define MAX_KDA_BOUND 1024.0f
 
-static int ssm_valid(const colibri_hparams *hp)
+static int ssm_valid(const uint8_t *img, const colibri_hparams *hp)
 {
+    int kda_ok =
+        hp->kda_rank <= MAX_SSM_SIZE && (colibri_rd_u32(img + REC_KDA_BOUND) == 0u ||
+                                         (colibri_is_finite(hp->kda_bound) &&
+                                          hp->kda_bound < 0.0f && hp->kda_bound >= -MAX_KDA_BOUND));
     if (hp->ssm_heads == 0u) {
-        return hp->ssm_head_dim == 0u && hp->ssm_state == 0u && hp->ssm_groups == 0u;
+        return hp->ssm_head_dim == 0u && hp->ssm_state == 0u && hp->ssm_groups == 0u &&
+               hp->kda_rank == 0u && colibri_rd_u32(img + REC_KDA_BOUND) == 0u;
+    }
+    if (!kda_ok) {
+        return 0;
     }
     return hp->ssm_heads <= MAX_SSM_SIZE && in_range(hp->ssm_head_dim, 1u, MAX_SSM_SIZE) &&
            in_range(hp->ssm_state, 1u, MAX_SSM_SIZE) &&
@@ -384,8 +396,8 @@ static int ssm_valid(const colibri_hparams *hp)
 static colibri_status check_extension(const uint8_t *img, colibri_hparams *hp)
 {
     int sigmoid = hp->router_score == ROUTER_SIGMOID;
-    int ok =
-        (hp->conv_kernel == 0u || in_range(hp->conv_kernel, 2u, MAX_CONV_KERNEL)) && ssm_valid(hp);
+    int ok = (hp->conv_kernel == 0u || in_range(hp->conv_kernel, 2u, MAX_CONV_KERNEL)) &&
+             ssm_valid(img, hp);
     if (!extended(img)) {
         hp->router_sum_eps = sigmoid ? SIGMOID_SUM_EPS : 0.0f;
         return COLIBRI_OK;

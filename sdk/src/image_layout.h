@@ -96,7 +96,9 @@ enum {
     REC_SSM_HEAD_DIM = 268,
     REC_SSM_STATE = 272,
     REC_SSM_GROUPS = 276,
-    REC_EXT_END = 280 /* 280 .. 511 reserved: zero */
+    REC_KDA_RANK = 280,  /* 1.14: a KDA layer's gate projections' rank (0: full) */
+    REC_KDA_BOUND = 284, /* 1.14: its bounded forget gate's lower bound (0: none) */
+    REC_EXT_END = 288    /* 288 .. 511 reserved: zero */
 };
 
 /* Header flags a reader of this version knows (section 1). */
@@ -148,14 +150,16 @@ enum {
     ATTN_CHUNKED = 3,
     ATTN_CONV = 4,
     ATTN_MAMBA2 = 5,
-    ATTN_GATED_DELTA = 6
+    ATTN_GATED_DELTA = 6,
+    ATTN_KDA = 7
 };
 /* ATTN_CHUNKED (1.11, Llama 4): positions in chunks of sliding_window, each
  * attending within its own chunk up to itself. ATTN_CONV (1.13, LFM2): no
  * attention but a gated short convolution (short_conv.c), no KV cache.
  * ATTN_MAMBA2 (1.14, Granite-4.0-H): a Mamba2 mixer (mamba2.c), no KV cache.
  * ATTN_GATED_DELTA (1.14, Qwen3-Next): a gated delta rule layer
- * (gated_delta.c) over the same inputs and state, no KV cache. */
+ * (gated_delta.c) over the same inputs and state, no KV cache. ATTN_KDA
+ * (1.14, Kimi-Linear): the same rule with a decay per key channel. */
 /* FFN_SHORTCUT (format 1.12, LongCat-Flash): a dense FFN and, on the same
  * input, a MoE whose output is added after the next layer's FFN. */
 enum { FFN_DENSE = 0, FFN_MOE = 1, FFN_SHORTCUT = 2 };
@@ -259,7 +263,11 @@ enum {
     ROLE_SSM_D = 88,
     ROLE_SSM_NORM = 89,
     ROLE_SSM_OUT = 90,
-    ROLE_SSM_IN_BETA = 91 /* a gated delta layer's beta projection */
+    ROLE_SSM_IN_BETA = 91, /* a gated delta layer's beta projection */
+    ROLE_KDA_F_A = 92,     /* 1.14: a KDA layer's forget gate projection, [rank or I, H] */
+    ROLE_KDA_F_B = 93,     /* its second factor [I, rank] (kda_rank > 0) */
+    ROLE_KDA_G_A = 94,     /* its output gate projection, the same shapes */
+    ROLE_KDA_G_B = 95
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
@@ -310,7 +318,8 @@ enum {
     ARCH_LFM2_MOE = 26,
     ARCH_GRANITEMOE_HYBRID = 27,
     ARCH_QWEN3_NEXT = 28,
-    ARCH_QWEN3_5_MOE = 29
+    ARCH_QWEN3_5_MOE = 29,
+    ARCH_KIMI_LINEAR = 30
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

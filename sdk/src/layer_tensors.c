@@ -105,6 +105,25 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
      SLOT(attn_post_norm)},
     {ROLE_FFN_POST_NORM, PART_GATED_DELTA, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE,
      SLOT(ffn_post_norm)},
+    /* a KDA layer's operator (attn_kind 7, format 1.14) */
+    {ROLE_ATTN_NORM, PART_KDA, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm)},
+    {ROLE_SSM_IN_XBC, PART_KDA, WHEN_ALWAYS, DIM_SSM_CONV, DIM_HIDDEN, SLOT(ssm_in_xbc)},
+    {ROLE_SSM_IN_BETA, PART_KDA, WHEN_ALWAYS, DIM_SSM_HEADS, DIM_HIDDEN, SLOT(ssm_in_beta)},
+    {ROLE_KDA_F_A, PART_KDA, WHEN_ALWAYS, DIM_KDA_A_ROWS, DIM_HIDDEN, SLOT(kda_f_a)},
+    {ROLE_KDA_F_B, PART_KDA, WHEN_KDA_RANK, DIM_SSM_INNER, DIM_KDA_RANK, SLOT(kda_f_b)},
+    {ROLE_KDA_G_A, PART_KDA, WHEN_ALWAYS, DIM_KDA_A_ROWS, DIM_HIDDEN, SLOT(kda_g_a)},
+    {ROLE_KDA_G_B, PART_KDA, WHEN_KDA_RANK, DIM_SSM_INNER, DIM_KDA_RANK, SLOT(kda_g_b)},
+    {ROLE_SSM_CONV_KERNEL, PART_KDA, WHEN_ALWAYS, DIM_SSM_CONV, DIM_CONV_TAPS,
+     SLOT(ssm_conv_kernel)},
+    {ROLE_SSM_DT_BIAS, PART_KDA, WHEN_ALWAYS, DIM_SSM_INNER, DIM_NONE, SLOT(ssm_dt_bias)},
+    {ROLE_SSM_A, PART_KDA, WHEN_ALWAYS, DIM_SSM_HEADS, DIM_NONE, SLOT(ssm_a)},
+    {ROLE_SSM_NORM, PART_KDA, WHEN_ALWAYS, DIM_SSM_HEAD_DIM, DIM_NONE, SLOT(ssm_norm)},
+    {ROLE_SSM_OUT, PART_KDA, WHEN_ALWAYS, DIM_HIDDEN, DIM_SSM_INNER, SLOT(ssm_out)},
+    {ROLE_FFN_NORM, PART_KDA, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm)},
+    {ROLE_ATTN_NORM_BIAS, PART_KDA, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm_bias)},
+    {ROLE_FFN_NORM_BIAS, PART_KDA, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
+    {ROLE_ATTN_POST_NORM, PART_KDA, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(attn_post_norm)},
+    {ROLE_FFN_POST_NORM, PART_KDA, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_post_norm)},
 };
 
 const uint32_t colibri_layer_tensors_count =
@@ -135,6 +154,7 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_ROUTER_LOGIT_BIAS: return (hp->attn_bias & BIAS_ROUTER) != 0;
     case WHEN_EXPERT_BIAS: return (hp->attn_bias & BIAS_EXPERTS) != 0;
     case WHEN_LAYER_ROPE: return hp->layer_rope != 0;
+    case WHEN_KDA_RANK: return hp->kda_rank > 0u;
     default: return 1;
     }
 }
@@ -160,6 +180,8 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
     case DIM_SSM_CONV: return colibri_conv_channels(hp);
     case DIM_SSM_HEADS: return hp->ssm_heads;
     case DIM_SSM_HEAD_DIM: return hp->ssm_head_dim;
+    case DIM_KDA_A_ROWS: return hp->kda_rank > 0u ? hp->kda_rank : colibri_ssm_inner(hp);
+    case DIM_KDA_RANK: return hp->kda_rank;
     case DIM_SHARED: return hp->shared_intermediate;
     case DIM_EXPERT: return hp->expert_intermediate;
     case DIM_HEADS: return hp->n_heads;

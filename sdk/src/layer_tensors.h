@@ -20,7 +20,8 @@ enum {
     PART_EXPERT,
     PART_CONV,
     PART_MAMBA2,
-    PART_GATED_DELTA
+    PART_GATED_DELTA,
+    PART_KDA
 };
 
 /* When a tensor is present, from the model record. */
@@ -46,7 +47,8 @@ enum {
     WHEN_POST_NORMS,   /* norm_kind 3 (format 1.11) */
     WHEN_ATTN_EXPERTS, /* attn_bias bit 9 (format 1.11) */
     WHEN_MOE_OUT_BIAS, /* attn_bias bit 10 (format 1.11) */
-    WHEN_LAYER_ROPE    /* header flag LAYER_ROPE (format 1.12) */
+    WHEN_LAYER_ROPE,   /* header flag LAYER_ROPE (format 1.12) */
+    WHEN_KDA_RANK      /* kda_rank > 0 (format 1.14) */
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */
@@ -77,7 +79,9 @@ enum {
     DIM_SSM_INNER,  /* ssm_heads * ssm_head_dim (format 1.14) */
     DIM_SSM_CONV,   /* a Mamba2 convolution's channels: inner + 2 * groups * state */
     DIM_SSM_HEADS,
-    DIM_SSM_HEAD_DIM
+    DIM_SSM_HEAD_DIM,
+    DIM_KDA_A_ROWS, /* kda_rank, or I when 0 (one full-rank matrix) */
+    DIM_KDA_RANK
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */
@@ -103,6 +107,7 @@ static inline uint32_t colibri_operator_part(uint32_t attn_kind)
     return attn_kind == ATTN_CONV          ? PART_CONV
            : attn_kind == ATTN_MAMBA2      ? PART_MAMBA2
            : attn_kind == ATTN_GATED_DELTA ? PART_GATED_DELTA
+           : attn_kind == ATTN_KDA         ? PART_KDA
                                            : PART_ATTENTION;
 }
 

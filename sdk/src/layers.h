@@ -53,13 +53,21 @@ void colibri_gated_delta_forward(const colibri_model *m, const layer_view *layer
                                  uint32_t layer_index, colibri_state *state, workspace *ws,
                                  uint32_t n);
 
-/* One chunk of a Mamba2 or gated delta layer, in ws->ssm: z [n][I], the
- * convolution's output [n][C] (after SiLU: x, then B, then C per row; the
- * scan writes y over x), dt [n][heads] (softplus(dt + dt_bias)), beta
- * [n][heads] (raw, gated delta only); the state S before the chunk (NULL
- * at position 0) and where S after it goes (may be `before`). */
+/* A KDA layer's operator (attn_kind 7, format 1.14, Kimi-Linear's linear
+ * attention; gated_delta.c): the gated delta rule with a decay per key
+ * channel, the same contract and state. */
+void colibri_kda_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
+                         colibri_state *state, workspace *ws, uint32_t n);
+
+/* One chunk of a Mamba2 or delta rule layer, in ws->ssm: z [n][I], the
+ * convolution's input [n][C] (free once convolved) and output [n][C] (after
+ * SiLU: x, then B, then C per row; the scan writes y over x), dt (softplus(dt
+ * + dt_bias), [n][heads]; a KDA layer's per-channel decay [n][I]), beta
+ * [n][heads] (raw, delta rule layers only); the state S before the chunk
+ * (NULL at position 0) and where S after it goes (may be `before`). The
+ * projections a layer kind lacks are skipped. */
 typedef struct ssm_chunk {
-    float *z, *conv, *dt, *beta;
+    float *z, *in, *conv, *dt, *beta;
     const float *before;
     float *after;
 } ssm_chunk;

@@ -16,19 +16,6 @@
 #include "layers.h"
 #include "linear.h"
 
-/* softplus(v) = log(1 + exp(v)), v itself above 20 (PyTorch's threshold);
- * log1p from a log of 1 + u, corrected by u / ((1 + u) - 1). */
-static float softplus(float v)
-{
-    float u, w;
-    if (v > 20.0f) {
-        return v;
-    }
-    u = colibri_expf(v);
-    w = 1.0f + u;
-    return w == 1.0f ? u : colibri_logf(w) * (u / (w - 1.0f));
-}
-
 static float silu(float v)
 {
     return v / (1.0f + colibri_expf(-v));
@@ -77,7 +64,7 @@ static void time_steps(const colibri_hparams *hp, float *dt, const float *bias, 
     for (uint32_t t = 0; t < n; t++) {
         for (uint32_t h = 0; h < hp->ssm_heads; h++) {
             float *v = dt + (size_t)t * hp->ssm_heads + h;
-            *v = softplus(*v + bias[h]);
+            *v = colibri_softplusf(*v + bias[h]);
         }
     }
 }
@@ -125,19 +112,29 @@ void colibri_ssm_inputs(const colibri_model *m, const layer_view *layer, uint32_
     chunk->z = ws->ssm;
     chunk->conv = in + (size_t)ws->batch * channels;
     chunk->dt = chunk->conv + (size_t)ws->batch * channels;
-    chunk->beta = chunk->dt + (size_t)ws->batch * heads;
+    chunk->beta = chunk->dt + (size_t)ws->batch * inner;
+    chunk->in = in;
     chunk->before = hist != NULL ? hist + history : NULL;
     chunk->after = dst + history;
-    linear_product p[4] = {{chunk->z, NULL, layer->ssm_in_z, inner, inner, h, n},
-                           {in, NULL, layer->ssm_in_xbc, channels, channels, h, n},
-                           {chunk->dt, NULL, layer->ssm_in_dt, heads, heads, h, n},
-                           {chunk->beta, NULL, layer->ssm_in_beta, heads, heads, h, n}};
-    colibri_linear_shared(m, p, layer->ssm_in_beta.data != NULL ? 4u : 3u, ws->xn, h, n, ws->xq);
+    const linear_product all[4] = {{chunk->z, NULL, layer->ssm_in_z, inner, inner, h, n},
+                                   {in, NULL, layer->ssm_in_xbc, channels, channels, h, n},
+                                   {chunk->dt, NULL, layer->ssm_in_dt, heads, heads, h, n},
+                                   {chunk->beta, NULL, layer->ssm_in_beta, heads, heads, h, n}};
+    linear_product p[4];
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < 4u; i++) {
+        if (all[i].w.data != NULL) {
+            p[count++] = all[i];
+        }
+    }
+    colibri_linear_shared(m, p, count, ws->xn, h, n, ws->xq);
     colibri_causal_conv((const float *)layer->ssm_conv_kernel.data, layer->ssm_conv_bias, hist, in,
                         chunk->conv, taps, channels, n);
     colibri_conv_keep(dst, hist, in, taps, channels, n);
     silu_rows(chunk->conv, (size_t)n * channels);
-    time_steps(hp, chunk->dt, layer->ssm_dt_bias, n);
+    if (layer->ssm_in_dt.data != NULL) {
+        time_steps(hp, chunk->dt, layer->ssm_dt_bias, n);
+    }
 }
 
 void colibri_ssm_scan(const colibri_model *m, colibri_task_fn fn, void *job, uint32_t n)

@@ -36,8 +36,8 @@ static void queries(const colibri_model *m, const layer_view *layer, workspace *
     colibri_linear(m, ws->q, q_dim, layer->wq, ws->v, q_dim, rank, n, ws->xq);
 }
 
-/* Token t's latent (normed) and RoPE key (rotated) into the cache at pos,
- * and the RoPE part of each of its query heads rotated. */
+/* Token t's latent (normed) and RoPE key into the cache at pos, the key and
+ * the RoPE part of each of its query heads rotated (not at attn_kind 2). */
 static void latent_of_token(const colibri_model *m, const layer_view *layer, float *cache,
                             uint32_t pos, uint32_t t, workspace *ws)
 {
@@ -46,9 +46,10 @@ static void latent_of_token(const colibri_model *m, const layer_view *layer, flo
     const float *rope = ws->rope + (size_t)t * hp->head_dim;
     float *kv = ws->k + (size_t)t * stride, *q = ws->q + (size_t)t * hp->n_heads * hp->head_dim;
     m->kernels.rmsnorm(kv, kv, layer->kv_a_norm, hp->kv_lora_rank, hp->lora_eps);
-    m->kernels.rope_apply(kv + hp->kv_lora_rank, rope, hp->rope_dim);
-    for (uint32_t h = 0; h < hp->n_heads; h++) {
-        m->kernels.rope_apply(q + h * hp->head_dim + nope, rope, hp->rope_dim);
+    for (uint32_t h = 0; layer->attn_kind != ATTN_FULL_NOPE && h <= hp->n_heads; h++) {
+        /* the RoPE key, then each head's RoPE part; none without RoPE (Kimi-Linear) */
+        float *part = h == 0u ? kv + hp->kv_lora_rank : q + (h - 1u) * hp->head_dim + nope;
+        m->kernels.rope_apply(part, rope, hp->rope_dim);
     }
     memcpy(cache + (size_t)pos * stride, kv, stride * sizeof(float));
 }

@@ -19,7 +19,7 @@ typedef struct matrix_ref {
 /* Pointers to one layer's weights, resolved from the validated table. */
 typedef struct layer_view {
     uint32_t ffn_kind;              /* FFN_DENSE, FFN_MOE or FFN_SHORTCUT */
-    uint32_t attn_kind;             /* ATTN_FULL .. ATTN_GATED_DELTA */
+    uint32_t attn_kind;             /* ATTN_FULL .. ATTN_KDA */
     const float *attn_norm;         /* [H] */
     matrix_ref wq;                  /* [Q, H]; MLA with a q LoRA: Q_B [Q, q_lora];
                                      * attention experts: [E * K, H], F32 */
@@ -64,6 +64,10 @@ typedef struct layer_view {
                                      * delta: [head_dim], per head */
     matrix_ref ssm_out;             /* [H, I] the output projection */
     matrix_ref ssm_in_beta;         /* gated delta (1.14): [heads, H] beta, or none */
+    matrix_ref kda_f_a;             /* KDA (1.14): [rank or I, H] the forget gate's input */
+    matrix_ref kda_f_b;             /* [I, rank] its second factor, or none (rank 0) */
+    matrix_ref kda_g_a;             /* [rank or I, H] the output gate's */
+    matrix_ref kda_g_b;             /* [I, rank] or none */
     const float *router_logit_bias; /* [E + Z] added to the router logits, or NULL */
     matrix_ref dense_gate;          /* [D, H] (dense layer) */
     matrix_ref dense_up;            /* [D, H] */
@@ -144,7 +148,7 @@ uint32_t colibri_layer_slot(const colibri_model *m, uint32_t l);
 /* Whether a layer of this attn_kind keeps recurrent rows, not a KV cache. */
 static inline int colibri_recurrent_kind(uint32_t attn_kind)
 {
-    return attn_kind == ATTN_CONV || attn_kind == ATTN_MAMBA2 || attn_kind == ATTN_GATED_DELTA;
+    return attn_kind >= ATTN_CONV && attn_kind <= ATTN_KDA;
 }
 
 /* A Mamba2 layer's inner width (heads * head_dim) and its convolution's

@@ -36,10 +36,10 @@ static void region_floats(const colibri_hparams *hp, uint32_t context, uint32_t 
     uint64_t q_lora = mla ? hp->q_lora_rank : 0u;
     uint64_t out = mla ? (uint64_t)hp->n_heads * hp->v_head_dim : q;
     uint64_t latent = mla ? 2u * (uint64_t)hp->n_heads * hp->kv_lora_rank : 0u;
-    /* Mamba2, gated delta (1.14): z, the convolution's in and out, dt, beta */
+    /* Mamba2, delta rules (1.14): z, the convolution's in and out, dt, beta */
     uint32_t inner = colibri_ssm_inner(hp);
     uint64_t ssm =
-        inner > 0u ? b * (inner + 2u * colibri_conv_channels(hp) + 2u * hp->ssm_heads) : 0u;
+        inner > 0u ? b * (2u * inner + 2u * colibri_conv_channels(hp) + hp->ssm_heads) : 0u;
     uint64_t widest =
         max3(max3(hp->hidden_size, (uint32_t)(q > out ? q : out), (uint32_t)m), inner, 0u);
     uint64_t blocks = hp->quantized ? b * ((widest + COLIBRI_QBLOCK - 1u) / COLIBRI_QBLOCK) *

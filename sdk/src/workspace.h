@@ -34,9 +34,9 @@ typedef struct workspace {
                        * latent sum; else empty */
     float *shortcut;   /* [B][H] a shortcut layer's MoE output, until the next layer's
                        * FFN is added (format 1.12); else empty */
-    float *ssm;        /* Mamba2, gated delta (1.14): [B][I] z, [B][C] the convolution's
-                       * input and [B][C] its output, [B][heads] the time steps and
-                       * [B][heads] beta; else empty */
+    float *ssm;        /* Mamba2, delta rules (1.14): [B][I] z, [B][C] the convolution's
+                       * input and [B][C] its output, [B][I] the time steps (a KDA
+                       * layer's decays) and [B][heads] beta; else empty */
 } workspace;
 
 /* Bytes the layout for chunks of `batch` tokens needs, in 64 bits (never

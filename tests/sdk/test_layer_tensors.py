@@ -39,7 +39,7 @@ def _c_layout(dump, kind: int, r: ModelRecord, attn: int = 0
             r.attn_bias, r.qk_norm, r.norm_kind, r.router_score, r.zero_experts, r.layer_rope,
             r.rope_dim, attn, r.conv_kernel]
     if r.ssm_heads:
-        args += [r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups]
+        args += [r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups, r.kda_rank]
     out = subprocess.run([str(dump), *map(str, args)], capture_output=True, text=True,
                          check=True, timeout=30).stdout.splitlines()
     rows = []
@@ -124,3 +124,23 @@ def test_format_1_14_gated_delta_layers(asan_bins, kind):
     assert [row for row in python if 81 <= row[0] <= 91] == [
         (81, -1, (24, 36)), (82, -1, (44, 36)), (83, -1, (6, 36)), (91, -1, (6, 36)),
         (84, -1, (44, 4)), (86, -1, (6,)), (87, -1, (6,)), (89, -1, (4,)), (90, -1, (36, 24))]
+
+
+@pytest.mark.parametrize("rank", [0, 3])  # one matrix per gate, or two factors
+def test_format_1_14_kda_layers(asan_bins, rank):
+    """A KDA layer (attn_kind 7): no z, dt, conv bias or D; the gates' projections
+    one matrix [I, H] each, or two factors [rank, H] and [I, rank]; dt_bias per
+    channel."""
+    r = _record(0, 0, 0, 2, 0, 1)
+    r.conv_kernel, r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups = 4, 3, 4, 4, 3
+    r.kda_rank = rank
+    python = [(int(t.role), -1 if t.expert == 0xFFFF else t.expert, tuple(t.shape))
+              for t in layer_tensors(r, 0, 1, 7)]
+    c_rows, c_count = _c_layout(asan_bins / "layout_dump", 1, r, 7)
+    assert c_rows == python
+    assert c_count == len(python) == layer_tensor_count(r, 1, 7)
+    gate = [(3, 36), (12, 3)] if rank else [(12, 36)]
+    assert [row for row in python if 81 <= row[0] <= 95] == [
+        (82, -1, (36, 36)), (91, -1, (3, 36)), *((92 + i, -1, g) for i, g in enumerate(gate)),
+        *((94 + i, -1, g) for i, g in enumerate(gate)), (84, -1, (36, 4)), (86, -1, (12,)),
+        (87, -1, (3,)), (89, -1, (4,)), (90, -1, (36, 12))]

@@ -121,8 +121,10 @@ def _mla_attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     kv_a = h @ w.get(Role.MLA_KV_A, layer).T
     latent = _rms(kv_a[:, :lkv], w.get(Role.MLA_KV_A_NORM, layer), r.lora_eps)
     positions = np.arange(n, dtype=np.float64)
-    q = np.concatenate([q[..., :nope], _rope(q[..., nope:], positions, r)], -1)
-    k_pe = _rope(kv_a[:, None, lkv:], positions, r)
+    turned = w.image.layers[layer].attn_kind != 2  # format 1.14: Kimi-Linear's MLA has no RoPE
+    q = np.concatenate([q[..., :nope], _rope(q[..., nope:], positions, r) if turned
+                        else q[..., nope:]], -1)
+    k_pe = _rope(kv_a[:, None, lkv:], positions, r) if turned else kv_a[:, None, lkv:]
     kv = (latent @ w.get(Role.MLA_KV_B, layer).T).reshape(n, r.n_heads, nope + r.v_head_dim)
     k = np.concatenate([kv[..., :nope], np.broadcast_to(k_pe, (n, r.n_heads, d))], -1)
     mask = np.triu(np.full((n, n), -np.inf), 1)
@@ -295,6 +297,44 @@ def _gated_delta(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     return gated.astype(np.float32) @ w.get(Role.SSM_OUT, layer).T
 
 
+def _kda(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
+    """A KDA layer (attn_kind 7, format 1.14): the gated delta rule with a decay per key
+    channel, g = A softplus(F h + dt_bias) (F = F_B F_A with kda_rank; kda_bound * sigmoid(-A
+    x) when bounded), and y RMS-normed per head times sigmoid(G h)."""
+    r = w.image.record
+    heads, dim = r.ssm_heads, r.ssm_head_dim
+    inner = heads * dim
+
+    def gate(a: Role, b: Role) -> np.ndarray:
+        out = h @ w.get(a, layer).T
+        return out @ w.get(b, layer).T if r.kda_rank else out
+
+    xbc = h @ w.get(Role.SSM_IN_XBC, layer).T
+    taps = w.get(Role.SSM_CONV_KERNEL, layer)
+    padded = np.concatenate([np.zeros((taps.shape[1] - 1, xbc.shape[1]), np.float32), xbc])
+    conv = _silu(np.stack([(padded[t:t + taps.shape[1]] * taps.T).sum(axis=0)
+                           for t in range(h.shape[0])])).astype(np.float64)
+    v, k, q = (conv[:, i * inner:(i + 1) * inner].reshape(-1, heads, dim) for i in range(3))
+    k = k / np.sqrt((k ** 2).sum(-1, keepdims=True) + 1e-6)
+    q = q / np.sqrt((q ** 2).sum(-1, keepdims=True) + 1e-6) / np.sqrt(dim)
+    x = gate(Role.KDA_F_A, Role.KDA_F_B) + w.get(Role.SSM_DT_BIAS, layer)
+    a = np.repeat(w.get(Role.SSM_A, layer), dim)
+    g = r.kda_bound / (1.0 + np.exp(a * x)) if r.kda_bound else a * np.logaddexp(0.0, x)
+    g = g.reshape(-1, heads, dim)
+    beta = 1.0 / (1.0 + np.exp(-(h @ w.get(Role.SSM_IN_BETA, layer).T)))
+    state = np.zeros((heads, dim, dim))
+    y = np.zeros((h.shape[0], heads, dim))
+    for t in range(h.shape[0]):
+        for head in range(heads):
+            state[head] *= np.exp(g[t, head])[:, None]
+            delta = (v[t, head] - k[t, head] @ state[head]) * beta[t, head]
+            state[head] += np.outer(k[t, head], delta)
+            y[t, head] = q[t, head] @ state[head]
+    normed = y / np.sqrt((y ** 2).mean(-1, keepdims=True) + r.rms_eps) * w.get(Role.SSM_NORM, layer)
+    out = normed.reshape(h.shape[0], inner) / (1.0 + np.exp(-gate(Role.KDA_G_A, Role.KDA_G_B)))
+    return out.astype(np.float32) @ w.get(Role.SSM_OUT, layer).T
+
+
 def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray,
             r=None, bias: tuple | None = None) -> np.ndarray:
     g, u = h @ gate.T, h @ up.T
@@ -399,7 +439,8 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
 
     shortcut = None  # format 1.12: a shortcut layer's MoE output, for the next layer
     for layer, entry in enumerate(image.layers):
-        operator = {4: _short_conv, 5: _mamba2, 6: _gated_delta}.get(entry.attn_kind, _attention)
+        operator = {4: _short_conv, 5: _mamba2, 6: _gated_delta, 7: _kda}.get(entry.attn_kind,
+                                                                              _attention)
         a = operator(w, pre(x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer), layer)
         x = x + residual * out(a, Role.ATTN_NORM, layer)
         h = pre(x, Role.FFN_NORM, Role.FFN_NORM_BIAS, layer)

@@ -131,6 +131,13 @@ UNSUPPORTED = [
     ("qwen3_5_moe", {"num_experts": 0}, "num_experts"),
     ("qwen3_5_moe", {"layer_types": ["linear_attention"] * 3}, "layer_types"),
     ("qwen3_5_moe", {"linear_num_value_heads": 1025}, "linear_num_value_heads"),
+    ("kimi_linear", {"moe_router_activation_func": "softmax"}, "moe_router_activation_func"),
+    ("kimi_linear", {"layer_types": ["linear_attention", "sliding_attention",
+                                     "linear_attention", "full_attention"]}, "layer_types"),
+    ("kimi_linear", {"mlp_layer_types": ["dense", "moe", "sparse", "sparse"]}, "mlp_layer_types"),
+    ("kimi_linear", {"layer_types": None, "linear_attn_config": {
+        "full_attn_layers": [2, 9], "kda_layers": [1, 3]}}, "linear_attn_config.full_attn_layers"),
+    ("kimi_linear", {"hidden_act": "gelu"}, "hidden_act"),
     ("jetmoe", {"activation_function": "gelu"}, "activation_function"),
     ("llama4_text", {"moe_layers": [1, 4]}, "moe_layers"),
     ("llama4_text", {"floor_scale": 0.5}, "floor_scale"),

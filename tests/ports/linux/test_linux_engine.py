@@ -65,8 +65,9 @@ def test_struct_layout_matches_the_c_compiler(tmp_path, colibri_run):
     # every hparams field of the header is mirrored (a new field fails here)
     header = (REPO / "sdk" / "include" / "colibri.h").read_text()
     block = header.split("typedef struct colibri_hparams {")[1].split("} colibri_hparams;")[0]
-    c_fields = [line.split(";")[0].split()[-1] for line in block.splitlines()
-                if ";" in line and not line.strip().startswith(("/*", "*"))]
+    c_fields = [name.strip() for line in block.splitlines()
+                if ";" in line and not line.strip().startswith(("/*", "*"))
+                for name in line.split(";")[0].split(None, 1)[1].split(",")]
     assert tuple(c_fields) == engine_mod.HPARAMS_FIELDS
 
 

@@ -37,6 +37,7 @@ from .checkpoint import Checkpoint
 from .families import ModelSpec
 from .tensor_map_fused import dbrx_experts, dbrx_tensor, jetmoe_tensor
 from .tensor_map_gated_delta import qwen3_next_tensor
+from .tensor_map_kda import kimi_linear_tensor
 from .tensor_map_lfm2 import lfm2_name, lfm2_tensor
 from .tensor_map_longcat import PREDICTION_PREFIX, longcat_experts, longcat_name, longcat_scaled
 from .tensor_map_mamba2 import mamba2_tensor
@@ -276,6 +277,8 @@ class TensorMap:
             fused = mamba2_tensor(self, entry)
         if self.spec.family in ("qwen3_next", "qwen3_5_moe_text"):
             fused = qwen3_next_tensor(self, entry)
+        if self.spec.family == "kimi_linear":
+            fused = kimi_linear_tensor(self, entry)
         if fused is not None:
             return fused
         granite = self._granite_shared(entry)

@@ -31,6 +31,7 @@ from .image_spec import (
     LIMITS,
     MAX_ALIGNMENT,
     MAX_GROUPS,
+    MAX_KDA_BOUND,
     MAX_LORA_RANK,
     MAX_SSM_SIZE,
     MAX_TOP_K,
@@ -441,14 +442,19 @@ def _extension_problems(r: ModelRecord) -> list[Problem]:
 def _ssm_checks(r: ModelRecord) -> list:
     """Format 1.14's Mamba2 sizes, as hparams.c's ssm_valid: all zero, or
     heads, head_dim and state 1 .. MAX_SSM_SIZE with groups dividing the heads."""
+    bound_zero = r.kda_bound == 0.0 and math.copysign(1.0, r.kda_bound) > 0
     if r.ssm_heads == 0:
         return [(name, getattr(r, name), getattr(r, name) == 0, "must be 0 without ssm_heads")
-                for name in SSM_FIELDS[1:]]
+                for name in SSM_FIELDS[1:] + ("kda_rank",)] + [
+            ("kda_bound", r.kda_bound, bound_zero, "must be 0 without ssm_heads")]
     size = f"must be 1 .. {MAX_SSM_SIZE}"
+    bound_ok = bound_zero or (math.isfinite(r.kda_bound) and -MAX_KDA_BOUND <= r.kda_bound < 0)
     return [(name, getattr(r, name), 1 <= getattr(r, name) <= MAX_SSM_SIZE, size)
             for name in SSM_FIELDS[:3]] + [
         ("ssm_groups", r.ssm_groups, 1 <= r.ssm_groups <= r.ssm_heads
-         and r.ssm_heads % r.ssm_groups == 0, "must divide ssm_heads")]
+         and r.ssm_heads % r.ssm_groups == 0, "must divide ssm_heads"),
+        ("kda_rank", r.kda_rank, 0 <= r.kda_rank <= MAX_SSM_SIZE, f"must be 0 .. {MAX_SSM_SIZE}"),
+        ("kda_bound", r.kda_bound, bound_ok, f"must be 0, or -{MAX_KDA_BOUND:g} .. below 0")]
 
 
 _KIND_WIDTHS = {FfnKind.DENSE: ("dense_intermediate",),
@@ -503,15 +509,16 @@ def model_problems(arch: int, alignment: int, record: ModelRecord,
 def attn_kind_ok(r: ModelRecord, kind: int) -> bool:
     """Section 2: 0 full; 1 sliding and 3 chunked (1.11) need a window, 4 a short
     convolution (1.13) its taps and no Mamba2 sizes, 5 a Mamba2 mixer (1.14) its
-    taps and heads, and so does 6, a gated delta layer (1.14); an MLA layer is full
-    attention (as sdk/src/tensor_check.c's attn_kind_valid)."""
+    taps and heads, and so do 6 and 7, the delta rule layers (1.14); an MLA model's
+    other layers are full attention with or without RoPE (as sdk/src/tensor_check.c's
+    attn_kind_valid)."""
     windowed = kind in (ATTN_SLIDING, ATTN_CHUNKED)
     return (kind in (ATTN_FULL, ATTN_SLIDING, ATTN_FULL_NOPE, ATTN_CHUNKED) + RECURRENT_KINDS
             and not (windowed and r.sliding_window == 0)
             and not (kind in RECURRENT_KINDS and r.conv_kernel == 0)
             and not (kind == ATTN_CONV and r.ssm_heads)
             and not (kind in SSM_KINDS and not r.ssm_heads)
-            and (not r.mla or kind == ATTN_FULL))
+            and (not r.mla or kind in (ATTN_FULL, ATTN_FULL_NOPE) + RECURRENT_KINDS))
 
 
 def tensor_bytes(shape: tuple[int, ...]) -> int:

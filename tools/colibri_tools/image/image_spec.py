@@ -43,7 +43,7 @@ MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arc
 MINOR_LLAMA4_ERA = 11           # qkv_clip, the gate bit, norm_kind 3, arch 20 .. 22 and more
 MINOR_ZERO_EXPERTS = 12         # zero_experts, ffn_kind 2 (shortcut), arch 24
 MINOR_CONV = 13                 # the record's extension, attn_kind 4 (short convolution), arch 26
-MINOR_MAMBA2 = 14               # the extension's ssm_* sizes, attn_kind 5 and 6, arch 27, 28
+MINOR_MAMBA2 = 14               # the extension's ssm_* and KDA fields, attn_kind 5 .. 7, arch 27 .. 30
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -85,6 +85,7 @@ class Arch(IntEnum):
     GRANITEMOE_HYBRID = 27
     QWEN3_NEXT = 28
     QWEN3_5_MOE = 29
+    KIMI_LINEAR = 30
 
 
 class FfnKind(IntEnum):
@@ -157,6 +158,10 @@ class Role(IntEnum):
     SSM_NORM = 89
     SSM_OUT = 90
     SSM_IN_BETA = 91  # format 1.14: a gated delta layer's beta projection
+    KDA_F_A = 92  # format 1.14: a KDA layer's forget gate projection [rank or I, H],
+    KDA_F_B = 93  # its second factor [I, rank] (kda_rank > 0), and its output gate's
+    KDA_G_A = 94
+    KDA_G_B = 95
 
 
 EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
@@ -237,8 +242,11 @@ EXTENSION_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("ssm_head_dim", 268, "I"),  # channels, the state per channel, the groups of B and C
     ("ssm_state", 272, "I"),
     ("ssm_groups", 276, "I"),
+    ("kda_rank", 280, "I"),  # format 1.14: a KDA layer's gate projections' rank (0: one matrix)
+    ("kda_bound", 284, "f"),  # its bounded forget gate's lower bound (0: softplus, unbounded)
 )
-EXTENSION_END = 280  # 280 .. 511 reserved: zero
+EXTENSION_END = 288  # 288 .. 511 reserved: zero
+MAX_KDA_BOUND = 1024.0  # = MAX_KDA_BOUND in sdk/src/hparams.c
 SSM_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state", "ssm_groups")
 MAX_SSM_SIZE = 1024  # = MAX_SSM_SIZE in sdk/src/hparams.c
 SCALE_FIELDS = ("embedding_scale", "residual_scale", "attention_scale", "logits_divisor")
@@ -258,8 +266,9 @@ ATTN_CHUNKED = 3  # format 1.11: chunks of sliding_window positions (Llama 4)
 ATTN_CONV = 4  # format 1.13: a gated short convolution instead of attention (LFM2)
 ATTN_MAMBA2 = 5  # format 1.14: a Mamba2 mixer instead of attention (Granite-4.0-H)
 ATTN_GATED_DELTA = 6  # format 1.14: a gated delta rule layer (Qwen3-Next's linear attention)
-RECURRENT_KINDS = (ATTN_CONV, ATTN_MAMBA2, ATTN_GATED_DELTA)  # rows in the state, no KV cache
-SSM_KINDS = (ATTN_MAMBA2, ATTN_GATED_DELTA)  # the kinds with the extension's ssm_* sizes
+ATTN_KDA = 7  # format 1.14: the delta rule with a decay per key channel (Kimi-Linear)
+RECURRENT_KINDS = (ATTN_CONV, ATTN_MAMBA2, ATTN_GATED_DELTA, ATTN_KDA)  # no KV cache
+SSM_KINDS = (ATTN_MAMBA2, ATTN_GATED_DELTA, ATTN_KDA)  # with the extension's ssm_* sizes
 MLA_FIELDS = ("mla", "q_lora_rank", "kv_lora_rank", "v_head_dim", "lora_eps")
 MLA_LATENT = 1  # the mla value (format 1.7)
 MAX_LORA_RANK = 65536  # = MAX_LORA_RANK in sdk/src/hparams.c
@@ -366,11 +375,14 @@ class ModelRecord:
     ssm_head_dim: int = 0
     ssm_state: int = 0
     ssm_groups: int = 0
+    kda_rank: int = 0  # format 1.14 (extension): KDA's gate projections' rank, 0: full
+    kda_bound: float = 0.0  # its forget gate's lower bound, 0: none (softplus)
 
     @property
     def extended(self) -> bool:
         """Whether the record needs the 512-byte header's extension (1.13)."""
-        return self.conv_kernel != 0 or self.router_sum_eps != 0.0 or self.ssm_heads != 0
+        return (self.conv_kernel != 0 or self.router_sum_eps != 0.0 or self.ssm_heads != 0
+                or self.kda_rank != 0 or self.kda_bound != 0.0)
 
     @property
     def ssm_inner(self) -> int:
@@ -440,7 +452,7 @@ class LayerEntry:
     ffn_kind: int
     first_tensor: int
     n_tensors: int
-    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_GATED_DELTA (1.14)
+    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_KDA (1.14)
 
 
 @dataclass(frozen=True)

@@ -71,9 +71,9 @@ def _check_inputs(path: Path, arch: int, alignment: int, record: ModelRecord,
                                status=p.status, path=path)
     if attn_kinds is not None and (len(attn_kinds) != len(ffn_kinds) or not all(
             attn_kind_ok(record, k) for k in attn_kinds)):
-        raise ImageFormatError(f"attention kinds {attn_kinds!r}: one per layer, 0 .. 6 (1 and 3 "
-                               "need a sliding_window, 4 a conv_kernel, 5 and 6 the ssm_* sizes "
-                               "too; MLA only 0)",
+        raise ImageFormatError(f"attention kinds {attn_kinds!r}: one per layer, 0 .. 7 (1 and 3 "
+                               "need a sliding_window, 4 a conv_kernel, 5 .. 7 the ssm_* sizes "
+                               "too; MLA only 0, 2 and the recurrent kinds)",
                                status=Status.E_BAD_LAYER_TABLE.c_name, path=path)
     expected, layers = canonical_tensors(record, ffn_kinds, attn_kinds)
     got = [(s.entry.key, tuple(s.entry.shape)) for s in sources]

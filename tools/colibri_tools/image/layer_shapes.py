@@ -11,6 +11,7 @@ from .image_spec import (
     ATTN_CONV,
     ATTN_FULL,
     ATTN_GATED_DELTA,
+    ATTN_KDA,
     ATTN_MAMBA2,
     BIAS_ATTN_GATE,
     BIAS_EXPERTS,
@@ -138,8 +139,25 @@ def _gated_delta_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], boo
     ] + _conv_shapes(r)[6:]
 
 
+def _kda_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]]:
+    """A KDA layer's operator (attn_kind 7, format 1.14): its gate projections one
+    matrix [I, H] each, or two factors with kda_rank."""
+    h, inner, channels, heads = r.hidden_size, r.ssm_inner, r.conv_channels, r.ssm_heads
+    low = r.kda_rank > 0
+    a_rows = r.kda_rank if low else inner
+    return [
+        (Role.ATTN_NORM, (h,), True), (Role.SSM_IN_XBC, (channels, h), True),
+        (Role.SSM_IN_BETA, (heads, h), True), (Role.KDA_F_A, (a_rows, h), True),
+        (Role.KDA_F_B, (inner, r.kda_rank), low), (Role.KDA_G_A, (a_rows, h), True),
+        (Role.KDA_G_B, (inner, r.kda_rank), low),
+        (Role.SSM_CONV_KERNEL, (channels, r.conv_kernel), True),
+        (Role.SSM_DT_BIAS, (inner,), True), (Role.SSM_A, (heads,), True),
+        (Role.SSM_NORM, (r.ssm_head_dim,), True), (Role.SSM_OUT, (h, inner), True),
+    ] + _conv_shapes(r)[6:]
+
+
 _OPERATORS = {ATTN_CONV: _conv_shapes, ATTN_MAMBA2: _mamba2_shapes,
-              ATTN_GATED_DELTA: _gated_delta_shapes}
+              ATTN_GATED_DELTA: _gated_delta_shapes, ATTN_KDA: _kda_shapes}
 
 
 def _operator_shapes(r: ModelRecord, attn_kind: int) -> list[tuple[Role, tuple[int, ...], bool]]:

@@ -71,8 +71,8 @@ def scratch_float_counts(record: ModelRecord, context: int, batch: int = 1,
     kv_a = record.kv_lora_rank + record.rope_dim if mla else 0
     q_lora = record.q_lora_rank if mla else 0
     latent = 2 * record.n_heads * record.kv_lora_rank if mla else 0
-    inner = record.ssm_inner  # Mamba2, gated delta (1.14): z, the convolution's in and out,
-    ssm = b * (inner + 2 * record.conv_channels + 2 * record.ssm_heads) if inner else 0  # dt, beta
+    inner = record.ssm_inner  # Mamba2, delta rules (1.14): z, the convolution's in and out,
+    ssm = b * (2 * inner + 2 * record.conv_channels + record.ssm_heads) if inner else 0  # dt, beta
     # the widest input row of a product (ATTN_O's: MLA; SSM_OUT's: Mamba2)
     widest = max(h, q, record.out_width, m, inner)
     blocks = b * row_blocks(widest) * ACTIVATION_BLOCK_FLOATS if quantized else 0
