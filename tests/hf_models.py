@@ -31,6 +31,8 @@ from safetensors.torch import load_file, save_file
 from transformers import (
     AfmoeConfig,
     AfmoeForCausalLM,
+    BailingHybridConfig,
+    BailingHybridForCausalLM,
     DbrxConfig,
     DbrxForCausalLM,
     DeepseekV2Config,
@@ -94,7 +96,7 @@ FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe"
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
             "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe",
             "longcat_flash", "mimo_v2_flash", "lfm2_moe", "granitemoehybrid", "qwen3_next",
-            "qwen3_5_moe", "kimi_linear")
+            "qwen3_5_moe", "kimi_linear", "bailing_hybrid")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -129,6 +131,7 @@ _CLASSES = {
     "qwen3_next": (Qwen3NextConfig, Qwen3NextForCausalLM),
     "qwen3_5_moe": (Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM),
     "kimi_linear": (KimiLinearConfig, KimiLinearForCausalLM),
+    "bailing_hybrid": (BailingHybridConfig, BailingHybridForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -372,6 +375,17 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                         layer_types=["linear_attention", "full_attention", "linear_attention",
                                      "full_attention"],
                         mlp_layer_types=["dense", "sparse", "sparse", "sparse"]),
+    # Ling's hybrid: KDA layers with one-matrix gates and the bounded forget gate (-5),
+    # MLA with interleaved RoPE and a sigmoid gate per head, in groups of 2 (KDA, MLA);
+    # a dense first layer, then the sigmoid router with its bias in 2 groups of 4.
+    "bailing_hybrid": dict(vocab_size=101, hidden_size=32, intermediate_size=24,
+                           moe_intermediate_size=10, num_hidden_layers=4, num_attention_heads=4,
+                           num_key_value_heads=4, kv_lora_rank=12, q_lora_rank=None,
+                           qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=8, head_dim=8,
+                           num_local_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+                           n_group=2, topk_group=1, first_k_dense_replace=1, layer_group_size=2,
+                           max_position_embeddings=64, rms_norm_eps=1e-6, pad_token_id=0,
+                           eos_token_id=2, tie_word_embeddings=False),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,

@@ -133,6 +133,7 @@ static const char *arch_name(uint32_t arch)
     case 28: return "qwen3_next";
     case 29: return "qwen3_5_moe";
     case 30: return "kimi_linear";
+    case 31: return "bailing_hybrid";
     default: return "unknown";
     }
 }

@@ -303,11 +303,12 @@ extern const colibri_kernels colibri_kernels_dsp;
 /* Hyper-parameters, decoded from the image's model record (docs/format.md). */
 typedef struct colibri_hparams {
     uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
-                    * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1, 12 gpt_oss,
-                    * 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo, 16 hunyuan_v1_moe,
+                    * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
+                    * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo, 16 hunyuan_v1_moe,
                     * 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe, 20 dbrx, 21 afmoe, 22 llama4,
                     * 23 jetmoe, 24 longcat_flash, 25 mimo_v2_flash, 26 lfm2_moe,
-                    * 27 granitemoehybrid, 28 qwen3_next, 29 qwen3_5_moe, 30 kimi_linear */
+                    * 27 granitemoehybrid, 28 qwen3_next, 29 qwen3_5_moe, 30 kimi_linear,
+                    * 31 bailing_hybrid */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -321,11 +322,10 @@ typedef struct colibri_hparams {
     uint32_t shared_intermediate;
     float rms_eps;
     float rope_theta;
-    uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o, 4 LM head, 5 sinks, 6 router logits,
-                         * 7 experts, 8 output gate, 9 attention experts, 10 MoE
-                         * output bias */
-    uint32_t qk_norm;   /* 0 none, 1 whole projection, 2 per head, 3 per head after RoPE,
-                         * 4 per head without weights after RoPE */
+    uint32_t attn_bias; /* bit 0 q, 1 k, 2 v, 3 o, 4 LM head, 5 sinks, 6 router logits, 7
+                         * experts, 8 output gate, 9 attention experts, 10 MoE output bias,
+                         * 11 MLA head gate */
+    uint32_t qk_norm; /* 0 none, 1 whole projection, 2 per head, 3 and 4 (no weights) after RoPE */
     uint32_t tie_embeddings;
     uint32_t router_score; /* 0 softmax then top-k; 1 sigmoid, selection on score + bias
                             * (DeepSeek-V3); 2 top-k of the logits, softmax over the k;

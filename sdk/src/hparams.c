@@ -116,8 +116,9 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_KIMI_LINEAR) || hp->qk_norm > QK_NORM_L2_ROTATED ||
-        hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_BAILING_HYBRID) ||
+        hp->qk_norm > QK_NORM_L2_ROTATED || hp->activation > ACT_SWIGLU_CLAMPED ||
+        hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
     return COLIBRI_OK;
@@ -339,7 +340,8 @@ static int attention_experts_valid(const colibri_hparams *hp)
 /* Format 1.11: the q/k/v clamp, 0 (its bits all zero: none) or finite, >
  * 0, <= 65536 (DBRX's is 8); the temperature's floor, both bits zero (none)
  * or finite, 1 .. 2^24 (Llama 4's is 8192) with a scale finite, > 0, <=
- * 65536 (0.1). They and the output gate go with standard attention only. */
+ * 65536 (0.1). They and the output gate go with standard attention only,
+ * the head gate (1.14) with MLA only. */
 static colibri_status check_attention_extras(const uint8_t *img, const colibri_hparams *hp)
 {
     int clipped = colibri_rd_u32(img + REC_QKV_CLIP) != 0u;
@@ -354,6 +356,8 @@ static colibri_status check_attention_extras(const uint8_t *img, const colibri_h
     }
     if (hp->mla == MLA_LATENT) {
         ok = ok && !clipped && !tuned && (hp->attn_bias & BIAS_ATTN_GATE) == 0u;
+    } else {
+        ok = ok && (hp->attn_bias & BIAS_HEAD_GATE) == 0u; /* the head gate is MLA's (1.14) */
     }
     return ok && attention_experts_valid(hp) ? COLIBRI_OK : COLIBRI_E_BAD_HYPERPARAMS;
 }

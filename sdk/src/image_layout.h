@@ -267,7 +267,8 @@ enum {
     ROLE_KDA_F_A = 92,     /* 1.14: a KDA layer's forget gate projection, [rank or I, H] */
     ROLE_KDA_F_B = 93,     /* its second factor [I, rank] (kda_rank > 0) */
     ROLE_KDA_G_A = 94,     /* its output gate projection, the same shapes */
-    ROLE_KDA_G_B = 95
+    ROLE_KDA_G_B = 95,
+    ROLE_ATTN_HEAD_GATE = 96 /* 1.14: [n_heads, H] float32, attn_bias bit 11 */
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
@@ -278,7 +279,8 @@ enum { BIAS_LM_HEAD = 16u }; /* format 1.2 */
  * (JetMoE's mixture of attention heads) and a bias after the routed experts'
  * sum (JetMoE). */
 enum { BIAS_SINKS = 32u, BIAS_ROUTER = 64u, BIAS_EXPERTS = 128u, BIAS_ATTN_GATE = 256u };
-enum { BIAS_ATTN_EXPERTS = 512u, BIAS_MOE_OUT = 1024u, BIAS_ALL = 2047u };
+enum { BIAS_ATTN_EXPERTS = 512u, BIAS_MOE_OUT = 1024u, BIAS_HEAD_GATE = 2048u, BIAS_ALL = 4095u };
+/* 1.14: BIAS_HEAD_GATE, an MLA layer's output scaled per head by sigmoid(ATTN_HEAD_GATE x) (Ling). */
 /* QK_NORM_PER_HEAD_ROTATED (format 1.10, Hunyuan): per head, after RoPE;
  * QK_NORM_L2_ROTATED (1.11, Llama 4): per head without weights, after RoPE,
  * on the layers that turn q and k. */
@@ -319,7 +321,8 @@ enum {
     ARCH_GRANITEMOE_HYBRID = 27,
     ARCH_QWEN3_NEXT = 28,
     ARCH_QWEN3_5_MOE = 29,
-    ARCH_KIMI_LINEAR = 30
+    ARCH_KIMI_LINEAR = 30,
+    ARCH_BAILING_HYBRID = 31
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

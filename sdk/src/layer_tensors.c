@@ -34,6 +34,7 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
      SLOT(ffn_post_norm)},
     {ROLE_ATTN_SINKS, PART_ATTENTION, WHEN_SINKS, DIM_HEADS, DIM_NONE, SLOT(sinks)},
     {ROLE_ROPE_FREQ, PART_ATTENTION, WHEN_LAYER_ROPE, DIM_ROPE_PAIRS, DIM_NONE, SLOT(rope_freq)},
+    {ROLE_ATTN_HEAD_GATE, PART_ATTENTION, WHEN_HEAD_GATE, DIM_HEADS, DIM_HIDDEN, SLOT(head_gate)},
     {ROLE_DENSE_GATE, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_gate)},
     {ROLE_DENSE_UP, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_up)},
     {ROLE_DENSE_DOWN, PART_DENSE, WHEN_ALWAYS, DIM_HIDDEN, DIM_DENSE, SLOT(dense_down)},
@@ -155,6 +156,7 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_EXPERT_BIAS: return (hp->attn_bias & BIAS_EXPERTS) != 0;
     case WHEN_LAYER_ROPE: return hp->layer_rope != 0;
     case WHEN_KDA_RANK: return hp->kda_rank > 0u;
+    case WHEN_HEAD_GATE: return (hp->attn_bias & BIAS_HEAD_GATE) != 0;
     default: return 1;
     }
 }

@@ -48,7 +48,8 @@ enum {
     WHEN_ATTN_EXPERTS, /* attn_bias bit 9 (format 1.11) */
     WHEN_MOE_OUT_BIAS, /* attn_bias bit 10 (format 1.11) */
     WHEN_LAYER_ROPE,   /* header flag LAYER_ROPE (format 1.12) */
-    WHEN_KDA_RANK      /* kda_rank > 0 (format 1.14) */
+    WHEN_KDA_RANK,     /* kda_rank > 0 (format 1.14) */
+    WHEN_HEAD_GATE     /* attn_bias bit 11 (format 1.14) */
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */

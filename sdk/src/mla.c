@@ -107,6 +107,25 @@ static void mla_head_task(void *arg, uint32_t h)
     }
 }
 
+/* Each head's output times sigmoid(dot(ATTN_HEAD_GATE row h, x)) (format
+ * 1.14, Ling's head gate), when the layer has one. */
+static void gate_heads(const colibri_model *m, const layer_view *layer, workspace *ws, uint32_t n)
+{
+    const colibri_hparams *hp = &m->hp;
+    const float *gate = (const float *)layer->head_gate.data;
+    for (uint32_t t = 0; gate != NULL && t < n; t++) {
+        const float *x = ws->xn + (size_t)t * hp->hidden_size;
+        for (uint32_t h = 0; h < hp->n_heads; h++) {
+            float g = colibri_reference_sigmoid(
+                m->kernels.dot(gate + (size_t)h * hp->hidden_size, x, hp->hidden_size));
+            float *out = ws->attn + ((size_t)t * hp->n_heads + h) * hp->v_head_dim;
+            for (uint32_t i = 0; i < hp->v_head_dim; i++) {
+                out[i] = out[i] * g;
+            }
+        }
+    }
+}
+
 void colibri_mla_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
                          colibri_state *state, workspace *ws, uint32_t n)
 {
@@ -127,6 +146,7 @@ void colibri_mla_forward(const colibri_model *m, const layer_view *layer, uint32
             mla_head_task(&job, h);
         }
     }
+    gate_heads(m, layer, ws, n);
     colibri_linear(m, ws->ffn_out, hp->hidden_size, layer->wo, ws->attn, hp->hidden_size, out_dim,
                    n, ws->xq);
 }

@@ -47,6 +47,7 @@ typedef struct layer_view {
     const float *sinks;             /* [n_heads] attention sinks or NULL */
     const float *rope_freq;         /* [rope_dim / 2] the layer's RoPE inverse frequencies
                                      * (format 1.12, LAYER_ROPE) or NULL */
+    matrix_ref head_gate;           /* MLA (1.14): [n_heads, H] f32, each head's output gate */
     matrix_ref conv_b;              /* short convolution (1.13): [H, H] B of B * X */
     matrix_ref conv_c;              /* [H, H] C, the gate after the convolution */
     matrix_ref conv_x;              /* [H, H] X */

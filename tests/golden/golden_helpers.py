@@ -17,7 +17,8 @@ FAMILIES = ["mixtral", "qwen2_moe", "qwen2_moe_norm", "olmoe", "qwen3_moe", "swi
             "afmoe_unshared", "longcat_flash",
             "mimo_v2_flash", "lfm2_moe", "granitemoehybrid",
             "granitemoehybrid_rope", "qwen3_next",
-            "qwen3_5_moe", "kimi_linear"]  # new ones last: the quantized tests' prompts follow the order
+            "qwen3_5_moe", "kimi_linear",
+            "bailing_hybrid"]  # new ones last: the quantized tests' prompts follow the order
 REPORT = REPO / "build" / "golden_report.json"
 
 

@@ -36,7 +36,7 @@ ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "
         "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19,
         "afmoe": 21, "llama4_text": 22, "jetmoe": 23, "longcat_flash": 24, "mimo_v2_flash": 25,
         "lfm2_moe": 26, "granitemoehybrid": 27, "qwen3_next": 28, "qwen3_5_moe": 29,
-        "kimi_linear": 30}
+        "kimi_linear": 30, "bailing_hybrid": 31}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
@@ -222,7 +222,8 @@ DEFAULT_FIELDS = {
 OWN_RECORDS = {"dbrx": dbrx_record, "jetmoe": jetmoe_record, "longcat_flash": longcat_record,
                "mimo_v2_flash": mimo_record, "lfm2_moe": lfm2_record,
                "granitemoehybrid": granite_hybrid_record, "qwen3_next": qwen3_next_record,
-               "qwen3_5_moe": qwen3_next_record, "kimi_linear": kimi_linear_record}
+               "qwen3_5_moe": qwen3_next_record, "kimi_linear": kimi_linear_record,
+               "bailing_hybrid": kimi_linear_record}
 
 
 def expected_record(model: Any, family: str) -> dict[str, Any]:
@@ -382,7 +383,7 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
         return granite_hybrid_tensors(sd, model)
     if family in ("qwen3_next", "qwen3_5_moe"):
         return qwen3_next_tensors(sd, model)
-    if family == "kimi_linear":
+    if family in ("kimi_linear", "bailing_hybrid"):
         return kimi_linear_tensors(sd, model)
     out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
            (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}

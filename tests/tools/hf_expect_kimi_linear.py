@@ -1,4 +1,6 @@
-"""Golden values of hf_expect.py for Kimi-Linear, read off the Hugging Face modules
+"""Golden values of hf_expect.py for Kimi-Linear and Ling's hybrid (bailing_hybrid:
+one-matrix gates f_proj and g_proj, the bounded forget gate, MLA with interleaved RoPE
+and a head gate), read off the Hugging Face modules
 and config: KDA layers (attn_kind 7: q, k, v stacked as v, k, q with their taps, the
 forget and output gates' two factors, A = -exp(A_log), beta, the per-head norm) and
 MLA layers without RoPE (attn_kind 2); roles and arch ids as docs/format.md's literal
@@ -27,16 +29,21 @@ def kimi_linear_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
     moe = [layer.mlp for layer in layers if hasattr(layer.mlp, "gate")]
     dense = [layer.mlp for layer in layers if not hasattr(layer.mlp, "gate")]
     gate = moe[0].gate
+    ling = config.model_type == "bailing_hybrid"
+    rank = 0 if ling else kda.g_a_proj.out_features
+    bound = float(np.float32(config.kda_lower_bound)) if ling and config.kda_safe_gate else 0.0
     return record | {
-        "arch": 30, "n_layers": len(layers), "n_heads": config.num_attention_heads,
+        "arch": 31 if ling else 30, "n_layers": len(layers), "n_heads": config.num_attention_heads,
         "n_kv_heads": config.num_attention_heads, "head_dim": mla.qk_head_dim,
         "max_context": config.max_position_embeddings,
         "dense_intermediate": dense[0].gate_proj.out_features if dense else 0,
         "expert_intermediate": moe[0].experts.intermediate_dim,
         "n_experts": moe[0].experts.num_experts,
         "shared_intermediate": moe[0].shared_experts.gate_proj.out_features,
-        "rms_eps": _f32(layers[0].input_layernorm.variance_epsilon), "rope_theta": 1e4,
-        "attn_bias": 0, "qk_norm": 0, "tie_embeddings": int(bool(config.tie_word_embeddings)),
+        "rms_eps": _f32(layers[0].input_layernorm.variance_epsilon),
+        "rope_theta": _f32(config.rope_parameters["rope_theta"]) if ling else 1e4,
+        "attn_bias": 2048 if ling else 0, "qk_norm": 0,
+        "tie_embeddings": int(bool(config.tie_word_embeddings)),
         "router_score": 1, "top_k": gate.top_k, "router_norm_topk": int(gate.norm_topk_prob),
         "routed_scaling": _f32(gate.routed_scaling_factor), "n_group": gate.num_group,
         "topk_group": gate.topk_group, "shared_gate": 0, "mla": 1,
@@ -44,19 +51,27 @@ def kimi_linear_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "v_head_dim": mla.v_head_dim, "lora_eps": _f32(mla.kv_a_layernorm.variance_epsilon),
         "rope_dim": mla.qk_rope_head_dim, "conv_kernel": kda.conv_kernel_size,
         "ssm_heads": kda.num_heads, "ssm_head_dim": kda.head_dim, "ssm_state": kda.head_dim,
-        "ssm_groups": kda.num_heads, "kda_rank": kda.g_a_proj.out_features,
-        "attn_kinds": [7 if layer.block_type == "linear_attention" else 2 for layer in layers],
+        "ssm_groups": kda.num_heads, "kda_rank": rank, "kda_bound": bound,
+        "attn_kinds": [7 if layer.block_type == "linear_attention" else (0 if ling else 2)
+                       for layer in layers],
         "ffn_kinds": [1 if hasattr(layer.mlp, "gate") else 0 for layer in layers]}
+
+
+def _gates(sd: dict, a: str, f: str, index: int) -> dict:
+    """The forget and output gates: two factors each (Kimi) or one matrix (Ling)."""
+    if f + "f_proj.weight" in sd:
+        return {(92, index, GLOBAL): sd[f + "f_proj.weight"], (94, index, GLOBAL): sd[a + "g_proj.weight"]}
+    return {(92, index, GLOBAL): sd[f + "f_a_proj.weight"], (93, index, GLOBAL): sd[f + "f_b_proj.weight"],
+            (94, index, GLOBAL): sd[a + "g_a_proj.weight"], (95, index, GLOBAL): sd[a + "g_b_proj.weight"]}
 
 
 def _kda(sd: dict, p: str, index: int) -> dict:
     a, f = f"{p}self_attn.", f"{p}self_attn.forget_gate."
     inner = sd[a + "q_proj.weight"].shape[0]
     taps = sd[a + "conv1d.weight"][:, 0, :]
-    return {(82, index, GLOBAL): np.concatenate([sd[a + f"{x}_proj.weight"] for x in "vkq"]),
+    return _gates(sd, a, f, index) | {
+            (82, index, GLOBAL): np.concatenate([sd[a + f"{x}_proj.weight"] for x in "vkq"]),
             (91, index, GLOBAL): sd[a + "b_proj.weight"],
-            (92, index, GLOBAL): sd[f + "f_a_proj.weight"], (93, index, GLOBAL): sd[f + "f_b_proj.weight"],
-            (94, index, GLOBAL): sd[a + "g_a_proj.weight"], (95, index, GLOBAL): sd[a + "g_b_proj.weight"],
             (84, index, GLOBAL): np.concatenate([taps[2 * inner:], taps[inner:2 * inner],
                                                  taps[:inner]]),
             (86, index, GLOBAL): sd[f + "dt_bias"],
@@ -64,8 +79,27 @@ def _kda(sd: dict, p: str, index: int) -> dict:
             (89, index, GLOBAL): sd[a + "o_norm.weight"], (90, index, GLOBAL): sd[a + "o_proj.weight"]}
 
 
+def _interleaved(rows: np.ndarray, start: int, width: int, heads: int, stride: int) -> np.ndarray:
+    """Ling's RoPE rows (pairs 2i, 2i + 1) as the image holds them: even rows, then odd."""
+    out = rows.copy()
+    for h in range(heads):
+        base = h * stride + start
+        part = rows[base:base + width]
+        out[base:base + width] = np.concatenate([part[0::2], part[1::2]])
+    return out
+
+
 def _mla(sd: dict, p: str, attn: Any, index: int) -> dict:
     a = f"{p}self_attn."
+    if a + "g_proj.weight" in sd:  # Ling: interleaved RoPE rows, a gate per head
+        nope, rope = attn.qk_nope_head_dim, attn.qk_rope_head_dim
+        head = nope + rope
+        q = _interleaved(sd[a + "q_proj.weight"], nope, rope, attn.num_heads, head)
+        kv_a = _interleaved(sd[a + "kv_a_proj_with_mqa.weight"], attn.kv_lora_rank, rope, 1, 0)
+        return {(17, index, GLOBAL): q, (67, index, GLOBAL): kv_a,
+                (68, index, GLOBAL): sd[a + "kv_a_layernorm.weight"],
+                (69, index, GLOBAL): sd[a + "kv_b_proj.weight"],
+                (96, index, GLOBAL): sd[a + "g_proj.weight"], (20, index, GLOBAL): sd[a + "o_proj.weight"]}
     out = {(67, index, GLOBAL): sd[a + "kv_a_proj_with_mqa.weight"],
            (68, index, GLOBAL): sd[a + "kv_a_layernorm.weight"],
            (69, index, GLOBAL): sd[a + "kv_b_proj.weight"], (20, index, GLOBAL): sd[a + "o_proj.weight"]}

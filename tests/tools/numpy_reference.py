@@ -133,6 +133,9 @@ def _mla_attention(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     for head in range(r.n_heads):
         scores = q[:, head] @ k[:, head].T * scale + mask
         out[:, head] = _softmax(scores) @ kv[:, head, nope:]
+    if r.attn_bias & 0x800:  # format 1.14: each head's output times sigmoid(ATTN_HEAD_GATE h)
+        gate = 1.0 / (1.0 + np.exp(-(h @ w.get(Role.ATTN_HEAD_GATE, layer).T)))
+        out = out * gate[:, :, None]
     return _project(w, out.reshape(n, -1), layer, Role.ATTN_O, Role.ATTN_O_BIAS)
 
 

@@ -127,6 +127,8 @@ def _attention_tail(rec: dict) -> list[tuple]:
         rows.append((30, (rec["n_heads"],)))
     if rec["layer_rope"]:  # the layer's RoPE inverse frequencies (1.12)
         rows.append((75, (rec["rope_dim"] // 2,)))
+    if rec["attn_bias"] & 2048:  # the MLA head gate (1.14)
+        rows.append((96, (rec["n_heads"], h)))
     return rows
 
 
@@ -586,13 +588,16 @@ def test_clamp_temperature_and_gate_are_refused_with_mla(fields, hf_checkpoint, 
     _refused_by_both(buf, Status.E_BAD_HYPERPARAMS, tmp_path)
 
 
-def test_a_layer_without_rope_is_refused_with_mla(hf_checkpoint, tmp_path):
-    """attn_kind 2 (format 1.10: no RoPE on q and k) cannot hold for Multi-head
-    Latent Attention, whose RoPE key is part of its cache: the Python reader
-    and the C core (colibri-run) both refuse it as a bad layer table."""
+@pytest.mark.parametrize("kind", [1, 3, 4])
+def test_a_windowed_or_convolution_layer_is_refused_with_mla(kind, hf_checkpoint, tmp_path):
+    """Multi-head Latent Attention is full attention, with RoPE (0) or, since
+    format 1.14, without (2: Kimi-Linear's, tested against transformers): a
+    sliding (1) or chunked (3) MLA layer, or a short convolution (4) in an MLA
+    model without its taps, is a bad layer table to the Python reader and the
+    C core (colibri-run) alike."""
     result = convert(hf_checkpoint("deepseek_v3"), tmp_path / "out", progress=False)
     buf = bytearray(result.image_path.read_bytes())
-    _put(buf, "I", 256 + 12, 2)  # layer 0's attn_kind
+    _put(buf, "I", 256 + 12, kind)  # layer 0's attn_kind
     _refused_by_both(buf, Status.E_BAD_LAYER_TABLE, tmp_path)
 
 

@@ -138,6 +138,10 @@ UNSUPPORTED = [
     ("kimi_linear", {"layer_types": None, "linear_attn_config": {
         "full_attn_layers": [2, 9], "kda_layers": [1, 3]}}, "linear_attn_config.full_attn_layers"),
     ("kimi_linear", {"hidden_act": "gelu"}, "hidden_act"),
+    ("bailing_hybrid", {"kda_lower_bound": 1.0}, "kda_lower_bound"),
+    ("bailing_hybrid", {"layer_types": ["linear_attention"] * 3 + ["sliding_attention"]},
+     "layer_types"),
+    ("bailing_hybrid", {"num_experts": 0}, "num_experts"),
     ("jetmoe", {"activation_function": "gelu"}, "activation_function"),
     ("llama4_text", {"moe_layers": [1, 4]}, "moe_layers"),
     ("llama4_text", {"floor_scale": 0.5}, "floor_scale"),

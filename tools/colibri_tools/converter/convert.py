@@ -46,8 +46,9 @@ from ..version import add_version_option
 from .checkpoint import Checkpoint
 from .config_header import write_config_header
 from .families import ModelSpec, as_switch, model_spec, switch_candidate
-from .multimodal import TEXT_MODELS, TextModelView
+from .multimodal import TEXT_MODELS, RenamedView, text_model_name
 from .tensor_map import TensorMap
+from .tensor_map_kda import SAVED_NAMES
 
 log = logging.getLogger("colibri_tools.converter.convert")
 
@@ -106,7 +107,9 @@ def _plan(ckpt: Checkpoint, quant: str | None = None, quant_attention: bool = Fa
     if ckpt.config.get("model_type") in TEXT_MODELS:
         log.info("%s: its text model converted, the vision tower left out",
                  ckpt.config["model_type"])
-        ckpt = TextModelView(ckpt)
+        ckpt = RenamedView(ckpt, text_model_name)
+    if spec.family in SAVED_NAMES:
+        ckpt = RenamedView(ckpt, SAVED_NAMES[spec.family])
     tmap = TensorMap(ckpt, spec)
     dropped = switch_candidate(spec) and tmap.shared_expert_is_zero()
     if dropped:

@@ -421,7 +421,8 @@ FAMILIES = {"mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "olmoe": _olmoe, "qwen
             "ernie4_5_moe": _ernie4_5_moe, "glm4_moe": _glm4_moe, "dots1": _dots1,
             "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek_v2, "deepseek_v3": _deepseek_v3,
             **recent.FAMILIES}
-INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2", "llama4_text", "longcat_flash"}
+INTERLEAVED_ROPE_FAMILIES = {"ernie4_5_moe", "deepseek_v2", "llama4_text", "longcat_flash",
+                             "bailing_hybrid"}
 ATTN_KINDS = {"gpt_oss": _gpt_oss_attn_kinds, "mixtral": _uniform_window_kinds,
               "phimoe": _uniform_window_kinds, **recent.ATTN_KINDS}
 

@@ -59,7 +59,7 @@ minimax_m2,exaone_moe}):
 - lfm2_moe: families_lfm2.py.
 - granitemoehybrid: families_granite_hybrid.py.
 - qwen3_next, qwen3_5_moe_text: families_qwen3_next.py.
-- kimi_linear: families_kimi_linear.py.
+- kimi_linear, bailing_hybrid: families_kimi_linear.py.
 """
 
 from __future__ import annotations

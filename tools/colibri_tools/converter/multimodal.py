@@ -7,6 +7,7 @@ as transformers' text model leaves them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -32,18 +33,25 @@ def text_config(config: dict, path: str | Path) -> dict:
     return {**text, "model_type": TEXT_MODELS[family], "tie_word_embeddings": tied}
 
 
-class TextModelView:
-    """The text model's tensors of a multimodal checkpoint, under their text
-    model names (the Checkpoint interface the tensor map uses)."""
+def text_model_name(name: str) -> str | None:
+    """A multimodal checkpoint's tensor under its text model's name (None: left out)."""
+    if name.startswith(LANGUAGE_PREFIX):
+        return "model." + name[len(LANGUAGE_PREFIX):]
+    return None if name.startswith(LEFT_OUT) else name
 
-    def __init__(self, ckpt) -> None:
+
+class RenamedView:
+    """A checkpoint's tensors under other names (rename: a saved name to the name
+    the tensor map reads, None to leave it out), with the Checkpoint interface
+    the tensor map uses."""
+
+    def __init__(self, ckpt, rename: Callable[[str], str | None]) -> None:
         self.ckpt, self.path = ckpt, ckpt.path
         self._source = {}
         for name in ckpt.names():
-            if name.startswith(LANGUAGE_PREFIX):
-                self._source["model." + name[len(LANGUAGE_PREFIX):]] = name
-            elif not name.startswith(LEFT_OUT):
-                self._source[name] = name
+            new = rename(name)
+            if new is not None:
+                self._source[new] = name
 
     def names(self) -> list[str]:
         return list(self._source)

@@ -277,7 +277,7 @@ class TensorMap:
             fused = mamba2_tensor(self, entry)
         if self.spec.family in ("qwen3_next", "qwen3_5_moe_text"):
             fused = qwen3_next_tensor(self, entry)
-        if self.spec.family == "kimi_linear":
+        if self.spec.family in ("kimi_linear", "bailing_hybrid"):
             fused = kimi_linear_tensor(self, entry)
         if fused is not None:
             return fused

@@ -28,6 +28,24 @@ _KDA_NAMES = {Role.SSM_IN_BETA: "b_proj.weight", Role.KDA_F_A: "f_a_proj.weight"
               Role.KDA_G_B: "g_b_proj.weight", Role.SSM_DT_BIAS: "dt_bias",
               Role.SSM_NORM: "o_norm.weight", Role.SSM_OUT: "o_proj.weight"}
 _DENSE = {Role.DENSE_GATE: "gate_proj", Role.DENSE_UP: "up_proj", Role.DENSE_DOWN: "down_proj"}
+# Ling's saved names (the original model's) -> transformers' in-memory ones, in order.
+_BAILING_RENAMES = (("model.word_embeddings.", "model.embed_tokens."),
+                    (".attention.dense.", ".self_attn.o_proj."),
+                    (".attention.f_proj.", ".self_attn.forget_gate.f_proj."),
+                    (".attention.A_log", ".self_attn.forget_gate.A_log"),
+                    (".attention.dt_bias", ".self_attn.forget_gate.dt_bias"),
+                    (".attention.", ".self_attn."),
+                    (".mlp.gate.expert_bias", ".mlp.gate.e_score_correction_bias"))
+
+
+def bailing_name(name: str) -> str:
+    """A Ling checkpoint's tensor under transformers' in-memory name."""
+    for saved, memory in _BAILING_RENAMES:
+        name = name.replace(saved, memory, 1)
+    return name
+
+
+SAVED_NAMES = {"bailing_hybrid": bailing_name}
 
 
 def _first(tmap: TensorMap, names: tuple[str, ...]) -> str:
@@ -35,8 +53,11 @@ def _first(tmap: TensorMap, names: tuple[str, ...]) -> str:
 
 
 def _kda_name(tmap: TensorMap, base: str, role: int) -> str:
-    """The saved name, or the in-memory one under forget_gate."""
+    """The saved name, or the in-memory one under forget_gate; Ling's one-matrix
+    gates are f_proj (under forget_gate) and g_proj."""
     name = _KDA_NAMES[role]
+    if tmap.spec.record.kda_rank == 0 and role in (Role.KDA_F_A, Role.KDA_G_A):
+        name = "forget_gate.f_proj.weight" if role == Role.KDA_F_A else "g_proj.weight"
     return _first(tmap, (f"{base}.{name}", f"{base}.forget_gate.{name}"))
 
 
@@ -65,7 +86,8 @@ def _kda_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader:
         return lambda: load().reshape(entry.shape)
     if entry.role == Role.SSM_A:
         name = _first(tmap, (f"{base}.A_log", f"{base}.forget_gate.A_log"))
-        tmap._expect(name, (1, 1, r.ssm_heads, 1))
+        kimi = tmap.spec.family == "kimi_linear"
+        tmap._expect(name, (1, 1, r.ssm_heads, 1) if kimi else (r.ssm_heads,))
         return lambda: -np.exp(tmap._load(name).astype(np.float32).reshape(entry.shape))
     name = _kda_name(tmap, base, entry.role)
     tmap._expect(name, entry.shape)
@@ -73,7 +95,11 @@ def _kda_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader:
 
 
 def kimi_linear_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader | None:
-    """The loader of a tensor Kimi-Linear stores otherwise (None: the usual one)."""
+    """The loader of a tensor Kimi-Linear or Ling stores otherwise (None: the usual one)."""
+    if entry.role == Role.ATTN_HEAD_GATE:
+        name = f"model.layers.{entry.layer}.self_attn.g_proj.weight"
+        tmap._expect(name, entry.shape)
+        return lambda: tmap._load(name)
     if entry.role in _DENSE:
         base = f"model.layers.{entry.layer}"
         name = _first(tmap, (f"{base}.block_sparse_moe.{_DENSE[entry.role]}.weight",

@@ -19,6 +19,7 @@ from .image_spec import (
     BIAS_ATTN_EXPERTS,
     BIAS_ATTN_GATE,
     BIAS_EXPERTS,
+    BIAS_HEAD_GATE,
     BIAS_LM_HEAD,
     BIAS_MOE_OUT,
     BIAS_ROUTER,
@@ -204,7 +205,7 @@ def _attention_problems(r: ModelRecord) -> list[Problem]:
         ("rms_eps", r.rms_eps, _positive_finite(r.rms_eps), "must be finite and > 0"),
         ("rope_theta", r.rope_theta, math.isfinite(r.rope_theta) and r.rope_theta >= MIN_ROPE_THETA,
          "must be finite and >= 1"),
-        ("attn_bias", r.attn_bias, r.attn_bias & ~BIAS_ALL == 0, "only bits 0..10 may be set"),
+        ("attn_bias", r.attn_bias, r.attn_bias & ~BIAS_ALL == 0, "only bits 0..11 may be set"),
         ("tie_embeddings", r.tie_embeddings, r.tie_embeddings in (0, 1), "must be 0 or 1"),
     ]
     return _check(rows, BAD_HYPERPARAMS)
@@ -393,6 +394,8 @@ def _attention_extra_problems(r: ModelRecord) -> list[Problem]:
          "must be 0 with MLA"),
         ("attn_bias", r.attn_bias, not r.mla or not r.attn_bias & BIAS_ATTN_GATE,
          "no attention output gate (bit 8) with MLA"),
+        ("attn_bias", r.attn_bias, r.mla or not r.attn_bias & BIAS_HEAD_GATE,
+         "the head gate (bit 11) is MLA's only"),
         ("attn_bias", r.attn_bias, _attention_experts_ok(r),
          "attention experts (bit 9) need MoE layers' n_experts and top_k, n_heads = top_k * "
          "n_kv_heads, standard attention without q bias, q/k norm, gate or clamp"),

@@ -86,6 +86,7 @@ class Arch(IntEnum):
     QWEN3_NEXT = 28
     QWEN3_5_MOE = 29
     KIMI_LINEAR = 30
+    BAILING_HYBRID = 31
 
 
 class FfnKind(IntEnum):
@@ -162,6 +163,7 @@ class Role(IntEnum):
     KDA_F_B = 93  # its second factor [I, rank] (kda_rank > 0), and its output gate's
     KDA_G_A = 94
     KDA_G_B = 95
+    ATTN_HEAD_GATE = 96  # format 1.14: [n_heads, H] float32, attn_bias bit 11 (MLA's)
 
 
 EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
@@ -288,7 +290,8 @@ BIAS_SINKS, BIAS_ROUTER, BIAS_EXPERTS = 0x20, 0x40, 0x80  # format 1.6 (gpt-oss)
 BIAS_ATTN_GATE = 0x100  # format 1.11 (AFMoE): the attention output's sigmoid gate
 BIAS_ATTN_EXPERTS = 0x200  # format 1.11 (JetMoE): attention experts (mixture of attention heads)
 BIAS_MOE_OUT = 0x400  # format 1.11 (JetMoE): a bias after the routed experts' sum
-BIAS_ALL = 0x7FF
+BIAS_HEAD_GATE = 0x800  # format 1.14 (Ling): an MLA layer's output times a sigmoid per head
+BIAS_ALL = 0xFFF
 
 LAYER_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("ffn_kind", 0, "I"),

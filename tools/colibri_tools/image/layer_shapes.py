@@ -15,6 +15,7 @@ from .image_spec import (
     ATTN_MAMBA2,
     BIAS_ATTN_GATE,
     BIAS_EXPERTS,
+    BIAS_HEAD_GATE,
     BIAS_LM_HEAD,
     BIAS_MOE_OUT,
     BIAS_ROUTER,
@@ -76,6 +77,7 @@ def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]
         (Role.FFN_POST_NORM, (h,), r.norm_kind == NORM_RMS_SANDWICH),
         (Role.ATTN_SINKS, (r.n_heads,), bool(r.attn_bias & BIAS_SINKS)),
         (Role.ROPE_FREQ, (r.rope_dim // 2,), bool(r.layer_rope)),
+        (Role.ATTN_HEAD_GATE, (r.n_heads, h), bool(r.attn_bias & BIAS_HEAD_GATE)),
     ]
 
 
