@@ -61,6 +61,8 @@ from transformers import (
     GraniteMoeSharedForCausalLM,
     HunYuanMoEV1Config,
     HunYuanMoEV1ForCausalLM,
+    JambaConfig,
+    JambaForCausalLM,
     JetMoeConfig,
     JetMoeForCausalLM,
     KimiLinearConfig,
@@ -96,7 +98,7 @@ FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe"
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
             "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe",
             "longcat_flash", "mimo_v2_flash", "lfm2_moe", "granitemoehybrid", "qwen3_next",
-            "qwen3_5_moe", "kimi_linear", "bailing_hybrid")
+            "qwen3_5_moe", "kimi_linear", "bailing_hybrid", "jamba")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -132,6 +134,7 @@ _CLASSES = {
     "qwen3_5_moe": (Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM),
     "kimi_linear": (KimiLinearConfig, KimiLinearForCausalLM),
     "bailing_hybrid": (BailingHybridConfig, BailingHybridForCausalLM),
+    "jamba": (JambaConfig, JambaForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -386,6 +389,15 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                            n_group=2, topk_group=1, first_k_dense_replace=1, layer_group_size=2,
                            max_position_embeddings=64, rms_norm_eps=1e-6, pad_token_id=0,
                            eos_token_id=2, tie_word_embeddings=False),
+    # Jamba: Mamba (v1) layers (64 channels, a state of 8, dt rank 4, 4 taps, the norms
+    # of dt, B and C) and an attention layer without RoPE at 2 of 4; MoE on every other
+    # layer (softmax top-2 of 4, not renormalised), SwiGLU MLPs between.
+    "jamba": dict(vocab_size=101, hidden_size=32, intermediate_size=24, num_hidden_layers=4,
+                  num_attention_heads=4, num_key_value_heads=2, num_experts=4,
+                  num_experts_per_tok=2, expert_layer_period=2, expert_layer_offset=1,
+                  attn_layer_period=4, attn_layer_offset=2, mamba_d_state=8, mamba_d_conv=4,
+                  mamba_expand=2, mamba_dt_rank=4, max_position_embeddings=64,
+                  rms_norm_eps=1e-6, tie_word_embeddings=False),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,

@@ -134,6 +134,7 @@ static const char *arch_name(uint32_t arch)
     case 29: return "qwen3_5_moe";
     case 30: return "kimi_linear";
     case 31: return "bailing_hybrid";
+    case 32: return "jamba";
     default: return "unknown";
     }
 }

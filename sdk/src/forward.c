@@ -118,6 +118,8 @@ static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_
         colibri_gated_delta_forward(m, &layer, l, state, ws, n);
     } else if (layer.attn_kind == ATTN_KDA) {
         colibri_kda_forward(m, &layer, l, state, ws, n);
+    } else if (layer.attn_kind == ATTN_MAMBA1) {
+        colibri_mamba1_forward(m, &layer, l, state, ws, n);
     } else {
         colibri_attention_forward(m, &layer, l, state, ws, n);
     }

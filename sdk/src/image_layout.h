@@ -96,9 +96,10 @@ enum {
     REC_SSM_HEAD_DIM = 268,
     REC_SSM_STATE = 272,
     REC_SSM_GROUPS = 276,
-    REC_KDA_RANK = 280,  /* 1.14: a KDA layer's gate projections' rank (0: full) */
-    REC_KDA_BOUND = 284, /* 1.14: its bounded forget gate's lower bound (0: none) */
-    REC_EXT_END = 288    /* 288 .. 511 reserved: zero */
+    REC_KDA_RANK = 280,    /* 1.14: a KDA layer's gate projections' rank (0: full) */
+    REC_KDA_BOUND = 284,   /* 1.14: its bounded forget gate's lower bound (0: none) */
+    REC_SSM_DT_RANK = 288, /* 1.14: a Mamba1 layer's time step rank (0: none) */
+    REC_EXT_END = 292      /* 292 .. 511 reserved: zero */
 };
 
 /* Header flags a reader of this version knows (section 1). */
@@ -151,7 +152,8 @@ enum {
     ATTN_CONV = 4,
     ATTN_MAMBA2 = 5,
     ATTN_GATED_DELTA = 6,
-    ATTN_KDA = 7
+    ATTN_KDA = 7,
+    ATTN_MAMBA1 = 8
 };
 /* ATTN_CHUNKED (1.11, Llama 4): positions in chunks of sliding_window, each
  * attending within its own chunk up to itself. ATTN_CONV (1.13, LFM2): no
@@ -159,7 +161,8 @@ enum {
  * ATTN_MAMBA2 (1.14, Granite-4.0-H): a Mamba2 mixer (mamba2.c), no KV cache.
  * ATTN_GATED_DELTA (1.14, Qwen3-Next): a gated delta rule layer
  * (gated_delta.c) over the same inputs and state, no KV cache. ATTN_KDA
- * (1.14, Kimi-Linear): the same rule with a decay per key channel. */
+ * (1.14, Kimi-Linear): the same rule with a decay per key channel.
+ * ATTN_MAMBA1 (1.14, Jamba): a Mamba (v1) mixer (mamba1.c), no KV cache. */
 /* FFN_SHORTCUT (format 1.12, LongCat-Flash): a dense FFN and, on the same
  * input, a MoE whose output is added after the next layer's FFN. */
 enum { FFN_DENSE = 0, FFN_MOE = 1, FFN_SHORTCUT = 2 };
@@ -268,7 +271,13 @@ enum {
     ROLE_KDA_F_B = 93,     /* its second factor [I, rank] (kda_rank > 0) */
     ROLE_KDA_G_A = 94,     /* its output gate projection, the same shapes */
     ROLE_KDA_G_B = 95,
-    ROLE_ATTN_HEAD_GATE = 96 /* 1.14: [n_heads, H] float32, attn_bias bit 11 */
+    ROLE_ATTN_HEAD_GATE = 96, /* 1.14: [n_heads, H] float32, attn_bias bit 11 */
+    ROLE_MAMBA1_X_PROJ = 97,  /* 1.14: a Mamba1 layer's dt, B and C projection [R + 2N, I] */
+    ROLE_MAMBA1_DT_NORM = 98, /* the RMSNorms of dt [R], B and C [N] (Jamba's) */
+    ROLE_MAMBA1_B_NORM = 99,
+    ROLE_MAMBA1_C_NORM = 100,
+    ROLE_MAMBA1_DT_PROJ = 101, /* [I, R] */
+    ROLE_MAMBA1_A = 102        /* [I, N] float32: A = -exp(A_log) per channel and state */
 };
 
 /* Attention bias bits, qk-norm kinds, architectures. */
@@ -322,7 +331,8 @@ enum {
     ARCH_QWEN3_NEXT = 28,
     ARCH_QWEN3_5_MOE = 29,
     ARCH_KIMI_LINEAR = 30,
-    ARCH_BAILING_HYBRID = 31
+    ARCH_BAILING_HYBRID = 31,
+    ARCH_JAMBA = 32
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

@@ -125,6 +125,28 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_FFN_NORM_BIAS, PART_KDA, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
     {ROLE_ATTN_POST_NORM, PART_KDA, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(attn_post_norm)},
     {ROLE_FFN_POST_NORM, PART_KDA, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_post_norm)},
+    /* a Mamba1 layer's operator (attn_kind 8, format 1.14) */
+    {ROLE_ATTN_NORM, PART_MAMBA1, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm)},
+    {ROLE_SSM_IN_Z, PART_MAMBA1, WHEN_ALWAYS, DIM_SSM_INNER, DIM_HIDDEN, SLOT(ssm_in_z)},
+    {ROLE_SSM_IN_XBC, PART_MAMBA1, WHEN_ALWAYS, DIM_SSM_CONV, DIM_HIDDEN, SLOT(ssm_in_xbc)},
+    {ROLE_SSM_CONV_KERNEL, PART_MAMBA1, WHEN_ALWAYS, DIM_SSM_CONV, DIM_CONV_TAPS,
+     SLOT(ssm_conv_kernel)},
+    {ROLE_SSM_CONV_BIAS, PART_MAMBA1, WHEN_ALWAYS, DIM_SSM_CONV, DIM_NONE, SLOT(ssm_conv_bias)},
+    {ROLE_MAMBA1_X_PROJ, PART_MAMBA1, WHEN_ALWAYS, DIM_DT_B_C, DIM_SSM_INNER, SLOT(mamba1_x_proj)},
+    {ROLE_MAMBA1_DT_NORM, PART_MAMBA1, WHEN_ALWAYS, DIM_DT_RANK, DIM_NONE, SLOT(mamba1_dt_norm)},
+    {ROLE_MAMBA1_B_NORM, PART_MAMBA1, WHEN_ALWAYS, DIM_SSM_STATE, DIM_NONE, SLOT(mamba1_b_norm)},
+    {ROLE_MAMBA1_C_NORM, PART_MAMBA1, WHEN_ALWAYS, DIM_SSM_STATE, DIM_NONE, SLOT(mamba1_c_norm)},
+    {ROLE_MAMBA1_DT_PROJ, PART_MAMBA1, WHEN_ALWAYS, DIM_SSM_INNER, DIM_DT_RANK,
+     SLOT(mamba1_dt_proj)},
+    {ROLE_SSM_DT_BIAS, PART_MAMBA1, WHEN_ALWAYS, DIM_SSM_INNER, DIM_NONE, SLOT(ssm_dt_bias)},
+    {ROLE_MAMBA1_A, PART_MAMBA1, WHEN_ALWAYS, DIM_SSM_INNER, DIM_SSM_STATE, SLOT(mamba1_a)},
+    {ROLE_SSM_D, PART_MAMBA1, WHEN_ALWAYS, DIM_SSM_INNER, DIM_NONE, SLOT(ssm_d)},
+    {ROLE_SSM_OUT, PART_MAMBA1, WHEN_ALWAYS, DIM_HIDDEN, DIM_SSM_INNER, SLOT(ssm_out)},
+    {ROLE_FFN_NORM, PART_MAMBA1, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm)},
+    {ROLE_ATTN_NORM_BIAS, PART_MAMBA1, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(attn_norm_bias)},
+    {ROLE_FFN_NORM_BIAS, PART_MAMBA1, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
+    {ROLE_ATTN_POST_NORM, PART_MAMBA1, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(attn_post_norm)},
+    {ROLE_FFN_POST_NORM, PART_MAMBA1, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_post_norm)},
 };
 
 const uint32_t colibri_layer_tensors_count =
@@ -184,6 +206,9 @@ uint32_t colibri_tensor_dim(const colibri_hparams *hp, uint32_t dim)
     case DIM_SSM_HEAD_DIM: return hp->ssm_head_dim;
     case DIM_KDA_A_ROWS: return hp->kda_rank > 0u ? hp->kda_rank : colibri_ssm_inner(hp);
     case DIM_KDA_RANK: return hp->kda_rank;
+    case DIM_SSM_STATE: return hp->ssm_state;
+    case DIM_DT_RANK: return hp->ssm_dt_rank;
+    case DIM_DT_B_C: return hp->ssm_dt_rank + 2u * hp->ssm_state;
     case DIM_SHARED: return hp->shared_intermediate;
     case DIM_EXPERT: return hp->expert_intermediate;
     case DIM_HEADS: return hp->n_heads;

@@ -21,7 +21,8 @@ enum {
     PART_CONV,
     PART_MAMBA2,
     PART_GATED_DELTA,
-    PART_KDA
+    PART_KDA,
+    PART_MAMBA1
 };
 
 /* When a tensor is present, from the model record. */
@@ -82,7 +83,10 @@ enum {
     DIM_SSM_HEADS,
     DIM_SSM_HEAD_DIM,
     DIM_KDA_A_ROWS, /* kda_rank, or I when 0 (one full-rank matrix) */
-    DIM_KDA_RANK
+    DIM_KDA_RANK,
+    DIM_SSM_STATE,
+    DIM_DT_RANK, /* ssm_dt_rank (Mamba1) */
+    DIM_DT_B_C   /* ssm_dt_rank + 2 * ssm_state */
 };
 
 #define SLOT_NONE 0xFFFFu /* expert tensors: read through expert_view */
@@ -109,6 +113,7 @@ static inline uint32_t colibri_operator_part(uint32_t attn_kind)
            : attn_kind == ATTN_MAMBA2      ? PART_MAMBA2
            : attn_kind == ATTN_GATED_DELTA ? PART_GATED_DELTA
            : attn_kind == ATTN_KDA         ? PART_KDA
+           : attn_kind == ATTN_MAMBA1      ? PART_MAMBA1
                                            : PART_ATTENTION;
 }
 

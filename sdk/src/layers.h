@@ -59,6 +59,11 @@ void colibri_gated_delta_forward(const colibri_model *m, const layer_view *layer
 void colibri_kda_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
                          colibri_state *state, workspace *ws, uint32_t n);
 
+/* A Mamba1 layer's operator (attn_kind 8, format 1.14, Jamba's mamba layers;
+ * mamba1.c), with the same contract and state layout (a head per channel). */
+void colibri_mamba1_forward(const colibri_model *m, const layer_view *layer, uint32_t layer_index,
+                            colibri_state *state, workspace *ws, uint32_t n);
+
 /* One chunk of a Mamba2 or delta rule layer, in ws->ssm: z [n][I], the
  * convolution's input [n][C] (free once convolved) and output [n][C] (after
  * SiLU: x, then B, then C per row; the scan writes y over x), dt (softplus(dt

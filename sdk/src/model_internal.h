@@ -19,7 +19,7 @@ typedef struct matrix_ref {
 /* Pointers to one layer's weights, resolved from the validated table. */
 typedef struct layer_view {
     uint32_t ffn_kind;              /* FFN_DENSE, FFN_MOE or FFN_SHORTCUT */
-    uint32_t attn_kind;             /* ATTN_FULL .. ATTN_KDA */
+    uint32_t attn_kind;             /* ATTN_FULL .. ATTN_MAMBA1 */
     const float *attn_norm;         /* [H] */
     matrix_ref wq;                  /* [Q, H]; MLA with a q LoRA: Q_B [Q, q_lora];
                                      * attention experts: [E * K, H], F32 */
@@ -69,6 +69,12 @@ typedef struct layer_view {
     matrix_ref kda_f_b;             /* [I, rank] its second factor, or none (rank 0) */
     matrix_ref kda_g_a;             /* [rank or I, H] the output gate's */
     matrix_ref kda_g_b;             /* [I, rank] or none */
+    matrix_ref mamba1_x_proj;       /* Mamba1 (1.14): [R + 2N, I] dt, B and C of x */
+    const float *mamba1_dt_norm;    /* [R] */
+    const float *mamba1_b_norm;     /* [N] */
+    const float *mamba1_c_norm;     /* [N] */
+    matrix_ref mamba1_dt_proj;      /* [I, R] */
+    matrix_ref mamba1_a;            /* [I, N] f32, A = -exp(A_log) */
     const float *router_logit_bias; /* [E + Z] added to the router logits, or NULL */
     matrix_ref dense_gate;          /* [D, H] (dense layer) */
     matrix_ref dense_up;            /* [D, H] */
@@ -149,7 +155,7 @@ uint32_t colibri_layer_slot(const colibri_model *m, uint32_t l);
 /* Whether a layer of this attn_kind keeps recurrent rows, not a KV cache. */
 static inline int colibri_recurrent_kind(uint32_t attn_kind)
 {
-    return attn_kind >= ATTN_CONV && attn_kind <= ATTN_KDA;
+    return attn_kind >= ATTN_CONV && attn_kind <= ATTN_MAMBA1;
 }
 
 /* A Mamba2 layer's inner width (heads * head_dim) and its convolution's
@@ -161,8 +167,11 @@ static inline uint32_t colibri_ssm_inner(const colibri_hparams *hp)
 
 static inline uint32_t colibri_conv_channels(const colibri_hparams *hp)
 {
-    return hp->ssm_heads > 0u ? colibri_ssm_inner(hp) + 2u * hp->ssm_groups * hp->ssm_state
-                              : hp->hidden_size;
+    if (hp->ssm_heads == 0u) {
+        return hp->hidden_size;
+    }
+    return hp->ssm_dt_rank > 0u ? colibri_ssm_inner(hp) /* Mamba1: x only */
+                                : colibri_ssm_inner(hp) + 2u * hp->ssm_groups * hp->ssm_state;
 }
 
 /* Floats of one recurrent layer in one copy of the state: the convolution's

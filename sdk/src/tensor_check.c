@@ -79,13 +79,15 @@ static int unused_widths_zero(const colibri_hparams *hp, int any_dense, int any_
 /* A layer's attn_kind (docs/format.md 2): sliding (1) and chunked (3, 1.11)
  * need a window, a short convolution (4, 1.13) its taps and no Mamba2
  * fields (a model's recurrent layers hold rows of one size), a Mamba2 mixer
- * (5, 1.14), a gated delta layer (6) or a KDA layer (7) its taps and heads;
+ * (5, 1.14), a gated delta layer (6) or a KDA layer (7) its taps and heads,
+ * a Mamba1 layer (8) those and a dt rank (which the others lack);
  * an MLA model's other layers are full attention, with or without RoPE. */
 static int attn_kind_valid(const colibri_hparams *hp, uint32_t attn)
 {
     int windowed = attn == ATTN_SLIDING || attn == ATTN_CHUNKED;
-    int ssm = attn >= ATTN_MAMBA2 && attn <= ATTN_KDA;
-    return attn <= ATTN_KDA && !(windowed && hp->sliding_window == 0u) &&
+    int ssm = attn >= ATTN_MAMBA2 && attn <= ATTN_MAMBA1;
+    return attn <= ATTN_MAMBA1 && !(windowed && hp->sliding_window == 0u) &&
+           !(ssm && (attn == ATTN_MAMBA1) != (hp->ssm_dt_rank > 0u)) &&
            !(colibri_recurrent_kind(attn) && hp->conv_kernel == 0u) &&
            !(attn == ATTN_CONV && hp->ssm_heads != 0u) && !(ssm && hp->ssm_heads == 0u) &&
            (hp->mla != MLA_LATENT || attn == ATTN_FULL || attn == ATTN_FULL_NOPE ||
@@ -154,7 +156,8 @@ static int role_quantizable(uint16_t role)
            (role >= ROLE_EXPERT_GATE && role <= ROLE_EXPERT_DOWN) ||
            (role >= ROLE_CONV_IN_B && role <= ROLE_CONV_OUT && role != ROLE_CONV_KERNEL) ||
            (role >= ROLE_SSM_IN_Z && role <= ROLE_SSM_IN_DT) || role == ROLE_SSM_OUT ||
-           (role >= ROLE_SSM_IN_BETA && role <= ROLE_KDA_G_B);
+           (role >= ROLE_SSM_IN_BETA && role <= ROLE_KDA_G_B) || role == ROLE_MAMBA1_X_PROJ ||
+           role == ROLE_MAMBA1_DT_PROJ;
 }
 
 /* The attention experts' stacked q and o matrices (format 1.11) stay

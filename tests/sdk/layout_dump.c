@@ -7,11 +7,11 @@
  *   layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE EXPERT_INTER EXPERTS
  *               SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND ROUTER_SCORE
  *               ZERO_EXPERTS LAYER_ROPE ROPE_DIM ATTN_KIND CONV_KERNEL
- *               [SSM_HEADS SSM_HEAD_DIM SSM_STATE SSM_GROUPS KDA_RANK]
+ *               [SSM_HEADS SSM_HEAD_DIM SSM_STATE SSM_GROUPS KDA_RANK DT_RANK]
  *
  * KIND 2 (a shortcut layer, format 1.12) lists its dense FFN, then its MoE;
  * ATTN_KIND 4 (a short convolution layer, 1.13) its convolution first, 5 (a
- * Mamba2 or delta rule layer, 1.14, with the five sizes) its mixer.
+ * Mamba2 or delta rule layer, 1.14, with the six sizes) its mixer.
  *
  * One line per tensor: "ROLE EXPERT ROWS COLS" (COLS 0 for a vector).
  */
@@ -34,11 +34,11 @@ static void print_part(const colibri_hparams *hp, uint32_t part, long expert)
 int main(int argc, char **argv)
 {
     colibri_hparams hp = {0};
-    if (argc != 20 && argc != 25) {
+    if (argc != 20 && argc != 26) {
         fprintf(stderr, "usage: layout_dump KIND HIDDEN HEADS KV_HEADS HEAD_DIM DENSE "
                         "EXPERT_INTER EXPERTS SHARED SHARED_GATE ATTN_BIAS QK_NORM NORM_KIND "
                         "ROUTER_SCORE ZERO_EXPERTS LAYER_ROPE ROPE_DIM ATTN_KIND CONV_KERNEL "
-                        "[SSM_HEADS SSM_HEAD_DIM SSM_STATE SSM_GROUPS KDA_RANK]\n");
+                        "[SSM_HEADS SSM_HEAD_DIM SSM_STATE SSM_GROUPS KDA_RANK DT_RANK]\n");
         return 2;
     }
     uint32_t kind = (uint32_t)strtoul(argv[1], NULL, 0);
@@ -63,10 +63,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < 16; i++) {
         *fields[i] = (uint32_t)strtoul(argv[i + 2], NULL, 0);
     }
-    if (argc == 25) {
-        uint32_t *ssm[] = {&hp.ssm_heads, &hp.ssm_head_dim, &hp.ssm_state, &hp.ssm_groups,
-                           &hp.kda_rank};
-        for (int i = 0; i < 5; i++) {
+    if (argc == 26) {
+        uint32_t *ssm[] = {&hp.ssm_heads,  &hp.ssm_head_dim, &hp.ssm_state,
+                           &hp.ssm_groups, &hp.kda_rank,     &hp.ssm_dt_rank};
+        for (int i = 0; i < 6; i++) {
             *ssm[i] = (uint32_t)strtoul(argv[i + 20], NULL, 0);
         }
     }

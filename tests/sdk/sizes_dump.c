@@ -5,12 +5,12 @@
  *
  *   sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT DENSE EXPERT_INTER
  *              EXPERTS SHARED TOP_K BATCH
- *              [QUANTIZED[,ZERO[,SHORTCUT[,CONV[,TAPS[,HEADS,HEAD_DIM,STATE,GROUPS]]]]]
+ *              [QUANTIZED[,ZERO[,SHORTCUT[,CONV[,TAPS[,HEADS,HEAD_DIM,STATE,GROUPS,DT_RANK]]]]]
  *              [Q_LORA KV_LORA V_HEAD_DIM ROPE_DIM]]
  *   prints "STATE SCRATCH"; the four MLA numbers make it an MLA record (mla 1);
  *   ZERO and SHORTCUT are zero_experts and shortcut_layers (format 1.12), CONV
  *   and TAPS conv_layers and conv_kernel (1.13: the other layers have a KV
- *   cache), the last four a Mamba2 layer's ssm_* sizes (1.14).
+ *   cache), the last five a Mamba layer's ssm_* sizes (1.14).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +46,9 @@ int main(int argc, char **argv)
         char *next = argv[14];
         uint32_t *flags[] = {&m.hp.quantized,    &m.hp.zero_experts, &m.hp.shortcut_layers,
                              &m.hp.conv_layers,  &m.hp.conv_kernel,  &m.hp.ssm_heads,
-                             &m.hp.ssm_head_dim, &m.hp.ssm_state,    &m.hp.ssm_groups};
-        for (int i = 0; i < 9 && *next != '\0'; i++) {
+                             &m.hp.ssm_head_dim, &m.hp.ssm_state,    &m.hp.ssm_groups,
+                             &m.hp.ssm_dt_rank};
+        for (int i = 0; i < 10 && *next != '\0'; i++) {
             *flags[i] = (uint32_t)strtoul(next + (i > 0 && *next == ','), &next, 0);
         }
     }

@@ -39,7 +39,8 @@ def _c_layout(dump, kind: int, r: ModelRecord, attn: int = 0
             r.attn_bias, r.qk_norm, r.norm_kind, r.router_score, r.zero_experts, r.layer_rope,
             r.rope_dim, attn, r.conv_kernel]
     if r.ssm_heads:
-        args += [r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups, r.kda_rank]
+        args += [r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups, r.kda_rank,
+                 r.ssm_dt_rank]
     out = subprocess.run([str(dump), *map(str, args)], capture_output=True, text=True,
                          check=True, timeout=30).stdout.splitlines()
     rows = []
@@ -144,3 +145,20 @@ def test_format_1_14_kda_layers(asan_bins, rank):
         (82, -1, (36, 36)), (91, -1, (3, 36)), *((92 + i, -1, g) for i, g in enumerate(gate)),
         *((94 + i, -1, g) for i, g in enumerate(gate)), (84, -1, (36, 4)), (86, -1, (12,)),
         (87, -1, (3,)), (89, -1, (4,)), (90, -1, (36, 12))]
+
+
+def test_format_1_14_mamba1_layers(asan_bins):
+    """A Mamba1 layer (attn_kind 8): a head per channel, its convolution over x
+    alone, x_proj [R + 2N, I], the norms of dt, B and C, dt_proj [I, R], A [I, N]."""
+    r = _record(0, 0, 0, 2, 0, 1)
+    r.conv_kernel, r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups = 4, 20, 1, 3, 1
+    r.ssm_dt_rank = 2
+    python = [(int(t.role), -1 if t.expert == 0xFFFF else t.expert, tuple(t.shape))
+              for t in layer_tensors(r, 0, 1, 8)]
+    c_rows, c_count = _c_layout(asan_bins / "layout_dump", 1, r, 8)
+    assert c_rows == python
+    assert c_count == len(python) == layer_tensor_count(r, 1, 8)
+    assert [row for row in python if 81 <= row[0] <= 102] == [
+        (81, -1, (20, 36)), (82, -1, (20, 36)), (84, -1, (20, 4)), (85, -1, (20,)),
+        (97, -1, (8, 20)), (98, -1, (2,)), (99, -1, (3,)), (100, -1, (3,)), (101, -1, (20, 2)),
+        (86, -1, (20,)), (102, -1, (20, 3)), (88, -1, (20,)), (90, -1, (36, 20))]

@@ -45,7 +45,7 @@ def test_python_sizes_equal_the_core(asan_bins):
     row) and shortcut layers (their MoE output held), format 1.12; with short
     convolution layers (no KV cache, two copies of their last inputs), 1.13; with
     Mamba2 layers instead (their SSM state too, and the scratch of their inputs), 1.14."""
-    checked = mambas = 0
+    checked = mambas = mamba1s = 0
     for r, pick, batch, quantized in itertools.product(_records(), (1, 3), (1, 7, 256), (0, 1)):
         ctx = max(1, r.max_context // pick)
         zero, shortcut = (r.n_experts % 3, r.n_layers % 2) if r.n_experts else (0, 0)
@@ -54,12 +54,16 @@ def test_python_sizes_equal_the_core(asan_bins):
         mamba = conv and r.n_layers % 2 == 0  # the recurrent layers Mamba2 ones
         ssm = (1 + r.hidden_size % 64, 1 + r.head_dim % 70, 1 + r.n_heads * 17 % 130, 1)
         ssm = (ssm[0], ssm[1], ssm[2], 2 if mamba and ssm[0] % 2 == 0 else 1) if mamba else (0,) * 4
+        rank = 1 + r.head_dim % 16 if mamba and r.n_layers % 4 == 0 else 0  # Mamba1 layers
+        if rank:
+            ssm = (64 + r.hidden_size % 64, 1, 1 + r.n_heads % 8, 1)
         r = replace(r, zero_experts=zero, conv_kernel=taps, ssm_heads=ssm[0], ssm_head_dim=ssm[1],
-                    ssm_state=ssm[2], ssm_groups=ssm[3])
+                    ssm_state=ssm[2], ssm_groups=ssm[3], ssm_dt_rank=rank)
         args = [ctx, r.hidden_size, r.n_layers, r.n_heads, r.n_kv_heads, r.head_dim,
                 r.max_context, r.dense_intermediate, r.expert_intermediate, r.n_experts,
                 r.shared_intermediate, r.top_k, batch,
-                f"{quantized},{zero},{shortcut},{conv},{taps}," + ",".join(map(str, ssm))]
+                f"{quantized},{zero},{shortcut},{conv},{taps}," + ",".join(map(str, ssm))
+                + f",{rank}"]
         if r.mla:
             args += [r.q_lora_rank, r.kv_lora_rank, r.v_head_dim, r.rope_dim]
         out = subprocess.run([str(asan_bins / "sizes_dump"), *map(str, args)], check=True,
@@ -69,7 +73,8 @@ def test_python_sizes_equal_the_core(asan_bins):
         assert [int(v) for v in out] == want, r
         checked += 1
         mambas += bool(mamba)
-    assert checked == 720 and mambas > 100
+        mamba1s += bool(rank)
+    assert checked == 720 and mambas > 100 and mamba1s > 20
 
 
 def test_batch_bounds_agree(asan_bins):

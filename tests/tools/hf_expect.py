@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 from hf_expect_granite_hybrid import granite_hybrid_record, granite_hybrid_tensors
+from hf_expect_jamba import jamba_record, jamba_tensors
 from hf_expect_kimi_linear import kimi_linear_record, kimi_linear_tensors
 from hf_expect_lfm2 import lfm2_record, lfm2_tensors
 from hf_expect_longcat import longcat_record, longcat_tensors
@@ -36,7 +37,7 @@ ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "
         "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19,
         "afmoe": 21, "llama4_text": 22, "jetmoe": 23, "longcat_flash": 24, "mimo_v2_flash": 25,
         "lfm2_moe": 26, "granitemoehybrid": 27, "qwen3_next": 28, "qwen3_5_moe": 29,
-        "kimi_linear": 30, "bailing_hybrid": 31}
+        "kimi_linear": 30, "bailing_hybrid": 31, "jamba": 32}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
@@ -217,13 +218,14 @@ DEFAULT_FIELDS = {
     "qkv_clip": 0.0, "attn_temp_floor": 0.0, "attn_temp_scale": 0.0, "zero_experts": 0,
     "layer_rope": 0, "conv_kernel": 0, "router_sum_eps": 0.0, "ssm_heads": 0,
     "ssm_head_dim": 0, "ssm_state": 0, "ssm_groups": 0, "kda_rank": 0, "kda_bound": 0.0,
+    "ssm_dt_rank": 0,
 }
 # Families whose modules differ too much from Llama's for the generic reading.
 OWN_RECORDS = {"dbrx": dbrx_record, "jetmoe": jetmoe_record, "longcat_flash": longcat_record,
                "mimo_v2_flash": mimo_record, "lfm2_moe": lfm2_record,
                "granitemoehybrid": granite_hybrid_record, "qwen3_next": qwen3_next_record,
                "qwen3_5_moe": qwen3_next_record, "kimi_linear": kimi_linear_record,
-               "bailing_hybrid": kimi_linear_record}
+               "bailing_hybrid": kimi_linear_record, "jamba": jamba_record}
 
 
 def expected_record(model: Any, family: str) -> dict[str, Any]:
@@ -385,6 +387,8 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
         return qwen3_next_tensors(sd, model)
     if family in ("kimi_linear", "bailing_hybrid"):
         return kimi_linear_tensors(sd, model)
+    if family == "jamba":
+        return jamba_tensors(sd, model)
     out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
            (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}
     if not model.config.tie_word_embeddings:

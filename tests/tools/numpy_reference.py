@@ -338,6 +338,31 @@ def _kda(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     return out.astype(np.float32) @ w.get(Role.SSM_OUT, layer).T
 
 
+def _mamba1(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
+    """A Mamba1 layer (attn_kind 8, format 1.14), token by token: x convolved causally
+    plus bias, then SiLU; dt, B and C of x, each RMS-normed; dt = softplus(DT_PROJ dt +
+    dt_bias) per channel; S = S exp(dt A) + dt B x, y = S C + D x per channel; y silu(z)."""
+    r = w.image.record
+    inner, n, rank = r.ssm_heads, r.ssm_state, r.ssm_dt_rank
+    x, z = (h @ w.get(role, layer).T for role in (Role.SSM_IN_XBC, Role.SSM_IN_Z))
+    taps = w.get(Role.SSM_CONV_KERNEL, layer)
+    padded = np.concatenate([np.zeros((taps.shape[1] - 1, inner), np.float32), x])
+    x = _silu(np.stack([(padded[t:t + taps.shape[1]] * taps.T).sum(axis=0)
+                        for t in range(h.shape[0])]) + w.get(Role.SSM_CONV_BIAS, layer))
+    proj = x @ w.get(Role.MAMBA1_X_PROJ, layer).T
+    dt = _rms(proj[:, :rank], w.get(Role.MAMBA1_DT_NORM, layer), r.rms_eps)
+    b = _rms(proj[:, rank:rank + n], w.get(Role.MAMBA1_B_NORM, layer), r.rms_eps)
+    c = _rms(proj[:, rank + n:], w.get(Role.MAMBA1_C_NORM, layer), r.rms_eps)
+    dt = np.logaddexp(0.0, dt @ w.get(Role.MAMBA1_DT_PROJ, layer).T + w.get(Role.SSM_DT_BIAS, layer))
+    a, d = w.get(Role.MAMBA1_A, layer), w.get(Role.SSM_D, layer)
+    state = np.zeros((inner, n))
+    y = np.zeros((h.shape[0], inner))
+    for t in range(h.shape[0]):
+        state = state * np.exp(dt[t][:, None] * a) + (dt[t][:, None] * b[t][None, :]) * x[t][:, None]
+        y[t] = state @ c[t] + d * x[t]
+    return (y * _silu(z)).astype(np.float32) @ w.get(Role.SSM_OUT, layer).T
+
+
 def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray,
             r=None, bias: tuple | None = None) -> np.ndarray:
     g, u = h @ gate.T, h @ up.T
@@ -442,8 +467,8 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
 
     shortcut = None  # format 1.12: a shortcut layer's MoE output, for the next layer
     for layer, entry in enumerate(image.layers):
-        operator = {4: _short_conv, 5: _mamba2, 6: _gated_delta, 7: _kda}.get(entry.attn_kind,
-                                                                              _attention)
+        operator = {4: _short_conv, 5: _mamba2, 6: _gated_delta, 7: _kda,
+                    8: _mamba1}.get(entry.attn_kind, _attention)
         a = operator(w, pre(x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer), layer)
         x = x + residual * out(a, Role.ATTN_NORM, layer)
         h = pre(x, Role.FFN_NORM, Role.FFN_NORM_BIAS, layer)

@@ -165,6 +165,12 @@ def _doc_order(rec: dict) -> list[tuple]:
             rows = [(16, (h,)), (82, (c, h)), (91, (heads, h)), *zip((92, 93), gate),
                     *zip((94, 95), gate), (84, (c, rec["conv_kernel"])), (86, (inner,)),
                     (87, (heads,)), (89, (rec["ssm_head_dim"],)), (90, (h, inner)), (27, (h,))]
+        elif rec["attn_kinds"][layer] == 8:  # a Mamba1 layer (1.14): a head per channel
+            inner, n, rank = rec["ssm_heads"], rec["ssm_state"], rec["ssm_dt_rank"]
+            rows = [(16, (h,)), (81, (inner, h)), (82, (inner, h)), (84, (inner, rec["conv_kernel"])),
+                    (85, (inner,)), (97, (rank + 2 * n, inner)), (98, (rank,)), (99, (n,)),
+                    (100, (n,)), (101, (inner, rank)), (86, (inner,)), (102, (inner, n)),
+                    (88, (inner,)), (90, (h, inner)), (27, (h,))]
         elif rec["attn_kinds"][layer] == 4:  # a short convolution (1.13): B, C, X, taps, out
             rows = [(16, (h,)), (76, (h, h)), (77, (h, h)), (78, (h, h)),
                     (79, (h, rec["conv_kernel"])), (80, (h, h)), (27, (h,))]
@@ -184,7 +190,7 @@ def _doc_order(rec: dict) -> list[tuple]:
             rows += [(70, (q, h))] if rec["attn_bias"] & 256 else []  # the output's gate (1.11)
             rows += [(73, (e, h))] if experts else []  # the attention experts' router
             rows.append((20, (e * h, k) if experts else (h, q)))
-        if rec["attn_kinds"][layer] not in (4, 5, 6, 7):
+        if rec["attn_kinds"][layer] not in (4, 5, 6, 7, 8):
             rows += _attention_tail(rec)
         if kind in (0, 2):  # dense, or (1.12) a shortcut layer's dense part
             rows += [(32, (d, h)), (33, (d, h)), (34, (h, d))]
@@ -249,10 +255,11 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     if rec["zero_experts"] or rec["arch"] >= 24 or 2 in rec["ffn_kinds"] or rec["layer_rope"]:
         minor = 12  # section 7: zero experts, shortcut layers, each layer's RoPE (1.12)
     extended = rec["conv_kernel"] != 0 or rec["router_sum_eps"] != 0.0  # section 1.2
-    extended = extended or rec["ssm_heads"] != 0 or rec["kda_rank"] or rec["kda_bound"]
+    extended = extended or rec["ssm_heads"] != 0 or rec["kda_rank"] or rec["kda_bound"] \
+        or rec["ssm_dt_rank"]
     if extended or rec["arch"] >= 26 or 4 in rec["attn_kinds"]:
         minor = 13  # section 7: the record's extension, short convolutions, LFM2-MoE
-    if rec["ssm_heads"] or rec["arch"] >= 27 or {5, 6, 7} & set(rec["attn_kinds"]):
+    if rec["ssm_heads"] or rec["arch"] >= 27 or {5, 6, 7, 8} & set(rec["attn_kinds"]):
         minor = 14  # section 7: the extension's ssm_* sizes, Mamba2 and gated delta layers
     header = 512 if extended else 256
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, header)
@@ -268,10 +275,10 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     if extended:  # section 1.2 (1.13, 1.14), the rest of the 512 bytes zero
         assert (_u("I", data, 256), _u("f", data, 260)) == pytest.approx(
             (rec["conv_kernel"], rec["router_sum_eps"]), rel=1e-7)
-        assert struct.unpack_from("<5If", data, 264) == pytest.approx((
+        assert struct.unpack_from("<5IfI", data, 264) == pytest.approx((
             rec["ssm_heads"], rec["ssm_head_dim"], rec["ssm_state"], rec["ssm_groups"],
-            rec["kda_rank"], rec["kda_bound"]), rel=1e-7)
-        assert data[288:512] == bytes(224)
+            rec["kda_rank"], rec["kda_bound"], rec["ssm_dt_rank"]), rel=1e-7)
+        assert data[292:512] == bytes(220)
     table, n_tensors = header + 16 * n_layers, _u("I", data, 56)
     end = table + 64 * n_tensors
     assert _u("I", data, 24) == zlib.crc32(data[:24] + bytes(4) + data[28:end])
@@ -682,7 +689,8 @@ def test_record_extension_out_of_bounds_is_refused(fields, status, hf_checkpoint
     ({272: 1025}, Status.E_BAD_HYPERPARAMS),  # a state wider than 1024
     ({268: 8}, Status.E_BAD_SHAPE),  # narrower heads than the tensors
     ({256: 0}, Status.E_BAD_LAYER_TABLE),  # Mamba2 layers without taps
-    ({288: 1}, Status.E_RESERVED),  # the extension's reserved bytes after 1.14's fields
+    ({292: 1}, Status.E_RESERVED),  # the extension's reserved bytes after 1.14's fields
+    ({288: 2}, Status.E_BAD_HYPERPARAMS),  # a Mamba1 dt rank with Mamba2's head_dim 16
     ({280: 2000}, Status.E_BAD_HYPERPARAMS),  # a KDA rank above 1024
 ])
 def test_mamba2_sizes_out_of_bounds_are_refused(fields, status, hf_checkpoint, tmp_path):

@@ -120,7 +120,7 @@ _SOURCE_FIELDS = {
 # Granite-4.0-H's Mamba2 sizes.
 _MAMBA2_SOURCE_FIELDS = {
     "conv_kernel": "mamba_d_conv", "ssm_heads": "mamba_n_heads", "ssm_head_dim": "mamba_d_head",
-    "ssm_state": "mamba_d_state", "ssm_groups": "mamba_n_groups",
+    "ssm_state": "mamba_d_state", "ssm_groups": "mamba_n_groups", "ssm_dt_rank": "mamba_dt_rank",
 }
 # Qwen3-Next's gated delta sizes.
 _DELTA_SOURCE_FIELDS = {
@@ -459,7 +459,7 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
         if isinstance(before, float) and before != p.value:
             reason += f" (float32 holds {before!r} as {p.value!r})"
         if p.field == "expert_intermediate":
-            plain = arch in (Arch.MIXTRAL, Arch.OLMOE, Arch.PHIMOE, Arch.GRANITEMOE,
+            plain = arch in (Arch.MIXTRAL, Arch.OLMOE, Arch.PHIMOE, Arch.GRANITEMOE, Arch.JAMBA,
                              Arch.GRANITEMOE_SHARED, Arch.GRANITEMOE_HYBRID, Arch.FLEX_OLMO,
                              Arch.HUNYUAN_V1_MOE, Arch.MINIMAX_M2)
             source = "intermediate_size" if plain else "moe_intermediate_size"
@@ -470,7 +470,7 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
             source = _present(c, ("num_experts_per_tok", "moe_k", "moe_topk"))
         if arch == Arch.DBRX:
             source = _DBRX_SOURCE_FIELDS.get(p.field, source)
-        if arch == Arch.GRANITEMOE_HYBRID:
+        if arch in (Arch.GRANITEMOE_HYBRID, Arch.JAMBA):
             source = _MAMBA2_SOURCE_FIELDS.get(p.field, source)
         if arch in (Arch.QWEN3_NEXT, Arch.QWEN3_5_MOE):
             source = _DELTA_SOURCE_FIELDS.get(p.field, source)

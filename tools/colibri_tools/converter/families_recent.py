@@ -60,6 +60,7 @@ minimax_m2,exaone_moe}):
 - granitemoehybrid: families_granite_hybrid.py.
 - qwen3_next, qwen3_5_moe_text: families_qwen3_next.py.
 - kimi_linear, bailing_hybrid: families_kimi_linear.py.
+- jamba: families_jamba.py.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ from ..image.image_spec import (
     FfnKind,
 )
 from . import families_granite_hybrid as granite_hybrid
+from . import families_jamba as jamba
 from . import families_kimi_linear as kimi_linear
 from . import families_lfm2 as lfm2
 from . import families_mimo as mimo
@@ -471,7 +473,9 @@ FAMILIES = {"flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
             "glm4_moe_lite": _glm4_moe_lite, "minimax_m2": _minimax_m2, "exaone_moe": _exaone_moe,
             "dbrx": _dbrx, "afmoe": _afmoe, "llama4_text": _llama4_text, "jetmoe": _jetmoe,
             "longcat_flash": _longcat_flash, **mimo.FAMILIES, **lfm2.FAMILIES,
-            **granite_hybrid.FAMILIES, **qwen3_next.FAMILIES, **kimi_linear.FAMILIES}
+            **granite_hybrid.FAMILIES, **qwen3_next.FAMILIES, **kimi_linear.FAMILIES,
+            **jamba.FAMILIES}
 ATTN_KINDS = {"exaone_moe": _exaone_attn_kinds, "afmoe": _afmoe_attn_kinds,
               "llama4_text": _llama4_attn_kinds, **mimo.ATTN_KINDS, **lfm2.ATTN_KINDS,
-              **granite_hybrid.ATTN_KINDS, **qwen3_next.ATTN_KINDS, **kimi_linear.ATTN_KINDS}
+              **granite_hybrid.ATTN_KINDS, **qwen3_next.ATTN_KINDS, **kimi_linear.ATTN_KINDS,
+              **jamba.ATTN_KINDS}

@@ -40,7 +40,7 @@ from .tensor_map_gated_delta import qwen3_next_tensor
 from .tensor_map_kda import kimi_linear_tensor
 from .tensor_map_lfm2 import lfm2_name, lfm2_tensor
 from .tensor_map_longcat import PREDICTION_PREFIX, longcat_experts, longcat_name, longcat_scaled
-from .tensor_map_mamba2 import mamba2_tensor
+from .tensor_map_mamba2 import jamba_tensor, mamba2_tensor
 from .tensor_map_mimo import mimo_tensor
 
 _DENSE_ROLES = (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)
@@ -277,6 +277,8 @@ class TensorMap:
             fused = mamba2_tensor(self, entry)
         if self.spec.family in ("qwen3_next", "qwen3_5_moe_text"):
             fused = qwen3_next_tensor(self, entry)
+        if self.spec.family == "jamba":
+            fused = jamba_tensor(self, entry)
         if self.spec.family in ("kimi_linear", "bailing_hybrid"):
             fused = kimi_linear_tensor(self, entry)
         if fused is not None:

@@ -13,6 +13,7 @@ from .image_spec import (
     ATTN_CONV,
     ATTN_FULL,
     ATTN_FULL_NOPE,
+    ATTN_MAMBA1,
     ATTN_SLIDING,
     BIAS_ALL,
     BIAS_ATTN,
@@ -448,7 +449,7 @@ def _ssm_checks(r: ModelRecord) -> list:
     bound_zero = r.kda_bound == 0.0 and math.copysign(1.0, r.kda_bound) > 0
     if r.ssm_heads == 0:
         return [(name, getattr(r, name), getattr(r, name) == 0, "must be 0 without ssm_heads")
-                for name in SSM_FIELDS[1:] + ("kda_rank",)] + [
+                for name in SSM_FIELDS[1:] + ("kda_rank", "ssm_dt_rank")] + [
             ("kda_bound", r.kda_bound, bound_zero, "must be 0 without ssm_heads")]
     size = f"must be 1 .. {MAX_SSM_SIZE}"
     bound_ok = bound_zero or (math.isfinite(r.kda_bound) and -MAX_KDA_BOUND <= r.kda_bound < 0)
@@ -457,7 +458,12 @@ def _ssm_checks(r: ModelRecord) -> list:
         ("ssm_groups", r.ssm_groups, 1 <= r.ssm_groups <= r.ssm_heads
          and r.ssm_heads % r.ssm_groups == 0, "must divide ssm_heads"),
         ("kda_rank", r.kda_rank, 0 <= r.kda_rank <= MAX_SSM_SIZE, f"must be 0 .. {MAX_SSM_SIZE}"),
-        ("kda_bound", r.kda_bound, bound_ok, f"must be 0, or -{MAX_KDA_BOUND:g} .. below 0")]
+        ("kda_bound", r.kda_bound, bound_ok, f"must be 0, or -{MAX_KDA_BOUND:g} .. below 0"),
+        ("ssm_dt_rank", r.ssm_dt_rank, r.ssm_dt_rank == 0 or (
+            r.ssm_dt_rank <= MAX_SSM_SIZE and r.ssm_head_dim == 1 and r.ssm_groups == 1
+            and r.ssm_dt_rank + 2 * r.ssm_state <= r.ssm_heads),
+         "must be 0, or 1 .. 1024 with ssm_head_dim 1, ssm_groups 1 and ssm_dt_rank + 2 * "
+         "ssm_state <= ssm_heads (Mamba1)")]
 
 
 _KIND_WIDTHS = {FfnKind.DENSE: ("dense_intermediate",),
@@ -521,6 +527,7 @@ def attn_kind_ok(r: ModelRecord, kind: int) -> bool:
             and not (kind in RECURRENT_KINDS and r.conv_kernel == 0)
             and not (kind == ATTN_CONV and r.ssm_heads)
             and not (kind in SSM_KINDS and not r.ssm_heads)
+            and not (kind in SSM_KINDS and (kind == ATTN_MAMBA1) != bool(r.ssm_dt_rank))
             and (not r.mla or kind in (ATTN_FULL, ATTN_FULL_NOPE) + RECURRENT_KINDS))
 
 

@@ -43,7 +43,7 @@ MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arc
 MINOR_LLAMA4_ERA = 11           # qkv_clip, the gate bit, norm_kind 3, arch 20 .. 22 and more
 MINOR_ZERO_EXPERTS = 12         # zero_experts, ffn_kind 2 (shortcut), arch 24
 MINOR_CONV = 13                 # the record's extension, attn_kind 4 (short convolution), arch 26
-MINOR_MAMBA2 = 14               # the extension's ssm_* and KDA fields, attn_kind 5 .. 7, arch 27 .. 30
+MINOR_MAMBA2 = 14               # the extension's ssm_* and KDA fields, attn_kind 5 .. 8, arch 27 .. 32
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -87,6 +87,7 @@ class Arch(IntEnum):
     QWEN3_5_MOE = 29
     KIMI_LINEAR = 30
     BAILING_HYBRID = 31
+    JAMBA = 32
 
 
 class FfnKind(IntEnum):
@@ -164,6 +165,12 @@ class Role(IntEnum):
     KDA_G_A = 94
     KDA_G_B = 95
     ATTN_HEAD_GATE = 96  # format 1.14: [n_heads, H] float32, attn_bias bit 11 (MLA's)
+    MAMBA1_X_PROJ = 97  # format 1.14: a Mamba1 layer's dt / B / C projection [R + 2N, I],
+    MAMBA1_DT_NORM = 98  # the norms of dt [R], B and C [N], dt's projection [I, R], and
+    MAMBA1_B_NORM = 99  # A [I, N] = -exp(A_log), float32
+    MAMBA1_C_NORM = 100
+    MAMBA1_DT_PROJ = 101
+    MAMBA1_A = 102
 
 
 EXPERT_ROLES = (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)
@@ -246,8 +253,9 @@ EXTENSION_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("ssm_groups", 276, "I"),
     ("kda_rank", 280, "I"),  # format 1.14: a KDA layer's gate projections' rank (0: one matrix)
     ("kda_bound", 284, "f"),  # its bounded forget gate's lower bound (0: softplus, unbounded)
+    ("ssm_dt_rank", 288, "I"),  # format 1.14: a Mamba1 layer's time step rank (0: none)
 )
-EXTENSION_END = 288  # 288 .. 511 reserved: zero
+EXTENSION_END = 292  # 292 .. 511 reserved: zero
 MAX_KDA_BOUND = 1024.0  # = MAX_KDA_BOUND in sdk/src/hparams.c
 SSM_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state", "ssm_groups")
 MAX_SSM_SIZE = 1024  # = MAX_SSM_SIZE in sdk/src/hparams.c
@@ -269,8 +277,9 @@ ATTN_CONV = 4  # format 1.13: a gated short convolution instead of attention (LF
 ATTN_MAMBA2 = 5  # format 1.14: a Mamba2 mixer instead of attention (Granite-4.0-H)
 ATTN_GATED_DELTA = 6  # format 1.14: a gated delta rule layer (Qwen3-Next's linear attention)
 ATTN_KDA = 7  # format 1.14: the delta rule with a decay per key channel (Kimi-Linear)
-RECURRENT_KINDS = (ATTN_CONV, ATTN_MAMBA2, ATTN_GATED_DELTA, ATTN_KDA)  # no KV cache
-SSM_KINDS = (ATTN_MAMBA2, ATTN_GATED_DELTA, ATTN_KDA)  # with the extension's ssm_* sizes
+ATTN_MAMBA1 = 8  # format 1.14: a Mamba (v1) mixer (Jamba)
+RECURRENT_KINDS = (ATTN_CONV, ATTN_MAMBA2, ATTN_GATED_DELTA, ATTN_KDA, ATTN_MAMBA1)  # no KV cache
+SSM_KINDS = (ATTN_MAMBA2, ATTN_GATED_DELTA, ATTN_KDA, ATTN_MAMBA1)  # with the ssm_* sizes
 MLA_FIELDS = ("mla", "q_lora_rank", "kv_lora_rank", "v_head_dim", "lora_eps")
 MLA_LATENT = 1  # the mla value (format 1.7)
 MAX_LORA_RANK = 65536  # = MAX_LORA_RANK in sdk/src/hparams.c
@@ -380,12 +389,13 @@ class ModelRecord:
     ssm_groups: int = 0
     kda_rank: int = 0  # format 1.14 (extension): KDA's gate projections' rank, 0: full
     kda_bound: float = 0.0  # its forget gate's lower bound, 0: none (softplus)
+    ssm_dt_rank: int = 0  # format 1.14 (extension): a Mamba1 layer's time step rank, 0: none
 
     @property
     def extended(self) -> bool:
         """Whether the record needs the 512-byte header's extension (1.13)."""
         return (self.conv_kernel != 0 or self.router_sum_eps != 0.0 or self.ssm_heads != 0
-                or self.kda_rank != 0 or self.kda_bound != 0.0)
+                or self.kda_rank != 0 or self.kda_bound != 0.0 or self.ssm_dt_rank != 0)
 
     @property
     def ssm_inner(self) -> int:
@@ -396,8 +406,8 @@ class ModelRecord:
     def conv_channels(self) -> int:
         """A recurrent layer's convolution channels: a Mamba2 layer's x, B and C,
         else (a short convolution) the hidden size."""
-        if self.ssm_heads:
-            return self.ssm_inner + 2 * self.ssm_groups * self.ssm_state
+        if self.ssm_heads:  # a Mamba1 layer's (dt rank) convolves x only
+            return self.ssm_inner + (0 if self.ssm_dt_rank else 2 * self.ssm_groups * self.ssm_state)
         return self.hidden_size
 
     @property
@@ -455,7 +465,7 @@ class LayerEntry:
     ffn_kind: int
     first_tensor: int
     n_tensors: int
-    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_KDA (1.14)
+    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_MAMBA1 (1.14)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from .image_spec import (
     ATTN_FULL,
     ATTN_GATED_DELTA,
     ATTN_KDA,
+    ATTN_MAMBA1,
     ATTN_MAMBA2,
     BIAS_ATTN_GATE,
     BIAS_EXPERTS,
@@ -158,8 +159,23 @@ def _kda_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]]:
     ] + _conv_shapes(r)[6:]
 
 
+def _mamba1_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]]:
+    """A Mamba1 layer's operator (attn_kind 8, format 1.14): a head per channel."""
+    h, inner, n, rank = r.hidden_size, r.ssm_inner, r.ssm_state, r.ssm_dt_rank
+    return [
+        (Role.ATTN_NORM, (h,), True), (Role.SSM_IN_Z, (inner, h), True),
+        (Role.SSM_IN_XBC, (inner, h), True), (Role.SSM_CONV_KERNEL, (inner, r.conv_kernel), True),
+        (Role.SSM_CONV_BIAS, (inner,), True), (Role.MAMBA1_X_PROJ, (rank + 2 * n, inner), True),
+        (Role.MAMBA1_DT_NORM, (rank,), True), (Role.MAMBA1_B_NORM, (n,), True),
+        (Role.MAMBA1_C_NORM, (n,), True), (Role.MAMBA1_DT_PROJ, (inner, rank), True),
+        (Role.SSM_DT_BIAS, (inner,), True), (Role.MAMBA1_A, (inner, n), True),
+        (Role.SSM_D, (inner,), True), (Role.SSM_OUT, (h, inner), True),
+    ] + _conv_shapes(r)[6:]
+
+
 _OPERATORS = {ATTN_CONV: _conv_shapes, ATTN_MAMBA2: _mamba2_shapes,
-              ATTN_GATED_DELTA: _gated_delta_shapes, ATTN_KDA: _kda_shapes}
+              ATTN_GATED_DELTA: _gated_delta_shapes, ATTN_KDA: _kda_shapes,
+              ATTN_MAMBA1: _mamba1_shapes}
 
 
 def _operator_shapes(r: ModelRecord, attn_kind: int) -> list[tuple[Role, tuple[int, ...], bool]]:

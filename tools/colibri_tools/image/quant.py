@@ -57,7 +57,8 @@ ATTENTION_ROLES = frozenset({Role.ATTN_Q, Role.ATTN_K, Role.ATTN_V, Role.ATTN_O,
                              Role.ATTN_GATE, Role.CONV_IN_B, Role.CONV_IN_C, Role.CONV_IN_X,
                              Role.CONV_OUT, Role.SSM_IN_Z, Role.SSM_IN_XBC, Role.SSM_IN_DT,
                              Role.SSM_OUT, Role.SSM_IN_BETA, Role.KDA_F_A, Role.KDA_F_B,
-                             Role.KDA_G_A, Role.KDA_G_B})
+                             Role.KDA_G_A, Role.KDA_G_B, Role.MAMBA1_X_PROJ,
+                             Role.MAMBA1_DT_PROJ})
 EMBEDDING_ROLES = frozenset({Role.TOKEN_EMBED, Role.LM_HEAD})
 # Every role a reader accepts as Q8/Q4; routers, norms, biases and the shared
 # expert's gate stay float32 (sdk/src/tensor_check.c).
