@@ -54,4 +54,5 @@ def test_float_bounds_of_the_record_are_equal():
                         "MAX_ROUTED_SCALING": image_layout.MAX_ROUTED_SCALING,
                         "MAX_SCALE": image_layout.MAX_SCALE,
                         "MAX_ROUTER_JITTER": image_layout.MAX_ROUTER_JITTER,
-                        "MAX_ROUTER_NORM_MIN": image_layout.MAX_ROUTER_NORM_MIN}
+                        "MAX_ROUTER_NORM_MIN": image_layout.MAX_ROUTER_NORM_MIN,
+                        "MAX_KDA_BOUND": image_layout.MAX_KDA_BOUND}

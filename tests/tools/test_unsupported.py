@@ -28,7 +28,7 @@ UNSUPPORTED = [
     ("qwen2_moe", {"layer_types": ["full_attention", "sliding_attention", "full_attention"]},
      "layer_types"),
     ("olmoe", {"model_type": "llama"}, "model_type"),
-    ("mixtral", {"model_type": "jamba"}, "model_type"),
+    ("mixtral", {"model_type": "nemotron_h"}, "model_type"),
     ("glm4_moe", {"topk_method": "greedy"}, "topk_method"),
     ("deepseek_v2", {"topk_method": "noaux_tc"}, "topk_method"),
     ("deepseek_v3", {"topk_method": "greedy"}, "topk_method"),

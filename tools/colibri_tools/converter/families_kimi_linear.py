@@ -38,9 +38,11 @@ _ALIASES = {"max_position_embeddings": "model_max_length", "norm_topk_prob": "mo
 def _canonical(c: HFConfig) -> HFConfig:
     """The config with transformers' names filled in from the checkpoint's."""
     values = dict(c.values)
-    for name, written in _ALIASES.items():
+    for name, written in _ALIASES.items():  # either spelling fills the other
         if values.get(name) is None and values.get(written) is not None:
             values[name] = values[written]
+        elif values.get(written) is None and values.get(name) is not None:
+            values[written] = values[name]
     linear = values.get("linear_attn_config")
     if isinstance(linear, dict):
         for name, key in (("linear_head_dim", "head_dim"), ("linear_num_heads", "num_heads"),
@@ -94,8 +96,8 @@ def _kimi_linear(config: HFConfig) -> tuple[Arch, dict, list[int]]:
     n_layers = fields["n_layers"]
     attn = kimi_linear_attn_kinds(c, n_layers)  # refused before any tensor
     kinds = _ffn_kinds(c, n_layers)
-    fields |= mla_fields(c, fields) | sigmoid_router(c, kinds, True, "num_local_experts",
-                                                     "n_shared_experts")
+    fields |= mla_fields(c, fields) | sigmoid_router(c, kinds, True, "num_experts",
+                                                     "num_shared_experts")
     fields |= {"rms_eps": c.number("rms_norm_eps", 1e-5)}
     if ATTN_KDA in attn:
         heads = c.integer("linear_num_heads", 32, minimum=1)
@@ -127,8 +129,8 @@ def _bailing_hybrid(config: HFConfig) -> tuple[Arch, dict, list[int]]:
     n_layers = fields["n_layers"]
     attn = bailing_attn_kinds(c, n_layers)  # refused before any tensor
     kinds = _ffn_kinds(c, n_layers)
-    fields |= mla_fields(c, fields) | sigmoid_router(c, kinds, True, "num_local_experts",
-                                                     "n_shared_experts")
+    fields |= mla_fields(c, fields) | sigmoid_router(c, kinds, True, "num_experts",
+                                                     "num_shared_experts")
     fields |= {"rms_eps": c.number("rms_norm_eps", 1e-6), "attn_bias": BIAS_HEAD_GATE}
     if ATTN_KDA in attn:
         heads = c.integer("linear_num_heads", fields["n_heads"], minimum=1)

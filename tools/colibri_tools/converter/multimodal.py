@@ -23,7 +23,7 @@ LEFT_OUT = ("model.visual.", "mtp.")
 def text_config(config: dict, path: str | Path) -> dict:
     """config itself, or a multimodal config's text_config as a text model's."""
     family = config.get("model_type")
-    if family not in TEXT_MODELS:
+    if not isinstance(family, str) or family not in TEXT_MODELS:
         return config
     text = config.get("text_config")
     if not isinstance(text, dict):
