@@ -97,9 +97,7 @@ static void delta_head(void *arg, uint32_t h)
         for (uint32_t t = 0; t < job->n; t++) {
             float *vt = job->chunk.conv + (size_t)t * channels;
             const float *k = vt + inner + group, *q = k + (size_t)hp->ssm_groups * size;
-            const float *prev = t > 0u                      ? s
-                                : job->chunk.before != NULL ? job->chunk.before + row
-                                                            : NULL;
+            const float *prev = colibri_ssm_prev(&job->chunk, s, t, row);
             float beta = job->chunk.beta[(size_t)t * heads + h], delta;
             decay_row(job, s, prev, t, h);
             delta = (vt[(size_t)h * dim + j] - job->m->kernels.dot(s, k, size)) * beta;

@@ -77,6 +77,15 @@ typedef struct ssm_chunk {
     float *after;
 } ssm_chunk;
 
+/* The state row (at `row` floats) a token's update reads: the row itself
+ * (s) after the chunk's first token, the state before the chunk for its
+ * first, NULL at position 0 (zeros). */
+static inline const float *colibri_ssm_prev(const ssm_chunk *chunk, const float *s, uint32_t t,
+                                            size_t row)
+{
+    return t > 0u ? s : chunk->before != NULL ? chunk->before + row : NULL;
+}
+
 /* The projections of ws->xn, the convolution (its rows kept in the state's
  * other copy), SiLU and the time steps of a chunk (mamba2.c). */
 void colibri_ssm_inputs(const colibri_model *m, const layer_view *layer, uint32_t layer_index,

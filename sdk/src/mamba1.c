@@ -32,9 +32,7 @@ static void scan_channel(void *arg, uint32_t c)
     float *s = job->chunk.after + (size_t)c * size;
     for (uint32_t t = 0; t < job->n; t++) {
         const float *b = job->proj + (size_t)t * width + hp->ssm_dt_rank, *cv = b + size;
-        const float *prev = t > 0u                      ? s
-                            : job->chunk.before != NULL ? job->chunk.before + (size_t)c * size
-                                                        : NULL;
+        const float *prev = colibri_ssm_prev(&job->chunk, s, t, (size_t)c * size);
         float *xt = job->chunk.conv + (size_t)t * inner;
         float dt = job->chunk.dt[(size_t)t * inner + c], x = xt[c];
         for (uint32_t k = 0; k < size; k++) {

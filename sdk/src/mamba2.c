@@ -26,10 +26,8 @@ static float silu(float v)
 typedef struct scan_job {
     const colibri_model *m;
     const layer_view *layer;
-    const float *before; /* S before the chunk, or NULL (position 0) */
-    float *after;        /* S after it (may be `before`: updated in place) */
-    float *xbc;          /* [n][C] the convolution's output; y replaces x */
-    const float *dt;     /* [n][heads] the time steps, softplus applied */
+    ssm_chunk chunk; /* the state before and after, the convolution's output (y
+                      * replaces x), the time steps (softplus applied) */
     uint32_t n;
 } scan_job;
 
@@ -42,12 +40,12 @@ static void scan_head(void *arg, uint32_t h)
     size_t group = (size_t)(h / (heads / hp->ssm_groups)) * size;
     for (uint32_t p = 0; p < dim; p++) {
         size_t row = ((size_t)h * dim + p) * size;
-        float *s = job->after + row;
+        float *s = job->chunk.after + row;
         for (uint32_t t = 0; t < job->n; t++) {
-            float *xt = job->xbc + (size_t)t * channels;
+            float *xt = job->chunk.conv + (size_t)t * channels;
             const float *b = xt + inner + group, *c = b + (size_t)hp->ssm_groups * size;
-            const float *prev = t > 0u ? s : job->before != NULL ? job->before + row : NULL;
-            float dt = job->dt[(size_t)t * heads + h], x = xt[(size_t)h * dim + p];
+            const float *prev = colibri_ssm_prev(&job->chunk, s, t, row);
+            float dt = job->chunk.dt[(size_t)t * heads + h], x = xt[(size_t)h * dim + p];
             float decay = colibri_expf(dt * job->layer->ssm_a[h]);
             for (uint32_t k = 0; k < size; k++) {
                 float kept = prev != NULL ? prev[k] * decay : 0.0f;
@@ -152,12 +150,10 @@ void colibri_mamba2_forward(const colibri_model *m, const layer_view *layer, uin
                             colibri_state *state, workspace *ws, uint32_t n)
 {
     const colibri_hparams *hp = &m->hp;
-    ssm_chunk chunk;
-    scan_job job;
-    colibri_ssm_inputs(m, layer, layer_index, state, ws, n, &chunk);
-    job = (scan_job){m, layer, chunk.before, chunk.after, chunk.conv, chunk.dt, n};
+    scan_job job = {m, layer, {0}, n};
+    colibri_ssm_inputs(m, layer, layer_index, state, ws, n, &job.chunk);
     colibri_ssm_scan(m, scan_head, &job, n);
-    gated_norm(m, layer, chunk.z, chunk.conv, n);
-    colibri_linear(m, ws->ffn_out, hp->hidden_size, layer->ssm_out, chunk.z, hp->hidden_size,
+    gated_norm(m, layer, job.chunk.z, job.chunk.conv, n);
+    colibri_linear(m, ws->ffn_out, hp->hidden_size, layer->ssm_out, job.chunk.z, hp->hidden_size,
                    colibri_ssm_inner(hp), n, ws->xq);
 }
