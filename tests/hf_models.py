@@ -79,6 +79,8 @@ from transformers import (
     MiniMaxM2ForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
+    NemotronHConfig,
+    NemotronHForCausalLM,
     OlmoeConfig,
     OlmoeForCausalLM,
     PhimoeConfig,
@@ -98,7 +100,7 @@ FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "switch", "granitemoe"
             "deepseek_v2", "deepseek_v3", "flex_olmo", "hunyuan_v1_moe",
             "glm4_moe_lite", "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe",
             "longcat_flash", "mimo_v2_flash", "lfm2_moe", "granitemoehybrid", "qwen3_next",
-            "qwen3_5_moe", "kimi_linear", "bailing_hybrid", "jamba")
+            "qwen3_5_moe", "kimi_linear", "bailing_hybrid", "jamba", "nemotron_h")
 ROUTER_GAIN = 2.5  # router logits std ~ ROUTER_GAIN: varied, no expert dominates
 LM_HEAD_GAIN = 1.5
 
@@ -135,6 +137,7 @@ _CLASSES = {
     "kimi_linear": (KimiLinearConfig, KimiLinearForCausalLM),
     "bailing_hybrid": (BailingHybridConfig, BailingHybridForCausalLM),
     "jamba": (JambaConfig, JambaForCausalLM),
+    "nemotron_h": (NemotronHConfig, NemotronHForCausalLM),
 }
 
 # Granite's four multipliers, none of them 1 (the real models': 12, 0.22, 1/64, 8).
@@ -398,6 +401,18 @@ DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
                   attn_layer_period=4, attn_layer_offset=2, mamba_d_state=8, mamba_d_conv=4,
                   mamba_expand=2, mamba_dt_rank=4, max_position_embeddings=64,
                   rms_norm_eps=1e-6, tie_word_embeddings=False),
+    # Nemotron-H's blocks, one each: Mamba2 (4 heads of 16 in 2 groups, a state of 8),
+    # MoE (relu^2 experts without gates, the sigmoid router with its bias, top-2 of 6,
+    # a shared expert), attention without RoPE, a relu^2 MLP, Mamba2, MoE.
+    "nemotron_h": dict(vocab_size=101, hidden_size=32, intermediate_size=24,
+                       layers_block_type=["linear_attention", "moe", "full_attention", "mlp",
+                                          "linear_attention", "moe"],
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                       mamba_num_heads=4, mamba_head_dim=16, ssm_state_size=8, n_groups=2,
+                       conv_kernel=4, chunk_size=8, n_routed_experts=6, num_experts_per_tok=2,
+                       moe_intermediate_size=10, moe_shared_expert_intermediate_size=12,
+                       routed_scaling_factor=1.5, max_position_embeddings=64,
+                       layer_norm_epsilon=1e-5, tie_word_embeddings=False),
     # MLA with a q LoRA and interleaved RoPE, DeepSeek-V3's sigmoid router with 4
     # groups of 2 (2 kept, top-3), renormalised, routed scaling 2.5; a dense first layer.
     "deepseek_v3": dict(vocab_size=101, hidden_size=36, intermediate_size=28,

@@ -135,6 +135,7 @@ static const char *arch_name(uint32_t arch)
     case 30: return "kimi_linear";
     case 31: return "bailing_hybrid";
     case 32: return "jamba";
+    case 33: return "nemotron_h";
     default: return "unknown";
     }
 }

@@ -308,7 +308,7 @@ typedef struct colibri_hparams {
                     * 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe, 20 dbrx, 21 afmoe, 22 llama4,
                     * 23 jetmoe, 24 longcat_flash, 25 mimo_v2_flash, 26 lfm2_moe,
                     * 27 granitemoehybrid, 28 qwen3_next, 29 qwen3_5_moe, 30 kimi_linear,
-                    * 31 bailing_hybrid, 32 jamba */
+                    * 31 bailing_hybrid, 32 jamba, 33 nemotron_h */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -409,11 +409,11 @@ typedef struct colibri_hparams {
      * rows in the state, no KV cache; kv_layers the rest); router_sum_eps, added
      * to router_score 1's k weights' sum. 1.14 (Mamba, delta rules: attn_kind 5
      * .. 8): ssm_heads of ssm_head_dim channels, ssm_state per channel, ssm_groups
-     * of B and C, KDA's gate rank (0: full), Mamba1's dt rank; KDA's gate bound. */
+     * of B and C, KDA's gate rank, Mamba1's dt rank; KDA's gate bound, dt floor. */
     uint32_t conv_kernel, conv_layers, kv_layers;
     float router_sum_eps;
     uint32_t ssm_heads, ssm_head_dim, ssm_state, ssm_groups, kda_rank, ssm_dt_rank;
-    float kda_bound;
+    float kda_bound, ssm_dt_min;
 } colibri_hparams;
 
 /*

@@ -42,11 +42,24 @@ static void add_part_biases(const colibri_model *m, const mlp_part *parts, uint3
     }
 }
 
+/* relu(x)^2 of each value (activation 2, format 1.14). */
+static void relu2_rows(float *h, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        float r = h[i] > 0.0f ? h[i] : 0.0f;
+        h[i] = r * r;
+    }
+}
+
 /* The activation of `rows` rows: h1 = act(h1, h2) (SiLU, or gpt-oss's
- * clamped form). */
+ * clamped form); h1 = relu(h1)^2 without gates (Nemotron-H's). */
 static void activate_rows(const colibri_model *m, uint32_t width, uint32_t rows, workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
+    if (hp->activation == ACT_RELU2) {
+        relu2_rows(ws->h1, (size_t)rows * width);
+        return;
+    }
     for (uint32_t t = 0; t < rows; t++) {
         if (hp->activation == ACT_SWIGLU_CLAMPED) {
             colibri_reference_swiglu_clamped(ws->h1 + (size_t)t * width, ws->h2 + (size_t)t * width,
@@ -84,18 +97,22 @@ static linear_product part_product(matrix_ref w, float *out, uint32_t out_width,
 static void swiglu_mlps(const colibri_model *m, const mlp_part *parts, uint32_t count,
                         uint32_t width, const float *in, float *out, uint32_t rows, workspace *ws)
 {
-    uint32_t hidden = m->hp.hidden_size;
+    uint32_t hidden = m->hp.hidden_size, first = 0;
     const colibri_qblock *xq = ws->xq;
     linear_product p[2u * MLP_GROUP_MAX] = {{0}};
     for (uint32_t i = 0; i < count; i++) {
         const mlp_part *part = &parts[i];
-        p[2u * i] = part_product(part->gate, ws->h1, width, in, xq, hidden, part->row, part->n);
-        p[2u * i + 1u] = part_product(part->up, ws->h2, width, in, xq, hidden, part->row, part->n);
+        if (part->gate.data == NULL) { /* relu^2 (1.14): up into h1, no gate */
+            p[first++] = part_product(part->up, ws->h1, width, in, xq, hidden, part->row, part->n);
+            continue;
+        }
+        p[first++] = part_product(part->gate, ws->h1, width, in, xq, hidden, part->row, part->n);
+        p[first++] = part_product(part->up, ws->h2, width, in, xq, hidden, part->row, part->n);
     }
-    if (colibri_products_quantized(p, 2u * count)) {
+    if (colibri_products_quantized(p, first)) {
         colibri_quantize_rows(ws->xq, in, hidden, rows);
     }
-    colibri_linear_group(m, p, 2u * count);
+    colibri_linear_group(m, p, first);
     add_part_biases(m, parts, count, BIAS_GATE, ws->h1, width);
     add_part_biases(m, parts, count, BIAS_UP, ws->h2, width);
     activate_rows(m, width, rows, ws);

@@ -102,29 +102,42 @@ static void layer_rope_rows(const colibri_model *m, const layer_view *layer,
     }
 }
 
+/* Layer l's operator sublayer: norm, attention or a recurrent mixer, the
+ * residual add. */
+static void operator_sublayer(const colibri_model *m, const layer_view *layer, uint32_t l,
+                              colibri_state *state, workspace *ws, uint32_t n)
+{
+    layer_rope_rows(m, layer, state, ws, n);
+    sublayer_input(m, ws, layer->attn_norm, layer->attn_norm_bias, n);
+    if (layer->attn_kind == ATTN_CONV) {
+        colibri_short_conv_forward(m, layer, l, state, ws, n);
+    } else if (layer->attn_kind == ATTN_MAMBA2) {
+        colibri_mamba2_forward(m, layer, l, state, ws, n);
+    } else if (layer->attn_kind == ATTN_GATED_DELTA) {
+        colibri_gated_delta_forward(m, layer, l, state, ws, n);
+    } else if (layer->attn_kind == ATTN_KDA) {
+        colibri_kda_forward(m, layer, l, state, ws, n);
+    } else if (layer->attn_kind == ATTN_MAMBA1) {
+        colibri_mamba1_forward(m, layer, l, state, ws, n);
+    } else {
+        colibri_attention_forward(m, layer, l, state, ws, n);
+    }
+    add_sublayer(m, ws, ws->ffn_out,
+                 sublayer_output_norm(m, layer->attn_norm, layer->attn_post_norm), n);
+}
+
 static colibri_status decoder_layer(const colibri_model *m, uint32_t l, colibri_state *state,
                                     workspace *ws, uint32_t n)
 {
     layer_view layer;
     colibri_status status;
     colibri_layer_view_load(m, l, &layer);
-    layer_rope_rows(m, &layer, state, ws, n);
-    sublayer_input(m, ws, layer.attn_norm, layer.attn_norm_bias, n);
-    if (layer.attn_kind == ATTN_CONV) {
-        colibri_short_conv_forward(m, &layer, l, state, ws, n);
-    } else if (layer.attn_kind == ATTN_MAMBA2) {
-        colibri_mamba2_forward(m, &layer, l, state, ws, n);
-    } else if (layer.attn_kind == ATTN_GATED_DELTA) {
-        colibri_gated_delta_forward(m, &layer, l, state, ws, n);
-    } else if (layer.attn_kind == ATTN_KDA) {
-        colibri_kda_forward(m, &layer, l, state, ws, n);
-    } else if (layer.attn_kind == ATTN_MAMBA1) {
-        colibri_mamba1_forward(m, &layer, l, state, ws, n);
-    } else {
-        colibri_attention_forward(m, &layer, l, state, ws, n);
+    if (layer.attn_kind != ATTN_NONE) {
+        operator_sublayer(m, &layer, l, state, ws, n);
     }
-    add_sublayer(m, ws, ws->ffn_out, sublayer_output_norm(m, layer.attn_norm, layer.attn_post_norm),
-                 n);
+    if (layer.ffn_kind == FFN_NONE) {
+        return COLIBRI_OK;
+    }
     sublayer_input(m, ws, layer.ffn_norm, layer.ffn_norm_bias, n);
     status = colibri_ffn_forward(m, &layer, l, ws, n);
     if (status != COLIBRI_OK) {

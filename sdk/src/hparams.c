@@ -84,6 +84,7 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->kda_rank = extended(img) ? colibri_rd_u32(img + REC_KDA_RANK) : 0u;
     hp->kda_bound = extended(img) ? colibri_rd_f32(img + REC_KDA_BOUND) : 0.0f;
     hp->ssm_dt_rank = extended(img) ? colibri_rd_u32(img + REC_SSM_DT_RANK) : 0u;
+    hp->ssm_dt_min = extended(img) ? colibri_rd_f32(img + REC_SSM_DT_MIN) : 0.0f;
     hp->kv_layers = hp->n_layers;
 }
 
@@ -117,8 +118,8 @@ static int positive_finite(float value)
 
 static colibri_status check_kinds(const colibri_hparams *hp)
 {
-    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_JAMBA) || hp->qk_norm > QK_NORM_L2_ROTATED ||
-        hp->activation > ACT_SWIGLU_CLAMPED || hp->norm_kind > NORM_RMS_SANDWICH) {
+    if (!in_range(hp->arch, ARCH_MIXTRAL, ARCH_NEMOTRON_H) || hp->qk_norm > QK_NORM_L2_ROTATED ||
+        hp->activation > ACT_RELU2 || hp->norm_kind > NORM_RMS_SANDWICH) {
         return COLIBRI_E_UNSUPPORTED_ARCH;
     }
     return COLIBRI_OK;
@@ -372,7 +373,9 @@ static colibri_status check_attention_extras(const uint8_t *img, const colibri_h
  * 1024 (Granite-4.0-H's are 48 .. 128, 64, 128), groups dividing the heads;
  * all four zero without Mamba2 layers. A Mamba1 layer's (dt_rank > 0): a
  * head per channel (head_dim 1), one group, dt_rank + 2 * state <= heads
- * (the projection of dt, B and C fits where the convolution's input was). */
+ * (the projection of dt, B and C fits where the convolution's input was).
+ * The least time step: 0 (none) or finite, above 0, at most 1
+ * (Nemotron-H's time_step_min is 0.001). */
 #define MAX_SSM_SIZE 1024u
 /* A KDA forget gate's lower bound: below 0, at least -1024 (Ling's is -5). */
 #define MAX_KDA_BOUND 1024.0f
@@ -387,12 +390,15 @@ static int ssm_valid(const uint8_t *img, const colibri_hparams *hp)
         hp->ssm_dt_rank == 0u ||
         (hp->ssm_dt_rank <= MAX_SSM_SIZE && hp->ssm_head_dim == 1u && hp->ssm_groups == 1u &&
          (uint64_t)hp->ssm_dt_rank + 2u * hp->ssm_state <= hp->ssm_heads);
+    int dt_min_ok =
+        colibri_rd_u32(img + REC_SSM_DT_MIN) == 0u ||
+        (colibri_is_finite(hp->ssm_dt_min) && hp->ssm_dt_min > 0.0f && hp->ssm_dt_min <= 1.0f);
     if (hp->ssm_heads == 0u) {
         return hp->ssm_head_dim == 0u && hp->ssm_state == 0u && hp->ssm_groups == 0u &&
                hp->kda_rank == 0u && colibri_rd_u32(img + REC_KDA_BOUND) == 0u &&
-               hp->ssm_dt_rank == 0u;
+               hp->ssm_dt_rank == 0u && colibri_rd_u32(img + REC_SSM_DT_MIN) == 0u;
     }
-    if (!kda_ok || !mamba1_ok) {
+    if (!kda_ok || !mamba1_ok || !dt_min_ok) {
         return 0;
     }
     return hp->ssm_heads <= MAX_SSM_SIZE && in_range(hp->ssm_head_dim, 1u, MAX_SSM_SIZE) &&

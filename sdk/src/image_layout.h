@@ -99,7 +99,8 @@ enum {
     REC_KDA_RANK = 280,    /* 1.14: a KDA layer's gate projections' rank (0: full) */
     REC_KDA_BOUND = 284,   /* 1.14: its bounded forget gate's lower bound (0: none) */
     REC_SSM_DT_RANK = 288, /* 1.14: a Mamba1 layer's time step rank (0: none) */
-    REC_EXT_END = 292      /* 292 .. 511 reserved: zero */
+    REC_SSM_DT_MIN = 292,  /* 1.14: Mamba2's least time step (0: none) */
+    REC_EXT_END = 296      /* 296 .. 511 reserved: zero */
 };
 
 /* Header flags a reader of this version knows (section 1). */
@@ -115,7 +116,8 @@ enum {
 };
 
 /* activation values (section 1.1): SiLU; gpt-oss's clamped SwiGLU (1.6). */
-enum { ACT_SILU = 0, ACT_SWIGLU_CLAMPED = 1 };
+enum { ACT_SILU = 0, ACT_SWIGLU_CLAMPED = 1, ACT_RELU2 = 2 };
+/* ACT_RELU2 (1.14, Nemotron-H): relu(up x)^2, MLPs without a gate matrix. */
 
 /* router_score values (section 1.1). */
 enum {
@@ -153,7 +155,8 @@ enum {
     ATTN_MAMBA2 = 5,
     ATTN_GATED_DELTA = 6,
     ATTN_KDA = 7,
-    ATTN_MAMBA1 = 8
+    ATTN_MAMBA1 = 8,
+    ATTN_NONE = 9 /* 1.14: no operator, the layer is its FFN (Nemotron-H) */
 };
 /* ATTN_CHUNKED (1.11, Llama 4): positions in chunks of sliding_window, each
  * attending within its own chunk up to itself. ATTN_CONV (1.13, LFM2): no
@@ -165,7 +168,8 @@ enum {
  * ATTN_MAMBA1 (1.14, Jamba): a Mamba (v1) mixer (mamba1.c), no KV cache. */
 /* FFN_SHORTCUT (format 1.12, LongCat-Flash): a dense FFN and, on the same
  * input, a MoE whose output is added after the next layer's FFN. */
-enum { FFN_DENSE = 0, FFN_MOE = 1, FFN_SHORTCUT = 2 };
+enum { FFN_DENSE = 0, FFN_MOE = 1, FFN_SHORTCUT = 2, FFN_NONE = 3 };
+/* FFN_NONE (1.14, Nemotron-H): no FFN, the layer is its operator. */
 
 /* Tensor table entry fields (section 3). */
 enum {
@@ -289,7 +293,8 @@ enum { BIAS_LM_HEAD = 16u }; /* format 1.2 */
  * sum (JetMoE). */
 enum { BIAS_SINKS = 32u, BIAS_ROUTER = 64u, BIAS_EXPERTS = 128u, BIAS_ATTN_GATE = 256u };
 enum { BIAS_ATTN_EXPERTS = 512u, BIAS_MOE_OUT = 1024u, BIAS_HEAD_GATE = 2048u, BIAS_ALL = 4095u };
-/* 1.14: BIAS_HEAD_GATE, an MLA layer's output scaled per head by sigmoid(ATTN_HEAD_GATE x) (Ling). */
+/* 1.14: BIAS_HEAD_GATE, an MLA layer's output scaled per head by sigmoid(ATTN_HEAD_GATE
+ * x) (Ling). */
 /* QK_NORM_PER_HEAD_ROTATED (format 1.10, Hunyuan): per head, after RoPE;
  * QK_NORM_L2_ROTATED (1.11, Llama 4): per head without weights, after RoPE,
  * on the layers that turn q and k. */
@@ -332,7 +337,8 @@ enum {
     ARCH_QWEN3_5_MOE = 29,
     ARCH_KIMI_LINEAR = 30,
     ARCH_BAILING_HYBRID = 31,
-    ARCH_JAMBA = 32
+    ARCH_JAMBA = 32,
+    ARCH_NEMOTRON_H = 33
 };
 
 /* Tensors of one expert block, and the non-expert tensors that precede the

@@ -35,13 +35,13 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_ATTN_SINKS, PART_ATTENTION, WHEN_SINKS, DIM_HEADS, DIM_NONE, SLOT(sinks)},
     {ROLE_ROPE_FREQ, PART_ATTENTION, WHEN_LAYER_ROPE, DIM_ROPE_PAIRS, DIM_NONE, SLOT(rope_freq)},
     {ROLE_ATTN_HEAD_GATE, PART_ATTENTION, WHEN_HEAD_GATE, DIM_HEADS, DIM_HIDDEN, SLOT(head_gate)},
-    {ROLE_DENSE_GATE, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_gate)},
+    {ROLE_DENSE_GATE, PART_DENSE, WHEN_GATED, DIM_DENSE, DIM_HIDDEN, SLOT(dense_gate)},
     {ROLE_DENSE_UP, PART_DENSE, WHEN_ALWAYS, DIM_DENSE, DIM_HIDDEN, SLOT(dense_up)},
     {ROLE_DENSE_DOWN, PART_DENSE, WHEN_ALWAYS, DIM_HIDDEN, DIM_DENSE, SLOT(dense_down)},
     {ROLE_ROUTER_LOGIT_BIAS, PART_MOE, WHEN_ROUTER_LOGIT_BIAS, DIM_ROUTES, DIM_NONE,
      SLOT(router_logit_bias)},
     {ROLE_ROUTER, PART_MOE, WHEN_ALWAYS, DIM_ROUTES, DIM_HIDDEN, SLOT(router)},
-    {ROLE_SHARED_GATE, PART_MOE, WHEN_SHARED, DIM_SHARED, DIM_HIDDEN, SLOT(shared_gate)},
+    {ROLE_SHARED_GATE, PART_MOE, WHEN_SHARED_GATED, DIM_SHARED, DIM_HIDDEN, SLOT(shared_gate)},
     {ROLE_SHARED_UP, PART_MOE, WHEN_SHARED, DIM_SHARED, DIM_HIDDEN, SLOT(shared_up)},
     {ROLE_SHARED_DOWN, PART_MOE, WHEN_SHARED, DIM_HIDDEN, DIM_SHARED, SLOT(shared_down)},
     {ROLE_SHARED_EXPERT_GATE, PART_MOE, WHEN_SHARED_GATE, DIM_ONE, DIM_HIDDEN,
@@ -52,7 +52,7 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_EXPERT_DOWN_BIAS, PART_MOE, WHEN_EXPERT_BIAS, DIM_EXPERTS, DIM_HIDDEN,
      SLOT(expert_down_bias)},
     {ROLE_MOE_OUT_BIAS, PART_MOE, WHEN_MOE_OUT_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(moe_out_bias)},
-    {ROLE_EXPERT_GATE, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
+    {ROLE_EXPERT_GATE, PART_EXPERT, WHEN_GATED, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
     {ROLE_EXPERT_UP, PART_EXPERT, WHEN_ALWAYS, DIM_EXPERT, DIM_HIDDEN, SLOT_NONE},
     {ROLE_EXPERT_DOWN, PART_EXPERT, WHEN_ALWAYS, DIM_HIDDEN, DIM_EXPERT, SLOT_NONE},
     /* a short convolution layer's operator (attn_kind 4, format 1.13) */
@@ -147,6 +147,10 @@ const colibri_tensor_desc colibri_layer_tensors[] = {
     {ROLE_FFN_NORM_BIAS, PART_MAMBA1, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
     {ROLE_ATTN_POST_NORM, PART_MAMBA1, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(attn_post_norm)},
     {ROLE_FFN_POST_NORM, PART_MAMBA1, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_post_norm)},
+    /* a layer without an operator (attn_kind 9, format 1.14): the FFN's norms */
+    {ROLE_FFN_NORM, PART_NONE, WHEN_ALWAYS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm)},
+    {ROLE_FFN_NORM_BIAS, PART_NONE, WHEN_NORM_BIAS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_norm_bias)},
+    {ROLE_FFN_POST_NORM, PART_NONE, WHEN_POST_NORMS, DIM_HIDDEN, DIM_NONE, SLOT(ffn_post_norm)},
 };
 
 const uint32_t colibri_layer_tensors_count =
@@ -161,6 +165,7 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_BIAS_O: return (hp->attn_bias & BIAS_O) != 0;
     case WHEN_QK_NORM: return hp->qk_norm != QK_NORM_NONE && hp->qk_norm != QK_NORM_L2_ROTATED;
     case WHEN_SHARED: return hp->shared_intermediate > 0;
+    case WHEN_SHARED_GATED: return hp->shared_intermediate > 0 && hp->activation != ACT_RELU2;
     case WHEN_SHARED_GATE: return hp->shared_intermediate > 0 && hp->shared_gate != 0;
     case WHEN_NORM_BIAS: return hp->norm_kind == NORM_LAYER;
     case WHEN_STANDARD: return hp->mla != MLA_LATENT;
@@ -179,6 +184,7 @@ int colibri_tensor_present(const colibri_hparams *hp, const colibri_tensor_desc 
     case WHEN_LAYER_ROPE: return hp->layer_rope != 0;
     case WHEN_KDA_RANK: return hp->kda_rank > 0u;
     case WHEN_HEAD_GATE: return (hp->attn_bias & BIAS_HEAD_GATE) != 0;
+    case WHEN_GATED: return hp->activation != ACT_RELU2;
     default: return 1;
     }
 }

@@ -22,7 +22,8 @@ enum {
     PART_MAMBA2,
     PART_GATED_DELTA,
     PART_KDA,
-    PART_MAMBA1
+    PART_MAMBA1,
+    PART_NONE /* attn_kind 9: the FFN's norms only */
 };
 
 /* When a tensor is present, from the model record. */
@@ -34,6 +35,7 @@ enum {
     WHEN_BIAS_O,
     WHEN_QK_NORM,
     WHEN_SHARED,
+    WHEN_SHARED_GATED, /* the shared expert's gate matrix (not with activation 2) */
     WHEN_SHARED_GATE,
     WHEN_NORM_BIAS,   /* norm_kind 1 (LayerNorm) */
     WHEN_ROUTER_BIAS, /* router_score 1 or 4 */
@@ -50,7 +52,8 @@ enum {
     WHEN_MOE_OUT_BIAS, /* attn_bias bit 10 (format 1.11) */
     WHEN_LAYER_ROPE,   /* header flag LAYER_ROPE (format 1.12) */
     WHEN_KDA_RANK,     /* kda_rank > 0 (format 1.14) */
-    WHEN_HEAD_GATE     /* attn_bias bit 11 (format 1.14) */
+    WHEN_HEAD_GATE,    /* attn_bias bit 11 (format 1.14) */
+    WHEN_GATED         /* activation 0 or 1: the MLPs' gate matrices */
 };
 
 /* A shape dimension, from the model record (DIM_NONE: a vector's cols). */
@@ -114,10 +117,25 @@ static inline uint32_t colibri_operator_part(uint32_t attn_kind)
            : attn_kind == ATTN_GATED_DELTA ? PART_GATED_DELTA
            : attn_kind == ATTN_KDA         ? PART_KDA
            : attn_kind == ATTN_MAMBA1      ? PART_MAMBA1
+           : attn_kind == ATTN_NONE        ? PART_NONE
                                            : PART_ATTENTION;
 }
 
 /* Present tensors of one part (PART_EXPERT: of one expert). */
 uint32_t colibri_part_tensor_count(const colibri_hparams *hp, uint32_t part);
+
+/* Whether a layer of this ffn_kind holds the tensor: FFN_NONE (1.14) has no
+ * FFN norms in its operator part. */
+static inline int colibri_role_in_layer(uint16_t role, uint32_t ffn_kind)
+{
+    return ffn_kind != FFN_NONE ||
+           (role != ROLE_FFN_NORM && role != ROLE_FFN_NORM_BIAS && role != ROLE_FFN_POST_NORM);
+}
+
+/* Tensors of one expert block: gate, up, down; up, down without gates. */
+static inline uint32_t colibri_expert_tensors(const colibri_hparams *hp)
+{
+    return colibri_part_tensor_count(hp, PART_EXPERT);
+}
 
 #endif /* COLIBRI_LAYER_TENSORS_H */

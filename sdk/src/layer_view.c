@@ -11,7 +11,8 @@ static uint32_t load_part(const colibri_model *m, layer_view *view, uint32_t par
 {
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
-        if (d->part == part && colibri_tensor_present(&m->hp, d)) {
+        if (d->part == part && colibri_tensor_present(&m->hp, d) &&
+            colibri_role_in_layer(d->role, view->ffn_kind)) {
             uint8_t *slot = (uint8_t *)view + d->slot;
             if (d->cols == DIM_NONE) { /* a vector: float32 */
                 *(const float **)(void *)slot = tensor_data(m, index++);
@@ -33,27 +34,34 @@ void colibri_layer_view_load(const colibri_model *m, uint32_t layer, layer_view 
     view->ffn_kind = colibri_rd_u32(entry + LAY_FFN_KIND);
     view->attn_kind = colibri_rd_u32(entry + LAY_ATTN_KIND);
     index = load_part(m, view, colibri_operator_part(view->attn_kind), index);
-    if (view->ffn_kind != FFN_MOE) {
+    if (view->ffn_kind == FFN_DENSE || view->ffn_kind == FFN_SHORTCUT) {
         index = load_part(m, view, PART_DENSE, index);
     }
-    if (view->ffn_kind != FFN_DENSE) {
+    if (view->ffn_kind == FFN_MOE || view->ffn_kind == FFN_SHORTCUT) {
         index = load_part(m, view, PART_MOE, index);
     }
     view->first_expert = index;
 }
 
+/* A layer's class for its state: 0 attention (a KV cache), 1 recurrent
+ * (rows), 2 none (attn_kind 9: nothing). */
+static int state_class(const colibri_model *m, uint32_t l)
+{
+    uint32_t kind =
+        colibri_rd_u32(m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE + LAY_ATTN_KIND);
+    return kind == ATTN_NONE ? 2 : colibri_recurrent_kind(kind);
+}
+
 uint32_t colibri_layer_slot(const colibri_model *m, uint32_t l)
 {
     uint32_t slot = 0;
-    int recurrent;
-    if (m->hp.conv_layers == 0u) {
+    int cls;
+    if (m->hp.kv_layers == m->hp.n_layers) {
         return l;
     }
-    recurrent = colibri_recurrent_kind(
-        colibri_rd_u32(m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE + LAY_ATTN_KIND));
+    cls = state_class(m, l);
     for (uint32_t i = 0; i < l; i++) {
-        const uint8_t *e = m->layer_table + (size_t)i * IMG_LAYER_ENTRY_SIZE;
-        slot += colibri_recurrent_kind(colibri_rd_u32(e + LAY_ATTN_KIND)) == recurrent;
+        slot += state_class(m, i) == cls;
     }
     return slot;
 }
@@ -61,20 +69,24 @@ uint32_t colibri_layer_slot(const colibri_model *m, uint32_t l)
 void colibri_expert_view_load(const colibri_model *m, const layer_view *layer, uint32_t expert,
                               expert_view *view)
 {
-    uint32_t gate = layer->first_expert + expert * EXPERT_TENSORS;
-    const uint8_t *down = tensor_entry(m, gate + 2u);
-    view->gate = tensor_matrix(m, gate);
-    view->up = tensor_matrix(m, gate + 1u);
-    view->down = tensor_matrix(m, gate + 2u);
-    view->block = (const uint8_t *)view->gate.data;
+    uint32_t per_expert = colibri_expert_tensors(&m->hp); /* 2: no gate (1.14) */
+    uint32_t first = layer->first_expert + expert * per_expert, up = first + per_expert - 2u;
+    const uint8_t *down = tensor_entry(m, up + 1u);
+    matrix_ref none = {NULL, DTYPE_F32};
+    view->gate = per_expert == 3u ? tensor_matrix(m, first) : none;
+    view->up = tensor_matrix(m, up);
+    view->down = tensor_matrix(m, up + 1u);
+    view->block = (const uint8_t *)tensor_data(m, first);
     view->block_size =
         (size_t)(colibri_rd_u64(down + TEN_OFFSET) + colibri_rd_u64(down + TEN_SIZE) -
-                 colibri_rd_u64(tensor_entry(m, gate) + TEN_OFFSET));
+                 colibri_rd_u64(tensor_entry(m, first) + TEN_OFFSET));
 }
 
 static matrix_ref rebased(matrix_ref ref, const uint8_t *from, const uint8_t *to)
 {
-    ref.data = to + ((const uint8_t *)ref.data - from);
+    if (ref.data != NULL) { /* no gate without one (1.14) */
+        ref.data = to + ((const uint8_t *)ref.data - from);
+    }
     return ref;
 }
 

@@ -62,7 +62,8 @@ static void time_steps(const colibri_hparams *hp, float *dt, const float *bias, 
     for (uint32_t t = 0; t < n; t++) {
         for (uint32_t h = 0; h < hp->ssm_heads; h++) {
             float *v = dt + (size_t)t * hp->ssm_heads + h;
-            *v = colibri_softplusf(*v + bias[h]);
+            float step = colibri_softplusf(*v + bias[h]);
+            *v = step < hp->ssm_dt_min ? hp->ssm_dt_min : step; /* Nemotron-H's floor */
         }
     }
 }

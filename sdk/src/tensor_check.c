@@ -36,11 +36,16 @@ static uint32_t global_tensor_count(const colibri_hparams *hp)
 uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind,
                                     uint32_t attn_kind)
 {
-    uint32_t count = colibri_part_tensor_count(hp, colibri_operator_part(attn_kind));
-    if (ffn_kind != FFN_MOE) {
+    uint32_t count = 0, part = colibri_operator_part(attn_kind);
+    for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
+        const colibri_tensor_desc *d = &colibri_layer_tensors[i];
+        count += d->part == part && colibri_tensor_present(hp, d) &&
+                 colibri_role_in_layer(d->role, ffn_kind);
+    }
+    if (ffn_kind == FFN_DENSE || ffn_kind == FFN_SHORTCUT) {
         count += colibri_part_tensor_count(hp, PART_DENSE);
     }
-    if (ffn_kind == FFN_DENSE) {
+    if (ffn_kind != FFN_MOE && ffn_kind != FFN_SHORTCUT) {
         return count;
     }
     return count + colibri_part_tensor_count(hp, PART_MOE) +
@@ -53,7 +58,7 @@ static int layer_kind_supported(const colibri_hparams *hp, uint32_t kind)
 {
     int dense = hp->dense_intermediate > 0;
     int moe = hp->n_experts > 0 && hp->top_k > 0 && hp->expert_intermediate > 0;
-    return kind == FFN_DENSE ? dense : kind == FFN_MOE ? moe : dense && moe;
+    return kind == FFN_NONE ? 1 : kind == FFN_DENSE ? dense : kind == FFN_MOE ? moe : dense && moe;
 }
 
 /* A shortcut layer's MoE output waits for the next layer, a dense one
@@ -86,25 +91,26 @@ static int attn_kind_valid(const colibri_hparams *hp, uint32_t attn)
 {
     int windowed = attn == ATTN_SLIDING || attn == ATTN_CHUNKED;
     int ssm = attn >= ATTN_MAMBA2 && attn <= ATTN_MAMBA1;
-    return attn <= ATTN_MAMBA1 && !(windowed && hp->sliding_window == 0u) &&
+    return attn <= ATTN_NONE && !(windowed && hp->sliding_window == 0u) &&
            !(ssm && (attn == ATTN_MAMBA1) != (hp->ssm_dt_rank > 0u)) &&
            !(colibri_recurrent_kind(attn) && hp->conv_kernel == 0u) &&
            !(attn == ATTN_CONV && hp->ssm_heads != 0u) && !(ssm && hp->ssm_heads == 0u) &&
            (hp->mla != MLA_LATENT || attn == ATTN_FULL || attn == ATTN_FULL_NOPE ||
-            colibri_recurrent_kind(attn));
+            attn == ATTN_NONE || colibri_recurrent_kind(attn));
 }
 
 colibri_status colibri_layer_table_check(colibri_model *m)
 {
     uint32_t next = global_tensor_count(&m->hp);
     int any_dense = 0, any_moe = 0;
+    uint32_t none = 0; /* layers without an operator (1.14): no KV cache either */
     m->hp.shortcut_layers = m->hp.conv_layers = 0;
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         const uint8_t *e = m->layer_table + (size_t)l * IMG_LAYER_ENTRY_SIZE;
         uint32_t kind = colibri_rd_u32(e + LAY_FFN_KIND);
         uint32_t attn = colibri_rd_u32(e + LAY_ATTN_KIND);
         uint32_t count = colibri_layer_tensor_count(&m->hp, kind, attn);
-        if (kind > FFN_SHORTCUT || colibri_rd_u32(e + LAY_FIRST_TENSOR) != next ||
+        if (kind > FFN_NONE || colibri_rd_u32(e + LAY_FIRST_TENSOR) != next ||
             colibri_rd_u32(e + LAY_N_TENSORS) != count || !attn_kind_valid(&m->hp, attn) ||
             !shortcut_placed(m, l, kind)) {
             return COLIBRI_E_BAD_LAYER_TABLE;
@@ -113,12 +119,13 @@ colibri_status colibri_layer_table_check(colibri_model *m)
             return COLIBRI_E_BAD_HYPERPARAMS;
         }
         next += count;
-        any_dense |= kind != FFN_MOE;
-        any_moe |= kind != FFN_DENSE;
+        any_dense |= kind == FFN_DENSE || kind == FFN_SHORTCUT;
+        any_moe |= kind == FFN_MOE || kind == FFN_SHORTCUT;
         m->hp.shortcut_layers += kind == FFN_SHORTCUT;
         m->hp.conv_layers += colibri_recurrent_kind(attn);
+        none += attn == ATTN_NONE;
     }
-    m->hp.kv_layers = m->hp.n_layers - m->hp.conv_layers;
+    m->hp.kv_layers = m->hp.n_layers - m->hp.conv_layers - none;
     if (next != m->n_tensors) {
         return COLIBRI_E_BAD_LAYER_TABLE;
     }
@@ -208,7 +215,9 @@ static colibri_status check_placement(table_walk *w, const uint8_t *e, uint16_t 
 {
     uint64_t offset = colibri_rd_u64(e + TEN_OFFSET);
     uint64_t size = colibri_rd_u64(e + TEN_SIZE);
-    uint64_t align = role == ROLE_EXPERT_GATE ? w->m->hp.alignment : IMG_DATA_ALIGN;
+    int gated = w->m->hp.activation != ACT_RELU2; /* 1.14: no gate, the block starts at up */
+    int first = role == (gated ? ROLE_EXPERT_GATE : ROLE_EXPERT_UP);
+    uint64_t align = first ? w->m->hp.alignment : IMG_DATA_ALIGN;
     int expert = role_is_expert(role);
     uint64_t *end = w->experts_last && expert ? &w->expert_end : &w->data_end;
     if (size > w->m->image_size || offset > w->m->image_size - size) {
@@ -224,7 +233,7 @@ static colibri_status check_placement(table_walk *w, const uint8_t *e, uint16_t 
         return COLIBRI_E_OVERLAP;
     }
     /* Up and down follow their gate back to back (one expert = one block). */
-    if ((role == ROLE_EXPERT_UP || role == ROLE_EXPERT_DOWN) &&
+    if ((role == ROLE_EXPERT_UP || role == ROLE_EXPERT_DOWN) && !first &&
         offset != ((*end + IMG_DATA_ALIGN - 1u) & ~(uint64_t)(IMG_DATA_ALIGN - 1u))) {
         return COLIBRI_E_MISALIGNED;
     }
@@ -310,13 +319,16 @@ static colibri_status expect_globals(table_walk *w)
     return COLIBRI_OK;
 }
 
-/* Every present tensor of one part of layer l (of expert e, or IMG_NONE). */
-static colibri_status expect_part(table_walk *w, uint32_t l, uint32_t part, uint32_t e)
+/* Every present tensor of one part of layer l (of expert e, or IMG_NONE),
+ * a layer of ffn_kind `kind`. */
+static colibri_status expect_part(table_walk *w, uint32_t l, uint32_t part, uint32_t e,
+                                  uint32_t kind)
 {
     const colibri_hparams *hp = &w->m->hp;
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
-        if (d->part == part && colibri_tensor_present(hp, d)) {
+        if (d->part == part && colibri_tensor_present(hp, d) &&
+            colibri_role_in_layer(d->role, kind)) {
             expected_tensor want = {d->role,
                                     (uint16_t)l,
                                     (uint16_t)e,
@@ -331,16 +343,16 @@ static colibri_status expect_part(table_walk *w, uint32_t l, uint32_t part, uint
 
 static colibri_status expect_layer(table_walk *w, uint32_t l, uint32_t kind, uint32_t attn)
 {
-    EXPECT(expect_part(w, l, colibri_operator_part(attn), IMG_NONE));
-    if (kind != FFN_MOE) {
-        EXPECT(expect_part(w, l, PART_DENSE, IMG_NONE));
+    EXPECT(expect_part(w, l, colibri_operator_part(attn), IMG_NONE, kind));
+    if (kind == FFN_DENSE || kind == FFN_SHORTCUT) {
+        EXPECT(expect_part(w, l, PART_DENSE, IMG_NONE, kind));
     }
-    if (kind == FFN_DENSE) {
+    if (kind != FFN_MOE && kind != FFN_SHORTCUT) {
         return COLIBRI_OK;
     }
-    EXPECT(expect_part(w, l, PART_MOE, IMG_NONE));
+    EXPECT(expect_part(w, l, PART_MOE, IMG_NONE, kind));
     for (uint32_t e = 0; e < w->m->hp.n_experts; e++) {
-        EXPECT(expect_part(w, l, PART_EXPERT, e));
+        EXPECT(expect_part(w, l, PART_EXPERT, e, kind));
     }
     return COLIBRI_OK;
 }

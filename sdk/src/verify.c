@@ -1,6 +1,6 @@
 /* verify.c - check tensor data against the per-tensor CRC-32s, and the
  * scales of quantized tensors, on demand (docs/format.md 3.3, 4). */
-#include "model_internal.h"
+#include "layer_tensors.h"
 
 /* Tensor `index`'s data as read at `data` (its place in the image, or a
  * copy of it) matches the table's CRC-32. */
@@ -83,8 +83,8 @@ static colibri_status routed_expert(const colibri_model *model, uint32_t layer, 
         return COLIBRI_E_BAD_ARGUMENT;
     }
     colibri_layer_view_load(model, layer, lv);
-    if (lv->ffn_kind == FFN_DENSE) {
-        return COLIBRI_E_BAD_ARGUMENT;
+    if (lv->ffn_kind != FFN_MOE && lv->ffn_kind != FFN_SHORTCUT) {
+        return COLIBRI_E_BAD_ARGUMENT; /* no experts: dense, or no FFN (1.14) */
     }
     colibri_expert_view_load(model, lv, expert, ev);
     return COLIBRI_OK;
@@ -117,8 +117,9 @@ static colibri_status check_expert(const colibri_model *model, uint32_t layer, u
         (uint64_t)(ev.block - model->image) + ev.block_size > model->resident_size) {
         return COLIBRI_E_EXPERT_UNAVAILABLE; /* verify the copy: colibri_verify_expert_block */
     }
-    for (uint32_t k = 0; status == COLIBRI_OK && k < EXPERT_TENSORS; k++) {
-        uint32_t index = lv.first_expert + expert * EXPERT_TENSORS + k;
+    uint32_t per_expert = colibri_expert_tensors(&model->hp);
+    for (uint32_t k = 0; status == COLIBRI_OK && k < per_expert; k++) {
+        uint32_t index = lv.first_expert + expert * per_expert + k;
         const uint8_t *data = NULL;
         if (block != NULL) {
             uint64_t at = colibri_rd_u64(tensor_entry(model, index) + TEN_OFFSET);

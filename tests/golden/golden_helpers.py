@@ -18,7 +18,8 @@ FAMILIES = ["mixtral", "qwen2_moe", "qwen2_moe_norm", "olmoe", "qwen3_moe", "swi
             "mimo_v2_flash", "lfm2_moe", "granitemoehybrid",
             "granitemoehybrid_rope", "qwen3_next",
             "qwen3_5_moe", "kimi_linear",
-            "bailing_hybrid", "jamba"]  # new ones last: the quantized tests' prompts follow the order
+            "bailing_hybrid", "jamba",
+            "nemotron_h"]  # new ones last: the quantized tests' prompts follow the order
 REPORT = REPO / "build" / "golden_report.json"
 
 

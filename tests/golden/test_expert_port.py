@@ -23,7 +23,7 @@ from cpu_tables import runnable
 from golden_helpers import REPO
 
 FAMILIES = ["mixtral", "qwen2_moe", "gpt_oss", "deepseek_v3", "longcat_flash", "lfm2_moe",
-            "granitemoehybrid", "qwen3_next", "kimi_linear"]
+            "granitemoehybrid", "qwen3_next", "kimi_linear", "nemotron_h"]
 FORMATS = ["f32", "int4+attention+rows16"]
 
 

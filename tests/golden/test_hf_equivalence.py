@@ -67,7 +67,8 @@ def _moe_blocks(model):
     """Each layer's MoE block (DBRX: transformer.blocks[l].ffn, Llama 4: feed_forward)."""
     layers = model.model.layers if hasattr(model, "model") else model.transformer.blocks
     blocks = [getattr(layer, "mlp", None) or getattr(layer, "block_sparse_moe", None)
-              or getattr(layer, "feed_forward", None) or layer.ffn for layer in layers]
+              or getattr(layer, "feed_forward", None) or getattr(layer, "ffn", None)
+              or layer.mixer for layer in layers]  # Nemotron-H: a block's mixer
     return [block for block in blocks if hasattr(block, "experts") or hasattr(block, "output_linear")]
 
 

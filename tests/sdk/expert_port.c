@@ -150,7 +150,8 @@ static void list_blocks(const colibri_model *m, storage_port *p)
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         layer_view layer;
         colibri_layer_view_load(m, l, &layer);
-        for (uint32_t e = 0; layer.ffn_kind != FFN_DENSE && e < m->hp.n_experts; e++) {
+        int moe = layer.ffn_kind == FFN_MOE || layer.ffn_kind == FFN_SHORTCUT;
+        for (uint32_t e = 0; moe && e < m->hp.n_experts; e++) {
             expert_view ev;
             colibri_expert_view_load(m, &layer, e, &ev);
             if (p->n_blocks < MAX_BLOCKS) {

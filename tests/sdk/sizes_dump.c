@@ -5,12 +5,13 @@
  *
  *   sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT DENSE EXPERT_INTER
  *              EXPERTS SHARED TOP_K BATCH
- *              [QUANTIZED[,ZERO[,SHORTCUT[,CONV[,TAPS[,HEADS,HEAD_DIM,STATE,GROUPS,DT_RANK]]]]]
+ *              [QUANTIZED[,ZERO[,SHORTCUT[,CONV[,TAPS[,HEADS,HEAD_DIM,STATE,GROUPS,DT_RANK,NONE]]]]]
  *              [Q_LORA KV_LORA V_HEAD_DIM ROPE_DIM]]
  *   prints "STATE SCRATCH"; the four MLA numbers make it an MLA record (mla 1);
  *   ZERO and SHORTCUT are zero_experts and shortcut_layers (format 1.12), CONV
  *   and TAPS conv_layers and conv_kernel (1.13: the other layers have a KV
- *   cache), the last five a Mamba layer's ssm_* sizes (1.14).
+ *   cache), then a Mamba layer's ssm_* sizes and the layers without an
+ *   operator (1.14).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ int main(int argc, char **argv)
 {
     static const uint8_t image_stand_in = 0;
     colibri_model m = {0};
+    uint32_t none = 0; /* layers without an operator (1.14) */
     if (argc != 14 && argc != 15 && argc != 19) {
         fprintf(stderr, "usage: sizes_dump CTX HIDDEN LAYERS HEADS KV_HEADS HEAD_DIM MAX_CONTEXT "
                         "DENSE EXPERT_INTER EXPERTS SHARED TOP_K BATCH [QUANTIZED [Q_LORA "
@@ -44,11 +46,18 @@ int main(int argc, char **argv)
     }
     if (argc >= 15) {
         char *next = argv[14];
-        uint32_t *flags[] = {&m.hp.quantized,    &m.hp.zero_experts, &m.hp.shortcut_layers,
-                             &m.hp.conv_layers,  &m.hp.conv_kernel,  &m.hp.ssm_heads,
-                             &m.hp.ssm_head_dim, &m.hp.ssm_state,    &m.hp.ssm_groups,
-                             &m.hp.ssm_dt_rank};
-        for (int i = 0; i < 10 && *next != '\0'; i++) {
+        uint32_t *flags[] = {&m.hp.quantized,
+                             &m.hp.zero_experts,
+                             &m.hp.shortcut_layers,
+                             &m.hp.conv_layers,
+                             &m.hp.conv_kernel,
+                             &m.hp.ssm_heads,
+                             &m.hp.ssm_head_dim,
+                             &m.hp.ssm_state,
+                             &m.hp.ssm_groups,
+                             &m.hp.ssm_dt_rank,
+                             &none};
+        for (int i = 0; i < 11 && *next != '\0'; i++) {
             *flags[i] = (uint32_t)strtoul(next + (i > 0 && *next == ','), &next, 0);
         }
     }
@@ -59,7 +68,7 @@ int main(int argc, char **argv)
         m.hp.v_head_dim = (uint32_t)strtoul(argv[17], NULL, 0);
         m.hp.rope_dim = (uint32_t)strtoul(argv[18], NULL, 0);
     }
-    m.hp.kv_layers = m.hp.n_layers - m.hp.conv_layers;
+    m.hp.kv_layers = m.hp.n_layers - m.hp.conv_layers - none;
     m.image = &image_stand_in;
     uint32_t batch = (uint32_t)strtoul(argv[13], NULL, 0);
     size_t scratch = colibri_scratch_size_batch(&m, ctx, batch);

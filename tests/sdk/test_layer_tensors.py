@@ -38,9 +38,9 @@ def _c_layout(dump, kind: int, r: ModelRecord, attn: int = 0
             r.expert_intermediate, r.n_experts, r.shared_intermediate, r.shared_gate,
             r.attn_bias, r.qk_norm, r.norm_kind, r.router_score, r.zero_experts, r.layer_rope,
             r.rope_dim, attn, r.conv_kernel]
-    if r.ssm_heads:
+    if r.ssm_heads or r.activation:
         args += [r.ssm_heads, r.ssm_head_dim, r.ssm_state, r.ssm_groups, r.kda_rank,
-                 r.ssm_dt_rank]
+                 r.ssm_dt_rank, r.activation]
     out = subprocess.run([str(dump), *map(str, args)], capture_output=True, text=True,
                          check=True, timeout=30).stdout.splitlines()
     rows = []

@@ -55,6 +55,7 @@ def test_python_sizes_equal_the_core(asan_bins):
         ssm = (1 + r.hidden_size % 64, 1 + r.head_dim % 70, 1 + r.n_heads * 17 % 130, 1)
         ssm = (ssm[0], ssm[1], ssm[2], 2 if mamba and ssm[0] % 2 == 0 else 1) if mamba else (0,) * 4
         rank = 1 + r.head_dim % 16 if mamba and r.n_layers % 4 == 0 else 0  # Mamba1 layers
+        none = (r.n_layers - conv) // 2  # layers without an operator (1.14): no KV cache
         if rank:
             ssm = (64 + r.hidden_size % 64, 1, 1 + r.n_heads % 8, 1)
         r = replace(r, zero_experts=zero, conv_kernel=taps, ssm_heads=ssm[0], ssm_head_dim=ssm[1],
@@ -63,12 +64,12 @@ def test_python_sizes_equal_the_core(asan_bins):
                 r.max_context, r.dense_intermediate, r.expert_intermediate, r.n_experts,
                 r.shared_intermediate, r.top_k, batch,
                 f"{quantized},{zero},{shortcut},{conv},{taps}," + ",".join(map(str, ssm))
-                + f",{rank}"]
+                + f",{rank},{none}"]
         if r.mla:
             args += [r.q_lora_rank, r.kv_lora_rank, r.v_head_dim, r.rope_dim]
         out = subprocess.run([str(asan_bins / "sizes_dump"), *map(str, args)], check=True,
                              capture_output=True, text=True, timeout=30).stdout.split()
-        want = [state_size(r, ctx, conv),
+        want = [state_size(r, ctx, conv, none),
                 scratch_size(r, ctx, batch, bool(quantized), bool(shortcut))]
         assert [int(v) for v in out] == want, r
         checked += 1

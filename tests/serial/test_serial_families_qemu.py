@@ -33,7 +33,7 @@ FAMILIES = ("granitemoe", "granitemoeshared", "phimoe", "ernie4_5_moe", "glm4_mo
             "deepseek_v3_yarn", "deepseek_v2_greedy", "flex_olmo", "hunyuan_v1_moe", "glm4_moe_lite",
             "minimax_m2", "exaone_moe", "dbrx", "afmoe", "llama4_text", "jetmoe", "longcat_flash",
             "mimo_v2_flash", "lfm2_moe", "granitemoehybrid", "qwen3_next", "qwen3_5_moe",
-            "kimi_linear", "bailing_hybrid", "jamba")
+            "kimi_linear", "bailing_hybrid", "jamba", "nemotron_h")
 BUILD_SECONDS = 600
 QEMU_SECONDS = 180
 

@@ -18,6 +18,7 @@ from hf_expect_kimi_linear import kimi_linear_record, kimi_linear_tensors
 from hf_expect_lfm2 import lfm2_record, lfm2_tensors
 from hf_expect_longcat import longcat_record, longcat_tensors
 from hf_expect_mimo import mimo_record, mimo_tensors
+from hf_expect_nemotron import nemotron_record, nemotron_tensors
 from hf_expect_qwen3_next import qwen3_next_record, qwen3_next_tensors
 from hf_expect_recent import (
     afmoe_fields,
@@ -37,7 +38,7 @@ ARCH = {"mixtral": 1, "qwen2_moe": 2, "olmoe": 3, "qwen3_moe": 4, "switch": 5, "
         "hunyuan_v1_moe": 16, "glm4_moe_lite": 17, "minimax_m2": 18, "exaone_moe": 19,
         "afmoe": 21, "llama4_text": 22, "jetmoe": 23, "longcat_flash": 24, "mimo_v2_flash": 25,
         "lfm2_moe": 26, "granitemoehybrid": 27, "qwen3_next": 28, "qwen3_5_moe": 29,
-        "kimi_linear": 30, "bailing_hybrid": 31, "jamba": 32}
+        "kimi_linear": 30, "bailing_hybrid": 31, "jamba": 32, "nemotron_h": 33}
 # family -> qk_norm kind (1: whole projection, OLMoE; 2: per head, Qwen3-MoE)
 QK_NORM = {"mixtral": 0, "qwen2_moe": 0, "olmoe": 1, "qwen3_moe": 2, "switch": 0, "granitemoe": 0,
            "granitemoeshared": 0, "phimoe": 0, "ernie4_5_moe": 0, "glm4_moe": 2, "dots1": 2,
@@ -218,14 +219,15 @@ DEFAULT_FIELDS = {
     "qkv_clip": 0.0, "attn_temp_floor": 0.0, "attn_temp_scale": 0.0, "zero_experts": 0,
     "layer_rope": 0, "conv_kernel": 0, "router_sum_eps": 0.0, "ssm_heads": 0,
     "ssm_head_dim": 0, "ssm_state": 0, "ssm_groups": 0, "kda_rank": 0, "kda_bound": 0.0,
-    "ssm_dt_rank": 0,
+    "ssm_dt_rank": 0, "ssm_dt_min": 0.0,
 }
 # Families whose modules differ too much from Llama's for the generic reading.
 OWN_RECORDS = {"dbrx": dbrx_record, "jetmoe": jetmoe_record, "longcat_flash": longcat_record,
                "mimo_v2_flash": mimo_record, "lfm2_moe": lfm2_record,
                "granitemoehybrid": granite_hybrid_record, "qwen3_next": qwen3_next_record,
                "qwen3_5_moe": qwen3_next_record, "kimi_linear": kimi_linear_record,
-               "bailing_hybrid": kimi_linear_record, "jamba": jamba_record}
+               "bailing_hybrid": kimi_linear_record, "jamba": jamba_record,
+               "nemotron_h": nemotron_record}
 
 
 def expected_record(model: Any, family: str) -> dict[str, Any]:
@@ -389,6 +391,8 @@ def expected_tensors(model: Any, family: str, dtype: torch.dtype = torch.float32
         return kimi_linear_tensors(sd, model)
     if family == "jamba":
         return jamba_tensors(sd, model)
+    if family == "nemotron_h":
+        return nemotron_tensors(sd, model)
     out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
            (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}
     if not model.config.tie_word_embeddings:

@@ -246,7 +246,7 @@ def _mamba2(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
                      for t in range(h.shape[0])]) + w.get(Role.SSM_CONV_BIAS, layer)
     conv = _silu(conv)
     x, b, c = conv[:, :inner], conv[:, inner:inner + groups * size], conv[:, inner + groups * size:]
-    dt = np.logaddexp(0.0, dt + w.get(Role.SSM_DT_BIAS, layer))
+    dt = np.maximum(np.logaddexp(0.0, dt + w.get(Role.SSM_DT_BIAS, layer)), r.ssm_dt_min)
     a, d = w.get(Role.SSM_A, layer), w.get(Role.SSM_D, layer)
     state = np.zeros((heads, dim, size), np.float64)
     y = np.zeros((h.shape[0], heads, dim), np.float64)
@@ -363,8 +363,10 @@ def _mamba1(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     return (y * _silu(z)).astype(np.float32) @ w.get(Role.SSM_OUT, layer).T
 
 
-def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray,
+def _swiglu(h: np.ndarray, gate: np.ndarray | None, up: np.ndarray, down: np.ndarray,
             r=None, bias: tuple | None = None) -> np.ndarray:
+    if gate is None:  # format 1.14: relu(up h)^2 without a gate (Nemotron-H)
+        return np.maximum(h @ up.T, 0.0) ** 2 @ down.T
     g, u = h @ gate.T, h @ up.T
     if bias is not None:
         g, u = g + bias[0], u + bias[1]
@@ -375,6 +377,14 @@ def _swiglu(h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray,
     else:
         out = (_silu(g) * u) @ down.T
     return out + bias[2] if bias is not None else out
+
+
+def _gated(w: _Weights, role: Role, layer: int, expert: int = NO_EXPERT) -> np.ndarray | None:
+    """An MLP matrix; None for a gate without gates (activation 2, format 1.14)."""
+    gates = (Role.EXPERT_GATE, Role.SHARED_GATE, Role.DENSE_GATE)
+    if role in gates and w.image.record.activation == 2:
+        return None
+    return w.get(role, layer, expert)
 
 
 def _candidates(r, scores: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -424,7 +434,7 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
             if e >= r.n_experts:  # format 1.12: a zero-computation expert, the identity
                 out[t] += weight * h[t]
                 continue
-            experts = [w.get(role, layer, int(e)) for role in
+            experts = [_gated(w, role, layer, int(e)) for role in
                        (Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN)]
             expert_bias = None
             if r.attn_bias & 0x80:  # format 1.6: the experts' biases
@@ -439,7 +449,7 @@ def _moe(w: _Weights, h: np.ndarray, layer: int) -> np.ndarray:
     if r.attn_bias & 0x400:  # format 1.11: a bias after the routed experts' sum (JetMoE)
         out = out + w.get(Role.MOE_OUT_BIAS, layer)
     if r.shared_intermediate:
-        shared = _swiglu(h, *(w.get(role, layer) for role in
+        shared = _swiglu(h, *(_gated(w, role, layer) for role in
                               (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN)), r)
         if r.shared_gate:
             shared = shared / (1.0 + np.exp(-(h @ w.get(Role.SHARED_EXPERT_GATE, layer).T)))
@@ -469,13 +479,16 @@ def forward(image: ModelImage, ids: list[int]) -> np.ndarray:
     for layer, entry in enumerate(image.layers):
         operator = {4: _short_conv, 5: _mamba2, 6: _gated_delta, 7: _kda,
                     8: _mamba1}.get(entry.attn_kind, _attention)
-        a = operator(w, pre(x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer), layer)
-        x = x + residual * out(a, Role.ATTN_NORM, layer)
+        if entry.attn_kind != 9:  # format 1.14: 9 has no operator
+            a = operator(w, pre(x, Role.ATTN_NORM, Role.ATTN_NORM_BIAS, layer), layer)
+            x = x + residual * out(a, Role.ATTN_NORM, layer)
+        if entry.ffn_kind == FfnKind.NONE:  # nor 3 an FFN
+            continue
         h = pre(x, Role.FFN_NORM, Role.FFN_NORM_BIAS, layer)
         if entry.ffn_kind == FfnKind.MOE:
             f = _moe(w, h, layer)
         else:
-            f = _swiglu(h, *(w.get(role, layer) for role in
+            f = _swiglu(h, *(_gated(w, role, layer) for role in
                              (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)), r)
         x = x + residual * out(f, Role.FFN_NORM, layer)
         if shortcut is not None:

@@ -190,17 +190,22 @@ def _doc_order(rec: dict) -> list[tuple]:
             rows += [(70, (q, h))] if rec["attn_bias"] & 256 else []  # the output's gate (1.11)
             rows += [(73, (e, h))] if experts else []  # the attention experts' router
             rows.append((20, (e * h, k) if experts else (h, q)))
-        if rec["attn_kinds"][layer] not in (4, 5, 6, 7, 8):
+        if rec["attn_kinds"][layer] == 9:  # no operator (1.14): the FFN's norm only
+            rows = [(27, (h,))]
+        elif rec["attn_kinds"][layer] not in (4, 5, 6, 7, 8):
             rows += _attention_tail(rec)
+        if kind == 3:  # no FFN (1.14): no FFN norm either
+            rows = [row for row in rows if row[0] not in (27, 29, 72)]
+        gated = rec["activation"] != 2  # relu^2 (1.14): no gate matrices
         if kind in (0, 2):  # dense, or (1.12) a shortcut layer's dense part
-            rows += [(32, (d, h)), (33, (d, h)), (34, (h, d))]
+            rows += [(32, (d, h))] * gated + [(33, (d, h)), (34, (h, d))]
         if kind in (1, 2):
             w = e + rec["zero_experts"]  # the router scores the zero experts too (1.12)
             if rec["attn_bias"] & 64:
                 rows.append((39, (w,)))
             rows.append((40, (w, h)))
             if s:
-                rows += [(41, (s, h)), (42, (s, h)), (43, (h, s))]
+                rows += [(41, (s, h))] * gated + [(42, (s, h)), (43, (h, s))]
                 if rec["shared_gate"]:
                     rows.append((44, (1, h)))
             if rec["router_score"] in (1, 4):
@@ -212,7 +217,8 @@ def _doc_order(rec: dict) -> list[tuple]:
         out += [(role, layer, GLOBAL, shape) for role, shape in rows]
         if kind in (1, 2):
             for x in range(e):
-                out += [(48, layer, x, (i, h)), (49, layer, x, (i, h)), (50, layer, x, (h, i))]
+                out += [(48, layer, x, (i, h))] * gated + [(49, layer, x, (i, h)),
+                                                           (50, layer, x, (h, i))]
     return out
 
 
@@ -256,10 +262,11 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
         minor = 12  # section 7: zero experts, shortcut layers, each layer's RoPE (1.12)
     extended = rec["conv_kernel"] != 0 or rec["router_sum_eps"] != 0.0  # section 1.2
     extended = extended or rec["ssm_heads"] != 0 or rec["kda_rank"] or rec["kda_bound"] \
-        or rec["ssm_dt_rank"]
+        or rec["ssm_dt_rank"] or rec["ssm_dt_min"]
     if extended or rec["arch"] >= 26 or 4 in rec["attn_kinds"]:
         minor = 13  # section 7: the record's extension, short convolutions, LFM2-MoE
-    if rec["ssm_heads"] or rec["arch"] >= 27 or {5, 6, 7, 8} & set(rec["attn_kinds"]):
+    if rec["ssm_heads"] or rec["arch"] >= 27 or {5, 6, 7, 8, 9} & set(rec["attn_kinds"]) \
+            or 3 in rec["ffn_kinds"] or rec["activation"] == 2:
         minor = 14  # section 7: the extension's ssm_* sizes, Mamba2 and gated delta layers
     header = 512 if extended else 256
     assert (_u("H", data, 8), _u("H", data, 10), _u("I", data, 12)) == (1, minor, header)
@@ -275,10 +282,10 @@ def _check_header(data: bytes, rec: dict, alignment: int) -> tuple[int, int]:
     if extended:  # section 1.2 (1.13, 1.14), the rest of the 512 bytes zero
         assert (_u("I", data, 256), _u("f", data, 260)) == pytest.approx(
             (rec["conv_kernel"], rec["router_sum_eps"]), rel=1e-7)
-        assert struct.unpack_from("<5IfI", data, 264) == pytest.approx((
+        assert struct.unpack_from("<5IfIf", data, 264) == pytest.approx((
             rec["ssm_heads"], rec["ssm_head_dim"], rec["ssm_state"], rec["ssm_groups"],
-            rec["kda_rank"], rec["kda_bound"], rec["ssm_dt_rank"]), rel=1e-7)
-        assert data[292:512] == bytes(220)
+            rec["kda_rank"], rec["kda_bound"], rec["ssm_dt_rank"], rec["ssm_dt_min"]), rel=1e-7)
+        assert data[296:512] == bytes(216)
     table, n_tensors = header + 16 * n_layers, _u("I", data, 56)
     end = table + 64 * n_tensors
     assert _u("I", data, 24) == zlib.crc32(data[:24] + bytes(4) + data[28:end])
@@ -303,9 +310,11 @@ def _check_placement(data: bytes, tensors: list[dict], table_end: int, alignment
     cursor = table_end
     for idx, t in enumerate(tensors):
         assert t["offset"] >= cursor and t["offset"] % 64 == 0
-        if t["role"] == 48:
+        # an expert block starts at its gate, or its up matrix without one (1.14)
+        first = t["role"] == 48 or (t["role"] == 49 and tensors[idx - 1]["role"] != 48)
+        if first:
             assert t["offset"] % alignment == 0
-        if t["role"] in (49, 50):  # back to back after the gate (resp. up)
+        if t["role"] in (49, 50) and not first:  # back to back after the gate (resp. up)
             assert t["offset"] == _align(tensors[idx - 1]["offset"] + tensors[idx - 1]["size"], 64)
         body = data[t["offset"]:t["offset"] + t["size"]]
         assert len(body) == t["size"] and zlib.crc32(body) == t["crc"]
@@ -689,7 +698,7 @@ def test_record_extension_out_of_bounds_is_refused(fields, status, hf_checkpoint
     ({272: 1025}, Status.E_BAD_HYPERPARAMS),  # a state wider than 1024
     ({268: 8}, Status.E_BAD_SHAPE),  # narrower heads than the tensors
     ({256: 0}, Status.E_BAD_LAYER_TABLE),  # Mamba2 layers without taps
-    ({292: 1}, Status.E_RESERVED),  # the extension's reserved bytes after 1.14's fields
+    ({296: 1}, Status.E_RESERVED),  # the extension's reserved bytes after 1.14's fields
     ({288: 2}, Status.E_BAD_HYPERPARAMS),  # a Mamba1 dt rank with Mamba2's head_dim 16
     ({280: 2000}, Status.E_BAD_HYPERPARAMS),  # a KDA rank above 1024
 ])

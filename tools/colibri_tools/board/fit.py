@@ -116,7 +116,8 @@ class ModelFacts:
     slot_bytes: int = 0        # one expert cache slot
     experts_last: bool = True
     shortcut: bool = False     # a shortcut layer (format 1.12): a scratch region more
-    conv_layers: int = 0       # short convolution layers (1.13): a fixed state, no KV cache
+    conv_layers: int = 0       # recurrent layers (1.13, 1.14): a fixed state, no KV cache
+    ffn_only_layers: int = 0   # layers without an operator (1.14): neither
 
 
 def _header_ints(path: Path) -> dict[str, int]:
@@ -139,7 +140,7 @@ def _from_image(path: Path, header: Path | None) -> ModelFacts:
                       macros.get("BATCH", 1), weights_name(image.tensors), image.resident_size,
                       len(blocks), expert_slot_size([b.size for b in blocks]),
                       bool(image.header["flags"] & FLAG_EXPERTS_LAST), image.shortcut,
-                      image.conv_layers)
+                      image.conv_layers, image.ffn_only_layers)
 
 
 def facts_from_spec(spec, source: str, *, alignment: int = DEFAULT_ALIGNMENT,
@@ -158,7 +159,7 @@ def facts_from_spec(spec, source: str, *, alignment: int = DEFAULT_ALIGNMENT,
                       alignment, context, batch, quant or "fp32", resident, len(blocks),
                       expert_slot_size([b.size for b in blocks]),
                       shortcut=FfnKind.SHORTCUT in spec.ffn_kinds,
-                      conv_layers=spec.conv_layers)
+                      conv_layers=spec.conv_layers, ffn_only_layers=spec.ffn_only_layers)
 
 
 def _from_config(path: Path, alignment: int, quant: str | None) -> ModelFacts:
@@ -233,8 +234,8 @@ def budget(board: Board, model: ModelFacts, context: int, batch: int, app: str,
     linux = board.port == "linux"
     quantized = model.weights != "fp32"
     paged = not linux and app in PAGED_APPS
-    return Budget(state_size(r, context, model.conv_layers), scratch_size(r, context, batch, quantized,
-                                                       model.shortcut),
+    state = state_size(r, context, model.conv_layers, model.ffn_only_layers)
+    return Budget(state, scratch_size(r, context, batch, quantized, model.shortcut),
                   logits_size(r) * PAGED_APPS.get(app, 1) if paged else logits_size(r),
                   1 if linux else MODEL_INSTANCES.get(app, 1),
                   stack_bytes(board), 0 if linux else (firmware_static(board, app) or 0),

@@ -40,7 +40,7 @@ def header_values(image: ModelImage, context: int, batch: int = 1) -> list[tuple
         ("EXPERT_INTERMEDIATE", r.expert_intermediate), ("N_EXPERTS", r.n_experts),
         ("SHARED_INTERMEDIATE", r.shared_intermediate), ("TOP_K", r.top_k),
         ("ALIGNMENT", image.alignment), ("IMAGE_SIZE", image.image_size), ("CONTEXT", context),
-        ("BATCH", batch), ("STATE_BYTES", state_size(r, context, image.conv_layers)),
+        ("BATCH", batch), ("STATE_BYTES", state_size(r, context, image.conv_layers, image.ffn_only_layers)),
         ("SCRATCH_BYTES", scratch_size(r, context, batch, image.quantized, image.shortcut)),
         ("N_EXPERT_BLOCKS", len(image.expert_blocks())),
         ("QUANTIZED", int(image.quantized)),

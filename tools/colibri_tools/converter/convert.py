@@ -292,7 +292,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         out_dir / TOKENIZER_OUT_NAME if TOKENIZER_OUT_NAME in names else None,
         spec.family, int(spec.arch), spec.record, spec.ffn_kinds, image.fingerprint,
         image.image_size, len(image.tensors), alignment, context, batch,
-        state_size(spec.record, context, spec.conv_layers),
+        state_size(spec.record, context, spec.conv_layers, spec.ffn_only_layers),
         scratch_size(spec.record, context, batch, image.quantized, image.shortcut),
         dropped, quant, quant_attention, quant_embeddings, row_groups, experts_last,
         spec.conv_layers)
@@ -301,7 +301,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
 def summary(result: ConvertResult) -> str:
     """A few human-readable lines about a conversion."""
     r = result.record
-    n_moe = sum(1 for k in result.ffn_kinds if k != FfnKind.DENSE)
+    n_moe = sum(1 for k in result.ffn_kinds if k in (FfnKind.MOE, FfnKind.SHORTCUT))
     lines = [
         f"{result.family} (arch {result.arch}): {r.n_layers} layers ({n_moe} MoE, "
         f"{r.n_layers - n_moe} dense"

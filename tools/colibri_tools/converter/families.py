@@ -68,6 +68,7 @@ from ..image.image_layout import (
 )
 from ..image.image_spec import (
     ACT_SWIGLU_CLAMPED,
+    ATTN_NONE,
     ATTN_SLIDING,
     BIAS_EXPERTS,
     BIAS_LM_HEAD,
@@ -122,6 +123,12 @@ _MAMBA2_SOURCE_FIELDS = {
     "conv_kernel": "mamba_d_conv", "ssm_heads": "mamba_n_heads", "ssm_head_dim": "mamba_d_head",
     "ssm_state": "mamba_d_state", "ssm_groups": "mamba_n_groups", "ssm_dt_rank": "mamba_dt_rank",
 }
+# Nemotron-H's Mamba2 sizes and experts.
+_NEMOTRON_SOURCE_FIELDS = {
+    "conv_kernel": "conv_kernel", "ssm_heads": "mamba_num_heads", "ssm_head_dim": "mamba_head_dim",
+    "ssm_state": "ssm_state_size", "ssm_groups": "n_groups", "ssm_dt_min": "time_step_min",
+    "n_experts": "n_routed_experts", "dense_intermediate": "intermediate_size",
+}
 # Qwen3-Next's gated delta sizes.
 _DELTA_SOURCE_FIELDS = {
     "conv_kernel": "linear_conv_kernel_dim", "ssm_heads": "linear_num_value_heads",
@@ -150,7 +157,12 @@ class ModelSpec:
 
     @property
     def moe_layers(self) -> list[int]:
-        return [i for i, k in enumerate(self.ffn_kinds) if k != FfnKind.DENSE]
+        return [i for i, k in enumerate(self.ffn_kinds) if k in (FfnKind.MOE, FfnKind.SHORTCUT)]
+
+    @property
+    def ffn_only_layers(self) -> int:
+        """Layers without an operator (attn_kind 9, format 1.14): no KV cache."""
+        return sum(kind == ATTN_NONE for kind in self.attn_kinds or ())
 
     @property
     def conv_layers(self) -> int:
@@ -472,6 +484,8 @@ def _check_limits(c: HFConfig, arch: Arch, record: ModelRecord, kinds: list[int]
             source = _DBRX_SOURCE_FIELDS.get(p.field, source)
         if arch in (Arch.GRANITEMOE_HYBRID, Arch.JAMBA):
             source = _MAMBA2_SOURCE_FIELDS.get(p.field, source)
+        if arch == Arch.NEMOTRON_H:
+            source = _NEMOTRON_SOURCE_FIELDS.get(p.field, source)
         if arch in (Arch.QWEN3_NEXT, Arch.QWEN3_5_MOE):
             source = _DELTA_SOURCE_FIELDS.get(p.field, source)
         raise c.unsupported(source, c.raw(source) if c.raw(source) is not None else p.value,

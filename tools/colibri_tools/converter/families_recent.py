@@ -61,6 +61,7 @@ minimax_m2,exaone_moe}):
 - qwen3_next, qwen3_5_moe_text: families_qwen3_next.py.
 - kimi_linear, bailing_hybrid: families_kimi_linear.py.
 - jamba: families_jamba.py.
+- nemotron_h: families_nemotron_h.py.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ from . import families_jamba as jamba
 from . import families_kimi_linear as kimi_linear
 from . import families_lfm2 as lfm2
 from . import families_mimo as mimo
+from . import families_nemotron_h as nemotron_h
 from . import families_qwen3_next as qwen3_next
 from .family_fields import (
     ALL_BIASES,
@@ -474,8 +476,8 @@ FAMILIES = {"flex_olmo": _flex_olmo, "hunyuan_v1_moe": _hunyuan_v1_moe,
             "dbrx": _dbrx, "afmoe": _afmoe, "llama4_text": _llama4_text, "jetmoe": _jetmoe,
             "longcat_flash": _longcat_flash, **mimo.FAMILIES, **lfm2.FAMILIES,
             **granite_hybrid.FAMILIES, **qwen3_next.FAMILIES, **kimi_linear.FAMILIES,
-            **jamba.FAMILIES}
+            **jamba.FAMILIES, **nemotron_h.FAMILIES}
 ATTN_KINDS = {"exaone_moe": _exaone_attn_kinds, "afmoe": _afmoe_attn_kinds,
               "llama4_text": _llama4_attn_kinds, **mimo.ATTN_KINDS, **lfm2.ATTN_KINDS,
               **granite_hybrid.ATTN_KINDS, **qwen3_next.ATTN_KINDS, **kimi_linear.ATTN_KINDS,
-              **jamba.ATTN_KINDS}
+              **jamba.ATTN_KINDS, **nemotron_h.ATTN_KINDS}

@@ -42,6 +42,7 @@ from .tensor_map_lfm2 import lfm2_name, lfm2_tensor
 from .tensor_map_longcat import PREDICTION_PREFIX, longcat_experts, longcat_name, longcat_scaled
 from .tensor_map_mamba2 import jamba_tensor, mamba2_tensor
 from .tensor_map_mimo import mimo_tensor
+from .tensor_map_nemotron import nemotron_h_experts, nemotron_h_tensor
 
 _DENSE_ROLES = (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN)
 _SHARED_ROLES = (Role.SHARED_GATE, Role.SHARED_UP, Role.SHARED_DOWN)
@@ -279,6 +280,8 @@ class TensorMap:
             fused = qwen3_next_tensor(self, entry)
         if self.spec.family == "jamba":
             fused = jamba_tensor(self, entry)
+        if self.spec.family == "nemotron_h":
+            fused = nemotron_h_tensor(self, entry)
         if self.spec.family in ("kimi_linear", "bailing_hybrid"):
             fused = kimi_linear_tensor(self, entry)
         if fused is not None:
@@ -322,6 +325,8 @@ class TensorMap:
             return dbrx_experts(self, layer)
         if self.spec.family == "longcat_flash":
             return longcat_experts(self, layer)
+        if self.spec.family == "nemotron_h":
+            return nemotron_h_experts(self, layer)
         block = self._moe_block(layer)
         if self.spec.family in ("gpt_oss", "llama4_text"):
             return self._input_major_experts(block, self.spec.family == "gpt_oss")

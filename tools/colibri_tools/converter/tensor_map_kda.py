@@ -20,6 +20,7 @@ import numpy as np
 
 from ..image.image_spec import ATTN_KDA, Role, TensorEntry
 from .tensor_map_fused import TensorMap
+from .tensor_map_nemotron import nemotron_name
 
 Loader = Callable[[], np.ndarray]
 
@@ -45,7 +46,7 @@ def bailing_name(name: str) -> str:
     return name
 
 
-SAVED_NAMES = {"bailing_hybrid": bailing_name}
+SAVED_NAMES = {"bailing_hybrid": bailing_name, "nemotron_h": nemotron_name}
 
 
 def _first(tmap: TensorMap, names: tuple[str, ...]) -> str:

@@ -9,11 +9,13 @@ import math
 from dataclasses import dataclass, replace
 
 from .image_spec import (
+    ACT_RELU2,
     ATTN_CHUNKED,
     ATTN_CONV,
     ATTN_FULL,
     ATTN_FULL_NOPE,
     ATTN_MAMBA1,
+    ATTN_NONE,
     ATTN_SLIDING,
     BIAS_ALL,
     BIAS_ATTN,
@@ -128,7 +130,8 @@ def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
     (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
     (2 is 1.10, 3 is 1.11, 4 is 1.13, 5 and 6 are 1.14); `ffn_kinds`: theirs (2 is 1.12)."""
-    if r.ssm_heads or arch >= Arch.GRANITEMOE_HYBRID or set(SSM_KINDS) & set(attn_kinds):
+    if (r.ssm_heads or arch >= Arch.GRANITEMOE_HYBRID or set(SSM_KINDS) & set(attn_kinds)
+            or ATTN_NONE in attn_kinds or FfnKind.NONE in ffn_kinds or r.activation == ACT_RELU2):
         return MINOR_MAMBA2
     if r.extended or arch >= Arch.LFM2_MOE or ATTN_CONV in attn_kinds:
         return MINOR_CONV
@@ -176,8 +179,8 @@ def _arch_problems(arch: int, r: ModelRecord) -> list[Problem]:
     return _check([
         ("arch", arch, arch in Arch._value2member_map_, "unknown family"),
         ("qk_norm", r.qk_norm, r.qk_norm in (0, 1, 2, 3, 4), "must be 0 .. 4"),
-        ("activation", r.activation, r.activation in (0, 1),
-         "only 0 (SiLU) and 1 (clamped SwiGLU) are supported"),
+        ("activation", r.activation, r.activation in (0, 1, 2),
+         "only 0 (SiLU), 1 (clamped SwiGLU) and 2 (relu^2 without gates) are supported"),
         ("norm_kind", r.norm_kind, r.norm_kind in (0, 1, 2, 3),
          "only 0 (RMSNorm), 1 (LayerNorm with bias), 2 (RMSNorm after each sublayer) and 3 "
          "(RMSNorm before and after each sublayer) are supported"),
@@ -450,15 +453,20 @@ def _ssm_checks(r: ModelRecord) -> list:
     if r.ssm_heads == 0:
         return [(name, getattr(r, name), getattr(r, name) == 0, "must be 0 without ssm_heads")
                 for name in SSM_FIELDS[1:] + ("kda_rank", "ssm_dt_rank")] + [
-            ("kda_bound", r.kda_bound, bound_zero, "must be 0 without ssm_heads")]
+            ("kda_bound", r.kda_bound, bound_zero, "must be 0 without ssm_heads"),
+            ("ssm_dt_min", r.ssm_dt_min, r.ssm_dt_min == 0.0 and math.copysign(1.0, r.ssm_dt_min) > 0,
+             "must be 0 without ssm_heads")]
     size = f"must be 1 .. {MAX_SSM_SIZE}"
     bound_ok = bound_zero or (math.isfinite(r.kda_bound) and -MAX_KDA_BOUND <= r.kda_bound < 0)
+    dt_min_ok = (r.ssm_dt_min == 0.0 and math.copysign(1.0, r.ssm_dt_min) > 0) or (
+        math.isfinite(r.ssm_dt_min) and 0 < r.ssm_dt_min <= 1)
     return [(name, getattr(r, name), 1 <= getattr(r, name) <= MAX_SSM_SIZE, size)
             for name in SSM_FIELDS[:3]] + [
         ("ssm_groups", r.ssm_groups, 1 <= r.ssm_groups <= r.ssm_heads
          and r.ssm_heads % r.ssm_groups == 0, "must divide ssm_heads"),
         ("kda_rank", r.kda_rank, 0 <= r.kda_rank <= MAX_SSM_SIZE, f"must be 0 .. {MAX_SSM_SIZE}"),
         ("kda_bound", r.kda_bound, bound_ok, f"must be 0, or -{MAX_KDA_BOUND:g} .. below 0"),
+        ("ssm_dt_min", r.ssm_dt_min, dt_min_ok, "must be 0, or above 0 and at most 1"),
         ("ssm_dt_rank", r.ssm_dt_rank, r.ssm_dt_rank == 0 or (
             r.ssm_dt_rank <= MAX_SSM_SIZE and r.ssm_head_dim == 1 and r.ssm_groups == 1
             and r.ssm_dt_rank + 2 * r.ssm_state <= r.ssm_heads),
@@ -522,13 +530,14 @@ def attn_kind_ok(r: ModelRecord, kind: int) -> bool:
     other layers are full attention with or without RoPE (as sdk/src/tensor_check.c's
     attn_kind_valid)."""
     windowed = kind in (ATTN_SLIDING, ATTN_CHUNKED)
-    return (kind in (ATTN_FULL, ATTN_SLIDING, ATTN_FULL_NOPE, ATTN_CHUNKED) + RECURRENT_KINDS
+    return (kind in (ATTN_FULL, ATTN_SLIDING, ATTN_FULL_NOPE, ATTN_CHUNKED, ATTN_NONE)
+            + RECURRENT_KINDS
             and not (windowed and r.sliding_window == 0)
             and not (kind in RECURRENT_KINDS and r.conv_kernel == 0)
             and not (kind == ATTN_CONV and r.ssm_heads)
             and not (kind in SSM_KINDS and not r.ssm_heads)
             and not (kind in SSM_KINDS and (kind == ATTN_MAMBA1) != bool(r.ssm_dt_rank))
-            and (not r.mla or kind in (ATTN_FULL, ATTN_FULL_NOPE) + RECURRENT_KINDS))
+            and (not r.mla or kind in (ATTN_FULL, ATTN_FULL_NOPE, ATTN_NONE) + RECURRENT_KINDS))
 
 
 def tensor_bytes(shape: tuple[int, ...]) -> int:
@@ -546,8 +555,9 @@ def place_tensors(entries: list[TensorEntry], data_start: int, alignment: int,
     order = sorted(range(len(entries)),
                    key=lambda i: experts_last and entries[i].role in EXPERT_ROLES)
     out, cursor = list(entries), data_start
+    firsts = {id(t) for t in _block_firsts(entries).values()}
     for i in order:
-        step = alignment if out[i].role == Role.EXPERT_GATE else DATA_ALIGN
+        step = alignment if id(entries[i]) in firsts else DATA_ALIGN
         offset = align_up(cursor, step)
         size = size_of(out[i]) if size_of is not None else tensor_size(out[i])
         out[i] = replace(out[i], offset=offset, size=size)
@@ -555,9 +565,25 @@ def place_tensors(entries: list[TensorEntry], data_start: int, alignment: int,
     return out, align_up(cursor, DATA_ALIGN)
 
 
+def _block_firsts(entries: list[TensorEntry]) -> dict[tuple[int, int], TensorEntry]:
+    """Each expert block's first tensor: its gate, or its up matrix without a
+    gate (activation 2, format 1.14)."""
+    firsts: dict[tuple[int, int], TensorEntry] = {}
+    for t in entries:
+        if t.role in EXPERT_ROLES and ((t.layer, t.expert) not in firsts
+                                       or t.role < firsts[t.layer, t.expert].role):
+            firsts[t.layer, t.expert] = t
+    return firsts
+
+
+def expert_block_start(role: int, activation: int) -> bool:
+    """Whether a tensor of this role starts its expert block (aligned to alignment)."""
+    return role == (Role.EXPERT_UP if activation == ACT_RELU2 else Role.EXPERT_GATE)
+
+
 def expert_blocks(entries: list[TensorEntry]) -> list[ExpertBlock]:
-    """Each expert's block, from its gate's offset to the end of its down tensor."""
-    gates = {(t.layer, t.expert): t for t in entries if t.role == Role.EXPERT_GATE}
+    """Each expert's block, from its first tensor's offset to the end of its down tensor."""
+    gates = _block_firsts(entries)
     downs = {(t.layer, t.expert): t for t in entries if t.role == Role.EXPERT_DOWN}
     return [ExpertBlock(layer, expert, g.offset, downs[layer, expert].offset
                         + downs[layer, expert].size - g.offset)

@@ -20,6 +20,7 @@ from .image_layout import (
     Problem,
     alignment_ok,
     attn_kind_ok,
+    expert_block_start,
     expert_blocks,
     missing_widths,
     record_problems,
@@ -27,6 +28,7 @@ from .image_layout import (
     unused_widths,
 )
 from .image_spec import (
+    ATTN_NONE,
     DATA_ALIGN,
     DTYPE_F32,
     EXPERT_ROLES,
@@ -144,6 +146,11 @@ class ModelImage:
     def shortcut(self) -> bool:
         """Whether some layer is a shortcut layer (format 1.12)."""
         return any(layer.ffn_kind == FfnKind.SHORTCUT for layer in self.layers)
+
+    @property
+    def ffn_only_layers(self) -> int:
+        """How many layers have no operator (attn_kind 9, format 1.14): no KV cache."""
+        return sum(layer.attn_kind == ATTN_NONE for layer in self.layers)
 
     @property
     def conv_layers(self) -> int:
@@ -342,7 +349,7 @@ class _Checker:
         if t.offset + t.size > header["image_size"]:
             raise self.fail(f"{name}: data [{t.offset}, {t.offset + t.size}) past image_size "
                             f"{header['image_size']}", Status.E_OUT_OF_RANGE.c_name, offset + 32)
-        step = header["alignment"] if t.role == Role.EXPERT_GATE else DATA_ALIGN
+        step = header["alignment"] if expert_block_start(t.role, record.activation) else DATA_ALIGN
         if t.offset % step:
             raise self.fail(f"{name}: offset {t.offset} is not a multiple of {step}",
                             Status.E_MISALIGNED.c_name, offset + 32)
@@ -350,7 +357,8 @@ class _Checker:
             raise self.fail(f"{name}: data at {t.offset} overlaps bytes before {cursor}",
                             Status.E_OVERLAP.c_name, offset + 32)
         packed = -(-cursor // DATA_ALIGN) * DATA_ALIGN
-        if t.role in (Role.EXPERT_UP, Role.EXPERT_DOWN) and t.offset != packed:
+        if t.role in (Role.EXPERT_UP, Role.EXPERT_DOWN) and t.offset != packed and \
+                not expert_block_start(t.role, record.activation):
             raise self.fail(f"{name}: a gap in the expert block: data at {t.offset}, expected "
                             f"{packed} (3.2: gate, up, down back to back)",
                             Status.E_MISALIGNED.c_name, offset + 32)

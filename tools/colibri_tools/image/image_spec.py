@@ -43,7 +43,7 @@ MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arc
 MINOR_LLAMA4_ERA = 11           # qkv_clip, the gate bit, norm_kind 3, arch 20 .. 22 and more
 MINOR_ZERO_EXPERTS = 12         # zero_experts, ffn_kind 2 (shortcut), arch 24
 MINOR_CONV = 13                 # the record's extension, attn_kind 4 (short convolution), arch 26
-MINOR_MAMBA2 = 14               # the extension's ssm_* and KDA fields, attn_kind 5 .. 8, arch 27 .. 32
+MINOR_MAMBA2 = 14               # the extension's ssm_* fields, attn_kind 5 .. 9, ffn_kind 3, arch 27 .. 33
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -88,12 +88,14 @@ class Arch(IntEnum):
     KIMI_LINEAR = 30
     BAILING_HYBRID = 31
     JAMBA = 32
+    NEMOTRON_H = 33
 
 
 class FfnKind(IntEnum):
     DENSE = 0
     MOE = 1
     SHORTCUT = 2  # format 1.12: a dense FFN and a MoE whose output waits for the next layer
+    NONE = 3  # format 1.14: no FFN (Nemotron-H's mixer blocks: the layer is its operator)
 
 
 class Role(IntEnum):
@@ -254,8 +256,9 @@ EXTENSION_FIELDS: tuple[tuple[str, int, str], ...] = (
     ("kda_rank", 280, "I"),  # format 1.14: a KDA layer's gate projections' rank (0: one matrix)
     ("kda_bound", 284, "f"),  # its bounded forget gate's lower bound (0: softplus, unbounded)
     ("ssm_dt_rank", 288, "I"),  # format 1.14: a Mamba1 layer's time step rank (0: none)
+    ("ssm_dt_min", 292, "f"),  # format 1.14: a Mamba2 layer's least time step (0: none)
 )
-EXTENSION_END = 292  # 292 .. 511 reserved: zero
+EXTENSION_END = 296  # 296 .. 511 reserved: zero
 MAX_KDA_BOUND = 1024.0  # = MAX_KDA_BOUND in sdk/src/hparams.c
 SSM_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state", "ssm_groups")
 MAX_SSM_SIZE = 1024  # = MAX_SSM_SIZE in sdk/src/hparams.c
@@ -270,6 +273,7 @@ FLAG_EXPERTS_LAST = 16  # bit 4: every expert block after all other tensor data 
 FLAG_LAYER_ROPE = 32  # bit 5: each layer's RoPE inverse frequencies, ROPE_FREQ (format 1.12)
 KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING | FLAG_MLA | FLAG_EXPERTS_LAST | FLAG_LAYER_ROPE
 ACT_SILU, ACT_SWIGLU_CLAMPED = 0, 1  # activation values (1: gpt-oss, format 1.6)
+ACT_RELU2 = 2  # format 1.14: relu(x)^2 of an MLP without gate (Nemotron-H): no *_GATE matrices
 ATTN_FULL, ATTN_SLIDING = 0, 1  # a layer's attn_kind (format 1.6)
 ATTN_FULL_NOPE = 2  # format 1.10: full attention without RoPE (EXAONE's global layers)
 ATTN_CHUNKED = 3  # format 1.11: chunks of sliding_window positions (Llama 4)
@@ -278,6 +282,7 @@ ATTN_MAMBA2 = 5  # format 1.14: a Mamba2 mixer instead of attention (Granite-4.0
 ATTN_GATED_DELTA = 6  # format 1.14: a gated delta rule layer (Qwen3-Next's linear attention)
 ATTN_KDA = 7  # format 1.14: the delta rule with a decay per key channel (Kimi-Linear)
 ATTN_MAMBA1 = 8  # format 1.14: a Mamba (v1) mixer (Jamba)
+ATTN_NONE = 9  # format 1.14: no operator (Nemotron-H's FFN blocks: the layer is its FFN)
 RECURRENT_KINDS = (ATTN_CONV, ATTN_MAMBA2, ATTN_GATED_DELTA, ATTN_KDA, ATTN_MAMBA1)  # no KV cache
 SSM_KINDS = (ATTN_MAMBA2, ATTN_GATED_DELTA, ATTN_KDA, ATTN_MAMBA1)  # with the ssm_* sizes
 MLA_FIELDS = ("mla", "q_lora_rank", "kv_lora_rank", "v_head_dim", "lora_eps")
@@ -390,12 +395,14 @@ class ModelRecord:
     kda_rank: int = 0  # format 1.14 (extension): KDA's gate projections' rank, 0: full
     kda_bound: float = 0.0  # its forget gate's lower bound, 0: none (softplus)
     ssm_dt_rank: int = 0  # format 1.14 (extension): a Mamba1 layer's time step rank, 0: none
+    ssm_dt_min: float = 0.0  # format 1.14 (extension): Mamba2's time steps clamped to >= it
 
     @property
     def extended(self) -> bool:
         """Whether the record needs the 512-byte header's extension (1.13)."""
         return (self.conv_kernel != 0 or self.router_sum_eps != 0.0 or self.ssm_heads != 0
-                or self.kda_rank != 0 or self.kda_bound != 0.0 or self.ssm_dt_rank != 0)
+                or self.kda_rank != 0 or self.kda_bound != 0.0 or self.ssm_dt_rank != 0
+                or self.ssm_dt_min != 0.0)
 
     @property
     def ssm_inner(self) -> int:
@@ -465,7 +472,7 @@ class LayerEntry:
     ffn_kind: int
     first_tensor: int
     n_tensors: int
-    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_MAMBA1 (1.14)
+    attn_kind: int = 0  # format 1.6: ATTN_FULL or ATTN_SLIDING; .. ATTN_NONE (1.14)
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,14 @@ record and the layer's kinds.
 from __future__ import annotations
 
 from .image_spec import (
+    ACT_RELU2,
     ATTN_CONV,
     ATTN_FULL,
     ATTN_GATED_DELTA,
     ATTN_KDA,
     ATTN_MAMBA1,
     ATTN_MAMBA2,
+    ATTN_NONE,
     BIAS_ATTN_GATE,
     BIAS_EXPERTS,
     BIAS_HEAD_GATE,
@@ -84,14 +86,17 @@ def _attention_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]
 
 def _ffn_shapes(r: ModelRecord, kind: int) -> list[tuple[Role, tuple[int, ...], bool]]:
     h, d, s = r.hidden_size, r.dense_intermediate, r.shared_intermediate
-    dense = [(Role.DENSE_GATE, (d, h), True), (Role.DENSE_UP, (d, h), True),
+    gated = r.activation != ACT_RELU2  # 1.14: relu^2 MLPs have no gate matrices
+    if kind == FfnKind.NONE:
+        return []
+    dense = [(Role.DENSE_GATE, (d, h), gated), (Role.DENSE_UP, (d, h), True),
              (Role.DENSE_DOWN, (h, d), True)] if kind != FfnKind.MOE else []
     if kind == FfnKind.DENSE:
         return dense
     shared, e, i, w = s > 0, r.n_experts, r.expert_intermediate, r.router_width
     return dense + [
             (Role.ROUTER_LOGIT_BIAS, (w,), bool(r.attn_bias & BIAS_ROUTER)),
-            (Role.ROUTER, (w, h), True), (Role.SHARED_GATE, (s, h), shared),
+            (Role.ROUTER, (w, h), True), (Role.SHARED_GATE, (s, h), shared and gated),
             (Role.SHARED_UP, (s, h), shared), (Role.SHARED_DOWN, (h, s), shared),
             (Role.SHARED_EXPERT_GATE, (1, h), shared and r.shared_gate == 1),
             (Role.ROUTER_BIAS, (w,),
@@ -178,28 +183,42 @@ _OPERATORS = {ATTN_CONV: _conv_shapes, ATTN_MAMBA2: _mamba2_shapes,
               ATTN_MAMBA1: _mamba1_shapes}
 
 
-def _operator_shapes(r: ModelRecord, attn_kind: int) -> list[tuple[Role, tuple[int, ...], bool]]:
-    return _OPERATORS.get(attn_kind, _attention_shapes)(r)
+def _no_operator_shapes(r: ModelRecord) -> list[tuple[Role, tuple[int, ...], bool]]:
+    """A layer without operator (attn_kind 9, format 1.14): its FFN's norms only."""
+    return [row for row in _conv_shapes(r) if row[0] in _FFN_NORM_ROLES]
+
+
+_FFN_NORM_ROLES = (Role.FFN_NORM, Role.FFN_NORM_BIAS, Role.FFN_POST_NORM)
+_OPERATORS[ATTN_NONE] = _no_operator_shapes
+
+
+def _operator_shapes(r: ModelRecord, attn_kind: int, kind: int = FfnKind.DENSE
+                     ) -> list[tuple[Role, tuple[int, ...], bool]]:
+    """A layer's operator part; without an FFN (ffn_kind 3, 1.14) no FFN norms."""
+    rows = _OPERATORS.get(attn_kind, _attention_shapes)(r)
+    return [row for row in rows if kind != FfnKind.NONE or row[0] not in _FFN_NORM_ROLES]
 
 
 def layer_tensors(r: ModelRecord, layer: int, kind: int, attn_kind: int = ATTN_FULL
                   ) -> list[TensorEntry]:
     """The tensors of one layer, in table order (section 3.1)."""
-    rows = _operator_shapes(r, attn_kind) + _ffn_shapes(r, kind)
+    rows = _operator_shapes(r, attn_kind, kind) + _ffn_shapes(r, kind)
     out = [TensorEntry(role, layer, NO_EXPERT, shape) for role, shape, present in rows if present]
-    if kind != FfnKind.DENSE:
+    if kind in (FfnKind.MOE, FfnKind.SHORTCUT):
         h, i = r.hidden_size, r.expert_intermediate
         for e in range(r.n_experts):
-            out += [TensorEntry(Role.EXPERT_GATE, layer, e, (i, h)),
-                    TensorEntry(Role.EXPERT_UP, layer, e, (i, h)),
-                    TensorEntry(Role.EXPERT_DOWN, layer, e, (h, i))]
+            gate = [TensorEntry(Role.EXPERT_GATE, layer, e, (i, h))] if r.activation != ACT_RELU2 \
+                else []
+            out += gate + [TensorEntry(Role.EXPERT_UP, layer, e, (i, h)),
+                           TensorEntry(Role.EXPERT_DOWN, layer, e, (h, i))]
     return out
 
 
 def layer_tensor_count(r: ModelRecord, kind: int, attn_kind: int = ATTN_FULL) -> int:
     """How many table entries a layer of these kinds has (section 3.1)."""
-    rows = _operator_shapes(r, attn_kind) + _ffn_shapes(r, kind)
-    experts = 3 * r.n_experts if kind != FfnKind.DENSE else 0
+    rows = _operator_shapes(r, attn_kind, kind) + _ffn_shapes(r, kind)
+    per_expert = 2 if r.activation == ACT_RELU2 else 3
+    experts = per_expert * r.n_experts if kind in (FfnKind.MOE, FfnKind.SHORTCUT) else 0
     return sum(1 for _, _, present in rows if present) + experts
 
 

@@ -38,13 +38,15 @@ def _check_context(record: ModelRecord, context: int) -> None:
         raise OptionError(f"context {context} must be 1 .. max_context ({record.max_context})")
 
 
-def state_size(record: ModelRecord, context: int, conv_layers: int = 0) -> int:
+def state_size(record: ModelRecord, context: int, conv_layers: int = 0,
+               ffn_only_layers: int = 0) -> int:
     """Bytes of the state for `context` positions: the K and V cache of the
     layers that attend, and the two copies of each of the `conv_layers`
     recurrent layers' rows: a convolution's last conv_kernel - 1 inputs
-    (format 1.13), a Mamba2 layer's S (1.14)."""
+    (format 1.13), a Mamba2 layer's S (1.14); the `ffn_only_layers` (attn_kind 9,
+    1.14) hold neither."""
     _check_context(record, context)
-    kv_layers = record.n_layers - conv_layers
+    kv_layers = record.n_layers - conv_layers - ffn_only_layers
     per_position = (record.kv_lora_rank + record.rope_dim if record.mla  # latent, RoPE key
                     else 2 * record.n_kv_heads * record.head_dim)
     conv = 2 * conv_layers * record.recurrent_floats

@@ -80,7 +80,8 @@ _HPARAMS_FLOATS = {"rms_eps", "rope_theta", "routed_scaling", "embedding_scale",
                    "attention_scale", "logits_divisor", "router_jitter", "router_norm_min",
                    "swiglu_limit", "swiglu_alpha", "rope_factor", "rope_ramp_low",
                    "rope_ramp_width", "rope_attn_factor", "lora_eps", "qkv_clip",
-                   "attn_temp_floor", "attn_temp_scale", "router_sum_eps", "kda_bound"}
+                   "attn_temp_floor", "attn_temp_scale", "router_sum_eps", "kda_bound",
+                   "ssm_dt_min"}
 HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n_kv_heads",
                   "head_dim", "max_context", "dense_intermediate", "expert_intermediate",
                   "n_experts", "shared_intermediate", "rms_eps", "rope_theta", "attn_bias",
@@ -94,7 +95,7 @@ HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n
                   "lora_eps", "qkv_clip", "attn_temp_floor", "attn_temp_scale", "zero_experts",
                   "shortcut_layers", "layer_rope", "conv_kernel", "conv_layers", "kv_layers",
                   "router_sum_eps", "ssm_heads", "ssm_head_dim", "ssm_state", "ssm_groups",
-                  "kda_rank", "ssm_dt_rank", "kda_bound")
+                  "kda_rank", "ssm_dt_rank", "kda_bound", "ssm_dt_min")
 KERNEL_SLOTS = ("dot", "matvec_f32", "rmsnorm", "softmax", "swiglu", "add", "add_scaled",
                 "rope_apply", "matmat_f32", "matmat_q8", "matmat_q4", "matmat_q8r16",
                 "matmat_q4r16")
