@@ -27,6 +27,8 @@ KERNEL_CALLERS = frozenset({
     "gate_output", "colibri_expert_queries", "colibri_expert_outputs", "zero_experts",
     "moe_forward", "dense_ffn", "colibri_mamba2_forward", "scan_head", "gated_norm",
     "colibri_ssm_scan", "colibri_gated_delta_forward", "delta_head", "normed_gate",
+    "colibri_kda_forward", "colibri_mamba1_forward", "scan_channel", "time_steps", "gate_heads",
+    "colibri_ssm_inputs", "operator_sublayer", "gate_projection", "decay_row", "channel_decays",
 })
 
 

@@ -176,7 +176,7 @@ def _defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
             edited(v, set_at(tensor(v, gate + 1) + 32, "Q", get(v, tensor(v, gate + 1) + 32, "Q")
                              + 64)), init(MISALIGNED)),
         "unknown_arch": (edited(v, set_at(36, "I", 99)), init(UNSUPPORTED_ARCH)),
-        "unknown_activation": (edited(v, set_at(156, "I", 2)), init(UNSUPPORTED_ARCH)),
+        "unknown_activation": (edited(v, set_at(156, "I", 3)), init(UNSUPPORTED_ARCH)),
         "sigmoid_router_without_bias": (edited(v, set_at(128, "I", 1)), init(BAD_LAYER_TABLE)),
         "groups_not_dividing_experts": (edited(v, groups(3, 1)), init(UNSUPPORTED_ROUTER)),
         "groups_keep_too_few_experts": (edited(v, groups(4, 1)), init(UNSUPPORTED_ROUTER)),

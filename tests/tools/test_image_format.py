@@ -427,7 +427,7 @@ def _mutations(data: bytes) -> dict:
         "top_k > n_experts": (lambda b: _put(b, "I", 132, 5), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "rms_eps 0": (lambda b: _put(b, "f", 108, 0.0), True, "COLIBRI_E_BAD_HYPERPARAMS"),
         "arch 99": (lambda b: _put(b, "I", 36, 99), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
-        "activation": (lambda b: _put(b, "I", 156, 2), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
+        "activation": (lambda b: _put(b, "I", 156, 3), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "qk_norm 5": (lambda b: _put(b, "I", 120, 5), True, "COLIBRI_E_UNSUPPORTED_ARCH"),
         "sigmoid router, no bias": (lambda b: _put(b, "I", 128, 1), True,
                                     "COLIBRI_E_BAD_LAYER_TABLE"),
