@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-GLOBAL = 0xFFFF
+from hf_expect_common import GLOBAL, fused_experts, global_tensors
 
 
 def _f32(value: float) -> float:
@@ -64,10 +63,7 @@ def _mamba(sd: dict, p: str, mixer: Any, index: int) -> dict:
 
 def granite_hybrid_tensors(sd: dict, model: Any) -> dict:
     """Granite-4.0-H's image tensors."""
-    out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
-           (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}
-    if not model.config.tie_word_embeddings:
-        out[(3, GLOBAL, GLOBAL)] = sd["lm_head.weight"]
+    out = global_tensors(sd, model)
     for i, layer in enumerate(model.model.layers):
         p = f"model.layers.{i}."
         out |= {(16, i, GLOBAL): sd[f"{p}input_layernorm.weight"],
@@ -84,8 +80,5 @@ def granite_hybrid_tensors(sd: dict, model: Any) -> dict:
                 (42, i, GLOBAL): fused[width:],
                 (43, i, GLOBAL): sd[p + "shared_mlp.output_linear.weight"]}
         gate_up, down = sd[b + "experts.gate_up_proj"], sd[b + "experts.down_proj"]
-        inter = gate_up.shape[1] // 2
-        for e in range(gate_up.shape[0]):
-            out |= {(48, i, e): gate_up[e, :inter], (49, i, e): gate_up[e, inter:],
-                    (50, i, e): down[e]}
+        out |= fused_experts(gate_up, down, i)
     return out

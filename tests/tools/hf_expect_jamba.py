@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-GLOBAL = 0xFFFF
+from hf_expect_common import GLOBAL, fused_experts, global_tensors
 
 
 def _f32(value: float) -> float:
@@ -61,10 +60,7 @@ def _mamba(sd: dict, p: str, inner: int, index: int) -> dict:
 
 def jamba_tensors(sd: dict, model: Any) -> dict:
     """Jamba's image tensors; the final norm is model.final_layernorm."""
-    out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
-           (2, GLOBAL, GLOBAL): sd["model.final_layernorm.weight"]}
-    if not model.config.tie_word_embeddings:
-        out[(3, GLOBAL, GLOBAL)] = sd["lm_head.weight"]
+    out = global_tensors(sd, model, norm="model.final_layernorm.weight")
     for i, layer in enumerate(model.model.layers):
         p = f"model.layers.{i}."
         out |= {(16, i, GLOBAL): sd[f"{p}input_layernorm.weight"],
@@ -81,7 +77,5 @@ def jamba_tensors(sd: dict, model: Any) -> dict:
             continue
         out[(40, i, GLOBAL)] = sd[f + "router.weight"]
         gate_up, down = sd[f + "experts.gate_up_proj"], sd[f + "experts.down_proj"]
-        inter = gate_up.shape[1] // 2
-        for e in range(gate_up.shape[0]):
-            out |= {(48, i, e): gate_up[e, :inter], (49, i, e): gate_up[e, inter:], (50, i, e): down[e]}
+        out |= fused_experts(gate_up, down, i)
     return out

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-GLOBAL = 0xFFFF
+from hf_expect_common import GLOBAL, fused_experts, global_tensors
 
 
 def _f32(value: float) -> float:
@@ -121,19 +120,13 @@ def _ffn(sd: dict, p: str, mlp: Any, index: int) -> dict:
            (42, index, GLOBAL): sd[b + "shared_experts.up_proj.weight"],
            (43, index, GLOBAL): sd[b + "shared_experts.down_proj.weight"]}
     gate_up, down = sd[b + "experts.gate_up_proj"], sd[b + "experts.down_proj"]
-    inter = gate_up.shape[1] // 2
-    for e in range(gate_up.shape[0]):
-        out |= {(48, index, e): gate_up[e, :inter], (49, index, e): gate_up[e, inter:],
-                (50, index, e): down[e]}
+    out |= fused_experts(gate_up, down, index)
     return out
 
 
 def kimi_linear_tensors(sd: dict, model: Any) -> dict:
     """Kimi-Linear's image tensors."""
-    out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
-           (2, GLOBAL, GLOBAL): sd["model.norm.weight"]}
-    if not model.config.tie_word_embeddings:
-        out[(3, GLOBAL, GLOBAL)] = sd["lm_head.weight"]
+    out = global_tensors(sd, model)
     for i, layer in enumerate(model.model.layers):
         p = f"model.layers.{i}."
         out |= {(16, i, GLOBAL): sd[f"{p}input_layernorm.weight"],

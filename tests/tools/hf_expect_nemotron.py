@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from hf_expect_common import GLOBAL, global_tensors
 
-GLOBAL = 0xFFFF
 KINDS = {"linear_attention": (5, 3), "full_attention": (2, 3), "moe": (9, 1), "mlp": (9, 0)}
 
 
@@ -77,10 +77,7 @@ def _moe(sd: dict, p: str, index: int) -> dict:
 
 def nemotron_tensors(sd: dict, model: Any) -> dict:
     """Nemotron-H's image tensors: a block's norm is its layer's ATTN_NORM or FFN_NORM."""
-    out = {(1, GLOBAL, GLOBAL): sd["model.embeddings.weight"],
-           (2, GLOBAL, GLOBAL): sd["model.norm_f.weight"]}
-    if not model.config.tie_word_embeddings:
-        out[(3, GLOBAL, GLOBAL)] = sd["lm_head.weight"]
+    out = global_tensors(sd, model, embed="model.embeddings.weight", norm="model.norm_f.weight")
     for i, layer in enumerate(model.model.layers):
         p, kind = f"model.layers.{i}.", layer.block_type
         norm = 16 if kind in ("linear_attention", "full_attention") else 27

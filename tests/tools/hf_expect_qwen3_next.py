@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-GLOBAL = 0xFFFF
+from hf_expect_common import GLOBAL, fused_experts, global_tensors
 
 
 def _f32(value: float) -> float:
@@ -104,19 +103,13 @@ def _ffn(sd: dict, p: str, mlp: Any, index: int) -> dict:
            (43, index, GLOBAL): sd[f"{p}mlp.shared_expert.down_proj.weight"],
            (44, index, GLOBAL): sd[f"{p}mlp.shared_expert_gate.weight"]}
     gate_up, down = sd[f"{p}mlp.experts.gate_up_proj"], sd[f"{p}mlp.experts.down_proj"]
-    inter = gate_up.shape[1] // 2
-    for e in range(gate_up.shape[0]):
-        out |= {(48, index, e): gate_up[e, :inter], (49, index, e): gate_up[e, inter:],
-                (50, index, e): down[e]}
+    out |= fused_experts(gate_up, down, index)
     return out
 
 
 def qwen3_next_tensors(sd: dict, model: Any) -> dict:
     """Qwen3-Next's image tensors."""
-    out = {(1, GLOBAL, GLOBAL): sd["model.embed_tokens.weight"],
-           (2, GLOBAL, GLOBAL): 1.0 + sd["model.norm.weight"]}
-    if not model.config.tie_word_embeddings:
-        out[(3, GLOBAL, GLOBAL)] = sd["lm_head.weight"]
+    out = global_tensors(sd, model, shift=1.0)
     for i, layer in enumerate(model.model.layers):
         p = f"model.layers.{i}."
         out |= {(16, i, GLOBAL): 1.0 + sd[f"{p}input_layernorm.weight"],
