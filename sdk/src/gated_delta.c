@@ -122,9 +122,11 @@ static void normed_gate(const colibri_model *m, const layer_view *layer, const s
             float *yh = y + (size_t)h * hp->ssm_head_dim;
             m->kernels.rmsnorm(yh, yh, layer->ssm_norm, hp->ssm_head_dim, hp->rms_eps);
         }
-        for (uint32_t i = 0; i < inner; i++) {
-            float gate = colibri_reference_sigmoid(z[i]);
-            z[i] = y[i] * (sigmoid_gate ? gate : z[i] * gate);
+        for (uint32_t i = 0; sigmoid_gate && i < inner; i++) {
+            z[i] = y[i] * colibri_reference_sigmoid(z[i]);
+        }
+        if (!sigmoid_gate) {
+            m->kernels.swiglu(z, y, inner); /* silu(z) * y */
         }
     }
 }

@@ -19,6 +19,17 @@ static int extended(const uint8_t *img)
     return colibri_rd_u32(img + HDR_HEADER_SIZE) == IMG_HEADER_SIZE_EXTENDED;
 }
 
+/* A field of the record's extension; 0 in an image without one. */
+static uint32_t extension_u32(const uint8_t *img, uint32_t off)
+{
+    return extended(img) ? colibri_rd_u32(img + off) : 0u;
+}
+
+static float extension_f32(const uint8_t *img, uint32_t off)
+{
+    return extended(img) ? colibri_rd_f32(img + off) : 0.0f;
+}
+
 static void hparams_read(const uint8_t *img, colibri_hparams *hp)
 {
     hp->arch = colibri_rd_u32(img + HDR_ARCH);
@@ -74,17 +85,17 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->zero_experts = colibri_rd_u32(img + HDR_ZERO_EXPERTS);
     hp->shortcut_layers = 0; /* counted by the layer table check */
     hp->layer_rope = (colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_LAYER_ROPE) != 0u;
-    hp->conv_kernel = extended(img) ? colibri_rd_u32(img + REC_CONV_KERNEL) : 0u;
-    hp->router_sum_eps = extended(img) ? colibri_rd_f32(img + REC_ROUTER_SUM_EPS) : 0.0f;
+    hp->conv_kernel = extension_u32(img, REC_CONV_KERNEL);
+    hp->router_sum_eps = extension_f32(img, REC_ROUTER_SUM_EPS);
     hp->conv_layers = 0; /* counted by the layer table check */
-    hp->ssm_heads = extended(img) ? colibri_rd_u32(img + REC_SSM_HEADS) : 0u;
-    hp->ssm_head_dim = extended(img) ? colibri_rd_u32(img + REC_SSM_HEAD_DIM) : 0u;
-    hp->ssm_state = extended(img) ? colibri_rd_u32(img + REC_SSM_STATE) : 0u;
-    hp->ssm_groups = extended(img) ? colibri_rd_u32(img + REC_SSM_GROUPS) : 0u;
-    hp->kda_rank = extended(img) ? colibri_rd_u32(img + REC_KDA_RANK) : 0u;
-    hp->kda_bound = extended(img) ? colibri_rd_f32(img + REC_KDA_BOUND) : 0.0f;
-    hp->ssm_dt_rank = extended(img) ? colibri_rd_u32(img + REC_SSM_DT_RANK) : 0u;
-    hp->ssm_dt_min = extended(img) ? colibri_rd_f32(img + REC_SSM_DT_MIN) : 0.0f;
+    hp->ssm_heads = extension_u32(img, REC_SSM_HEADS);
+    hp->ssm_head_dim = extension_u32(img, REC_SSM_HEAD_DIM);
+    hp->ssm_state = extension_u32(img, REC_SSM_STATE);
+    hp->ssm_groups = extension_u32(img, REC_SSM_GROUPS);
+    hp->kda_rank = extension_u32(img, REC_KDA_RANK);
+    hp->kda_bound = extension_f32(img, REC_KDA_BOUND);
+    hp->ssm_dt_rank = extension_u32(img, REC_SSM_DT_RANK);
+    hp->ssm_dt_min = extension_f32(img, REC_SSM_DT_MIN);
     hp->kv_layers = hp->n_layers;
 }
 

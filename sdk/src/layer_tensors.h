@@ -124,12 +124,14 @@ static inline uint32_t colibri_operator_part(uint32_t attn_kind)
 /* Present tensors of one part (PART_EXPERT: of one expert). */
 uint32_t colibri_part_tensor_count(const colibri_hparams *hp, uint32_t part);
 
-/* Whether a layer of this ffn_kind holds the tensor: FFN_NONE (1.14) has no
- * FFN norms in its operator part. */
-static inline int colibri_role_in_layer(uint16_t role, uint32_t ffn_kind)
+/* Whether a layer of this ffn_kind holds the tensor in this part: it is of
+ * the part, present, and not an FFN norm of an FFN_NONE layer (1.14). */
+static inline int colibri_tensor_in_layer(const colibri_hparams *hp, const colibri_tensor_desc *d,
+                                          uint32_t part, uint32_t ffn_kind)
 {
-    return ffn_kind != FFN_NONE ||
-           (role != ROLE_FFN_NORM && role != ROLE_FFN_NORM_BIAS && role != ROLE_FFN_POST_NORM);
+    int ffn_norm =
+        d->role == ROLE_FFN_NORM || d->role == ROLE_FFN_NORM_BIAS || d->role == ROLE_FFN_POST_NORM;
+    return d->part == part && colibri_tensor_present(hp, d) && (ffn_kind != FFN_NONE || !ffn_norm);
 }
 
 /* Tensors of one expert block: gate, up, down; up, down without gates. */

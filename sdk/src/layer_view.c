@@ -11,8 +11,7 @@ static uint32_t load_part(const colibri_model *m, layer_view *view, uint32_t par
 {
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
-        if (d->part == part && colibri_tensor_present(&m->hp, d) &&
-            colibri_role_in_layer(d->role, view->ffn_kind)) {
+        if (colibri_tensor_in_layer(&m->hp, d, part, view->ffn_kind)) {
             uint8_t *slot = (uint8_t *)view + d->slot;
             if (d->cols == DIM_NONE) { /* a vector: float32 */
                 *(const float **)(void *)slot = tensor_data(m, index++);

@@ -18,7 +18,6 @@ typedef struct mamba1_job {
     const colibri_model *m;
     const layer_view *layer;
     ssm_chunk chunk;
-    const float *proj; /* [n][R + 2N] dt (normed, unused here), B, C */
     uint32_t n;
 } mamba1_job;
 
@@ -31,7 +30,8 @@ static void scan_channel(void *arg, uint32_t c)
     const float *a = (const float *)job->layer->mamba1_a.data + (size_t)c * size;
     float *s = job->chunk.after + (size_t)c * size;
     for (uint32_t t = 0; t < job->n; t++) {
-        const float *b = job->proj + (size_t)t * width + hp->ssm_dt_rank, *cv = b + size;
+        /* chunk.in holds the projection [n][R + 2N]: dt, B, C */
+        const float *b = job->chunk.in + (size_t)t * width + hp->ssm_dt_rank, *cv = b + size;
         const float *prev = colibri_ssm_prev(&job->chunk, s, t, (size_t)c * size);
         float *xt = job->chunk.conv + (size_t)t * inner;
         float dt = job->chunk.dt[(size_t)t * inner + c], x = xt[c];
@@ -75,15 +75,13 @@ void colibri_mamba1_forward(const colibri_model *m, const layer_view *layer, uin
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t inner = colibri_ssm_inner(hp);
-    mamba1_job job = {m, layer, {0}, NULL, n};
+    mamba1_job job = {m, layer, {0}, n};
     colibri_ssm_inputs(m, layer, layer_index, state, ws, n, &job.chunk);
-    job.proj = job.chunk.in; /* free once convolved: R + 2N <= I floats a token */
+    /* the projection where the convolution's input was (free once convolved:
+     * R + 2N <= I floats a token), dt's low rows where beta would be */
     time_steps(m, layer, &job.chunk, job.chunk.in, job.chunk.beta, ws, n);
     colibri_ssm_scan(m, scan_channel, &job, n);
-    for (size_t i = 0; i < (size_t)n * inner; i++) {
-        float z = job.chunk.z[i];
-        job.chunk.z[i] = job.chunk.conv[i] * (z * colibri_reference_sigmoid(z));
-    }
+    m->kernels.swiglu(job.chunk.z, job.chunk.conv, n * inner); /* silu(z) * y, rows of I */
     colibri_linear(m, ws->ffn_out, hp->hidden_size, layer->ssm_out, job.chunk.z, hp->hidden_size,
                    inner, n, ws->xq);
 }

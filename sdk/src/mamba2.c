@@ -79,9 +79,7 @@ static void gated_norm(const colibri_model *m, const layer_view *layer, float *z
     for (uint32_t t = 0; t < n; t++) {
         float *zt = z + (size_t)t * inner;
         const float *y = xbc + (size_t)t * channels;
-        for (uint32_t i = 0; i < inner; i++) {
-            zt[i] = y[i] * silu(zt[i]);
-        }
+        m->kernels.swiglu(zt, y, inner); /* silu(z) * y */
         for (uint32_t g = 0; g < hp->ssm_groups; g++) {
             m->kernels.rmsnorm(zt + (size_t)g * width, zt + (size_t)g * width,
                                layer->ssm_norm + (size_t)g * width, width, hp->rms_eps);

@@ -39,8 +39,7 @@ uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind
     uint32_t count = 0, part = colibri_operator_part(attn_kind);
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
-        count += d->part == part && colibri_tensor_present(hp, d) &&
-                 colibri_role_in_layer(d->role, ffn_kind);
+        count += colibri_tensor_in_layer(hp, d, part, ffn_kind);
     }
     if (ffn_kind == FFN_DENSE || ffn_kind == FFN_SHORTCUT) {
         count += colibri_part_tensor_count(hp, PART_DENSE);
@@ -327,8 +326,7 @@ static colibri_status expect_part(table_walk *w, uint32_t l, uint32_t part, uint
     const colibri_hparams *hp = &w->m->hp;
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
-        if (d->part == part && colibri_tensor_present(hp, d) &&
-            colibri_role_in_layer(d->role, kind)) {
+        if (colibri_tensor_in_layer(hp, d, part, kind)) {
             expected_tensor want = {d->role,
                                     (uint16_t)l,
                                     (uint16_t)e,

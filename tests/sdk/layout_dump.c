@@ -25,8 +25,7 @@ static void print_part(const colibri_hparams *hp, uint32_t part, long expert, ui
 {
     for (uint32_t i = 0; i < colibri_layer_tensors_count; i++) {
         const colibri_tensor_desc *d = &colibri_layer_tensors[i];
-        if (d->part == part && colibri_tensor_present(hp, d) &&
-            colibri_role_in_layer(d->role, kind)) {
+        if (colibri_tensor_in_layer(hp, d, part, kind)) {
             printf("%u %ld %u %u\n", d->role, expert, colibri_tensor_dim(hp, d->rows),
                    colibri_tensor_dim(hp, d->cols));
         }

@@ -1,5 +1,5 @@
 """What the hf_expect_* modules read alike off a Hugging Face state dict: the
-global tensors and each expert's matrices from transformers' fused stacks
+global tensors, each expert's matrices from transformers' fused stacks and config floats
 (roles as docs/format.md's literal numbers)."""
 
 from __future__ import annotations
@@ -9,6 +9,11 @@ from typing import Any
 import numpy as np
 
 GLOBAL = 0xFFFF
+
+
+def f32(value: float) -> float:
+    """A config's float as the image stores it: rounded to float32."""
+    return float(np.float32(value))
 
 
 def global_tensors(sd: dict, model: Any, embed: str = "model.embed_tokens.weight",

@@ -10,11 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hf_expect_common import GLOBAL, fused_experts, global_tensors
-
-
-def _f32(value: float) -> float:
-    return float(np.float32(value))
+from hf_expect_common import GLOBAL, f32, fused_experts, global_tensors
 
 
 def granite_hybrid_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
@@ -31,13 +27,13 @@ def granite_hybrid_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "max_context": config.max_position_embeddings, "dense_intermediate": 0,
         "expert_intermediate": moe.experts.intermediate_dim, "n_experts": moe.experts.num_experts,
         "shared_intermediate": layers[0].shared_mlp.hidden_size,
-        "rms_eps": _f32(layers[0].input_layernorm.variance_epsilon),
-        "rope_theta": _f32(config.rope_parameters["rope_theta"]), "attn_bias": 0, "qk_norm": 0,
+        "rms_eps": f32(layers[0].input_layernorm.variance_epsilon),
+        "rope_theta": f32(config.rope_parameters["rope_theta"]), "attn_bias": 0, "qk_norm": 0,
         "tie_embeddings": int(bool(config.tie_word_embeddings)), "router_score": 2,
         "top_k": moe.router.top_k, "router_norm_topk": 0, "shared_gate": 0,
-        "embedding_scale": _f32(config.embedding_multiplier),
-        "residual_scale": _f32(config.residual_multiplier),
-        "attention_scale": _f32(attn.scaling), "logits_divisor": _f32(config.logits_scaling),
+        "embedding_scale": f32(config.embedding_multiplier),
+        "residual_scale": f32(config.residual_multiplier),
+        "attention_scale": f32(attn.scaling), "logits_divisor": f32(config.logits_scaling),
         "conv_kernel": mamba.conv_kernel_size if mamba else 0,
         "ssm_heads": mamba.num_heads if mamba else 0,
         "ssm_head_dim": mamba.head_dim if mamba else 0,

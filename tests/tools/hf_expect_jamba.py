@@ -10,11 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hf_expect_common import GLOBAL, fused_experts, global_tensors
-
-
-def _f32(value: float) -> float:
-    return float(np.float32(value))
+from hf_expect_common import GLOBAL, f32, fused_experts, global_tensors
 
 
 def _mixer(layer: Any) -> Any:
@@ -34,7 +30,7 @@ def jamba_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "dense_intermediate": dense[0].gate_proj.out_features if dense else 0,
         "expert_intermediate": moe[0].experts.intermediate_dim if moe else 0,
         "n_experts": moe[0].experts.num_experts if moe else 0, "shared_intermediate": 0,
-        "rms_eps": _f32(layers[0].input_layernorm.variance_epsilon), "rope_theta": 1e4,
+        "rms_eps": f32(layers[0].input_layernorm.variance_epsilon), "rope_theta": 1e4,
         "attn_bias": 0, "qk_norm": 0, "tie_embeddings": int(bool(config.tie_word_embeddings)),
         "router_score": 0, "top_k": moe[0].router.top_k if moe else 0, "router_norm_topk": 0,
         "shared_gate": 0, "conv_kernel": mamba.conv_kernel_size,

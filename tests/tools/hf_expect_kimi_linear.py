@@ -12,11 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hf_expect_common import GLOBAL, fused_experts, global_tensors
-
-
-def _f32(value: float) -> float:
-    return float(np.float32(value))
+from hf_expect_common import GLOBAL, f32, fused_experts, global_tensors
 
 
 def kimi_linear_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
@@ -39,15 +35,15 @@ def kimi_linear_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "expert_intermediate": moe[0].experts.intermediate_dim,
         "n_experts": moe[0].experts.num_experts,
         "shared_intermediate": moe[0].shared_experts.gate_proj.out_features,
-        "rms_eps": _f32(layers[0].input_layernorm.variance_epsilon),
-        "rope_theta": _f32(config.rope_parameters["rope_theta"]) if ling else 1e4,
+        "rms_eps": f32(layers[0].input_layernorm.variance_epsilon),
+        "rope_theta": f32(config.rope_parameters["rope_theta"]) if ling else 1e4,
         "attn_bias": 2048 if ling else 0, "qk_norm": 0,
         "tie_embeddings": int(bool(config.tie_word_embeddings)),
         "router_score": 1, "top_k": gate.top_k, "router_norm_topk": int(gate.norm_topk_prob),
-        "routed_scaling": _f32(gate.routed_scaling_factor), "n_group": gate.num_group,
+        "routed_scaling": f32(gate.routed_scaling_factor), "n_group": gate.num_group,
         "topk_group": gate.topk_group, "shared_gate": 0, "mla": 1,
         "q_lora_rank": mla.q_lora_rank or 0, "kv_lora_rank": mla.kv_lora_rank,
-        "v_head_dim": mla.v_head_dim, "lora_eps": _f32(mla.kv_a_layernorm.variance_epsilon),
+        "v_head_dim": mla.v_head_dim, "lora_eps": f32(mla.kv_a_layernorm.variance_epsilon),
         "rope_dim": mla.qk_rope_head_dim, "conv_kernel": kda.conv_kernel_size,
         "ssm_heads": kda.num_heads, "ssm_head_dim": kda.head_dim, "ssm_state": kda.head_dim,
         "ssm_groups": kda.num_heads, "kda_rank": rank, "kda_bound": bound,

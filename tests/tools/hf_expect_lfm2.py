@@ -8,12 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from hf_expect_common import f32
 
 GLOBAL = 0xFFFF
-
-
-def _f32(value: float) -> float:
-    return float(np.float32(value))
 
 
 def lfm2_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
@@ -33,14 +30,14 @@ def lfm2_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "dense_intermediate": dense[0].w1.out_features if dense else 0,
         "expert_intermediate": moe[0].experts.intermediate_dim if moe else 0,
         "n_experts": moe[0].experts.num_experts if moe else 0, "shared_intermediate": 0,
-        "rms_eps": _f32(layers[0].operator_norm.variance_epsilon),
-        "rope_theta": _f32(config.rope_parameters["rope_theta"]), "attn_bias": 0, "qk_norm": 2,
+        "rms_eps": f32(layers[0].operator_norm.variance_epsilon),
+        "rope_theta": f32(config.rope_parameters["rope_theta"]), "attn_bias": 0, "qk_norm": 2,
         "tie_embeddings": int(bool(config.tie_word_embeddings)),
         "router_score": 1 if moe else 0, "top_k": gate.top_k if moe else 0,
         "router_norm_topk": int(gate.norm_topk_prob) if moe else 0,
-        "routed_scaling": _f32(gate.routed_scaling_factor) if moe else 1.0, "shared_gate": 0,
+        "routed_scaling": f32(gate.routed_scaling_factor) if moe else 1.0, "shared_gate": 0,
         "conv_kernel": conv[0].conv_kernel_size if conv else 0,
-        "router_sum_eps": _f32(1e-6) if moe else 0.0,
+        "router_sum_eps": f32(1e-6) if moe else 0.0,
         "attn_kinds": [0 if layer.is_attention_layer else 4 for layer in layers],
         "ffn_kinds": [1 if hasattr(layer.feed_forward, "gate") else 0 for layer in layers]}
 

@@ -9,12 +9,9 @@ import math
 from typing import Any
 
 import numpy as np
+from hf_expect_common import f32
 
 GLOBAL = 0xFFFF
-
-
-def _f32(value: float) -> float:
-    return float(np.float32(value))
 
 
 def longcat_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
@@ -33,14 +30,14 @@ def longcat_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "expert_intermediate": moe.experts.intermediate_size,
         "n_experts": moe.experts.num_routed_experts, "zero_experts": moe.experts.zero_expert_num,
         "shared_intermediate": 0,
-        "rms_eps": _f32(layers[0].input_layernorm[0].variance_epsilon),
-        "rope_theta": _f32(config.rope_parameters["rope_theta"]),
+        "rms_eps": f32(layers[0].input_layernorm[0].variance_epsilon),
+        "rope_theta": f32(config.rope_parameters["rope_theta"]),
         "attn_bias": 0, "qk_norm": 0,  # classifier.bias, if any: forward never adds it
         "tie_embeddings": int(bool(config.tie_word_embeddings)), "router_score": 4,
         "top_k": router.top_k, "router_norm_topk": 0,
-        "routed_scaling": _f32(router.routed_scaling_factor), "shared_gate": 0,
+        "routed_scaling": f32(router.routed_scaling_factor), "shared_gate": 0,
         "mla": 1, "q_lora_rank": attn.q_lora_rank, "kv_lora_rank": attn.kv_lora_rank,
-        "v_head_dim": attn.v_head_dim, "lora_eps": _f32(attn.kv_a_layernorm.variance_epsilon),
+        "v_head_dim": attn.v_head_dim, "lora_eps": f32(attn.kv_a_layernorm.variance_epsilon),
         "rope_dim": attn.qk_rope_head_dim, "attn_kinds": [0] * (2 * len(layers)),
         "ffn_kinds": [2, 0] * len(layers)}
 

@@ -10,12 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from hf_expect_common import f32
 
 GLOBAL = 0xFFFF
-
-
-def _f32(value: float) -> float:
-    return float(np.float32(value))
 
 
 def mimo_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
@@ -35,13 +32,13 @@ def mimo_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "max_context": config.max_position_embeddings,
         "dense_intermediate": dense.gate_proj.out_features,
         "expert_intermediate": moe.experts.intermediate_dim, "n_experts": moe.experts.num_experts,
-        "shared_intermediate": 0, "rms_eps": _f32(config.rms_norm_eps),
-        "rope_theta": _f32(config.rope_parameters[first_type]["rope_theta"]),
+        "shared_intermediate": 0, "rms_eps": f32(config.rms_norm_eps),
+        "rope_theta": f32(config.rope_parameters[first_type]["rope_theta"]),
         "attn_bias": sum(1 << i for i, b in enumerate(biases) if b is not None)
         | (0x20 if any(sliding) else 0), "qk_norm": 0,
         "tie_embeddings": int(bool(config.tie_word_embeddings)), "router_score": 1,
         "top_k": moe.gate.top_k, "router_norm_topk": int(moe.gate.norm_topk_prob),
-        "routed_scaling": _f32(moe.gate.routed_scaling_factor), "n_group": moe.gate.num_group,
+        "routed_scaling": f32(moe.gate.routed_scaling_factor), "n_group": moe.gate.num_group,
         "topk_group": moe.gate.topk_group, "shared_gate": 0, "rope_dim": 2 * rotary.shape[0],
         "layer_rope": 1, "sliding_window": config.sliding_window if any(sliding) else 0,
         "attn_kinds": [int(s) for s in sliding],

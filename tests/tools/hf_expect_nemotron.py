@@ -10,13 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hf_expect_common import GLOBAL, global_tensors
+from hf_expect_common import GLOBAL, f32, global_tensors
 
 KINDS = {"linear_attention": (5, 3), "full_attention": (2, 3), "moe": (9, 1), "mlp": (9, 0)}
-
-
-def _f32(value: float) -> float:
-    return float(np.float32(value))
 
 
 def nemotron_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
@@ -34,18 +30,18 @@ def nemotron_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "expert_intermediate": moe.experts.intermediate_dim if moe else 0,
         "n_experts": moe.experts.num_experts if moe else 0,
         "shared_intermediate": moe.shared_experts.intermediate_size if moe else 0,
-        "rms_eps": _f32(layers[0].norm.variance_epsilon), "rope_theta": 1e4, "attn_bias": 0,
+        "rms_eps": f32(layers[0].norm.variance_epsilon), "rope_theta": 1e4, "attn_bias": 0,
         "qk_norm": 0, "tie_embeddings": int(bool(config.tie_word_embeddings)),
         "router_score": 1 if moe else 0, "top_k": moe.gate.top_k if moe else 0,
         "router_norm_topk": int(moe.gate.norm_topk_prob) if moe else 0,
-        "routed_scaling": _f32(moe.gate.routed_scaling_factor) if moe else 1.0,
+        "routed_scaling": f32(moe.gate.routed_scaling_factor) if moe else 1.0,
         "n_group": moe.gate.num_group if moe else 1, "topk_group": moe.gate.topk_group if moe else 1,
         "shared_gate": 0, "activation": 2,
         "conv_kernel": mamba.conv_kernel_size if mamba else 0,
         "ssm_heads": mamba.num_heads if mamba else 0, "ssm_head_dim": mamba.head_dim if mamba else 0,
         "ssm_state": mamba.ssm_state_size if mamba else 0,
         "ssm_groups": mamba.n_groups if mamba else 0,
-        "ssm_dt_min": _f32(mamba.time_step_limit[0]) if mamba else 0.0,
+        "ssm_dt_min": f32(mamba.time_step_limit[0]) if mamba else 0.0,
         "attn_kinds": [KINDS[t][0] for t in types], "ffn_kinds": [KINDS[t][1] for t in types]}
 
 

@@ -11,11 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hf_expect_common import GLOBAL, fused_experts, global_tensors
-
-
-def _f32(value: float) -> float:
-    return float(np.float32(value))
+from hf_expect_common import GLOBAL, f32, fused_experts, global_tensors
 
 
 def qwen3_next_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
@@ -37,8 +33,8 @@ def qwen3_next_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "expert_intermediate": moe[0].experts.intermediate_dim,
         "n_experts": moe[0].experts.num_experts,
         "shared_intermediate": moe[0].shared_expert.gate_proj.out_features,
-        "rms_eps": _f32(layers[0].input_layernorm.eps),
-        "rope_theta": _f32(rope.config.rope_parameters["rope_theta"]), "attn_bias": 256,
+        "rms_eps": f32(layers[0].input_layernorm.eps),
+        "rope_theta": f32(rope.config.rope_parameters["rope_theta"]), "attn_bias": 256,
         "qk_norm": 2, "tie_embeddings": int(bool(config.tie_word_embeddings)), "router_score": 0,
         "top_k": moe[0].gate.top_k,
         "router_norm_topk": int(getattr(moe[0].gate, "norm_topk_prob", True)),

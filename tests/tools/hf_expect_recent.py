@@ -9,12 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from hf_expect_common import f32
 
 GLOBAL = 0xFFFF
-
-
-def _f32(value: float) -> float:
-    return float(np.float32(value))
 
 
 def afmoe_fields(model: Any, family: str) -> dict[str, Any]:
@@ -28,11 +25,11 @@ def afmoe_fields(model: Any, family: str) -> dict[str, Any]:
     layers = model.model.layers
     kinds = [1 if layer.self_attn.is_local_attention else 2 for layer in layers]
     out = {"norm_kind": 3, "attn_bias": 0x100, "router_score": 1, "router_norm_topk": 1,
-           "routed_scaling": _f32(config.route_scale), "attn_kinds": kinds,
+           "routed_scaling": f32(config.route_scale), "attn_kinds": kinds,
            "sliding_window": config.sliding_window if 1 in kinds else 0, "shared_gate": 0}
     if config.mup_enabled:
-        out |= {"embedding_scale": _f32(config.hidden_size ** 0.5), "residual_scale": 1.0,
-                "attention_scale": _f32(layers[0].self_attn.scaling), "logits_divisor": 1.0}
+        out |= {"embedding_scale": f32(config.hidden_size ** 0.5), "residual_scale": 1.0,
+                "attention_scale": f32(layers[0].self_attn.scaling), "logits_divisor": 1.0}
     return out
 
 
@@ -60,11 +57,11 @@ def dbrx_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "n_layers": len(blocks), "n_heads": attn.num_heads, "n_kv_heads": attn.num_key_value_heads,
         "head_dim": attn.head_dim, "max_context": config.max_seq_len, "dense_intermediate": 0,
         "expert_intermediate": ffn.experts.ffn_hidden_size, "n_experts": ffn.experts.num_experts,
-        "shared_intermediate": 0, "rms_eps": _f32(blocks[0].norm_attn_norm.norm_1.eps),
-        "rope_theta": _f32(config.rope_parameters["rope_theta"]), "attn_bias": 0, "qk_norm": 0,
+        "shared_intermediate": 0, "rms_eps": f32(blocks[0].norm_attn_norm.norm_1.eps),
+        "rope_theta": f32(config.rope_parameters["rope_theta"]), "attn_bias": 0, "qk_norm": 0,
         "tie_embeddings": 0, "router_score": 0, "top_k": ffn.top_k,
         "router_norm_topk": int(ffn.moe_normalize_expert_weights is not None),
-        "shared_gate": 0, "norm_kind": 1, "qkv_clip": _f32(attn.clip_qkv or 0.0),
+        "shared_gate": 0, "norm_kind": 1, "qkv_clip": f32(attn.clip_qkv or 0.0),
         "attn_kinds": [0] * len(blocks), "ffn_kinds": [1] * len(blocks)}
 
 
@@ -114,8 +111,8 @@ def llama4_fields(model: Any, family: str) -> dict[str, Any]:
     return {"router_score": 5, "router_norm_topk": 0, "shared_gate": 0,
             "qk_norm": 4 if config.use_qk_norm else 0, "attn_kinds": kinds,
             "sliding_window": config.attention_chunk_size if 3 in kinds else 0,
-            "attn_temp_floor": _f32(attns[0].floor_scale) if tuned else 0.0,
-            "attn_temp_scale": _f32(attns[0].attn_scale) if tuned else 0.0}
+            "attn_temp_floor": f32(attns[0].floor_scale) if tuned else 0.0,
+            "attn_temp_scale": f32(attns[0].attn_scale) if tuned else 0.0}
 
 
 def llama4_ffn_tensors(sd: dict, p: str, layer: int) -> dict:
@@ -150,8 +147,8 @@ def jetmoe_record(model: Any, record: dict[str, Any]) -> dict[str, Any]:
         "max_context": config.max_position_embeddings, "dense_intermediate": 0,
         "expert_intermediate": layers[0].mlp.hidden_size,
         "n_experts": moa.experts.num_experts, "shared_intermediate": 0,
-        "rms_eps": _f32(layers[0].input_layernorm.variance_epsilon),
-        "rope_theta": _f32(config.rope_parameters["rope_theta"]),
+        "rms_eps": f32(layers[0].input_layernorm.variance_epsilon),
+        "rope_theta": f32(config.rope_parameters["rope_theta"]),
         "attn_bias": 0x8 | 0x200 | 0x400, "qk_norm": 0,
         "tie_embeddings": int(bool(config.tie_word_embeddings)), "router_score": 2,
         "top_k": moa.experts.top_k, "router_norm_topk": 0, "shared_gate": 0,

@@ -265,16 +265,22 @@ def test_board_file_bandwidth_and_stacks_are_checked(tmp_path):
     assert "__cm_thread_stack_size = 0x1000;" in boards.linker_memory(board)
 
 
+def _recurrent_state_growth(hf, tmp_path):
+    """Converts a checkpoint with 3 recurrent layers, checks fit counts them from the
+    config as from the image, and returns its record and the state's growth a position."""
+    result = convert(hf, tmp_path / "out", progress=False)
+    from_config, from_image = load_model(hf / "config.json"), load_model(result.image_path)
+    assert from_config.conv_layers == from_image.conv_layers == 3
+    r = from_image.record
+    return r, sizes.state_size(r, 33, 3) - sizes.state_size(r, 32, 3)
+
+
 def test_short_convolution_layers_need_no_kv_cache(hf_checkpoint, tmp_path):
     """LFM2-MoE (format 1.13): fit counts its 3 convolution layers from the config
     as from the image, and the state it budgets grows per position by the K and V
     of the 2 attention layers only."""
     hf = hf_checkpoint("lfm2_moe")
-    result = convert(hf, tmp_path / "out", progress=False)
-    from_config, from_image = load_model(hf / "config.json"), load_model(result.image_path)
-    assert from_config.conv_layers == from_image.conv_layers == 3
-    r = from_image.record
-    growth = sizes.state_size(r, 33, 3) - sizes.state_size(r, 32, 3)
+    r, growth = _recurrent_state_growth(hf, tmp_path)
     assert growth == 2 * 2 * r.n_kv_heads * r.head_dim * 4
     assert sizes.state_size(r, 1, 3) - growth == 2 * 3 * (r.conv_kernel - 1) * r.hidden_size * 4
 
@@ -286,11 +292,7 @@ def test_mamba2_layers_need_no_kv_cache(hf_checkpoint, tmp_path):
     and only the 2 attention layers grow with it. A config whose layers are all Mamba2
     budgets no KV cache at all: the state is the same at 1 and at 64 positions."""
     hf = hf_checkpoint("granitemoehybrid")
-    result = convert(hf, tmp_path / "out", progress=False)
-    from_config, from_image = load_model(hf / "config.json"), load_model(result.image_path)
-    assert from_config.conv_layers == from_image.conv_layers == 3
-    r = from_image.record
-    growth = sizes.state_size(r, 33, 3) - sizes.state_size(r, 32, 3)
+    r, growth = _recurrent_state_growth(hf, tmp_path)
     assert growth == 2 * 2 * r.n_kv_heads * r.head_dim * 4
     assert sizes.state_size(r, 1, 3) - growth == 2 * 3 * (3 * 96 + 64 * 8) * 4
     config = json.loads((hf / "config.json").read_text())

@@ -204,6 +204,16 @@ class TensorMap:
                                   path=self.ckpt.file_of(name))
         self.used.add(name)
 
+    def _stored(self, name: str, shape: tuple[int, ...]) -> Loader:
+        """The tensor as saved, checked to have this shape."""
+        self._expect(name, shape)
+        return lambda: self._load(name)
+
+    def _decay(self, name: str, shape: tuple[int, ...]) -> Loader:
+        """A state-space decay saved as A_log, stored as A = -exp(A_log) in float32."""
+        self._expect(name, shape)
+        return lambda: -np.exp(self._load(name).astype(np.float32))
+
     def _granite_shared(self, entry: TensorEntry) -> Loader | None:
         """Granite's shared MLP: input_linear [2S, H] (gate rows, then up rows)
         and output_linear [H, S]; None when the checkpoint has the usual names."""

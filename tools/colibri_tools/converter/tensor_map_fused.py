@@ -74,8 +74,7 @@ def dbrx_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader:
     if entry.role in _QKV:
         return _qkv_rows(tmap, entry)
     name = _GLOBAL.get(entry.role) or f"{_block(entry.layer)}.{_LAYER[entry.role]}"
-    tmap._expect(name, entry.shape)
-    return lambda: tmap._load(name)
+    return tmap._stored(name, entry.shape)
 
 
 _JETMOE_ATTENTION = {Role.ATTN_Q: "experts.input_linear.weight",

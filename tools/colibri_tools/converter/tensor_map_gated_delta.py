@@ -76,8 +76,7 @@ def _apart_tensor(tmap: TensorMap, entry: TensorEntry, base: str) -> Loader | No
     """Qwen3.5-MoE's projections: z, b and a as they are; q, k, v reordered v, k, q."""
     if entry.role in _APART:
         name = f"{base}.{_APART[entry.role]}"
-        tmap._expect(name, entry.shape)
-        return lambda: tmap._load(name)
+        return tmap._stored(name, entry.shape)
     if entry.role == Role.SSM_IN_XBC:
         name = f"{base}.in_proj_qkv.weight"
         tmap._expect(name, entry.shape)
@@ -90,8 +89,7 @@ def _delta_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader | None:
     base = f"model.layers.{entry.layer}.linear_attn"
     if entry.role in _AS_STORED:
         name = f"{base}.{_AS_STORED[entry.role]}"
-        tmap._expect(name, entry.shape)
-        return lambda: tmap._load(name)
+        return tmap._stored(name, entry.shape)
     if tmap.ckpt.has(f"{base}.in_proj_qkv.weight"):
         apart = _apart_tensor(tmap, entry, base)
         if apart is not None:
@@ -113,8 +111,7 @@ def _delta_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader | None:
         return lambda: tmap._load(name).reshape(entry.shape)[_conv_rows(tmap)]
     if entry.role == Role.SSM_A:
         name = f"{base}.A_log"
-        tmap._expect(name, entry.shape)
-        return lambda: -np.exp(tmap._load(name).astype(np.float32))
+        return tmap._decay(name, entry.shape)
     return None
 
 

@@ -91,22 +91,19 @@ def _kda_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader:
         tmap._expect(name, (1, 1, r.ssm_heads, 1) if kimi else (r.ssm_heads,))
         return lambda: -np.exp(tmap._load(name).astype(np.float32).reshape(entry.shape))
     name = _kda_name(tmap, base, entry.role)
-    tmap._expect(name, entry.shape)
-    return lambda: tmap._load(name)
+    return tmap._stored(name, entry.shape)
 
 
 def kimi_linear_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader | None:
     """The loader of a tensor Kimi-Linear or Ling stores otherwise (None: the usual one)."""
     if entry.role == Role.ATTN_HEAD_GATE:
         name = f"model.layers.{entry.layer}.self_attn.g_proj.weight"
-        tmap._expect(name, entry.shape)
-        return lambda: tmap._load(name)
+        return tmap._stored(name, entry.shape)
     if entry.role in _DENSE:
         base = f"model.layers.{entry.layer}"
         name = _first(tmap, (f"{base}.block_sparse_moe.{_DENSE[entry.role]}.weight",
                              f"{base}.mlp.{_DENSE[entry.role]}.weight"))
-        tmap._expect(name, entry.shape)
-        return lambda: tmap._load(name)
+        return tmap._stored(name, entry.shape)
     kinds = tmap.spec.attn_kinds or []
     operator = entry.role in _KDA_NAMES or entry.role in (Role.SSM_IN_XBC, Role.SSM_CONV_KERNEL,
                                                           Role.SSM_A)

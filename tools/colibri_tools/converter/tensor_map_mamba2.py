@@ -36,8 +36,7 @@ def mamba2_tensor(tmap: TensorMap, entry: TensorEntry, module: str = "mamba") ->
     base = f"model.layers.{entry.layer}.{module}"
     if entry.role in _AS_STORED:
         name = f"{base}.{_AS_STORED[entry.role]}"
-        tmap._expect(name, entry.shape)
-        return lambda: tmap._load(name)
+        return tmap._stored(name, entry.shape)
     if entry.role in _IN_PROJ:
         name = f"{base}.in_proj.weight"
         widths = (r.ssm_inner, r.conv_channels, r.ssm_heads)
@@ -53,12 +52,10 @@ def mamba2_tensor(tmap: TensorMap, entry: TensorEntry, module: str = "mamba") ->
         name = f"{base}.conv1d.bias"
         if not tmap.ckpt.has(name) and not tmap.spec.config.flag("mamba_conv_bias", True):
             return lambda: np.zeros(entry.shape, np.float32)
-        tmap._expect(name, entry.shape)
-        return lambda: tmap._load(name)
+        return tmap._stored(name, entry.shape)
     if entry.role == Role.SSM_A:
         name = f"{base}.A_log"
-        tmap._expect(name, entry.shape)
-        return lambda: -np.exp(tmap._load(name).astype(np.float32))
+        return tmap._decay(name, entry.shape)
     return None
 
 
@@ -86,16 +83,14 @@ def _mamba1_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader | None:
         return lambda: np.zeros(entry.shape, np.float32)
     if entry.role in _MAMBA1_AS_STORED:
         name = f"{base}.{_MAMBA1_AS_STORED[entry.role]}"
-        tmap._expect(name, entry.shape)
-        return lambda: tmap._load(name)
+        return tmap._stored(name, entry.shape)
     if entry.role == Role.SSM_CONV_KERNEL:
         name = f"{base}.conv1d.weight"
         tmap._expect(name, (entry.shape[0], 1, entry.shape[1]))
         return lambda: tmap._load(name).reshape(entry.shape)
     if entry.role == Role.MAMBA1_A:
         name = f"{base}.A_log"
-        tmap._expect(name, entry.shape)
-        return lambda: -np.exp(tmap._load(name).astype(np.float32))
+        return tmap._decay(name, entry.shape)
     return None
 
 
@@ -104,13 +99,11 @@ def jamba_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader | None:
     if entry.role in _JAMBA_NORMS:
         name = _JAMBA_NORMS[entry.role]
         name = name if entry.role == Role.OUTPUT_NORM else f"model.layers.{entry.layer}.{name}"
-        tmap._expect(name, entry.shape)
-        return lambda: tmap._load(name)
+        return tmap._stored(name, entry.shape)
     if entry.role in (Role.DENSE_GATE, Role.DENSE_UP, Role.DENSE_DOWN):
         part = {Role.DENSE_GATE: "gate", Role.DENSE_UP: "up", Role.DENSE_DOWN: "down"}[entry.role]
         name = f"model.layers.{entry.layer}.feed_forward.{part}_proj.weight"
-        tmap._expect(name, entry.shape)
-        return lambda: tmap._load(name)
+        return tmap._stored(name, entry.shape)
     kinds = tmap.spec.attn_kinds or []
     if entry.layer < len(kinds) and kinds[entry.layer] == ATTN_MAMBA1:
         return _mamba1_tensor(tmap, entry)

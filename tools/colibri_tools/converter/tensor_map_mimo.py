@@ -76,8 +76,7 @@ def _sinks(tmap: TensorMap, entry: TensorEntry) -> Loader:
         return lambda: np.full(entry.shape, -np.inf, np.float32)
     base = f"model.layers.{entry.layer}.self_attn."
     name = base + ("sinks" if tmap.ckpt.has(base + "sinks") else "attention_sink_bias")
-    tmap._expect(name, entry.shape)
-    return lambda: tmap._load(name)
+    return tmap._stored(name, entry.shape)
 
 
 def mimo_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader | None:

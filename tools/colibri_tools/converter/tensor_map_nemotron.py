@@ -52,8 +52,7 @@ def nemotron_h_tensor(tmap: TensorMap, entry: TensorEntry) -> Loader | None:
         if entry.layer < len(kinds) and kinds[entry.layer] == ATTN_MAMBA2:
             return mamba2_tensor(tmap, entry, module="mixer")
         return None
-    tmap._expect(name, entry.shape)
-    return lambda: tmap._load(name)
+    return tmap._stored(name, entry.shape)
 
 
 def nemotron_h_experts(tmap: TensorMap, layer: int) -> list[tuple[None, Loader, Loader]]:
