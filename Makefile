@@ -174,13 +174,14 @@ $(BUILD)/asan/test_units: tests/sdk/test_units.c $(BUILD)/asan/libcolibri.a
 # Every compiled kernel table against the contract (docs/kernels.md).
 $(BUILD)/asan/test_kernels: tests/sdk/test_kernels.c tests/sdk/kernels_here_linux.c \
         $(BUILD)/asan/ports/linux/colibri_linux_kernels.o \
-        $(BUILD)/asan/libcolibri.a
-	$(CC) $(TEST_CFLAGS) -Iports/linux '-DCOLIBRI_TEST_KERNEL_TABLES=$(KERNEL_TABLES)' $^ -lm -o $@
+        $(BUILD)/asan/libcolibri.a tests/sdk/test_kernels_qk.h
+	$(CC) $(TEST_CFLAGS) -Iports/linux '-DCOLIBRI_TEST_KERNEL_TABLES=$(KERNEL_TABLES)' \
+	    $(filter-out %.h,$^) -lm -o $@
 
 # The same contract test for the AArch64 tables (NEON), static, run under
 # qemu-aarch64 (tests/sdk/test_core.py).
 $(BUILD)/aarch64-test/test_kernels: tests/sdk/test_kernels.c tests/sdk/kernels_here_linux.c \
-        ports/linux/colibri_linux_kernels.c \
+        ports/linux/colibri_linux_kernels.c tests/sdk/test_kernels_qk.h \
         $(CORE_SRC) $(call kernel_src,$(AARCH64_KERNELS)) $(CORE_HDR)
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) -std=c11 -Wall -Wextra -Werror $(FP_STRICT) -O2 -static $(CORE_INC) -Iports/linux \

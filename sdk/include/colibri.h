@@ -49,10 +49,9 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 14
+#define COLIBRI_FORMAT_MINOR 15
 
-/* Largest top_k an image may ask for, and largest max_context. The other
- * limits of the model record are in docs/format.md 1.1 (sdk/src/hparams.c). */
+/* Largest top_k and max_context; the record's other limits: docs/format.md 1.1. */
 #define COLIBRI_MAX_TOP_K 64
 #define COLIBRI_MAX_CONTEXT (1u << 24)
 /* Most tokens one forward chunk holds (colibri_scratch_size_batch). */
@@ -83,12 +82,10 @@ typedef enum colibri_status {
     COLIBRI_E_BAD_SHAPE = 17,           /* tensor shape/size differs from the model record */
     COLIBRI_E_OVERLAP = 18,             /* tensor data overlaps the tables or another tensor */
     COLIBRI_E_BAD_LAYER_TABLE = 19,     /* layer table inconsistent */
-    COLIBRI_E_SIGNATURE = 20,           /* signature does not verify: header, tables or
-                                         * block table changed, or signed by another key */
+    COLIBRI_E_SIGNATURE = 20,           /* signature does not verify (changed, other key) */
     COLIBRI_E_BAD_KEY = 21,             /* public key is not an Ed25519 point of full order */
     COLIBRI_E_UNSIGNED = 22,            /* no signature block after the image */
-    COLIBRI_E_BAD_SIGNATURE_BLOCK = 23, /* signature block malformed, cut short or not this
-                                         * image's */
+    COLIBRI_E_BAD_SIGNATURE_BLOCK = 23, /* signature block malformed, short or not this one's */
     COLIBRI_E_HASH_MISMATCH = 24,       /* a data block's SHA-512 differs from the signed one */
     COLIBRI_E_WRONG_KEY = 25,           /* signed, but not by the key the device trusts */
     COLIBRI_E_NO_SLOT = 26,             /* neither weight slot holds a bootable image */
@@ -100,10 +97,8 @@ typedef enum colibri_status {
     COLIBRI_E_QUANT_BLOCKS = 32,        /* quantized tensor's block size or blocks per row wrong */
     COLIBRI_E_QUANT_SCALE = 33,         /* quantized tensor has a scale that is not finite */
     COLIBRI_E_EXPERT_UNAVAILABLE = 34,  /* the port could not give an expert's block */
-    COLIBRI_E_RESERVED = 35,            /* a reserved field is not zero: a later format
-                                         * feature this reader does not know */
-    COLIBRI_E_UPDATE_MISMATCH = 36,     /* the image that verifies in the slot is not the
-                                         * bytes this update wrote */
+    COLIBRI_E_RESERVED = 35,            /* a reserved field is not zero (a later feature) */
+    COLIBRI_E_UPDATE_MISMATCH = 36,     /* the slot's image is not the bytes the update wrote */
     COLIBRI_E_LAST_IMAGE = 37           /* refused: the slot is the last bootable image */
 } colibri_status;
 
@@ -223,9 +218,15 @@ typedef struct colibri_port {
  * block b of each of its 16 rows: the 16 binary16 scales (row i at 2i), then
  * 64-byte chunks k where bytes 4i .. 4i + 3 belong to row i: Q8 (8 chunks)
  * its elements 4k .. 4k + 3; Q4 (4 chunks) elements 4k .. 4k + 3 in the low
- * nibbles and 16 + 4k .. 16 + 4k + 3 in the high ones. A matrix's last group
- * is padded with zero rows. 16 * 34 = 544 and 16 * 18 = 288 bytes a tile. */
+ * nibbles and 16 + 4k .. 16 + 4k + 3 in the high ones; zero rows pad. */
 #define COLIBRI_QGROUP_ROWS 16u
+
+/* Super-blocks (format 1.15, dtypes QK2 .. QK6, docs/format.md 3.5): 256
+ * weights of a row at b = 2 .. 6 bits in COLIBRI_QK_BYTES(b) bytes: binary16
+ * d and dmin, the 6-bit scales and mins of its eight blocks of 32 and their
+ * b-bit levels q (weight = d * scale * q - dmin * min); zeros pad a row. */
+#define COLIBRI_QK_BLOCK 256u
+#define COLIBRI_QK_BYTES(bits) (16u + 32u * (bits))
 
 /* One block of 32 quantized activations: x[i] ~ d * q[i], q in [-127, 127]
  * (the core's one activation quantizer makes them, docs/kernels.md). A row
@@ -254,9 +255,8 @@ typedef struct colibri_kernels {
     void (*add_scaled)(float *y, const float *x, float s, uint32_t n);
     /* rotate one head vector by a RoPE cos/sin table (rotate-half). */
     void (*rope_apply)(float *x, const float *cos_sin, uint32_t head_dim);
-    /* out[t * out_stride + r] = dot(w + r * cols, x + t * cols, cols) for
-     * r < rows, t < n: n tokens through one weight matrix, each weight row
-     * read once for all of them; out aliases neither input. */
+    /* out[t * out_stride + r] = dot(w + r * cols, x + t * cols, cols), r < rows,
+     * t < n: each weight row read once for all n tokens; out aliases neither. */
     void (*matmat_f32)(float *out, size_t out_stride, const float *w, const float *x, uint32_t rows,
                        uint32_t cols, uint32_t n);
     /* out[t * out_stride + r] = the quantized dot of weight row r (Q8
@@ -269,14 +269,17 @@ typedef struct colibri_kernels {
     /* The same with Q4 weight blocks (18 bytes each). */
     void (*matmat_q4)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
                       uint32_t rows, uint32_t cols, uint32_t n);
-    /* The same products with the weights in groups of 16 rows (Q8_R16,
-     * Q4_R16 above): w is a group's first tile; rows need not be a multiple
-     * of 16 (the last group's padding rows are not written). Same bits as
-     * matmat_q8/q4 on the same blocks. */
+    /* The same on rows in groups of 16 (Q8_R16, Q4_R16 above; w: a group's
+     * first tile; padding rows not written): matmat_q8/q4's bits. */
     void (*matmat_q8r16)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
                          uint32_t rows, uint32_t cols, uint32_t n);
     void (*matmat_q4r16)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
                          uint32_t rows, uint32_t cols, uint32_t n);
+    /* The same on super-blocks of `bits` bits (QK2 .. QK6 above): per block
+     * of 32 of a row, acc = fma(isum, d * scale * d_x, acc), then
+     * acc = fma(-sum(q_x), dmin * min * d_x, acc) (docs/kernels.md). */
+    void (*matmat_qk)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                      uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
 } colibri_kernels;
 
 /* The portable C kernels: always built, the definition of every result. */
@@ -292,8 +295,7 @@ extern const colibri_kernels colibri_kernels_neon;
 /* neon with its quantized products on the dot-product extension (SDOT). */
 extern const colibri_kernels colibri_kernels_neondot;
 extern const colibri_kernels colibri_kernels_helium;
-/* Quantized products on the Arm DSP extension (SMLAD: Cortex-M4/M7/M33/M55);
- * its fp32 slots are the reference's. */
+/* Quantized products on the Arm DSP extension (SMLAD: Cortex-M4/M7/M33/M55). */
 extern const colibri_kernels colibri_kernels_dsp;
 
 /* ---------------------------------------------------------------------------
@@ -338,10 +340,9 @@ typedef struct colibri_hparams {
     uint32_t n_group;
     uint32_t topk_group;
     uint32_t alignment;
-    /* format 1.1 scales (defaults when the image has none: 1, 1,
-     * head_dim^-0.5, 1): x = embedding * embedding_scale; x += block *
-     * residual_scale; attention scores q.k * attention_scale; logits /
-     * logits_divisor (Granite). */
+    /* format 1.1 scales (defaults when the image has none: 1, 1, head_dim^-0.5,
+     * 1): x = embedding * embedding_scale; x += block * residual_scale; attention
+     * scores q.k * attention_scale; logits / logits_divisor (Granite). */
     float embedding_scale;
     float residual_scale;
     float attention_scale;
@@ -350,8 +351,8 @@ typedef struct colibri_hparams {
      * jitter epsilon (router_score 3, else 0). */
     uint32_t norm_kind;
     float router_jitter;
-    /* format 1.3: 1 when some weight matrix is stored Q8 or Q4 (docs/format.md
-     * 3.3); the scratch then holds the quantized activations (docs/core.md). */
+    /* format 1.3: 1 when some weight matrix is quantized (docs/format.md
+     * 3.3, 3.5); the scratch then holds the quantized activations (core.md). */
     uint32_t quantized;
     /* format 1.4: with router_norm_topk the k weights are divided by
      * max(their sum, router_norm_min) (ERNIE-4.5's moe_norm_min; else 0). */
@@ -476,7 +477,7 @@ colibri_status colibri_image_fingerprint(const void *image, size_t image_size,
 
 /*
  * Read every tensor of an initialised model and check its data CRC-32, and
- * that every scale of a quantized (Q8/Q4) tensor is finite. Returns
+ * that every scale of a quantized tensor (its d, dmin) is finite. Returns
  * COLIBRI_E_CHECKSUM or COLIBRI_E_QUANT_SCALE for the first bad tensor; if
  * bad_tensor is not NULL it receives that tensor's table index. Time is
  * proportional to the image size. Of an image given in part (colibri_init),
@@ -485,9 +486,8 @@ colibri_status colibri_image_fingerprint(const void *image, size_t image_size,
  */
 colibri_status colibri_verify(const colibri_model *model, uint32_t *bad_tensor);
 
-/* Check the data CRCs (and scales) of one expert's block (gate, up, down)
- * only, in the image: COLIBRI_E_EXPERT_UNAVAILABLE for a block past the
- * part of the image colibri_init was given. */
+/* Check the data CRCs (and scales) of one expert's block (gate, up, down) in the
+ * image: COLIBRI_E_EXPERT_UNAVAILABLE for a block past the part init was given. */
 colibri_status colibri_verify_expert(const colibri_model *model, uint32_t layer, uint32_t expert);
 
 /* The same checks on a copy of the expert's block at `block` (what a port's

@@ -188,16 +188,50 @@ enum {
     TEN_RESERVED_SIZE = 8
 };
 /* Tensor dtypes (section 3.3): float32, the blockwise Q8 and Q4 (1.3),
- * whose block sizes are COLIBRI_QBLOCK and COLIBRI_Q8/Q4_BLOCK_BYTES, and
- * the same blocks in groups of COLIBRI_QGROUP_ROWS rows (1.8). */
-enum { DTYPE_F32 = 0, DTYPE_Q8 = 1, DTYPE_Q4 = 2, DTYPE_Q8_R16 = 3, DTYPE_Q4_R16 = 4 };
+ * whose block sizes are COLIBRI_QBLOCK and COLIBRI_Q8/Q4_BLOCK_BYTES, the
+ * same blocks in groups of COLIBRI_QGROUP_ROWS rows (1.8), and the
+ * super-blocks of 256 weights at 2 .. 6 bits (1.15, section 3.5). */
+enum {
+    DTYPE_F32 = 0,
+    DTYPE_Q8 = 1,
+    DTYPE_Q4 = 2,
+    DTYPE_Q8_R16 = 3,
+    DTYPE_Q4_R16 = 4,
+    DTYPE_QK2 = 5, /* .. DTYPE_QK6 = 9: bits = dtype - 3 */
+    DTYPE_QK6 = 9
+};
+
+/* Whether a dtype is a super-block one (QK2 .. QK6), and its bits. */
+static inline int dtype_superblocks(uint32_t dtype)
+{
+    return dtype >= DTYPE_QK2 && dtype <= DTYPE_QK6;
+}
+
+static inline uint32_t dtype_qk_bits(uint32_t dtype)
+{
+    return dtype - 3u;
+}
 
 /* Bytes of one block of a quantized dtype (0 for float32). */
 static inline uint32_t dtype_block_bytes(uint32_t dtype)
 {
     return dtype == DTYPE_Q8 || dtype == DTYPE_Q8_R16   ? COLIBRI_Q8_BLOCK_BYTES
            : dtype == DTYPE_Q4 || dtype == DTYPE_Q4_R16 ? COLIBRI_Q4_BLOCK_BYTES
+           : dtype_superblocks(dtype)                   ? COLIBRI_QK_BYTES(dtype_qk_bits(dtype))
                                                         : 0u;
+}
+
+/* Weights of one block of a quantized dtype (its TEN_BLOCK). */
+static inline uint32_t dtype_block_weights(uint32_t dtype)
+{
+    return dtype_superblocks(dtype) ? COLIBRI_QK_BLOCK : COLIBRI_QBLOCK;
+}
+
+/* Bytes of one row of cols weights of a quantized dtype (blocks padded). */
+static inline size_t dtype_row_bytes(uint32_t dtype, uint32_t cols)
+{
+    uint32_t per = dtype_block_weights(dtype);
+    return (size_t)((cols + per - 1u) / per) * dtype_block_bytes(dtype);
 }
 
 /* Whether a dtype stores its rows in groups of 16 (1.8). */

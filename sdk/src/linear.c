@@ -1,7 +1,7 @@
 /* linear.c - colibri_linear and colibri_linear_group: matrix products split
  * by rows into tasks, several products in one batch of the port's threads;
  * float32 weights through matmat_f32, Q8/Q4 weights (docs/format.md 3.3)
- * through matmat_q8/q4 on input rows quantized once. */
+ * through matmat_q8/q4 (or matmat_qk, 3.5) on input rows quantized once. */
 #include "linear.h"
 #include "quant.h"
 
@@ -31,9 +31,8 @@ typedef struct group_job {
  * a multiple of 16, TASK_ROW_STEP). */
 static size_t row_bytes(const linear_product *p)
 {
-    return p->w.dtype == DTYPE_F32
-               ? (size_t)p->cols * sizeof(float)
-               : (size_t)colibri_qblocks(p->cols) * dtype_block_bytes(p->w.dtype);
+    return p->w.dtype == DTYPE_F32 ? (size_t)p->cols * sizeof(float)
+                                   : dtype_row_bytes(p->w.dtype, p->cols);
 }
 
 /* The quantized product slot of a dtype. */
@@ -57,6 +56,9 @@ static void product_rows(const colibri_kernels *k, const linear_product *p, uint
     if (p->w.dtype == DTYPE_F32) {
         k->matmat_f32(out, p->out_stride, (const float *)(const void *)w, (const float *)p->in,
                       rows, p->cols, p->n);
+    } else if (dtype_superblocks(p->w.dtype)) {
+        k->matmat_qk(out, p->out_stride, w, (const colibri_qblock *)p->in, rows, p->cols, p->n,
+                     dtype_qk_bits(p->w.dtype));
     } else {
         quantized_product(k, p->w.dtype)(out, p->out_stride, w, (const colibri_qblock *)p->in, rows,
                                          p->cols, p->n);

@@ -66,6 +66,7 @@ static void kernels_resolve(colibri_kernels *out, const colibri_kernels *chosen)
     KERNEL_SLOT(out, chosen, matmat_q4);
     KERNEL_SLOT(out, chosen, matmat_q8r16);
     KERNEL_SLOT(out, chosen, matmat_q4r16);
+    KERNEL_SLOT(out, chosen, matmat_qk);
 }
 
 void colibri_options_apply(colibri_model *m, const colibri_options *options)

@@ -45,6 +45,50 @@ static inline float colibri_qblock_scale(const uint8_t *block)
     return colibri_half_to_float(colibri_rd_u16(block));
 }
 
+/* ---- super-blocks (format 1.15, docs/format.md 3.5) --------------------- */
+
+/* Block j's (j < 8) 6-bit scale and min: byte 4 + j holds the scale in its
+ * low 6 bits and the min's low 2 bits above; byte 12 + j % 4 the min's high
+ * 4 bits (low nibble for j < 4, high nibble else). */
+static inline uint32_t colibri_qk_scale(const uint8_t *sb, uint32_t j)
+{
+    return sb[4u + j] & 0x3Fu;
+}
+
+static inline uint32_t colibri_qk_min(const uint8_t *sb, uint32_t j)
+{
+    return (uint32_t)(sb[4u + j] >> 6) | (((uint32_t)sb[12u + (j & 3u)] >> (4u * (j >> 2))) & 0xFu)
+                                             << 2;
+}
+
+/* Bytes of block j's levels at bits b: 4b, from 16 + 4b * j. */
+static inline const uint8_t *colibri_qk_levels_at(const uint8_t *sb, uint32_t j, uint32_t bits)
+{
+    return sb + 16u + 4u * bits * j;
+}
+
+/* Block j's 32 levels q[e] in [0, 2^bits): a low part of 2 bits (bits <= 3:
+ * 8 bytes, byte i's bits 2k, 2k + 1 are element i + 8k's) or 4 bits (16
+ * bytes, byte i: element i low nibble, i + 16 high), then the high part,
+ * shifted past the low: 1 bit (4 bytes, bit e of the little-endian word is
+ * element e's) or 2 bits (8 bytes, laid out as a 2-bit low part). */
+static inline void colibri_qk_levels(uint8_t *q, const uint8_t *sb, uint32_t j, uint32_t bits)
+{
+    const uint8_t *p = colibri_qk_levels_at(sb, j, bits);
+    uint32_t low = bits <= 3u ? 2u : 4u, high = bits - low;
+    const uint8_t *h = p + 4u * low;
+    for (uint32_t e = 0; e < COLIBRI_QBLOCK; e++) {
+        uint32_t v = low == 2u ? (p[e % 8u] >> (2u * (e / 8u))) & 3u
+                               : (p[e % 16u] >> (4u * (e / 16u))) & 0xFu;
+        if (high == 1u) {
+            v |= ((uint32_t)(h[e / 8u] >> (e % 8u)) & 1u) << low;
+        } else if (high == 2u) {
+            v |= ((uint32_t)(h[e % 8u] >> (2u * (e / 8u))) & 3u) << low;
+        }
+        q[e] = (uint8_t)v;
+    }
+}
+
 /*
  * Quantize one row of cols activations into ceil(cols / 32) blocks (the
  * last one zero-padded): amax = max |x_i|; amax 0: d = 0, q = 0; else

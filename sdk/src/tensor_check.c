@@ -174,22 +174,24 @@ static int float_only(const colibri_hparams *hp, uint16_t role)
            (role == ROLE_ATTN_Q || role == ROLE_ATTN_O);
 }
 
-/* Rows in groups of 16 (1.8) only where the rows go through a product: not
- * the token embedding, whose rows are read one by one. */
+/* Rows in groups of 16 (1.8) and super-blocks (1.15) only where the rows go
+ * through a product: not the token embedding, whose rows are read one by one. */
 static int dtype_allowed(uint16_t role, uint32_t dtype)
 {
+    int in_products = dtype_row_groups(dtype) || dtype_superblocks(dtype);
     return dtype == DTYPE_F32 ||
            ((dtype == DTYPE_Q8 || dtype == DTYPE_Q4) && role_quantizable(role)) ||
-           (dtype_row_groups(dtype) && role_quantizable(role) && role != ROLE_TOKEN_EMBED);
+           (in_products && role_quantizable(role) && role != ROLE_TOKEN_EMBED);
 }
 
-/* The size a tensor's dtype and shape give (section 3.3): float32 elements,
- * or rows of blocks, whole groups of 16 rows for the R16 dtypes (block
- * fields checked first). */
+/* The size a tensor's dtype and shape give (sections 3.3 .. 3.5): float32
+ * elements, or rows of blocks (of 32, or super-blocks of 256), whole groups
+ * of 16 rows for the R16 dtypes (block fields checked first). */
 static colibri_status size_matches(const uint8_t *e, const expected_tensor *want, uint32_t dtype)
 {
     uint64_t size = colibri_rd_u64(e + TEN_SIZE), rows = want->rows;
-    uint32_t row_blocks = (want->cols + COLIBRI_QBLOCK - 1u) / COLIBRI_QBLOCK;
+    uint32_t per_block = dtype_block_weights(dtype);
+    uint32_t row_blocks = (want->cols + per_block - 1u) / per_block;
     uint64_t block_bytes = dtype_block_bytes(dtype);
     if (dtype_row_groups(dtype)) {
         rows = (rows + COLIBRI_QGROUP_ROWS - 1u) / COLIBRI_QGROUP_ROWS * COLIBRI_QGROUP_ROWS;
@@ -198,7 +200,7 @@ static colibri_status size_matches(const uint8_t *e, const expected_tensor *want
         uint64_t elements = rows * (want->cols ? want->cols : 1u);
         return size == elements * sizeof(float) ? COLIBRI_OK : COLIBRI_E_BAD_SHAPE;
     }
-    if (colibri_rd_u32(e + TEN_BLOCK) != COLIBRI_QBLOCK ||
+    if (colibri_rd_u32(e + TEN_BLOCK) != per_block ||
         colibri_rd_u32(e + TEN_ROW_BLOCKS) != row_blocks) {
         return COLIBRI_E_QUANT_BLOCKS;
     }

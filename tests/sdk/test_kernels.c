@@ -588,6 +588,8 @@ static void test_quantized(const colibri_kernels *k, int own_r16)
     }
 }
 
+#include "test_kernels_qk.h"
+
 /* No arguments: every table; else only the tables named. */
 static int table_asked(const colibri_kernels *k, int argc, char **argv)
 {
@@ -641,6 +643,9 @@ int main(int argc, char **argv)
         }
         test_swiglu_range(k);
         test_quantized(k, own_r16);
+        if (tables[t]->matmat_qk != NULL) { /* a NULL one is the reference's, checked there */
+            test_qk(k);
+        }
         printf("%s: checked\n", k->name);
     }
     printf("%d passed, %d failed\n", passed, failed);

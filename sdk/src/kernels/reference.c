@@ -295,6 +295,45 @@ QUANT_MATMAT(colibri_reference_matmat_q4, dot_q4, 1u, COLIBRI_Q4_BLOCK_BYTES)
 QUANT_MATMAT(colibri_reference_matmat_q8r16, dot_q8r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q8_BLOCK_BYTES)
 QUANT_MATMAT(colibri_reference_matmat_q4r16, dot_q4r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q4_BLOCK_BYTES)
 
+/* Row r of a super-block matrix (QK2 .. QK6) by activation row x, its nb
+ * blocks of 32 (a row's padding blocks past them are not read): per block j
+ * acc = fma(isum, (d * scale_j) * d_x, acc); acc = fma(-xsum, (dmin * min_j)
+ * * d_x, acc), where isum = sum q_e q_x,e and xsum = sum q_x,e are exact. */
+static float dot_qk(const uint8_t *row, const colibri_qblock *x, uint32_t nb, uint32_t bits)
+{
+    float acc = 0.0f;
+    for (uint32_t b = 0; b < nb; b++) {
+        const uint8_t *sb = row + (size_t)(b / 8u) * COLIBRI_QK_BYTES(bits);
+        uint8_t q[COLIBRI_QBLOCK];
+        int32_t isum = 0, xsum = 0;
+        colibri_qk_levels(q, sb, b % 8u, bits);
+        for (uint32_t e = 0; e < COLIBRI_QBLOCK; e++) {
+            isum += (int32_t)q[e] * x[b].q[e];
+            xsum += x[b].q[e];
+        }
+        float scale = colibri_qblock_scale(sb) * (float)colibri_qk_scale(sb, b % 8u);
+        float min = colibri_half_to_float(colibri_rd_u16(sb + 2u)) *
+                    (float)colibri_qk_min(sb, b % 8u);
+        acc = colibri_fmaf((float)isum, scale * x[b].d, acc);
+        acc = colibri_fmaf((float)-xsum, min * x[b].d, acc);
+    }
+    return acc;
+}
+
+void colibri_reference_matmat_qk(float *out, size_t out_stride, const uint8_t *w,
+                                 const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n,
+                                 uint32_t bits)
+{
+    uint32_t nb = colibri_qblocks(cols);
+    size_t row_bytes = (size_t)((cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK) *
+                       COLIBRI_QK_BYTES(bits);
+    for (uint32_t r = 0; r < rows; r++) {
+        for (uint32_t t = 0; t < n; t++) {
+            out[t * out_stride + r] = dot_qk(w + r * row_bytes, x + (size_t)t * nb, nb, bits);
+        }
+    }
+}
+
 const colibri_kernels colibri_kernels_reference = {
     .name = "reference",
     .dot = colibri_reference_dot,
@@ -310,4 +349,5 @@ const colibri_kernels colibri_kernels_reference = {
     .matmat_q4 = colibri_reference_matmat_q4,
     .matmat_q8r16 = colibri_reference_matmat_q8r16,
     .matmat_q4r16 = colibri_reference_matmat_q4r16,
+    .matmat_qk = colibri_reference_matmat_qk,
 };

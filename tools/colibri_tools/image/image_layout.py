@@ -47,6 +47,7 @@ from .image_spec import (
     MINOR_POST_NORMS,
     MINOR_QUANT,
     MINOR_ROW_GROUPS,
+    MINOR_SUPERBLOCKS,
     MINOR_ZERO_EXPERTS,
     MLA_FIELDS,
     MLA_LATENT,
@@ -125,11 +126,15 @@ MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing w
 
 def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
                  row_groups: bool = False, experts_last: bool = False,
-                 attn_kinds: tuple[int, ...] = (), ffn_kinds: tuple[int, ...] = ()) -> int:
+                 attn_kinds: tuple[int, ...] = (), ffn_kinds: tuple[int, ...] = (),
+                 superblocks: bool = False) -> int:
     """The minor format version an image needs: the newest feature it uses
-    (docs/format.md section 7). `row_groups`: a Q8_R16/Q4_R16 tensor;
+    (docs/format.md section 7). `superblocks`: a QK2 .. QK6 tensor (1.15);
+    `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
     (2 is 1.10, 3 is 1.11, 4 is 1.13, 5 and 6 are 1.14); `ffn_kinds`: theirs (2 is 1.12)."""
+    if superblocks:
+        return MINOR_SUPERBLOCKS
     if (r.ssm_heads or arch >= Arch.GRANITEMOE_HYBRID or set(SSM_KINDS) & set(attn_kinds)
             or ATTN_NONE in attn_kinds or FfnKind.NONE in ffn_kinds or r.activation == ACT_RELU2):
         return MINOR_MAMBA2

@@ -47,7 +47,6 @@ from .image_spec import (
     MODEL_RECORD_FIELDS,
     NO_EXPERT,
     NO_LAYER,
-    QBLOCK,
     QUANT_DTYPES,
     RECURRENT_KINDS,
     TENSOR_ENTRY_SIZE,
@@ -58,7 +57,9 @@ from .image_spec import (
     ModelRecord,
     Role,
     TensorEntry,
+    block_weights,
     meta_crc32,
+    row_blocks,
     unpack_header,
     unpack_layer,
     unpack_tensor,
@@ -374,7 +375,7 @@ class _Checker:
 
     def _check_blocks(self, name: str, offset: int, t: TensorEntry, blocks: tuple[int, int]) -> None:
         rows, cols = t.shape
-        want_blocks = (QBLOCK, -(-cols // QBLOCK))
+        want_blocks = (block_weights(t.dtype), row_blocks(cols, t.dtype))
         if tuple(blocks) != want_blocks:
             raise self.fail(f"{name}: block {blocks[0]}, row_blocks {blocks[1]}; expected "
                             f"{want_blocks[0]}, {want_blocks[1]}", Status.E_QUANT_BLOCKS.c_name,

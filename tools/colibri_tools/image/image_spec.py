@@ -14,7 +14,7 @@ from enum import IntEnum
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 14  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 15  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 HEADER_SIZE_EXTENDED = 512  # format 1.13: with the record's extension (section 1.2)
 LAYER_ENTRY_SIZE = 16
@@ -30,12 +30,17 @@ DTYPE_Q8 = 1                    # format 1.3 (section 3.3): blocks of 32 int8 an
 DTYPE_Q4 = 2                    # format 1.3: blocks of 32 4-bit weights and a binary16 scale
 DTYPE_Q8_R16 = 3                # format 1.8 (section 3.4): Q8 blocks in groups of 16 rows
 DTYPE_Q4_R16 = 4                # format 1.8: Q4 blocks in groups of 16 rows
+DTYPE_QK2 = 5                   # format 1.15 (section 3.5): super-blocks of 256 at 2 bits
+DTYPE_QK6 = 9                   # .. at 6 bits (QK3, QK4, QK5 between: bits = dtype - 3)
 R16_DTYPES = (DTYPE_Q8_R16, DTYPE_Q4_R16)
-QUANT_DTYPES = (DTYPE_Q8, DTYPE_Q4) + R16_DTYPES
+QK_DTYPES = tuple(range(DTYPE_QK2, DTYPE_QK6 + 1))
+QUANT_DTYPES = (DTYPE_Q8, DTYPE_Q4) + R16_DTYPES + QK_DTYPES
 QBLOCK = 32                     # weights per block of a quantized row
+QK_BLOCK = 256                  # weights per super-block (QK dtypes)
 GROUP_ROWS = 16                 # rows of a group of the R16 dtypes
 BLOCK_BYTES = {DTYPE_Q8: 34, DTYPE_Q4: 18,  # bytes per block, scale included
-               DTYPE_Q8_R16: 34, DTYPE_Q4_R16: 18}
+               DTYPE_Q8_R16: 34, DTYPE_Q4_R16: 18,
+               **{d: 16 + 32 * (d - 3) for d in QK_DTYPES}}  # = COLIBRI_QK_BYTES(bits)
 MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
 MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16 tensor
 MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LAST
@@ -44,6 +49,7 @@ MINOR_LLAMA4_ERA = 11           # qkv_clip, the gate bit, norm_kind 3, arch 20 .
 MINOR_ZERO_EXPERTS = 12         # zero_experts, ffn_kind 2 (shortcut), arch 24
 MINOR_CONV = 13                 # the record's extension, attn_kind 4 (short convolution), arch 26
 MINOR_MAMBA2 = 14               # the extension's ssm_* fields, attn_kind 5 .. 9, ffn_kind 3, arch 27 .. 33
+MINOR_SUPERBLOCKS = 15          # version_minor of an image with a QK2 .. QK6 tensor
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -554,9 +560,20 @@ def unpack_layer(buf: bytes | memoryview, offset: int) -> LayerEntry:
                       values["attn_kind"])
 
 
-def row_blocks(cols: int) -> int:
-    """Blocks of one quantized row of `cols` weights (the last one padded)."""
-    return -(-cols // QBLOCK)
+def qk_bits(dtype: int) -> int:
+    """The bits of a super-block dtype (QK2 .. QK6)."""
+    return dtype - 3
+
+
+def block_weights(dtype: int) -> int:
+    """Weights per block of a quantized dtype (its tensor entry's `block`)."""
+    return QK_BLOCK if dtype in QK_DTYPES else QBLOCK
+
+
+def row_blocks(cols: int, dtype: int = DTYPE_Q8) -> int:
+    """Blocks of one quantized row of `cols` weights (the last one padded):
+    of 32, or super-blocks of 256 for the QK dtypes."""
+    return -(-cols // block_weights(dtype))
 
 
 def pack_tensor(buf: bytearray, offset: int, entry: TensorEntry) -> None:
@@ -565,8 +582,8 @@ def pack_tensor(buf: bytearray, offset: int, entry: TensorEntry) -> None:
               "dtype": entry.dtype, "ndim": entry.ndim,
               "shape": tuple(entry.shape) + (0,) * (4 - entry.ndim),
               "data_crc32": entry.data_crc32, "offset": entry.offset, "size": entry.size,
-              "block": QBLOCK if quantized else 0,
-              "row_blocks": row_blocks(entry.shape[-1]) if quantized else 0}
+              "block": block_weights(entry.dtype) if quantized else 0,
+              "row_blocks": row_blocks(entry.shape[-1], entry.dtype) if quantized else 0}
     _pack_fields(buf, offset, TENSOR_FIELDS, values)
 
 

@@ -11,6 +11,9 @@ Q8_R16 and Q4_R16 (format 1.8, docs/format.md 3.4) hold the same blocks in
 groups of 16 rows: per group and block a tile of the 16 scales and then
 64-byte chunks in which each row has 4 bytes, the layout in which a SIMD lane
 is a row (colibri-convert --row-groups).
+
+QK2 .. QK6 (format 1.15, docs/format.md 3.5): super-blocks of 256 weights at
+2 .. 6 bits (quant_superblock.py).
 """
 
 from __future__ import annotations
@@ -28,19 +31,25 @@ from .image_spec import (
     DTYPE_Q4_R16,
     DTYPE_Q8,
     DTYPE_Q8_R16,
+    DTYPE_QK2,
+    DTYPE_QK6,
     GROUP_ROWS,
     QBLOCK,
+    QK_DTYPES,
     QUANT_DTYPES,
     R16_DTYPES,
     Role,
     TensorEntry,
+    qk_bits,
     row_blocks,
 )
+from .quant_superblock import dequantize_qk, quantize_qk
 
 # colibri-convert --quant NAME -> dtype
-QUANT_NAMES = {"int8": DTYPE_Q8, "int4": DTYPE_Q4}
+QUANT_NAMES = {"int8": DTYPE_Q8, "int4": DTYPE_Q4,
+               **{f"qk{qk_bits(d)}": d for d in QK_DTYPES}}
 DTYPE_NAMES = {DTYPE_F32: "F32", DTYPE_Q8: "Q8", DTYPE_Q4: "Q4", DTYPE_Q8_R16: "Q8_R16",
-               DTYPE_Q4_R16: "Q4_R16"}
+               DTYPE_Q4_R16: "Q4_R16", **{d: f"QK{qk_bits(d)}" for d in QK_DTYPES}}
 # A dtype's twin in groups of 16 rows, and back.
 IN_ROW_GROUPS = {DTYPE_Q8: DTYPE_Q8_R16, DTYPE_Q4: DTYPE_Q4_R16}
 BY_ROW = {v: k for k, v in IN_ROW_GROUPS.items()}
@@ -74,11 +83,12 @@ def quantizable(role: int) -> bool:
 
 def allowed_dtypes(role: int) -> tuple[int, ...]:
     """The dtypes a reader accepts for a role (sdk/src/tensor_check.c): row
-    groups for every quantizable matrix but the token embedding, whose rows
-    are read one by one."""
+    groups and super-blocks for every quantizable matrix but the token
+    embedding, whose rows are read one by one."""
     if not quantizable(role):
         return (DTYPE_F32,)
-    return (DTYPE_F32, DTYPE_Q8, DTYPE_Q4) + (R16_DTYPES if role != Role.TOKEN_EMBED else ())
+    return (DTYPE_F32, DTYPE_Q8, DTYPE_Q4) + (R16_DTYPES + QK_DTYPES
+                                              if role != Role.TOKEN_EMBED else ())
 
 
 def dtype_allowed(role: int, dtype: int) -> bool:
@@ -106,7 +116,7 @@ def matrix_bytes(dtype: int, rows: int, cols: int) -> int:
     """Bytes of a [rows, cols] matrix stored as `dtype`."""
     if dtype == DTYPE_F32:
         return 4 * rows * cols
-    return _stored_rows(dtype, rows) * row_blocks(cols) * BLOCK_BYTES[dtype]
+    return _stored_rows(dtype, rows) * row_blocks(cols, dtype) * BLOCK_BYTES[dtype]
 
 
 def _stored_rows(dtype: int, rows: int) -> int:
@@ -125,7 +135,8 @@ def assign_dtypes(entries: list[TensorEntry], quant: str | None, attention: bool
                   embeddings: bool = False) -> list[TensorEntry]:
     """The entries with the dtype `quant` gives the feed-forward matrices (with
     `attention` the attention projections, with `embeddings` the token
-    embedding and LM head too; under int4 K, V and the head Q8: _shared_roles);
+    embedding and LM head too; under int4 K, V and the head Q8, under qk2 ..
+    qk5 QK6: _shared_roles; the token embedding never QK: _embedding_dtype);
     the rest float32."""
     dtype = dtype_of(quant)
     roles = (FFN_ROLES | (ATTENTION_ROLES if attention else frozenset())
@@ -135,8 +146,20 @@ def assign_dtypes(entries: list[TensorEntry], quant: str | None, attention: bool
     if any(e.role == Role.ATTN_ROUTER for e in entries):  # attention experts' q, o: float32
         roles -= FLOAT_WITH_ATTENTION_EXPERTS
     shared = _shared_roles(entries)
-    return [replace(e, dtype=DTYPE_Q8 if dtype == DTYPE_Q4 and e.role in shared else dtype)
+    return [replace(e, dtype=_role_dtype(dtype, e.role, e.role in shared))
             if e.role in roles else e for e in entries]
+
+
+def _role_dtype(dtype: int, role: int, shared: bool) -> int:
+    """The dtype of a quantized matrix under --quant `dtype`: shared ones
+    (_shared_roles) Q8 under int4 and QK6 under qk2 .. qk5 (llama.cpp's K-quant
+    files keep their output Q6_K alike), the token embedding Q8 or Q4 under a
+    QK dtype (its rows are read one by one, not through a product)."""
+    if role == Role.TOKEN_EMBED and dtype in QK_DTYPES:
+        return DTYPE_Q8 if shared or qk_bits(dtype) > 4 else DTYPE_Q4
+    if shared and dtype == DTYPE_Q4:
+        return DTYPE_Q8
+    return DTYPE_QK6 if shared and DTYPE_QK2 <= dtype < DTYPE_QK6 else dtype
 
 
 def _shared_roles(entries: list[TensorEntry]) -> frozenset[int]:
@@ -192,14 +215,18 @@ def _q4(blocks: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     return d16, q[..., :16] | (q[..., 16:] << 4)
 
 
-def quantize(dtype: int, w: np.ndarray, what: str = "tensor") -> bytes:
+def quantize(dtype: int, w: np.ndarray, what: str = "tensor",
+             importance: np.ndarray | None = None) -> bytes:
     """The bytes of a [rows, cols] float matrix as Q8 or Q4 blocks (row after
-    row, each row's blocks in order)."""
+    row, each row's blocks in order), or as QK super-blocks (`importance`:
+    their search's weights, quant_superblock.quantize_qk)."""
     w = np.asarray(w, dtype=np.float32)
     if w.ndim != 2:
         raise OptionError(f"{what}: only matrices are quantized, not shape {w.shape}")
     if not np.all(np.isfinite(w)):
         raise OptionError(f"{what}: weights are not all finite")
+    if dtype in QK_DTYPES:
+        return quantize_qk(dtype, w, importance, what).tobytes()
     blocks = _blocks(w)
     d16, payload = (_q8 if BY_ROW.get(dtype, dtype) == DTYPE_Q8 else _q4)(blocks, what)
     rows, nb, _ = blocks.shape
@@ -259,7 +286,10 @@ def quantized_values(dtype: int, data: bytes | np.ndarray,
 
 
 def dequantize(dtype: int, data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """The float32 weights of a Q8/Q4 tensor: d * q, one float32 product each."""
+    """The float32 weights of a Q8/Q4 tensor: d * q, one float32 product each
+    (a QK one: quant_superblock.dequantize_qk)."""
+    if dtype in QK_DTYPES:
+        return dequantize_qk(dtype, data, shape)
     rows, cols = shape
     d, q = quantized_values(dtype, data, shape)
     w = (d[..., None] * q.astype(np.float32)).astype(np.float32)
@@ -271,8 +301,8 @@ def first_bad_scale(dtype: int, data: np.ndarray) -> int | None:
     infinite or NaN; None when all are finite or the dtype has none."""
     if dtype not in QUANT_DTYPES:
         return None
-    per_tile = GROUP_ROWS if dtype in R16_DTYPES else 1
-    tile = per_tile * BLOCK_BYTES[dtype]
+    per_tile = GROUP_ROWS if dtype in R16_DTYPES else 2 if dtype in QK_DTYPES else 1
+    tile = BLOCK_BYTES[dtype] * (GROUP_ROWS if dtype in R16_DTYPES else 1)  # QK: d, dmin
     raw = np.asarray(data, dtype=np.uint8).reshape(-1, tile)[:, :2 * per_tile]
     halves = raw.reshape(-1, per_tile, 2).astype(np.uint16)
     bad = np.flatnonzero(((halves[..., 0] | (halves[..., 1] << 8)) & 0x7C00) == 0x7C00)
