@@ -8,9 +8,9 @@
  *   table       own slots                       borrowed                        NULL
  *   reference   all                             -                               -
  *   avx2        all                             -                               -
- *   avx512      fp32                            softmax, q8, q4, q8r16, q4r16   -
- *                                               from avx2
- *   avx512vnni  q8, q4, q8r16, q4r16            fp32 from avx512, softmax       -
+ *   avx512      fp32                            softmax, q8, q4, q8r16, q4r16,  -
+ *                                               qk from avx2
+ *   avx512vnni  q8, q4, q8r16, q4r16            fp32 from avx512, softmax, qk   -
  *                                               from avx2
  *   neon        fp32, q8, q4, q8r16, q4r16      -                               softmax
  *   neondot     q8, q4, q8r16, q4r16            fp32 from neon                  softmax
@@ -20,7 +20,8 @@
  *
  * "fp32" = dot, matvec_f32, matmat_f32, rmsnorm, add, add_scaled,
  * rope_apply and swiglu; the quantized slots are matmat_q8, matmat_q4,
- * matmat_q8r16, matmat_q4r16. Each function carries its own target
+ * matmat_q8r16, matmat_q4r16 and matmat_qk (NULL, the reference's, where a
+ * row above does not name qk). Each function carries its own target
  * attribute; the contracts are colibri.h's and docs/kernels.md's.
  */
 #ifndef COLIBRI_KERNELS_BORROWED_H
@@ -38,6 +39,9 @@ void colibri_avx2_matmat_q8r16(float *out, size_t stride, const uint8_t *w, cons
                                uint32_t rows, uint32_t cols, uint32_t n);
 void colibri_avx2_matmat_q4r16(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                                uint32_t rows, uint32_t cols, uint32_t n);
+/* x86/avx2_qk.c, borrowed by avx512 and avx512vnni. */
+void colibri_avx2_matmat_qk(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                            uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
 
 /* x86/avx512.c (AVX-512F, FMA), borrowed by avx512vnni. */
 float colibri_avx512_dot(const float *a, const float *b, uint32_t n);
