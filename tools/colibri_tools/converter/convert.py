@@ -29,9 +29,17 @@ from tqdm import tqdm
 
 from ..errors import ColibriError, ImageFormatError, OptionError
 from ..image.image_reader import ModelImage, read_image
-from ..image.image_spec import DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MIN_ALIGNMENT, FfnKind, ModelRecord
+from ..image.image_spec import (
+    DEFAULT_ALIGNMENT,
+    MAX_ALIGNMENT,
+    MIN_ALIGNMENT,
+    QK_DTYPES,
+    FfnKind,
+    ModelRecord,
+)
 from ..image.image_writer import SourceTensor, WrittenImage, write_image
 from ..image.quant import (
+    QK_NAMES,
     QUANT_NAMES,
     assign_dtypes,
     in_row_groups,
@@ -219,6 +227,24 @@ def _mixed_sources(spec: ModelSpec, sources: list[SourceTensor], ckpt: Checkpoin
     return [replace(s, entry=e) for s, e in zip(sources, entries)]
 
 
+def _weighted_sources(spec: ModelSpec, sources: list[SourceTensor], ckpt: Checkpoint,
+                      calibration: Path, alignment: int) -> list[SourceTensor]:
+    """--quant qk2 .. qk6 with --calibration: each super-block matrix's
+    quantizer weighs its error by the energy of its input columns on the text
+    (quant_importance.py)."""
+    from .quant_calibrate import calibration_ids
+    from .quant_importance import importance
+
+    ids = calibration_ids(calibration, ckpt.tokenizer_path)
+    energy = importance(spec, sources, ids, alignment)
+    weighted = [replace(s, importance=energy.get((s.entry.role, s.entry.layer, s.entry.expert)))
+                if s.entry.dtype in QK_DTYPES else s for s in sources]
+    log.info("--calibration: %d calibration tokens weigh %d of %d super-block matrices",
+             len(ids), sum(w.importance is not None for w in weighted),
+             sum(s.entry.dtype in QK_DTYPES for s in sources))
+    return weighted
+
+
 def _check_output_dir(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise OptionError(f"-o {out_dir}: a file of that name exists; the output is a folder "
@@ -251,8 +277,11 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
     _check_alignment(alignment)
     if quant is not None and quant not in (*QUANT_NAMES, "mixed"):
         raise OptionError(f"--quant {quant}: one of {', '.join(QUANT_NAMES)}, mixed")
-    if (quant == "mixed") != (calibration is not None):
-        raise OptionError("--quant mixed and --calibration TEXT go together")
+    if quant == "mixed" and calibration is None:
+        raise OptionError("--quant mixed needs --calibration TEXT")
+    if calibration is not None and quant not in ("mixed", *QK_NAMES):
+        raise OptionError(f"--calibration goes with --quant mixed or {', '.join(QK_NAMES)}, not "
+                          f"{quant or 'float32'}")
     if (quant_attention or quant_embeddings or row_groups) and quant is None:
         raise OptionError("--quant-attention, --quant-embeddings and --row-groups need --quant "
                           "int8, int4 or mixed")
@@ -272,6 +301,8 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         if mixed:
             sources = _mixed_sources(spec, sources, ckpt, Path(calibration), int8_share, alignment,
                                      quant_attention, quant_embeddings)
+        elif calibration is not None:
+            sources = _weighted_sources(spec, sources, ckpt, Path(calibration), alignment)
         if row_groups:
             entries = in_row_groups([s.entry for s in sources])
             sources = [replace(s, entry=e) for s, e in zip(sources, entries)]
@@ -347,8 +378,9 @@ def _parser() -> argparse.ArgumentParser:
                    "whose RAM is counted (serial_runner, hello_moe, isr_forward)")
     p.add_argument("--quant", choices=sorted(QUANT_NAMES) + ["mixed"], help="store the feed-forward "
                    "matrices (experts, shared expert, dense layers) as Q8 (int8) or Q4 (int4) "
-                   "blocks of 32 with a binary16 scale (docs/format.md 3.3); routers and norms "
-                   "always stay float32, attention and embeddings unless asked below")
+                   "blocks of 32 with a binary16 scale (docs/format.md 3.3), or as super-blocks "
+                   "of 256 at 2 .. 6 bits (qk2 .. qk6: 2.5 .. 6.5 bits a weight, 3.5); routers "
+                   "and norms always stay float32, attention and embeddings unless asked below")
     p.add_argument("--quant-attention", action="store_true", help="with --quant: the attention "
                    "projections (q, k, v, o) too")
     p.add_argument("--quant-embeddings", action="store_true", help="with --quant: the token "
@@ -364,8 +396,11 @@ def _parser() -> argparse.ArgumentParser:
                    "the other tensors' data (format 1.9, docs/format.md 3.2), so that a device "
                    "can hold the start of the image in RAM and read the routed experts from "
                    "storage through its port (docs/core.md, Experts from storage)")
-    p.add_argument("--calibration", type=Path, help="with --quant mixed: a text; the experts it "
-                   "uses most are stored int8, the others int4")
+    p.add_argument("--calibration", type=Path, help="a text (tokenized with the checkpoint's "
+                   "tokenizer): with --quant mixed the experts it uses most are stored int8, the "
+                   "others int4; with --quant qk2 .. qk6 each matrix's rounding error is weighed "
+                   "by its inputs' energy on it (an importance matrix, per expert from the tokens "
+                   "routed to it)")
     p.add_argument("--int8-share", type=float, default=0.25, help="with --quant mixed: the "
                    "share of each layer's experts stored int8 (default 0.25)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")

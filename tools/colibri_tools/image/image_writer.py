@@ -47,10 +47,13 @@ _ZEROS = bytes(1 << 16)
 @dataclass(frozen=True)
 class SourceTensor:
     """A tensor to write: its table identity, shape and dtype, and how to load its
-    float32 data (quantized on the way when the entry's dtype is Q8 or Q4)."""
+    float32 data (quantized on the way when the entry's dtype is Q8 or Q4), and
+    for a super-block dtype the energy of its input columns on a calibration
+    text, which weighs the quantizer's error (None: unit weights)."""
 
     entry: TensorEntry
     load: Callable[[], np.ndarray]
+    importance: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -100,14 +103,15 @@ def _pad_to(f: BinaryIO, position: int, target: int) -> int:
     return position
 
 
-def _as_bytes(path: Path, entry: TensorEntry, array: np.ndarray) -> memoryview:
+def _as_bytes(path: Path, entry: TensorEntry, array: np.ndarray,
+              importance: np.ndarray | None = None) -> memoryview:
     if entry.dtype in QUANT_DTYPES and array.dtype == np.uint8:
         return _blocks_as_bytes(path, entry, array)
     if tuple(array.shape) != tuple(entry.shape):
         raise ImageFormatError(f"{entry.describe()}: data of shape {tuple(array.shape)} for a "
                                f"{entry.shape} entry", status=Status.E_BAD_SHAPE.c_name, path=path)
     if entry.dtype in QUANT_DTYPES:
-        return memoryview(quantize(entry.dtype, array, entry.describe()))
+        return memoryview(quantize(entry.dtype, array, entry.describe(), importance))
     data = np.ascontiguousarray(array, dtype="<f4").reshape(-1)
     return memoryview(data.view(np.uint8))
 
@@ -137,7 +141,7 @@ def _write_data(f: BinaryIO, path: Path, placed: list[TensorEntry],
     for i in sorted(range(len(placed)), key=lambda i: placed[i].offset):
         entry = placed[i]
         position = _pad_to(f, position, entry.offset)
-        data = _as_bytes(path, entry, sources[i].load())
+        data = _as_bytes(path, entry, sources[i].load(), sources[i].importance)
         f.write(data)
         position += len(data)
         out[i] = replace(entry, data_crc32=zlib.crc32(data) & 0xFFFFFFFF)

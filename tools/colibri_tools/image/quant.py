@@ -48,6 +48,7 @@ from .quant_superblock import dequantize_qk, quantize_qk
 # colibri-convert --quant NAME -> dtype
 QUANT_NAMES = {"int8": DTYPE_Q8, "int4": DTYPE_Q4,
                **{f"qk{qk_bits(d)}": d for d in QK_DTYPES}}
+QK_NAMES = tuple(f"qk{qk_bits(d)}" for d in QK_DTYPES)
 DTYPE_NAMES = {DTYPE_F32: "F32", DTYPE_Q8: "Q8", DTYPE_Q4: "Q4", DTYPE_Q8_R16: "Q8_R16",
                DTYPE_Q4_R16: "Q4_R16", **{d: f"QK{qk_bits(d)}" for d in QK_DTYPES}}
 # A dtype's twin in groups of 16 rows, and back.

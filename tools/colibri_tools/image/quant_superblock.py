@@ -203,9 +203,10 @@ def _importance(importance: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
         imp = np.broadcast_to(imp, shape)
     if imp.shape != tuple(shape) or not np.all(np.isfinite(imp)) or np.any(imp < 0):
         raise OptionError(f"importance of shape {imp.shape} for a {shape} matrix: finite, >= 0")
+    if not np.any(imp > 0):  # a matrix no calibration token reached: unit weights
+        return _padded(np.ones(shape, dtype=np.float32))
     # A column never seen (zero energy) keeps a small weight: its error still counts.
-    floor = np.float32(1e-6) * max(float(imp.mean()), np.finfo(np.float32).tiny)
-    return _padded(np.maximum(imp, floor))
+    return _padded(np.maximum(imp, np.float32(1e-6) * np.float32(imp.mean())))
 
 
 def qk_values(dtype: int, data: bytes | np.ndarray, shape: tuple[int, int]

@@ -98,7 +98,7 @@ HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n
                   "kda_rank", "ssm_dt_rank", "kda_bound", "ssm_dt_min")
 KERNEL_SLOTS = ("dot", "matvec_f32", "rmsnorm", "softmax", "swiglu", "add", "add_scaled",
                 "rope_apply", "matmat_f32", "matmat_q8", "matmat_q4", "matmat_q8r16",
-                "matmat_q4r16")
+                "matmat_q4r16", "matmat_qk")
 
 ROUTE_FN = ctypes.CFUNCTYPE(None, _ptr, _u32, _u32, _u32, _u32, ctypes.POINTER(_u32),
                             ctypes.POINTER(_f32))
@@ -275,8 +275,9 @@ class Engine:
 
     def __init__(self, path: str | os.PathLike[str], *, context: int | None = None,
                  threads: int | None = None, batch: int = DEFAULT_BATCH,
-                 kernels: str | None = None, mlock: bool = False, preload: bool = False,
-                 verify: bool = False, fingerprint: int = 0, routes: bool = False,
+                 kernels: str | Kernels | None = None, mlock: bool = False,
+                 preload: bool = False, verify: bool = False, fingerprint: int = 0,
+                 routes: bool = False,
                  lock: bool = True, memory_budget: int | None = None,
                  expert_slots: int | None = None, io_threads: int = 4,
                  cache_policy: str = "quota") -> None:
@@ -320,7 +321,7 @@ class Engine:
                               code=status)
         self._mapped = True
 
-    def _port(self, threads: int | None, kernels: str | None, routes: bool) -> None:
+    def _port(self, threads: int | None, kernels: str | Kernels | None, routes: bool) -> None:
         lib = self._lib
         n = lib.colibri_linux_cpu_count() if threads is None else int(threads)
         if not 1 <= n <= 64:
@@ -334,7 +335,9 @@ class Engine:
         self._port_ctx = PortCtx(ctypes.pointer(self._map), self._pool)
         self._port_struct = Port()
         lib.colibri_linux_port_init(ctypes.byref(self._port_struct), ctypes.byref(self._port_ctx))
-        if kernels is not None:
+        if isinstance(kernels, Kernels):  # a table of the caller's (kept alive by it)
+            self._port_struct.kernels = ctypes.pointer(kernels)
+        elif kernels is not None:
             table = lib.colibri_linux_kernels(kernels.encode())
             if not table:
                 raise EngineError(f"no kernel table '{kernels}' runs here (this library has: "
@@ -450,6 +453,11 @@ class Engine:
     @property
     def fingerprint(self) -> int:
         return self._model.fingerprint
+
+    @property
+    def image_address(self) -> int:
+        """Where the image is mapped in this process."""
+        return int(self._map.data or 0)
 
     @property
     def kernels(self) -> str:
