@@ -20,8 +20,9 @@ static int scales_finite(const colibri_model *m, uint32_t index, const uint8_t *
     const uint8_t *e = tensor_entry(m, index);
     uint32_t dtype = colibri_rd_u16(e + TEN_DTYPE);
     uint64_t size = colibri_rd_u64(e + TEN_SIZE);
-    uint32_t scales = dtype_row_groups(dtype) ? COLIBRI_QGROUP_ROWS : dtype_superblocks(dtype) ? 2u : 1u;
-    uint64_t step = (uint64_t)dtype_block_bytes(dtype) * scales;
+    uint32_t tile = dtype_row_groups(dtype) ? COLIBRI_QGROUP_ROWS : 1u;
+    uint32_t scales = dtype_superblocks(dtype) ? 2u : tile;
+    uint64_t step = (uint64_t)dtype_block_bytes(dtype) * tile;
     if (dtype == DTYPE_F32) {
         return 1;
     }

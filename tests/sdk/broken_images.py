@@ -3,10 +3,11 @@ colibri_verify) must report. Built from one valid image by editing bytes at
 the offsets docs/format.md gives; written here on their own, independent of
 the converter's code, so a mistake in the writer cannot hide here.
 
-    python tests/sdk/broken_images.py VALID_MODEL_BIN OUT_DIR [VALID_Q8_MODEL_BIN [VALID_R16_MODEL_BIN]]
+    python tests/sdk/broken_images.py VALID_MODEL_BIN OUT_DIR [VALID_Q8_MODEL_BIN [VALID_R16_MODEL_BIN [VALID_QK3_MODEL_BIN]]]
 writes one file per defect plus manifest.json (name -> expected statuses);
 with an image whose feed-forward matrices are Q8 (format 1.3), also the
-quantized defects, and with one whose are Q4_R16 (1.8), those of row groups.
+quantized defects, with one whose are Q4_R16 (1.8), those of row groups, and
+with one whose are QK3 (1.15), those of super-blocks.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ QUANT_SIZE, QUANT_BLOCKS, QUANT_SCALE, RESERVED = 31, 32, 33, 35
 HEADER, LAYER_ENTRY, TENSOR_ENTRY = 256, 16, 64
 ROLE_ATTN_NORM, ROLE_ROUTER, ROLE_EXPERT_GATE = 16, 40, 48
 DTYPE_Q8, DTYPE_Q4, DTYPE_Q8_R16, DTYPE_Q4_R16 = 1, 2, 3, 4
+DTYPE_QK2, DTYPE_QK3, DTYPE_UNKNOWN = 5, 6, 10
 ROLE_TOKEN_EMBED = 1
 
 
@@ -334,7 +336,8 @@ def _quant_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
         "q8_size_one_row_long": (edited(v, set_at(gate + 40, "Q", size + get(v, gate + 52, "I")
                                                   * 34)), init(QUANT_SIZE)),
         "q8_read_as_q4": (edited(v, set_at(gate + 6, "H", DTYPE_Q4)), init(QUANT_SIZE)),
-        "q8_dtype_unknown": (edited(v, set_at(gate + 6, "H", 5)), init(UNSUPPORTED_DTYPE)),
+        "q8_dtype_unknown": (edited(v, set_at(gate + 6, "H", DTYPE_UNKNOWN)),
+                             init(UNSUPPORTED_DTYPE)),
         "q8_router": (edited(v, set_at(router + 6, "H", DTYPE_Q8)), init(UNSUPPORTED_DTYPE)),
         "q4_norm": (edited(v, set_at(norm + 6, "H", DTYPE_Q4)), init(UNSUPPORTED_DTYPE)),
         "q8_scale_nan": (edited(v, scale(0x7E00, 1)), {"init": OK, "verify": QUANT_SCALE}),
@@ -381,10 +384,57 @@ def _row_group_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     }
 
 
+def _superblock_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
+    """Defects of a format 1.15 image whose expert matrices are QK3: rows of
+    super-blocks of 256 weights, 112 bytes each (binary16 d and dmin, 12
+    bytes of scales and mins, 96 of levels), block fields 256 and
+    ceil(cols / 256)."""
+    gate = tensor(v, first_expert_gate(v))
+    router = tensor(v, first_role(v, ROLE_ROUTER))
+    embed = tensor(v, first_role(v, ROLE_TOKEN_EMBED))
+    data_at, size = get(v, gate + 32, "Q"), get(v, gate + 40, "Q")
+    rows, row_blocks = get(v, gate + 12, "I"), get(v, gate + 52, "I")
+    assert get(v, gate + 6, "H") == DTYPE_QK3 and get(v, gate + 48, "I") == 256
+    sb = 112
+
+    def set_at(offset: int, fmt: str, value):
+        return lambda img: put(img, offset, fmt, value)
+
+    def half(bits: int, at: int):
+        """The binary16 at data byte `at` set to `bits`, data CRC made right."""
+        def edit(img: bytearray) -> None:
+            put(img, data_at + at, "H", bits)
+            put(img, gate + 28, "I", zlib.crc32(bytes(img[data_at:data_at + size])))
+        return edit
+
+    def flip_level(img: bytearray) -> None:
+        img[data_at + sb + 40] ^= 0x10
+
+    init = lambda status: {"init": status}  # noqa: E731
+    return {
+        "qk_block_size_32": (edited(v, set_at(gate + 48, "I", 32)), init(QUANT_BLOCKS)),
+        "qk_row_blocks_off_by_one": (edited(v, set_at(gate + 52, "I", row_blocks + 1)),
+                                     init(QUANT_BLOCKS)),
+        "qk_size_one_superblock_short": (edited(v, set_at(gate + 40, "Q", size - sb)),
+                                         init(QUANT_SIZE)),
+        "qk_size_as_q8": (edited(v, set_at(gate + 40, "Q", rows * row_blocks * 8 * 34)),
+                          init(QUANT_SIZE)),
+        "qk_read_as_qk2": (edited(v, set_at(gate + 6, "H", DTYPE_QK2)), init(QUANT_SIZE)),
+        "qk_token_embedding": (edited(v, set_at(embed + 6, "H", DTYPE_QK3)),
+                               init(UNSUPPORTED_DTYPE)),
+        "qk_router": (edited(v, set_at(router + 6, "H", DTYPE_QK3)), init(UNSUPPORTED_DTYPE)),
+        "qk_d_infinite": (edited(v, half(0x7C00, sb)), {"init": OK, "verify": QUANT_SCALE}),
+        "qk_dmin_nan": (edited(v, half(0xFE00, 2)), {"init": OK, "verify": QUANT_SCALE}),
+        "qk_level_corrupted": (edited(v, flip_level, crc=False), {"init": OK, "verify": CHECKSUM}),
+    }
+
+
 def write_broken_images(valid: bytes, out_dir: pathlib.Path, quantized: bytes | None = None,
-                        row_groups: bytes | None = None) -> dict[str, dict]:
+                        row_groups: bytes | None = None,
+                        superblocks: bytes | None = None) -> dict[str, dict]:
     """Write every defect of `valid` (and of the Q8 image `quantized`, the
-    Q4_R16 image `row_groups` when given) with a manifest of the statuses."""
+    Q4_R16 image `row_groups`, the QK3 image `superblocks` when given) with a
+    manifest of the statuses."""
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {}
     defects = _defects(valid)
@@ -392,6 +442,8 @@ def write_broken_images(valid: bytes, out_dir: pathlib.Path, quantized: bytes | 
         defects.update(_quant_defects(quantized))
     if row_groups is not None:
         defects.update(_row_group_defects(row_groups))
+    if superblocks is not None:
+        defects.update(_superblock_defects(superblocks))
     for name, (data, expect) in defects.items():
         (out_dir / f"{name}.bin").write_bytes(data)
         manifest[name] = expect
@@ -402,4 +454,5 @@ def write_broken_images(valid: bytes, out_dir: pathlib.Path, quantized: bytes | 
 if __name__ == "__main__":
     write_broken_images(pathlib.Path(sys.argv[1]).read_bytes(), pathlib.Path(sys.argv[2]),
                         pathlib.Path(sys.argv[3]).read_bytes() if len(sys.argv) > 3 else None,
-                        pathlib.Path(sys.argv[4]).read_bytes() if len(sys.argv) > 4 else None)
+                        pathlib.Path(sys.argv[4]).read_bytes() if len(sys.argv) > 4 else None,
+                        pathlib.Path(sys.argv[5]).read_bytes() if len(sys.argv) > 5 else None)

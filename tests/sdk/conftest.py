@@ -94,6 +94,14 @@ def valid_r16_image(tmp_path_factory) -> pathlib.Path:
     return _quantized_image(tmp_path_factory, "int4", attention=True, row_groups=True)
 
 
+@pytest.fixture(scope="session")
+def valid_qk_image(tmp_path_factory) -> pathlib.Path:
+    """The same tiny Qwen2-MoE with its matrices (but the token embedding)
+    QK3 super-blocks (format 1.15: QK6 for K, V and the LM head), each row's
+    one super-block padded past the model's 36 columns."""
+    return _quantized_image(tmp_path_factory, "qk3", attention=True)
+
+
 def _quantized_image(tmp_path_factory, quant: str, attention: bool = False,
                      row_groups: bool = False) -> pathlib.Path:
     from colibri_tools.converter.convert import convert

@@ -88,7 +88,7 @@ def block_scales(w: np.ndarray, a: np.ndarray, bits: int) -> tuple[np.ndarray, n
         best_s = np.where(better, s, best_s)
         best_c = np.where(better, c, best_c)
         best_err = np.where(better, err, best_err)
-    return best_s, -best_c
+    return best_s, np.maximum(-best_c, 0.0)  # no -0: a zero block stores zero bytes
 
 
 def _levels(w: np.ndarray, s: np.ndarray, m: np.ndarray, nmax: int) -> np.ndarray:
@@ -199,7 +199,7 @@ def quantize_qk(dtype: int, w: np.ndarray, importance: np.ndarray | None = None,
 
 def _importance(importance: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     imp = np.asarray(importance, dtype=np.float32)
-    if imp.ndim == 1:
+    if imp.ndim == 1 and imp.shape[0] == shape[1]:
         imp = np.broadcast_to(imp, shape)
     if imp.shape != tuple(shape) or not np.all(np.isfinite(imp)) or np.any(imp < 0):
         raise OptionError(f"importance of shape {imp.shape} for a {shape} matrix: finite, >= 0")
