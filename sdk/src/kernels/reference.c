@@ -312,8 +312,8 @@ static float dot_qk(const uint8_t *row, const colibri_qblock *x, uint32_t nb, ui
             xsum += x[b].q[e];
         }
         float scale = colibri_qblock_scale(sb) * (float)colibri_qk_scale(sb, b % 8u);
-        float min = colibri_half_to_float(colibri_rd_u16(sb + 2u)) *
-                    (float)colibri_qk_min(sb, b % 8u);
+        float min =
+            colibri_half_to_float(colibri_rd_u16(sb + 2u)) * (float)colibri_qk_min(sb, b % 8u);
         acc = colibri_fmaf((float)isum, scale * x[b].d, acc);
         acc = colibri_fmaf((float)-xsum, min * x[b].d, acc);
     }
@@ -325,8 +325,8 @@ void colibri_reference_matmat_qk(float *out, size_t out_stride, const uint8_t *w
                                  uint32_t bits)
 {
     uint32_t nb = colibri_qblocks(cols);
-    size_t row_bytes = (size_t)((cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK) *
-                       COLIBRI_QK_BYTES(bits);
+    size_t row_bytes =
+        (size_t)((cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK) * COLIBRI_QK_BYTES(bits);
     for (uint32_t r = 0; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
             out[t * out_stride + r] = dot_qk(w + r * row_bytes, x + (size_t)t * nb, nb, bits);
