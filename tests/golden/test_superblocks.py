@@ -9,13 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from colibri_tools.image.image_reader import read_image
+from colibri_tools.image.image_spec import BLOCK_BYTES, QK_DTYPES, Role
 from cpu_tables import runnable
 from golden_helpers import record, run_engine
 from test_bit_identity import _logits
 from test_quant_fidelity import _prompts, fidelity
-
-from colibri_tools.image.image_reader import read_image
-from colibri_tools.image.image_spec import BLOCK_BYTES, QK_DTYPES, Role
 
 WIDE = {"mixtral": dict(hidden_size=256, intermediate_size=256, head_dim=32),
         "qwen2_moe": dict(hidden_size=256, intermediate_size=256, moe_intermediate_size=256,
@@ -75,7 +74,7 @@ def _fidelity(model, image, colibri_run, tmp_path) -> tuple[float, float]:
     return float(np.mean(agree)), float(np.mean(kl))
 
 
-@pytest.mark.parametrize("family", list(WIDE))
+@pytest.mark.parametrize("family", ["mixtral", "olmoe"])
 def test_widths_near_transformers(family, wide, colibri_run, tmp_path):
     found = {}
     for quant in ["int4", *WIDTHS]:
@@ -137,3 +136,28 @@ def test_calibration_weighs_every_used_expert(wide, tmp_path):
                if after.tensor_bytes(a) != before.tensor_bytes(b)]
     assert changed and all(t.dtype in QK_DTYPES for t in changed)
     assert {t.role for t in changed} >= {Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN}
+
+
+def _bits_per_weight(image, dtypes=QK_DTYPES) -> float:
+    tensors = [t for t in read_image(image).tensors if t.dtype in dtypes]
+    return 8 * sum(t.size for t in tensors) / sum(np.prod(t.shape) for t in tensors)
+
+
+@pytest.mark.parametrize("target", [2.75, 4.2, 5.5])
+def test_target_bpw_is_met_within_one_percent(target, wide):
+    """--target-bpw: the super-block matrices (here the feed-forward and the
+    attention ones) take the target's bits a weight, within 1 % below it."""
+    _, image = wide("olmoe", None, target_bpw=target, quant_attention=True)
+    got = _bits_per_weight(image)
+    assert 0.99 * target <= got <= target, got
+
+
+def test_calibrated_widths_differ_and_meet_the_target(wide, tmp_path):
+    """With a calibration text the matrices are no longer alike (the tokens
+    reach them unevenly): the widths differ, and the target is still met."""
+    text = tmp_path / "calibration.txt"
+    text.write_text("Colibri runs mixtures of experts on small devices. " * 60, "utf-8")
+    _, image = wide("olmoe", None, target_bpw=3.5, calibration=text)
+    widths = {t.dtype for t in read_image(image).tensors if t.dtype in QK_DTYPES}
+    assert len(widths) > 1
+    assert 0.99 * 3.5 <= _bits_per_weight(image) <= 3.5

@@ -3,9 +3,9 @@ colibri_verify) must report. Built from one valid image by editing bytes at
 the offsets docs/format.md gives; written here on their own, independent of
 the converter's code, so a mistake in the writer cannot hide here.
 
-    python tests/sdk/broken_images.py VALID_MODEL_BIN OUT_DIR [VALID_Q8_MODEL_BIN [VALID_R16_MODEL_BIN [VALID_QK3_MODEL_BIN]]]
-writes one file per defect plus manifest.json (name -> expected statuses);
-with an image whose feed-forward matrices are Q8 (format 1.3), also the
+    python tests/sdk/broken_images.py VALID OUT_DIR [VALID_Q8 [VALID_R16 [VALID_QK3]]]
+(model.bin files) writes one file per defect plus manifest.json (name ->
+expected statuses); with an image whose feed-forward matrices are Q8 (format 1.3), also the
 quantized defects, with one whose are Q4_R16 (1.8), those of row groups, and
 with one whose are QK3 (1.15), those of super-blocks.
 """

@@ -238,5 +238,9 @@ def test_mixed_keeps_the_experts_a_text_uses_most_in_int8(tmp_path):
             assert q8 == set(order[:2]), (layer, counts)
     from colibri_tools.image.quant import weights_name
     assert weights_name(image.tensors) == "mixed"
-    with pytest.raises(OptionError, match="go together"):
+    with pytest.raises(OptionError, match="needs --calibration"):
         convert(demo, tmp_path / "x", progress=False, quant="mixed")
+    with pytest.raises(OptionError, match="not int4"):
+        convert(demo, tmp_path / "x", progress=False, quant="int4", calibration=tmp_path / "cal.txt")
+    with pytest.raises(OptionError, match="not with --quant"):
+        convert(demo, tmp_path / "x", progress=False, quant="int4", target_bpw=3.0)

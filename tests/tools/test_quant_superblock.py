@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from colibri_tools.errors import OptionError
 from colibri_tools.image.image_spec import BLOCK_BYTES, QK_DTYPES
 from colibri_tools.image.quant_superblock import dequantize_qk, quantize_qk

@@ -245,6 +245,23 @@ def _weighted_sources(spec: ModelSpec, sources: list[SourceTensor], ckpt: Checkp
     return weighted
 
 
+def _chosen_widths(sources: list[SourceTensor], target_bpw: float) -> list[SourceTensor]:
+    """--target-bpw: each super-block matrix at the width quant_widths chose."""
+    from .quant_widths import budget_bytes, choose_widths, width_cost
+
+    costs = [width_cost(s) for s in sources if s.entry.dtype in QK_DTYPES]
+    if not costs:
+        raise OptionError("--target-bpw: no matrix of this model can be stored as super-blocks")
+    chosen = choose_widths(costs, budget_bytes(costs, target_bpw))
+    key = lambda e: (e.role, e.layer, e.expert)  # noqa: E731
+    out = [replace(s, entry=replace(s.entry, dtype=chosen[key(s.entry)]))
+           if key(s.entry) in chosen else s for s in sources]
+    got = sum(tensor_size(s.entry) for s in out if key(s.entry) in chosen)
+    log.info("--target-bpw %.3f: %d matrices, %.3f bits a weight (%d bytes)", target_bpw,
+             len(costs), 8 * got / sum(c.weights for c in costs), got)
+    return out
+
+
 def _check_output_dir(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise OptionError(f"-o {out_dir}: a file of that name exists; the output is a folder "
@@ -257,7 +274,8 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
             batch: int = 1, board=None, app: str = "serial_runner", quant: str | None = None,
             quant_attention: bool = False, quant_embeddings: bool = False,
             calibration: str | Path | None = None, int8_share: float = 0.25,
-            row_groups: bool | None = None, experts_last: bool = False) -> ConvertResult:
+            row_groups: bool | None = None, experts_last: bool = False,
+            target_bpw: float | None = None) -> ConvertResult:
     """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
     scratch sized for prompt chunks of `batch` tokens) and (when the
     checkpoint has tokenizer.json) model_tokenizer.json into out_dir. With
@@ -273,13 +291,20 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
     SIMD kernels of every target read fastest or as fast; False row by row.
     `experts_last` places every expert block after the other tensors' data
     (format 1.9, docs/format.md 3.2): a device holds the start of the image
-    and its port reads the routed experts from storage."""
+    and its port reads the routed experts from storage. `target_bpw` chooses a
+    super-block width (QK2 .. QK6) for each matrix --quant qk* would store, by
+    measured error (weighed by the `calibration` text when given), so that
+    those matrices take target_bpw bits a weight (quant_widths.py)."""
     _check_alignment(alignment)
+    if target_bpw is not None:
+        if quant is not None:
+            raise OptionError("--target-bpw chooses the widths itself: not with --quant")
+        quant = "qk4"  # the candidates: what a super-block --quant would store
     if quant is not None and quant not in (*QUANT_NAMES, "mixed"):
         raise OptionError(f"--quant {quant}: one of {', '.join(QUANT_NAMES)}, mixed")
     if quant == "mixed" and calibration is None:
         raise OptionError("--quant mixed needs --calibration TEXT")
-    if calibration is not None and quant not in ("mixed", *QK_NAMES):
+    if calibration is not None and quant not in ("mixed", *QK_NAMES):  # or --target-bpw
         raise OptionError(f"--calibration goes with --quant mixed or {', '.join(QK_NAMES)}, not "
                           f"{quant or 'float32'}")
     if (quant_attention or quant_embeddings or row_groups) and quant is None:
@@ -295,14 +320,16 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         spec, sources, dropped = _plan(ckpt, None if mixed else quant, quant_attention,
                                        quant_embeddings)
         context = _choose_context(spec.record, context)
-        if board is not None:  # mixed: sized as int8, an upper bound
+        if board is not None:  # mixed: sized as int8, chosen widths as qk6, upper bounds
             _check_fits(board, spec, ckpt.path, alignment, context, batch, app,
-                        "int8" if mixed else quant)
+                        "int8" if mixed else "qk6" if target_bpw is not None else quant)
         if mixed:
             sources = _mixed_sources(spec, sources, ckpt, Path(calibration), int8_share, alignment,
                                      quant_attention, quant_embeddings)
         elif calibration is not None:
             sources = _weighted_sources(spec, sources, ckpt, Path(calibration), alignment)
+        if target_bpw is not None:
+            sources = _chosen_widths(sources, target_bpw)
         if row_groups:
             entries = in_row_groups([s.entry for s in sources])
             sources = [replace(s, entry=e) for s, e in zip(sources, entries)]
@@ -401,6 +428,11 @@ def _parser() -> argparse.ArgumentParser:
                    "others int4; with --quant qk2 .. qk6 each matrix's rounding error is weighed "
                    "by its inputs' energy on it (an importance matrix, per expert from the tokens "
                    "routed to it)")
+    p.add_argument("--target-bpw", type=float, help="instead of --quant: a super-block width "
+                   "(qk2 .. qk6) for each matrix --quant qk* would store, chosen by its measured "
+                   "error (weighed by --calibration's text when given: hot experts and shared "
+                   "matrices then take more bits) so that they take this many bits a weight "
+                   "(2.5 .. 6.5, scales included)")
     p.add_argument("--int8-share", type=float, default=0.25, help="with --quant mixed: the "
                    "share of each layer's experts stored int8 (default 0.25)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
@@ -439,7 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              quant_attention=args.quant_attention,
                              quant_embeddings=args.quant_embeddings,
                              calibration=args.calibration, int8_share=args.int8_share,
-                             row_groups=args.row_groups, experts_last=args.experts_last)
+                             row_groups=args.row_groups, experts_last=args.experts_last,
+                             target_bpw=args.target_bpw)
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.13 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.15 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -10,6 +10,26 @@ import struct
 import zlib
 from dataclasses import dataclass, fields
 from enum import IntEnum
+
+from .dtypes import (  # noqa: F401 (re-exported: the image_spec names)
+    BLOCK_BYTES,
+    DTYPE_F32,
+    DTYPE_Q4,
+    DTYPE_Q4_R16,
+    DTYPE_Q8,
+    DTYPE_Q8_R16,
+    DTYPE_QK2,
+    DTYPE_QK6,
+    GROUP_ROWS,
+    QBLOCK,
+    QK_BLOCK,
+    QK_DTYPES,
+    QUANT_DTYPES,
+    R16_DTYPES,
+    block_weights,
+    qk_bits,
+    row_blocks,
+)
 
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
@@ -25,22 +45,6 @@ MIN_ALIGNMENT = 64
 MAX_ALIGNMENT = 1 << 20
 NO_LAYER = 0xFFFF               # layer of a global tensor
 NO_EXPERT = 0xFFFF              # expert of a non-expert tensor
-DTYPE_F32 = 0
-DTYPE_Q8 = 1                    # format 1.3 (section 3.3): blocks of 32 int8 and a binary16 scale
-DTYPE_Q4 = 2                    # format 1.3: blocks of 32 4-bit weights and a binary16 scale
-DTYPE_Q8_R16 = 3                # format 1.8 (section 3.4): Q8 blocks in groups of 16 rows
-DTYPE_Q4_R16 = 4                # format 1.8: Q4 blocks in groups of 16 rows
-DTYPE_QK2 = 5                   # format 1.15 (section 3.5): super-blocks of 256 at 2 bits
-DTYPE_QK6 = 9                   # .. at 6 bits (QK3, QK4, QK5 between: bits = dtype - 3)
-R16_DTYPES = (DTYPE_Q8_R16, DTYPE_Q4_R16)
-QK_DTYPES = tuple(range(DTYPE_QK2, DTYPE_QK6 + 1))
-QUANT_DTYPES = (DTYPE_Q8, DTYPE_Q4) + R16_DTYPES + QK_DTYPES
-QBLOCK = 32                     # weights per block of a quantized row
-QK_BLOCK = 256                  # weights per super-block (QK dtypes)
-GROUP_ROWS = 16                 # rows of a group of the R16 dtypes
-BLOCK_BYTES = {DTYPE_Q8: 34, DTYPE_Q4: 18,  # bytes per block, scale included
-               DTYPE_Q8_R16: 34, DTYPE_Q4_R16: 18,
-               **{d: 16 + 32 * (d - 3) for d in QK_DTYPES}}  # = COLIBRI_QK_BYTES(bits)
 MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
 MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16 tensor
 MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LAST
@@ -558,22 +562,6 @@ def unpack_layer(buf: bytes | memoryview, offset: int) -> LayerEntry:
     values = _unpack_fields(buf, offset, LAYER_FIELDS)
     return LayerEntry(values["ffn_kind"], values["first_tensor"], values["n_tensors"],
                       values["attn_kind"])
-
-
-def qk_bits(dtype: int) -> int:
-    """The bits of a super-block dtype (QK2 .. QK6)."""
-    return dtype - 3
-
-
-def block_weights(dtype: int) -> int:
-    """Weights per block of a quantized dtype (its tensor entry's `block`)."""
-    return QK_BLOCK if dtype in QK_DTYPES else QBLOCK
-
-
-def row_blocks(cols: int, dtype: int = DTYPE_Q8) -> int:
-    """Blocks of one quantized row of `cols` weights (the last one padded):
-    of 32, or super-blocks of 256 for the QK dtypes."""
-    return -(-cols // block_weights(dtype))
 
 
 def pack_tensor(buf: bytearray, offset: int, entry: TensorEntry) -> None:

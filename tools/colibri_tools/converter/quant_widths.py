@@ -1,0 +1,98 @@
+"""colibri-convert --target-bpw B: a bit width for every matrix from a target
+(docs/quantization.md). Each candidate matrix (those --quant would store as
+super-blocks) is quantized at every width, QK2 .. QK6, and its error
+measured as the quantizer weighs it: sum over columns of the column's
+importance times the squared weight errors of that column. With a
+calibration text the importance is the column's input energy summed over
+the tokens that reached the matrix (quant_importance.py), so the error
+estimates what the matrix's outputs lose on that text, and a rarely routed
+expert, which few tokens reach, counts for little; without one every column
+weighs 1 and only the weights' own sensitivity decides.
+
+Then a greedy choice: every matrix starts at QK2, and the upgrade that buys
+the most error per byte is taken while the total stays within the budget
+(target x weights / 8 bytes): for these convex-ish curves, the smallest
+summed error for the bytes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import OptionError
+from ..image.image_spec import QK_DTYPES, qk_bits
+from ..image.image_writer import SourceTensor
+from ..image.quant import matrix_bytes
+from ..image.quant_superblock import dequantize_qk, quantize_qk
+
+Key = tuple[int, int, int]  # (role, layer, expert)
+
+
+@dataclass(frozen=True)
+class WidthCost:
+    """One matrix at each width (QK_DTYPES order): its bytes and its error."""
+
+    key: Key
+    weights: int
+    bytes: tuple[int, ...]
+    errors: tuple[float, ...]
+
+
+def width_cost(source: SourceTensor) -> WidthCost:
+    """Quantize the matrix at every width and measure its weighted error."""
+    w = np.asarray(source.load(), dtype=np.float32)
+    imp = source.importance
+    column_weight = np.ones(w.shape[1]) if imp is None or not np.any(imp > 0) else imp
+    errors = []
+    for dtype in QK_DTYPES:
+        back = dequantize_qk(dtype, quantize_qk(dtype, w, imp), w.shape)
+        errors.append(float(np.sum(column_weight * np.sum((back - w) ** 2, axis=0))))
+    e = source.entry
+    return WidthCost((e.role, e.layer, e.expert), w.size,
+                     tuple(matrix_bytes(d, *w.shape) for d in QK_DTYPES), tuple(errors))
+
+
+def choose_widths(costs: Sequence[WidthCost], budget: int) -> dict[Key, int]:
+    """The dtype of each matrix: the smallest summed error within `budget`
+    bytes (greedy, the best error saved per byte first)."""
+    level = {c.key: 0 for c in costs}
+    spent = sum(c.bytes[0] for c in costs)
+    if spent > budget:
+        raise OptionError(f"--target-bpw: even every matrix at {qk_bits(QK_DTYPES[0])} bits is "
+                          f"{spent} bytes, over the budget of {budget}")
+    heap = [_upgrade(c, 0) for c in costs if len(QK_DTYPES) > 1]
+    heapq.heapify(heap)
+    by_key = {c.key: c for c in costs}
+    while heap:
+        _, key, at = heapq.heappop(heap)
+        c = by_key[key]
+        extra = c.bytes[at + 1] - c.bytes[at]
+        if spent + extra > budget:
+            continue  # this one no longer fits; a smaller step of another may
+        spent += extra
+        level[key] = at + 1
+        if at + 2 < len(QK_DTYPES):
+            heapq.heappush(heap, _upgrade(c, at + 1))
+    return {k: QK_DTYPES[v] for k, v in level.items()}
+
+
+def _upgrade(c: WidthCost, at: int) -> tuple[float, Key, int]:
+    """Heap entry of the step from width `at` to the next: minus the error
+    saved per byte (the best first), then the key (ties: table order)."""
+    saved = c.errors[at] - c.errors[at + 1]
+    return (-saved / max(c.bytes[at + 1] - c.bytes[at], 1), c.key, at)
+
+
+def budget_bytes(costs: Sequence[WidthCost], target_bpw: float) -> int:
+    """target_bpw x the candidates' weights / 8, checked against the widths' range."""
+    weights = sum(c.weights for c in costs)
+    low = 8 * sum(c.bytes[0] for c in costs) / weights
+    high = 8 * sum(c.bytes[-1] for c in costs) / weights
+    if not low <= target_bpw <= high:
+        raise OptionError(f"--target-bpw {target_bpw}: these matrices take {low:.3f} .. "
+                          f"{high:.3f} bits a weight (QK2 .. QK6, scales and padding included)")
+    return int(target_bpw * weights / 8)
