@@ -1,7 +1,8 @@
 /*
  * colibri_qbench.c - speed of the quantized products (matmat_q8, matmat_q4,
- * and the same blocks in groups of 16 rows: matmat_q8r16, matmat_q4r16) of
- * every kernel table this CPU runs, on one thread, against the reference:
+ * the same blocks in groups of 16 rows: matmat_q8r16, matmat_q4r16, and the
+ * super-blocks of matmat_qk at 2 .. 6 bits: qk2 .. qk6) of every kernel
+ * table this CPU runs, on one thread, against the reference:
  *
  *   colibri-qbench [--rows R] [--cols C] [--tokens N] [--reps K]
  *
@@ -14,7 +15,8 @@
  * bytes per second (decode's figure: what memory must deliver); speedup: the
  * reference's time over this table's; digest: FNV-1a of the output bits,
  * the same on every line of a dtype and of its r16 twin (the tables and the
- * layouts agree bit for bit). First,
+ * layouts agree bit for bit); a qk line's block is a block of 32 of its
+ * super-blocks (its bytes: 1/8 of one). First,
  * the activation quantizer's ns per block of 32 (every product runs it once
  * per token, whatever the table).
  */
@@ -89,6 +91,37 @@ static void pack_r16(uint8_t *dst, const uint8_t *src, size_t rows, size_t nb, s
 
 typedef void (*qmatmat_fn)(float *, size_t, const uint8_t *, const colibri_qblock *, uint32_t,
                            uint32_t, uint32_t);
+typedef void (*qkmatmat_fn)(float *, size_t, const uint8_t *, const colibri_qblock *, uint32_t,
+                            uint32_t, uint32_t, uint32_t);
+
+/* Random super-blocks: d and dmin of about 2^-7 (binary16), the rest random. */
+static void fill_superblocks(uint8_t *w, size_t count, uint32_t bits)
+{
+    for (size_t s = 0; s < count; s++) {
+        uint8_t *sb = w + s * COLIBRI_QK_BYTES(bits);
+        for (size_t i = 0; i < COLIBRI_QK_BYTES(bits); i++) {
+            sb[i] = (uint8_t)next_u32();
+        }
+        for (size_t i = 0; i < 4; i += 2) {
+            uint16_t h = (uint16_t)(0x2000u + (next_u32() & 0x3FFu));
+            sb[i] = (uint8_t)h, sb[i + 1] = (uint8_t)(h >> 8);
+        }
+    }
+}
+
+/* Fastest of reps runs of a super-block product (and of 0.2 s more), in ns. */
+static uint64_t best_time_qk(qkmatmat_fn f, float *out, const uint8_t *w, const colibri_qblock *x,
+                             uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits, int reps)
+{
+    uint64_t best = UINT64_MAX, start = now_ns();
+    for (int k = 0; k < reps || now_ns() - start < 200000000u; k++) {
+        uint64_t t0 = now_ns();
+        f(out, rows, w, x, rows, cols, n, bits);
+        uint64_t t = now_ns() - t0;
+        best = t < best ? t : best;
+    }
+    return best;
+}
 
 /* Fastest of reps runs (and of as many more as 0.2 s takes), in ns. */
 static uint64_t best_time(qmatmat_fn f, float *out, const uint8_t *w, const colibri_qblock *x,
@@ -112,6 +145,41 @@ static int arg_u32(int argc, char **argv, const char *name, uint32_t fallback)
         }
     }
     return (int)fallback;
+}
+
+/* The qk2 .. qk6 lines: each table's matmat_qk (a NULL one is the
+ * reference's, not printed again). */
+static void bench_superblocks(const char *const *order, int n_tables, const colibri_qblock *x,
+                              float *out, uint32_t rows, uint32_t cols, uint32_t n, int reps)
+{
+    size_t count = (size_t)rows * ((cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK);
+    size_t blocks = (size_t)rows * colibri_qblocks(cols);
+    uint8_t *w = malloc(count * COLIBRI_QK_BYTES(6u));
+    if (w == NULL) {
+        fprintf(stderr, "colibri-qbench: out of memory\n");
+        return;
+    }
+    for (uint32_t bits = 2; bits <= 6u; bits++) {
+        uint64_t reference_ns = 0;
+        rng = 2463534242u + bits;
+        fill_superblocks(w, count, bits);
+        for (int i = 0; i < n_tables; i++) {
+            const colibri_kernels *k = colibri_linux_kernels(order[i]);
+            qkmatmat_fn f = k != NULL ? k->matmat_qk : NULL;
+            if (f == NULL) {
+                continue;
+            }
+            uint64_t ns = best_time_qk(f, out, w, x, rows, cols, n, bits, reps);
+            reference_ns = i == 0 ? ns : reference_ns;
+            printf("table=%s dtype=qk%u tokens=%u ns_per_block=%.3f weights_gb_per_s=%.2f "
+                   "speedup=%.2f digest=%016llx\n",
+                   order[i], (unsigned)bits, (unsigned)n, (double)ns / (double)(blocks * n),
+                   (double)(count * COLIBRI_QK_BYTES(bits)) / (double)ns,
+                   (double)reference_ns / (double)ns,
+                   (unsigned long long)digest(out, (size_t)n * rows));
+        }
+    }
+    free(w);
 }
 
 int main(int argc, char **argv)
@@ -196,6 +264,7 @@ int main(int argc, char **argv)
                    (unsigned long long)digest(out, (size_t)n * (size_t)rows));
         }
     }
+    bench_superblocks(order, n_tables, x, out, (uint32_t)rows, (uint32_t)cols, (uint32_t)n, reps);
     free(w), free(w16), free(xf), free(x), free(xs), free(out);
     return 0;
 }

@@ -61,29 +61,25 @@ static inline uint32_t colibri_qk_min(const uint8_t *sb, uint32_t j)
                                              << 2;
 }
 
-/* Bytes of block j's levels at bits b: 4b, from 16 + 4b * j. */
-static inline const uint8_t *colibri_qk_levels_at(const uint8_t *sb, uint32_t j, uint32_t bits)
+/* Element e of block j in a part of w bits a level (w = 1, 2 or 4; 32w
+ * bytes, the eight blocks interleaved): bits (w j) % 8 .. + w - 1 of byte
+ * 32 ((w j) / 8) + e. So a 32-byte chunk holds element e of 8 / w blocks. */
+static inline uint32_t colibri_qk_field(const uint8_t *part, uint32_t w, uint32_t j, uint32_t e)
 {
-    return sb + 16u + 4u * bits * j;
+    return ((uint32_t)part[32u * (w * j / 8u) + e] >> (w * j % 8u)) & ((1u << w) - 1u);
 }
 
-/* Block j's 32 levels q[e] in [0, 2^bits): a low part of 2 bits (bits <= 3:
- * 8 bytes, byte i's bits 2k, 2k + 1 are element i + 8k's) or 4 bits (16
- * bytes, byte i: element i low nibble, i + 16 high), then the high part,
- * shifted past the low: 1 bit (4 bytes, bit e of the little-endian word is
- * element e's) or 2 bits (8 bytes, laid out as a 2-bit low part). */
+/* Block j's 32 levels q[e] in [0, 2^bits), from byte 16 of the super-block:
+ * a low part of L = 2 bits (bits <= 3) or 4, then a high part of bits - L
+ * (0, 1 or 2) shifted left by L. */
 static inline void colibri_qk_levels(uint8_t *q, const uint8_t *sb, uint32_t j, uint32_t bits)
 {
-    const uint8_t *p = colibri_qk_levels_at(sb, j, bits);
     uint32_t low = bits <= 3u ? 2u : 4u, high = bits - low;
-    const uint8_t *h = p + 4u * low;
+    const uint8_t *hi = sb + 16u + 32u * low;
     for (uint32_t e = 0; e < COLIBRI_QBLOCK; e++) {
-        uint32_t v = low == 2u ? (p[e % 8u] >> (2u * (e / 8u))) & 3u
-                               : (p[e % 16u] >> (4u * (e / 16u))) & 0xFu;
-        if (high == 1u) {
-            v |= ((uint32_t)(h[e / 8u] >> (e % 8u)) & 1u) << low;
-        } else if (high == 2u) {
-            v |= ((uint32_t)(h[e % 8u] >> (2u * (e / 8u))) & 3u) << low;
+        uint32_t v = colibri_qk_field(sb + 16u, low, j, e);
+        if (high != 0u) {
+            v |= colibri_qk_field(hi, high, j, e) << low;
         }
         q[e] = (uint8_t)v;
     }

@@ -45,13 +45,11 @@ static void qkweights_fill(qkweights *w, uint32_t bits, uint32_t cols, int scale
     }
 }
 
-/* Field k of `width` bits of element e in a part laid out as crumbs (width
- * 2: byte e % 8, shift 2 (e / 8)), nibbles (4: byte e % 16, shift 4 (e /
- * 16)) or bits (1: byte e / 8, shift e % 8). */
-static void qk_put(uint8_t *part, uint32_t width, uint32_t e, uint32_t value)
+/* Element e of block j in a part of `width` bits a level (1, 2 or 4: the
+ * blocks interleaved): byte 32 (width j div 8) + e, shift width j mod 8. */
+static void qk_put(uint8_t *part, uint32_t width, uint32_t j, uint32_t e, uint32_t value)
 {
-    uint32_t byte = width == 2u ? e % 8u : width == 4u ? e % 16u : e / 8u;
-    uint32_t shift = width == 2u ? 2u * (e / 8u) : width == 4u ? 4u * (e / 16u) : e % 8u;
+    uint32_t byte = 32u * (width * j / 8u) + e, shift = width * j % 8u;
     part[byte] = (uint8_t)(part[byte] | value << shift);
 }
 
@@ -68,12 +66,11 @@ static void qk_pack(uint8_t *out, const qkweights *w)
                 uint32_t sc = w->scale[r][s * QK_SUB + j], mn = w->min[r][s * QK_SUB + j];
                 sb[4 + j] = (uint8_t)(sc | (mn & 3u) << 6);
                 sb[12 + j % 4u] = (uint8_t)(sb[12 + j % 4u] | (mn >> 2) << (j < 4u ? 0u : 4u));
-                uint8_t *levels = sb + 16u + 4u * bits * j;
                 for (uint32_t e = 0; e < QK; e++) {
                     uint32_t v = w->level[r][s * QK_SUPER + j * QK + e];
-                    qk_put(levels, low, e, v & ((1u << low) - 1u));
+                    qk_put(sb + 16u, low, j, e, v & ((1u << low) - 1u));
                     if (bits > low) {
-                        qk_put(levels + 4u * low, bits - low, e, v >> low);
+                        qk_put(sb + 16u + 32u * low, bits - low, j, e, v >> low);
                     }
                 }
             }

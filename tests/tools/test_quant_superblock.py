@@ -13,6 +13,12 @@ from colibri_tools.image.quant_superblock import dequantize_qk, quantize_qk
 RNG = np.random.default_rng(7)
 
 
+def _field(part: np.ndarray, width: int, j: int, e: int) -> int:
+    """Element e of block j in a part of `width` bits a level: byte
+    32 * (width * j // 8) + e, from bit width * j % 8."""
+    return (int(part[32 * (width * j // 8) + e]) >> (width * j % 8)) & ((1 << width) - 1)
+
+
 def _spec_decode(data: np.ndarray, bits: int, cols: int) -> np.ndarray:
     """Weights of one row of super-blocks, element by element from
     docs/format.md 3.5 (no numpy tricks shared with the module)."""
@@ -26,17 +32,10 @@ def _spec_decode(data: np.ndarray, bits: int, cols: int) -> np.ndarray:
         for j in range(8):
             scale = sb[4 + j] & 63
             mn = (sb[4 + j] >> 6) | (((sb[12 + j % 4] >> (4 * (j // 4))) & 15) << 2)
-            p = sb[16 + 4 * bits * j:16 + 4 * bits * (j + 1)]
             for e in range(32):
-                if low == 2:
-                    q = (p[e % 8] >> (2 * (e // 8))) & 3
-                else:
-                    q = (p[e % 16] >> (4 * (e // 16))) & 15
-                h = p[4 * low:]
-                if bits - low == 1:
-                    q |= ((h[e // 8] >> (e % 8)) & 1) << low
-                elif bits - low == 2:
-                    q |= ((h[e % 8] >> (2 * (e // 8))) & 3) << low
+                q = _field(sb[16:], low, j, e)
+                if bits > low:
+                    q |= _field(sb[16 + 32 * low:], bits - low, j, e) << low
                 out.append(np.float32(d * scale) * np.float32(q) - np.float32(dmin * mn))
     return np.array(out[:cols], dtype=np.float32)
 

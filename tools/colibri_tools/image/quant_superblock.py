@@ -8,8 +8,10 @@ min m_j, the super-block a binary16 d and dmin, and each weight a level q in
   0..1 d, 2..3 dmin (binary16, little-endian)
   4 + j       sc_j in bits 0..5, m_j's bits 0..1 in bits 6..7       (j < 8)
   12 + k      m_k's bits 2..5 in the low nibble, m_(k+4)'s in the high (k < 4)
-  16 + 4b * j block j's levels: a low part of 2 bits (b <= 3) or 4, then a
-              high part of b - low bits (0, 1 or 2), docs/format.md 3.5.
+  16 ..       the levels: a low part of 2 bits (b <= 3) or 4, then a high
+              part of b - low bits (0, 1 or 2), each part's blocks
+              interleaved (element e of 8 / w blocks in byte e of a
+              32-byte chunk), docs/format.md 3.5.
 So 16 + 32b bytes: b + 0.5 bits per weight, every scale included.
 
 The quantizer chooses each block's scale and min by a search that minimizes
@@ -122,48 +124,41 @@ def _six_bits(values: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     return step16, np.where(step > 0, np.clip(k, 0, SCALE_MAX), 0).astype(np.uint8)
 
 
-def _pack_crumbs(v: np.ndarray) -> np.ndarray:
-    """[..., 32] values < 4 -> [..., 8] bytes: byte i bits 2k.. = element i + 8k."""
-    v = v.astype(np.uint8).reshape(*v.shape[:-1], 4, 8)
-    return v[..., 0, :] | v[..., 1, :] << 2 | v[..., 2, :] << 4 | v[..., 3, :] << 6
+def _pack_part(v: np.ndarray, width: int) -> np.ndarray:
+    """[..., 8, 32] fields of `width` bits (1, 2, 4) -> [..., 32 * width]
+    bytes: element e of block j at byte 32 (width j // 8) + e, shift
+    width j % 8 (the eight blocks interleaved)."""
+    per = 8 // width  # blocks a 32-byte chunk holds
+    v = v.astype(np.uint8).reshape(*v.shape[:-2], width, per, 32)
+    shifts = (np.arange(per, dtype=np.uint8) * width)[:, None]
+    return np.bitwise_or.reduce(v << shifts, axis=-2).reshape(*v.shape[:-3], 32 * width)
 
 
-def _pack_nibbles(v: np.ndarray) -> np.ndarray:
-    """[..., 32] values < 16 -> [..., 16]: byte i = element i | element i + 16 << 4."""
-    v = v.astype(np.uint8)
-    return v[..., :16] | v[..., 16:] << 4
-
-
-def _pack_bits(v: np.ndarray) -> np.ndarray:
-    """[..., 32] values < 2 -> [..., 4]: bit e of the little-endian word = element e."""
-    return np.packbits(v.astype(np.uint8), axis=-1, bitorder="little")
+def _unpack_part(p: np.ndarray, width: int) -> np.ndarray:
+    """[..., 32 * width] bytes -> [..., 8, 32] fields (int32)."""
+    per = 8 // width
+    chunks = p.astype(np.int32).reshape(*p.shape[:-1], width, 1, 32)
+    shifts = (np.arange(per) * width)[:, None]
+    fields = (chunks >> shifts) & ((1 << width) - 1)
+    return fields.reshape(*p.shape[:-1], 8, 32)
 
 
 def pack_levels(q: np.ndarray, bits: int) -> np.ndarray:
-    """[..., 32] levels -> [..., 4 * bits] bytes (docs/format.md 3.5)."""
+    """[..., 8, 32] levels of a super-block -> [..., 32 * bits] bytes: the
+    low part, then the high part (docs/format.md 3.5)."""
     low = low_bits(bits)
-    parts = [_pack_crumbs(q & 3) if low == 2 else _pack_nibbles(q & 15)]
-    high = q >> low
-    if bits - low == 1:
-        parts.append(_pack_bits(high))
-    elif bits - low == 2:
-        parts.append(_pack_crumbs(high))
+    parts = [_pack_part(q & ((1 << low) - 1), low)]
+    if bits > low:
+        parts.append(_pack_part(q >> low, bits - low))
     return np.concatenate(parts, axis=-1)
 
 
 def unpack_levels(p: np.ndarray, bits: int) -> np.ndarray:
-    """[..., 4 * bits] bytes -> [..., 32] levels (int32)."""
+    """[..., 32 * bits] bytes -> [..., 8, 32] levels (int32)."""
     low = low_bits(bits)
-    p = p.astype(np.int32)
-    if low == 2:
-        q = np.concatenate([(p[..., :8] >> (2 * k)) & 3 for k in range(4)], axis=-1)
-    else:
-        q = np.concatenate([p[..., :16] & 15, p[..., :16] >> 4], axis=-1)
-    h = p[..., 4 * low:]
-    if bits - low == 1:
-        q |= np.unpackbits(h.astype(np.uint8), axis=-1, bitorder="little").astype(np.int32) << low
-    elif bits - low == 2:
-        q |= np.concatenate([(h >> (2 * k)) & 3 for k in range(4)], axis=-1) << low
+    q = _unpack_part(p[..., :32 * low], low)
+    if bits > low:
+        q |= _unpack_part(p[..., 32 * low:], bits - low) << low
     return q
 
 
@@ -193,7 +188,7 @@ def quantize_qk(dtype: int, w: np.ndarray, importance: np.ndarray | None = None,
     out[..., 0:2] = d16.astype("<f2")[..., None].view(np.uint8)
     out[..., 2:4] = dmin16.astype("<f2")[..., None].view(np.uint8)
     out[..., 4:16] = _scale_bytes(sc, mn)
-    out[..., 16:] = pack_levels(q, bits).reshape(*blocks.shape[:2], -1)
+    out[..., 16:] = pack_levels(q, bits)
     return out
 
 
@@ -223,7 +218,7 @@ def qk_values(dtype: int, data: bytes | np.ndarray, shape: tuple[int, int]
     mn = (first >> 6) | np.concatenate([high & 15, high >> 4], axis=-1) << 2
     scale = (d[..., 0:1] * sc.astype(np.float32)).reshape(rows, -1)
     low = (d[..., 1:2] * mn.astype(np.float32)).reshape(rows, -1)
-    q = unpack_levels(sb[..., 16:].reshape(*sb.shape[:2], SUB, 4 * bits), bits)
+    q = unpack_levels(sb[..., 16:], bits)
     return scale, low, q.reshape(rows, -1, QBLOCK)
 
 

@@ -5,7 +5,8 @@
  * target.
  *
  * Eight rows and one token at a time. Per row and super-block, each block's
- * 32 levels are unpacked to bytes and its exact sum with the activations
+ * 32 levels are unpacked to bytes (a load, a shift and a mask a part: the
+ * format interleaves the blocks) and its exact sum with the activations
  * taken (pmaddubsw: level <= 63, |x| <= 127, a pair below 2^15; pmaddwd by
  * ones), eight blocks to a vector (lane = block), with the blocks' scales
  * d * sc and mins dmin * m (exact products). An 8 x 8 transpose turns them
@@ -27,51 +28,25 @@
 
 enum { SUB = COLIBRI_QK_BLOCK / COLIBRI_QBLOCK, TILE_ROWS = 8 };
 
-/* The 32 crumbs of 8 bytes at p: byte e = (p[e % 8] >> 2 (e / 8)) & 3. */
-AVX2Q INLINE __m256i crumbs(const uint8_t *p)
+/* Block j's fields of a part of w bits a level (quant.h: the blocks
+ * interleaved, element e in byte e of a 32-byte chunk): a shift and a mask. */
+AVX2Q INLINE __m256i part_fields(const uint8_t *part, uint32_t w, uint32_t j)
 {
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    __m256i shifted =
-        _mm256_srlv_epi64(_mm256_set1_epi64x((long long)v), _mm256_set_epi64x(6, 4, 2, 0));
-    return _mm256_and_si256(shifted, _mm256_set1_epi8(3));
-}
-
-/* The 32 nibbles of 16 bytes at p: byte e < 16 the low nibble of p[e], byte
- * e >= 16 the high nibble of p[e - 16]. */
-AVX2Q INLINE __m256i nibbles(const uint8_t *p)
-{
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
-}
-
-/* The 32 bits of the little-endian word at p as bytes 0 or `one`. */
-AVX2Q INLINE __m256i bit_plane(const uint8_t *p, uint8_t one)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                             0x0101010101010101, 0x0000000000000000);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), spread);
-    __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-    return _mm256_and_si256(set, _mm256_set1_epi8((char)one));
+    __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(part + 32u * (w * j / 8u)));
+    __m256i shifted = _mm256_srl_epi16(v, _mm_cvtsi32_si128((int)(w * j % 8u)));
+    return _mm256_and_si256(shifted, _mm256_set1_epi8((char)((1u << w) - 1u)));
 }
 
 /* Block j's 32 levels (docs/format.md 3.5), element e in byte e. */
 AVX2Q INLINE __m256i levels(const uint8_t *sb, uint32_t j, uint32_t bits)
 {
-    const uint8_t *p = colibri_qk_levels_at(sb, j, bits);
-    if (bits <= 3u) {
-        __m256i low = crumbs(p);
-        return bits == 2u ? low : _mm256_or_si256(low, bit_plane(p + 8, 4));
+    uint32_t low = bits <= 3u ? 2u : 4u, high = bits - low;
+    __m256i q = part_fields(sb + 16, low, j);
+    if (high == 0u) {
+        return q;
     }
-    __m256i low = nibbles(p);
-    if (bits == 4u) {
-        return low;
-    }
-    __m256i high = bits == 5u ? bit_plane(p + 16, 16) : _mm256_slli_epi16(crumbs(p + 16), 4);
-    return _mm256_or_si256(low, high);
+    __m256i h = part_fields(sb + 16u + 32u * low, high, j);
+    return _mm256_or_si256(q, _mm256_sll_epi16(h, _mm_cvtsi32_si128((int)low)));
 }
 
 /* Eight vectors of eight int32 partial sums -> one of the eight totals. */
@@ -103,6 +78,26 @@ AVX2Q INLINE void transpose8(__m256 *v)
     }
 }
 
+/* A super-block's eight scales d * sc_j and mins dmin * m_j (lane = block),
+ * from its first 16 bytes: sc_j = byte 4 + j & 63, m_j = byte 4 + j >> 6 |
+ * (byte 12 + j % 4 >> 4 (j / 4) & 15) << 2; d and dmin by F16C (exact). */
+AVX2Q INLINE void superblock_scales(__m256 *scale, __m256 *min, const uint8_t *sb)
+{
+    __m128i head = _mm_loadu_si128((const __m128i *)(const void *)sb);
+    __m256i first = _mm256_cvtepu8_epi32(_mm_srli_si128(head, 4));
+    __m128i pick = _mm_setr_epi8(12, 13, 14, 15, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i high = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(head, pick));
+    high = _mm256_and_si256(_mm256_srlv_epi32(high, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                            _mm256_set1_epi32(15));
+    __m256i sc = _mm256_and_si256(first, _mm256_set1_epi32(63));
+    __m256i mn = _mm256_or_si256(_mm256_srli_epi32(first, 6), _mm256_slli_epi32(high, 2));
+    __m128 halves = _mm_cvtph_ps(head); /* d, dmin, ... */
+    __m256 d = _mm256_broadcastss_ps(halves);
+    __m256 dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(halves));
+    *scale = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+    *min = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mn));
+}
+
 /* One row's super-block against the token's blocks xq[0 .. 8): the exact
  * sums (lane = block; blocks past count repeat block count - 1), the
  * blocks' scales and mins as floats. */
@@ -111,19 +106,13 @@ AVX2Q INLINE void row_superblock(__m256 *isum, __m256 *scale, __m256 *min, const
 {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i part[SUB];
-    int32_t sc[SUB], mn[SUB];
 #pragma GCC unroll 8
     for (uint32_t k = 0; k < SUB; k++) {
         uint32_t j = k < count ? k : count - 1u;
         part[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(levels(sb, j, bits), xq[j]), ones);
-        sc[k] = (int32_t)colibri_qk_scale(sb, j);
-        mn[k] = (int32_t)colibri_qk_min(sb, j);
     }
     *isum = _mm256_cvtepi32_ps(sums8(part));
-    __m256 d = _mm256_set1_ps(colibri_half_to_float(colibri_rd_u16(sb)));
-    __m256 dmin = _mm256_set1_ps(colibri_half_to_float(colibri_rd_u16(sb + 2u)));
-    *scale = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc)));
-    *min = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)mn)));
+    superblock_scales(scale, min, sb);
 }
 
 /* The token's blocks b0 .. b0 + count (their q, and each one's -sum q as a
@@ -143,7 +132,7 @@ AVX2Q INLINE void token_blocks(__m256i *xq, float *neg_xsum, const colibri_qbloc
 }
 
 /* One token through up to eight rows (rows_left of them), lane = row. */
-AVX2Q static void qk_tile(float *out, const uint8_t *w, size_t row_bytes, const colibri_qblock *x,
+AVX2Q INLINE void qk_tile(float *out, const uint8_t *w, size_t row_bytes, const colibri_qblock *x,
                           uint32_t nb, uint32_t rows_left, uint32_t bits)
 {
     uint32_t rows = rows_left < TILE_ROWS ? rows_left : TILE_ROWS;
@@ -174,10 +163,9 @@ AVX2Q static void qk_tile(float *out, const uint8_t *w, size_t row_bytes, const 
 }
 
 /* Tiles of eight rows, each through every token while its rows stay in
- * cache. */
-AVX2Q void colibri_avx2_matmat_qk(float *out, size_t stride, const uint8_t *w,
-                                  const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n,
-                                  uint32_t bits)
+ * cache; `bits` a constant in each instance (the shifts and masks fold). */
+AVX2Q INLINE void qk_matmat(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                            uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits)
 {
     uint32_t nb = colibri_qblocks(cols);
     size_t row_bytes =
@@ -188,4 +176,27 @@ AVX2Q void colibri_avx2_matmat_qk(float *out, size_t stride, const uint8_t *w,
                     rows - r, bits);
         }
     }
+}
+
+#define QK_MATMAT(b)                                                                               \
+    AVX2Q static void qk_matmat_##b(float *out, size_t stride, const uint8_t *w,                   \
+                                    const colibri_qblock *x, uint32_t rows, uint32_t cols,         \
+                                    uint32_t n)                                                    \
+    {                                                                                              \
+        qk_matmat(out, stride, w, x, rows, cols, n, b##u);                                         \
+    }
+QK_MATMAT(2)
+QK_MATMAT(3)
+QK_MATMAT(4)
+QK_MATMAT(5)
+QK_MATMAT(6)
+
+AVX2Q void colibri_avx2_matmat_qk(float *out, size_t stride, const uint8_t *w,
+                                  const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n,
+                                  uint32_t bits)
+{
+    static void (*const by_bits[5])(float *, size_t, const uint8_t *, const colibri_qblock *,
+                                    uint32_t, uint32_t, uint32_t) = {
+        qk_matmat_2, qk_matmat_3, qk_matmat_4, qk_matmat_5, qk_matmat_6};
+    by_bits[bits - 2u](out, stride, w, x, rows, cols, n);
 }
