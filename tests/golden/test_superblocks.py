@@ -161,3 +161,26 @@ def test_calibrated_widths_differ_and_meet_the_target(wide, tmp_path):
     widths = {t.dtype for t in read_image(image).tensors if t.dtype in QK_DTYPES}
     assert len(widths) > 1
     assert 0.99 * 3.5 <= _bits_per_weight(image) <= 3.5
+
+
+def test_quant_report_lists_the_widths(wide, capsys):
+    """colibri-quant-report --widths: a row per quantized matrix with its
+    dtype as the table holds it, its bytes, and a relative error that the
+    wider matrices keep lower."""
+    import json
+
+    from colibri_tools.bench.quant_report import main
+
+    _, fp32 = wide("olmoe", None)
+    _, image = wide("olmoe", None, target_bpw=2.75, quant_attention=True)
+    assert main([str(fp32), str(image), "--widths", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    table = [t for t in read_image(image).tensors if t.dtype in QK_DTYPES]
+    assert [r["bytes"] for r in rows] == [t.size for t in table]
+    by_width = {}
+    for r in rows:
+        by_width.setdefault(r["dtype"], []).append(r["relative_error"])
+    assert set(by_width) == {"QK2", "QK3"}
+    assert max(by_width["QK3"]) < min(by_width["QK2"])
+    assert main([str(fp32), str(image), "--widths"]) == 0
+    assert "all quantized matrices" in capsys.readouterr().out

@@ -12,6 +12,10 @@ the same prompts through the engine (docs/quantization.md):
 
     colibri-quant-report FP32_IMAGE QUANT_IMAGE [--ids 1,2,3 ...] [--prompts FILE]
                          [--text FILE] [--tokenizer model_tokenizer.json] [--json]
+    colibri-quant-report FP32_IMAGE QUANT_IMAGE --widths [--json]
+
+--widths lists the image's recipe instead: every quantized matrix's dtype,
+bytes, bits a weight and relative weight error (quant_widths_report.py).
 
 Prompts: each --ids is one prompt; --prompts has a prompt per line (ids
 separated by commas or spaces, or text for the tokenizer); --text is
@@ -234,6 +238,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", type=Path, help=f"tokenizer.json (default: {TOKENIZER_FILE} "
                    "beside FP32_IMAGE)")
     p.add_argument("--threads", type=int, default=None, help="engine threads (default: all)")
+    p.add_argument("--widths", action="store_true", help="instead: each quantized matrix's "
+                   "dtype (the recipe), bytes, bits a weight and relative weight error, per "
+                   "layer and expert (no prompts are run)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     add_version_option(p)
     return p
@@ -241,6 +248,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.widths:
+        return _widths(args)
     try:
         if args.window < 2:
             raise OptionError("--window must be at least 2")
@@ -254,6 +263,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(asdict(report), indent=1))
     else:
         print(render(report, str(args.fp32_image), str(args.quant_image)))
+    return 0
+
+
+def _widths(args: argparse.Namespace) -> int:
+    from .quant_widths_report import matrix_widths, render_widths
+
+    try:
+        rows = matrix_widths(args.fp32_image, args.quant_image)
+    except (ColibriError, OSError) as exc:
+        print(f"colibri-quant-report: error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps([asdict(r) for r in rows], indent=1) if args.json else render_widths(rows))
     return 0
 
 
