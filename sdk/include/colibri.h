@@ -282,8 +282,7 @@ typedef struct colibri_kernels {
                       uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
 } colibri_kernels;
 
-/* The portable C kernels: always built, the definition of every result. */
-extern const colibri_kernels colibri_kernels_reference;
+extern const colibri_kernels colibri_kernels_reference; /* portable C: defines every result */
 /* SIMD tables, each present only in a core built with it (make KERNELS=...,
  * a board's `kernels`): x86-64 AVX2 and AVX-512F (a port checks the CPU
  * first), AArch64 Advanced SIMD, Armv8.1-M Helium (Cortex-M55). */
@@ -415,6 +414,7 @@ typedef struct colibri_hparams {
     float router_sum_eps;
     uint32_t ssm_heads, ssm_head_dim, ssm_state, ssm_groups, kda_rank, ssm_dt_rank;
     float kda_bound, ssm_dt_min;
+    uint32_t kv_int8; /* 1.15: K and V cached as int8 per head and position (docs/core.md) */
 } colibri_hparams;
 
 /*
@@ -507,8 +507,8 @@ colibri_status colibri_expert_block(const colibri_model *model, uint32_t layer, 
  * ------------------------------------------------------------------------- */
 
 typedef struct colibri_state {
-    float *k_cache;       /* [kv_layers][max_context][n_kv_heads * head_dim]; MLA:
-                           * [kv_layers][max_context][kv_lora_rank + rope_dim] */
+    float *k_cache;       /* [kv_layers][max_context][n_kv_heads * head_dim] (kv_int8:
+                           * rows of scales and int8); MLA: [..][kv_lora_rank + rope_dim] */
     float *v_cache;       /* same shape as k_cache; MLA: NULL (the latent is both) */
     float *conv_state;    /* 1.13: [2][conv_layers][rows of a layer] or NULL (core.md) */
     uint32_t max_context; /* positions this state can hold */

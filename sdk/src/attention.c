@@ -5,6 +5,7 @@
 #include "kernels.h"
 #include "colibri_math.h"
 #include "linear.h"
+#include "quant.h"
 
 /* One projection (colibri_linear, then the bias). */
 static void project(const colibri_model *m, float *out, matrix_ref w, const float *bias,
@@ -145,28 +146,88 @@ static void softmax_with_sink(float *x, uint32_t n, float sink)
     }
 }
 
+/* ---- the int8 KV cache (1.15, docs/core.md) --------------------------------
+ * A row: n_kv_heads float scales d, then the kv_dim int8 (head h's at h *
+ * head_dim), x ~ d * q. Plain C, the same on every kernel table. */
+
+/* dot(q, k) with k_i = d * q_i (one rounding each), in the canonical order:
+ * 16 lanes, term i into lane i % 16 by one fused multiply-add, then the
+ * pairwise tree (docs/kernels.md). */
+static float int8_dot(const float *q, const int8_t *k, float d, uint32_t n)
+{
+    float lane[COLIBRI_LANES] = {0.0f};
+    for (uint32_t i = 0; i < n; i++) {
+        lane[i % COLIBRI_LANES] = colibri_fmaf(q[i], d * (float)k[i], lane[i % COLIBRI_LANES]);
+    }
+    for (uint32_t width = COLIBRI_LANES / 2u; width > 0; width /= 2u) {
+        for (uint32_t j = 0; j < width; j++) {
+            lane[j] = lane[j] + lane[j + width];
+        }
+    }
+    return lane[0];
+}
+
+/* Head h's key score against a cache row, float32 or int8. */
+static float key_score(const colibri_model *m, const float *q, const float *row, uint32_t h)
+{
+    uint32_t hd = m->hp.head_dim;
+    if (!m->hp.kv_int8) {
+        return m->kernels.dot(q, row + (size_t)h * hd, hd);
+    }
+    return int8_dot(q, (const int8_t *)(row + m->hp.n_kv_heads) + (size_t)h * hd, row[h], hd);
+}
+
+/* out += p * head h's value of a cache row: out_i = fma(d * q_i, p, out_i)
+ * for an int8 row. */
+static void add_value(const colibri_model *m, float *out, const float *row, uint32_t h, float p)
+{
+    uint32_t hd = m->hp.head_dim;
+    if (!m->hp.kv_int8) {
+        m->kernels.add_scaled(out, row + (size_t)h * hd, p, hd);
+        return;
+    }
+    const int8_t *v = (const int8_t *)(row + m->hp.n_kv_heads) + (size_t)h * hd;
+    for (uint32_t i = 0; i < hd; i++) {
+        out[i] = colibri_fmaf(row[h] * (float)v[i], p, out[i]);
+    }
+}
+
+/* Token t's K or V row x (kv_dim floats) into the cache at dst: as it is,
+ * or each head quantized (int8 cache). */
+static void store_row(const colibri_hparams *hp, float *dst, const float *x)
+{
+    uint32_t hd = hp->head_dim;
+    if (!hp->kv_int8) {
+        memcpy(dst, x, (size_t)hp->n_kv_heads * hd * sizeof(float));
+        return;
+    }
+    int8_t *q = (int8_t *)(dst + hp->n_kv_heads);
+    for (uint32_t h = 0; h < hp->n_kv_heads; h++) {
+        dst[h] = colibri_quantize_head(q + (size_t)h * hd, x + (size_t)h * hd, hd);
+    }
+}
+
 /* One query head over positions first .. pos of its KV head (first > 0 in a
  * sliding-window layer), with its sink when the layer has sinks. */
 static void attend_head(const colibri_model *m, const float *q, const float *k_cache,
                         const float *v_cache, uint32_t kv_head, uint32_t first, uint32_t pos,
                         const float *sink, float *scores, float *out)
 {
-    const colibri_kernels *k = &m->kernels;
-    uint32_t hd = m->hp.head_dim, kv_stride = m->hp.n_kv_heads * hd, n = pos + 1u - first;
+    uint32_t hd = m->hp.head_dim, row = colibri_kv_row_floats(&m->hp), n = pos + 1u - first;
     float scale = m->hp.attention_scale;
-    k_cache += (size_t)first * kv_stride + kv_head * hd;
-    v_cache += (size_t)first * kv_stride + kv_head * hd;
+    k_cache += (size_t)first * row;
+    v_cache += (size_t)first * row;
     for (uint32_t t = 0; t < n; t++) {
-        scores[t] = k->dot(q, k_cache + (size_t)t * kv_stride, hd) * scale;
+        scores[t] = key_score(m, q, k_cache + (size_t)t * row, kv_head) * scale;
     }
     if (sink != NULL) {
         softmax_with_sink(scores, n, *sink);
     } else {
-        k->softmax(scores, n);
+        m->kernels.softmax(scores, n);
     }
     memset(out, 0, hd * sizeof(float));
     for (uint32_t t = 0; t < n; t++) {
-        k->add_scaled(out, v_cache + (size_t)t * kv_stride, scores[t], hd);
+        add_value(m, out, v_cache + (size_t)t * row, kv_head, scores[t]);
     }
 }
 
@@ -244,8 +305,8 @@ static void keys_of_token(const colibri_model *m, const layer_view *layer, float
     if (hp->attn_temp_floor > 0.0f && !rotated) {
         tune_temperature(m, q, pos);
     }
-    memcpy(k_cache + (size_t)pos * kv_dim, k, kv_dim * sizeof(float));
-    memcpy(v_cache + (size_t)pos * kv_dim, ws->v + (size_t)t * kv_dim, kv_dim * sizeof(float));
+    store_row(hp, k_cache + (size_t)pos * colibri_kv_row_floats(hp), k);
+    store_row(hp, v_cache + (size_t)pos * colibri_kv_row_floats(hp), ws->v + (size_t)t * kv_dim);
 }
 
 void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
@@ -254,7 +315,8 @@ void colibri_attention_forward(const colibri_model *m, const layer_view *layer,
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;
-    size_t layer_offset = (size_t)colibri_layer_slot(m, layer_index) * state->max_context * kv_dim;
+    size_t layer_offset =
+        (size_t)colibri_layer_slot(m, layer_index) * state->max_context * colibri_kv_row_floats(hp);
     float *k_cache, *v_cache;
     if (hp->mla == MLA_LATENT) {
         colibri_mla_forward(m, layer, layer_index, state, ws, n);

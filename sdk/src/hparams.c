@@ -85,6 +85,7 @@ static void hparams_read(const uint8_t *img, colibri_hparams *hp)
     hp->zero_experts = colibri_rd_u32(img + HDR_ZERO_EXPERTS);
     hp->shortcut_layers = 0; /* counted by the layer table check */
     hp->layer_rope = (colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_LAYER_ROPE) != 0u;
+    hp->kv_int8 = (colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_KV_INT8) != 0u;
     hp->conv_kernel = extension_u32(img, REC_CONV_KERNEL);
     hp->router_sum_eps = extension_f32(img, REC_ROUTER_SUM_EPS);
     hp->conv_layers = 0; /* counted by the layer table check */
@@ -311,8 +312,8 @@ static colibri_status check_gpt_oss_fields(const uint8_t *img, const colibri_hpa
 
 /* Format 1.7 Multi-head Latent Attention: with HDR_FLAG_MLA mla 1, a
  * kv rank, an optional q rank, the value width and the LoRA norms' eps; one
- * KV head per query head, no q/k norm or attention biases; without the flag
- * all five fields zero (standard attention). */
+ * KV head per query head, no q/k norm or attention biases, no int8 KV cache
+ * (1.15: the latent stays float32); without the flag all five fields zero. */
 static colibri_status check_mla(const uint8_t *img, const colibri_hparams *hp)
 {
     if ((colibri_rd_u32(img + HDR_FLAGS) & HDR_FLAG_MLA) == 0) {
@@ -329,7 +330,7 @@ static colibri_status check_mla(const uint8_t *img, const colibri_hparams *hp)
     if (!in_range(hp->kv_lora_rank, 1, MAX_LORA_RANK) || hp->q_lora_rank > MAX_LORA_RANK ||
         !in_range(hp->v_head_dim, 1, MAX_HEAD_DIM) || !positive_finite(hp->lora_eps) ||
         hp->n_kv_heads != hp->n_heads || hp->qk_norm != QK_NORM_NONE ||
-        (hp->attn_bias & BIAS_ATTN) != 0 || hp->rope_dim >= hp->head_dim) {
+        (hp->attn_bias & BIAS_ATTN) != 0 || hp->rope_dim >= hp->head_dim || hp->kv_int8) {
         return COLIBRI_E_BAD_HYPERPARAMS;
     }
     return COLIBRI_OK;

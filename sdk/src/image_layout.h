@@ -111,8 +111,9 @@ enum {
     HDR_FLAG_MLA = 8,           /* format 1.7: Multi-head Latent Attention */
     HDR_FLAG_EXPERTS_LAST = 16, /* format 1.9: every expert block after the other data */
     HDR_FLAG_LAYER_ROPE = 32,   /* format 1.12: each layer's RoPE frequencies (ROPE_FREQ) */
+    HDR_FLAG_KV_INT8 = 64,      /* format 1.15: the KV cache held as int8 (docs/core.md) */
     HDR_KNOWN_FLAGS = HDR_FLAG_SCALES | HDR_FLAG_ROPE | HDR_FLAG_SLIDING | HDR_FLAG_MLA |
-                      HDR_FLAG_EXPERTS_LAST | HDR_FLAG_LAYER_ROPE
+                      HDR_FLAG_EXPERTS_LAST | HDR_FLAG_LAYER_ROPE | HDR_FLAG_KV_INT8
 };
 
 /* activation values (section 1.1): SiLU; gpt-oss's clamped SwiGLU (1.6). */

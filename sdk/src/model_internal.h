@@ -152,6 +152,15 @@ uint32_t colibri_layer_tensor_count(const colibri_hparams *hp, uint32_t ffn_kind
  * the others in the KV cache. */
 uint32_t colibri_layer_slot(const colibri_model *m, uint32_t l);
 
+/* Floats of one position's K (or V) row of one layer in a standard
+ * attention's cache: kv_dim, or with an int8 cache (1.15) n_kv_heads scales
+ * and then kv_dim int8 padded to whole floats (docs/core.md). */
+static inline uint32_t colibri_kv_row_floats(const colibri_hparams *hp)
+{
+    uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;
+    return hp->kv_int8 ? hp->n_kv_heads + (kv_dim + 3u) / 4u : kv_dim;
+}
+
 /* Whether a layer of this attn_kind keeps recurrent rows, not a KV cache. */
 static inline int colibri_recurrent_kind(uint32_t attn_kind)
 {

@@ -69,3 +69,27 @@ void colibri_quantize_row(colibri_qblock *out, const float *x, uint32_t cols)
                        left < COLIBRI_QBLOCK ? left : COLIBRI_QBLOCK);
     }
 }
+
+float colibri_quantize_head(int8_t *q, const float *x, uint32_t n)
+{
+    int32_t amax_bits = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t a = (int32_t)(colibri_f32_bits(x[i]) & F32_ABS_MASK);
+        amax_bits = a > amax_bits ? a : amax_bits;
+    }
+    memset(q, 0, n);
+    if (amax_bits >= (int32_t)F32_INF_BITS || amax_bits == 0) {
+        return amax_bits == 0 ? 0.0f : colibri_f32_from_bits(F32_QNAN_BITS);
+    }
+    float amax = colibri_f32_from_bits((uint32_t)amax_bits);
+    float inv = 127.0f / amax;
+    for (uint32_t i = 0; i < n; i++) {
+        float v = colibri_f32_bits(inv) >= F32_INF_BITS /* tiny amax: +-127 */
+                      ? (x[i] > 0.0f   ? 127.0f
+                         : x[i] < 0.0f ? -127.0f
+                                       : 0.0f)
+                      : (x[i] * inv + ROUNDER) - ROUNDER;
+        q[i] = (int8_t)(int32_t)v;
+    }
+    return amax / 127.0f;
+}

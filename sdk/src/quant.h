@@ -95,4 +95,11 @@ static inline void colibri_qk_levels(uint8_t *q, const uint8_t *sb, uint32_t j, 
  */
 void colibri_quantize_row(colibri_qblock *out, const float *x, uint32_t cols);
 
+/*
+ * Quantize one head of n <= 2^16 floats of the int8 KV cache (format 1.15):
+ * the same rule as a block of colibri_quantize_row, over the n values;
+ * returns d (q_i ~ x_i / d).
+ */
+float colibri_quantize_head(int8_t *q, const float *x, uint32_t n);
+
 #endif

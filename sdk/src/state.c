@@ -138,14 +138,14 @@ static size_t fit_size(uint64_t bytes)
     return bytes <= (uint64_t)SIZE_MAX ? (size_t)bytes : 0u;
 }
 
-/* Floats of one position of one layer in the KV cache: its K and V, or
- * with MLA its latent and RoPE key. */
+/* Floats of one position of one layer in the KV cache: its K and V rows
+ * (float32 or int8), or with MLA its latent and RoPE key. */
 static uint64_t cache_floats(const colibri_hparams *hp)
 {
     if (hp->mla == MLA_LATENT) {
         return (uint64_t)hp->kv_lora_rank + hp->rope_dim;
     }
-    return 2u * (uint64_t)hp->n_kv_heads * hp->head_dim;
+    return 2u * (uint64_t)colibri_kv_row_floats(hp);
 }
 
 /* Floats of the KV cache, then of the recurrent layers' two copies of

@@ -56,8 +56,9 @@ int main(int argc, char **argv)
                              &m.hp.ssm_state,
                              &m.hp.ssm_groups,
                              &m.hp.ssm_dt_rank,
-                             &none};
-        for (int i = 0; i < 11 && *next != '\0'; i++) {
+                             &none,
+                             &m.hp.kv_int8};
+        for (int i = 0; i < 12 && *next != '\0'; i++) {
             *flags[i] = (uint32_t)strtoul(next + (i > 0 && *next == ','), &next, 0);
         }
     }

@@ -44,8 +44,9 @@ def test_python_sizes_equal_the_core(asan_bins):
     activation blocks: docs/core.md); with zero-computation experts (a wider router
     row) and shortcut layers (their MoE output held), format 1.12; with short
     convolution layers (no KV cache, two copies of their last inputs), 1.13; with
-    Mamba2 layers instead (their SSM state too, and the scratch of their inputs), 1.14."""
-    checked = mambas = mamba1s = 0
+    Mamba2 layers instead (their SSM state too, and the scratch of their inputs), 1.14;
+    with an int8 KV cache (scales and int8 rows), 1.15."""
+    checked = mambas = mamba1s = int8s = 0
     for r, pick, batch, quantized in itertools.product(_records(), (1, 3), (1, 7, 256), (0, 1)):
         ctx = max(1, r.max_context // pick)
         zero, shortcut = (r.n_experts % 3, r.n_layers % 2) if r.n_experts else (0, 0)
@@ -58,13 +59,14 @@ def test_python_sizes_equal_the_core(asan_bins):
         none = (r.n_layers - conv) // 2  # layers without an operator (1.14): no KV cache
         if rank:
             ssm = (64 + r.hidden_size % 64, 1, 1 + r.n_heads % 8, 1)
+        kv_int8 = int(not r.mla and (r.hidden_size + pick + batch) % 3 == 0)
         r = replace(r, zero_experts=zero, conv_kernel=taps, ssm_heads=ssm[0], ssm_head_dim=ssm[1],
-                    ssm_state=ssm[2], ssm_groups=ssm[3], ssm_dt_rank=rank)
+                    ssm_state=ssm[2], ssm_groups=ssm[3], ssm_dt_rank=rank, kv_int8=kv_int8)
         args = [ctx, r.hidden_size, r.n_layers, r.n_heads, r.n_kv_heads, r.head_dim,
                 r.max_context, r.dense_intermediate, r.expert_intermediate, r.n_experts,
                 r.shared_intermediate, r.top_k, batch,
                 f"{quantized},{zero},{shortcut},{conv},{taps}," + ",".join(map(str, ssm))
-                + f",{rank},{none}"]
+                + f",{rank},{none},{kv_int8}"]
         if r.mla:
             args += [r.q_lora_rank, r.kv_lora_rank, r.v_head_dim, r.rope_dim]
         out = subprocess.run([str(asan_bins / "sizes_dump"), *map(str, args)], check=True,
@@ -75,7 +77,8 @@ def test_python_sizes_equal_the_core(asan_bins):
         checked += 1
         mambas += bool(mamba)
         mamba1s += bool(rank)
-    assert checked == 720 and mambas > 100 and mamba1s > 20
+        int8s += kv_int8
+    assert checked == 720 and mambas > 100 and mamba1s > 20 and int8s > 100
 
 
 def test_batch_bounds_agree(asan_bins):

@@ -43,7 +43,7 @@ def header_values(image: ModelImage, context: int, batch: int = 1) -> list[tuple
         ("BATCH", batch), ("STATE_BYTES", state_size(r, context, image.conv_layers, image.ffn_only_layers)),
         ("SCRATCH_BYTES", scratch_size(r, context, batch, image.quantized, image.shortcut)),
         ("N_EXPERT_BLOCKS", len(image.expert_blocks())),
-        ("QUANTIZED", int(image.quantized)),
+        ("QUANTIZED", int(image.quantized)), ("KV_INT8", r.kv_int8),
         ("RESIDENT_BYTES", image.resident_size),
         ("EXPERT_SLOT_BYTES", expert_slot_size([b.size for b in image.expert_blocks()])),
     ]

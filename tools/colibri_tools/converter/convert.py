@@ -262,6 +262,14 @@ def _chosen_widths(sources: list[SourceTensor], target_bpw: float) -> list[Sourc
     return out
 
 
+def _with_int8_cache(spec: ModelSpec) -> ModelSpec:
+    """--kv-int8: the record's KV_INT8 flag (format 1.15)."""
+    if spec.record.mla:
+        raise OptionError("--kv-int8: this model's attention is MLA, whose latent cache stays "
+                          "float32")
+    return replace(spec, record=replace(spec.record, kv_int8=1))
+
+
 def _check_output_dir(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise OptionError(f"-o {out_dir}: a file of that name exists; the output is a folder "
@@ -275,7 +283,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
             quant_attention: bool = False, quant_embeddings: bool = False,
             calibration: str | Path | None = None, int8_share: float = 0.25,
             row_groups: bool | None = None, experts_last: bool = False,
-            target_bpw: float | None = None) -> ConvertResult:
+            target_bpw: float | None = None, kv_int8: bool = False) -> ConvertResult:
     """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
     scratch sized for prompt chunks of `batch` tokens) and (when the
     checkpoint has tokenizer.json) model_tokenizer.json into out_dir. With
@@ -294,7 +302,10 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
     and its port reads the routed experts from storage. `target_bpw` chooses a
     super-block width (QK2 .. QK6) for each matrix --quant qk* would store, by
     measured error (weighed by the `calibration` text when given), so that
-    those matrices take target_bpw bits a weight (quant_widths.py)."""
+    those matrices take target_bpw bits a weight (quant_widths.py). `kv_int8`
+    sets the image's KV_INT8 flag (format 1.15): the engine holds keys and
+    values as int8 per head and position, about a quarter of the state
+    (docs/core.md); not for MLA models, whose latent stays float32."""
     _check_alignment(alignment)
     if target_bpw is not None:
         if quant is not None:
@@ -319,6 +330,8 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         mixed = quant == "mixed"
         spec, sources, dropped = _plan(ckpt, None if mixed else quant, quant_attention,
                                        quant_embeddings)
+        if kv_int8:
+            spec = _with_int8_cache(spec)
         context = _choose_context(spec.record, context)
         if board is not None:  # mixed: sized as int8, chosen widths as qk6, upper bounds
             _check_fits(board, spec, ckpt.path, alignment, context, batch, app,
@@ -433,6 +446,9 @@ def _parser() -> argparse.ArgumentParser:
                    "error (weighed by --calibration's text when given: hot experts and shared "
                    "matrices then take more bits) so that they take this many bits a weight "
                    "(2.5 .. 6.5, scales included)")
+    p.add_argument("--kv-int8", action="store_true", help="hold the KV cache as int8 with a "
+                   "scale per head and position (format 1.15): about a quarter of the state, so "
+                   "a board holds about 4x the context (docs/core.md); not for MLA models")
     p.add_argument("--int8-share", type=float, default=0.25, help="with --quant mixed: the "
                    "share of each layer's experts stored int8 (default 0.25)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
@@ -472,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              quant_embeddings=args.quant_embeddings,
                              calibration=args.calibration, int8_share=args.int8_share,
                              row_groups=args.row_groups, experts_last=args.experts_last,
-                             target_bpw=args.target_bpw)
+                             target_bpw=args.target_bpw, kv_int8=args.kv_int8)
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1

@@ -40,15 +40,6 @@ from .image_spec import (
     MAX_SSM_SIZE,
     MAX_TOP_K,
     MIN_ALIGNMENT,
-    MINOR_CONV,
-    MINOR_EXPERTS_LAST,
-    MINOR_LLAMA4_ERA,
-    MINOR_MAMBA2,
-    MINOR_POST_NORMS,
-    MINOR_QUANT,
-    MINOR_ROW_GROUPS,
-    MINOR_SUPERBLOCKS,
-    MINOR_ZERO_EXPERTS,
     MLA_FIELDS,
     MLA_LATENT,
     NORM_LAYER,
@@ -75,6 +66,17 @@ from .image_spec import (
     Role,
     TensorEntry,
     header_flags,
+)
+from .minors import (
+    MINOR_CONV,
+    MINOR_EXPERTS_LAST,
+    MINOR_LLAMA4_ERA,
+    MINOR_MAMBA2,
+    MINOR_POST_NORMS,
+    MINOR_QUANT,
+    MINOR_ROW_GROUPS,
+    MINOR_SUPERBLOCKS,
+    MINOR_ZERO_EXPERTS,
 )
 from .quant import tensor_size
 from .status import Status
@@ -133,7 +135,7 @@ def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
     `row_groups`: a Q8_R16/Q4_R16 tensor;
     `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
     (2 is 1.10, 3 is 1.11, 4 is 1.13, 5 and 6 are 1.14); `ffn_kinds`: theirs (2 is 1.12)."""
-    if superblocks:
+    if superblocks or r.kv_int8:
         return MINOR_SUPERBLOCKS
     if (r.ssm_heads or arch >= Arch.GRANITEMOE_HYBRID or set(SSM_KINDS) & set(attn_kinds)
             or ATTN_NONE in attn_kinds or FfnKind.NONE in ffn_kinds or r.activation == ACT_RELU2):
@@ -376,6 +378,8 @@ def _mla_problems(r: ModelRecord, flags: int) -> list[Problem]:
         ("attn_bias", r.attn_bias, r.attn_bias & BIAS_ATTN == 0, "no q/k/v/o bias with MLA"),
         ("rope_dim", r.rope_dim, 0 < r.rope_dim < r.head_dim,
          "MLA needs the ROPE flag and rope_dim < head_dim"),
+        ("kv_int8", r.kv_int8, not r.kv_int8, "no int8 KV cache with MLA (its latent stays "
+         "float32)"),
     ], BAD_HYPERPARAMS)
 
 

@@ -45,15 +45,6 @@ MIN_ALIGNMENT = 64
 MAX_ALIGNMENT = 1 << 20
 NO_LAYER = 0xFFFF               # layer of a global tensor
 NO_EXPERT = 0xFFFF              # expert of a non-expert tensor
-MINOR_QUANT = 3                 # version_minor of an image with a Q8/Q4 tensor
-MINOR_ROW_GROUPS = 8            # version_minor of an image with a Q8_R16/Q4_R16 tensor
-MINOR_EXPERTS_LAST = 9          # version_minor of an image with FLAG_EXPERTS_LAST
-MINOR_POST_NORMS = 10           # version_minor with norm_kind 2, qk_norm 3, arch 15 .. 19, attn_kind 2
-MINOR_LLAMA4_ERA = 11           # qkv_clip, the gate bit, norm_kind 3, arch 20 .. 22 and more
-MINOR_ZERO_EXPERTS = 12         # zero_experts, ffn_kind 2 (shortcut), arch 24
-MINOR_CONV = 13                 # the record's extension, attn_kind 4 (short convolution), arch 26
-MINOR_MAMBA2 = 14               # the extension's ssm_* fields, attn_kind 5 .. 9, ffn_kind 3, arch 27 .. 33
-MINOR_SUPERBLOCKS = 15          # version_minor of an image with a QK2 .. QK6 tensor
 META_CRC_OFFSET = 24            # the 4 bytes taken as zero when computing meta_crc32
 MAX_TOP_K = 64
 # Upper limits of the model record (section 1.1); the C core's table is
@@ -281,7 +272,9 @@ FLAG_SLIDING = 4  # bit 2: sliding_window and the layers' attn_kind (format 1.6)
 FLAG_MLA = 8  # bit 3: the record's Multi-head Latent Attention fields are set (format 1.7)
 FLAG_EXPERTS_LAST = 16  # bit 4: every expert block after all other tensor data (format 1.9)
 FLAG_LAYER_ROPE = 32  # bit 5: each layer's RoPE inverse frequencies, ROPE_FREQ (format 1.12)
-KNOWN_FLAGS = FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING | FLAG_MLA | FLAG_EXPERTS_LAST | FLAG_LAYER_ROPE
+FLAG_KV_INT8 = 64  # bit 6: the KV cache is held as int8 (format 1.15, docs/core.md)
+KNOWN_FLAGS = (FLAG_SCALES | FLAG_ROPE | FLAG_SLIDING | FLAG_MLA | FLAG_EXPERTS_LAST
+               | FLAG_LAYER_ROPE | FLAG_KV_INT8)
 ACT_SILU, ACT_SWIGLU_CLAMPED = 0, 1  # activation values (1: gpt-oss, format 1.6)
 ACT_RELU2 = 2  # format 1.14: relu(x)^2 of an MLP without gate (Nemotron-H): no *_GATE matrices
 ATTN_FULL, ATTN_SLIDING = 0, 1  # a layer's attn_kind (format 1.6)
@@ -396,6 +389,7 @@ class ModelRecord:
     # format 1.12: each layer has its ROPE_FREQ table; not a record field but the
     # header's FLAG_LAYER_ROPE (set from it when read), as the core's hp.layer_rope
     layer_rope: int = 0
+    kv_int8: int = 0  # format 1.15: the header's FLAG_KV_INT8, as the core's hp.kv_int8
     conv_kernel: int = 0  # format 1.13 (extension): the short convolutions' taps
     router_sum_eps: float = 0.0  # format 1.13 (extension): router 1's sum term, 0: 1e-20
     ssm_heads: int = 0  # format 1.14 (extension): the Mamba2 layers' sizes
@@ -474,7 +468,8 @@ def header_flags(record: ModelRecord, experts_last: bool = False) -> int:
     return ((FLAG_SCALES if record.has_scales else 0) | (FLAG_ROPE if record.has_rope else 0)
             | (FLAG_SLIDING if record.sliding_window else 0) | (FLAG_MLA if record.has_mla else 0)
             | (FLAG_EXPERTS_LAST if experts_last else 0)
-            | (FLAG_LAYER_ROPE if record.layer_rope else 0))
+            | (FLAG_LAYER_ROPE if record.layer_rope else 0)
+            | (FLAG_KV_INT8 if record.kv_int8 else 0))
 
 
 @dataclass(frozen=True)
@@ -548,7 +543,8 @@ def unpack_header(buf: bytes | memoryview) -> tuple[dict, ModelRecord]:
     extended = header["header_size"] == HEADER_SIZE_EXTENDED and len(buf) >= HEADER_SIZE_EXTENDED
     extension = _unpack_fields(buf, 0, EXTENSION_FIELDS) if extended else {}
     record = ModelRecord(**_unpack_fields(buf, 0, MODEL_RECORD_FIELDS), **extension,
-                         layer_rope=int(bool(header["flags"] & FLAG_LAYER_ROPE)))
+                         layer_rope=int(bool(header["flags"] & FLAG_LAYER_ROPE)),
+                         kv_int8=int(bool(header["flags"] & FLAG_KV_INT8)))
     return header, record
 
 

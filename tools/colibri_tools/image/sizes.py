@@ -38,6 +38,14 @@ def _check_context(record: ModelRecord, context: int) -> None:
         raise OptionError(f"context {context} must be 1 .. max_context ({record.max_context})")
 
 
+def kv_row_floats(record: ModelRecord) -> int:
+    """Floats of one position's K (or V) row of one layer: kv_dim, or with an
+    int8 cache (format 1.15) n_kv_heads scales and kv_dim int8 in whole floats
+    (sdk/src/model_internal.h's colibri_kv_row_floats)."""
+    kv_dim = record.n_kv_heads * record.head_dim
+    return record.n_kv_heads + -(-kv_dim // 4) if record.kv_int8 else kv_dim
+
+
 def state_size(record: ModelRecord, context: int, conv_layers: int = 0,
                ffn_only_layers: int = 0) -> int:
     """Bytes of the state for `context` positions: the K and V cache of the
@@ -48,7 +56,7 @@ def state_size(record: ModelRecord, context: int, conv_layers: int = 0,
     _check_context(record, context)
     kv_layers = record.n_layers - conv_layers - ffn_only_layers
     per_position = (record.kv_lora_rank + record.rope_dim if record.mla  # latent, RoPE key
-                    else 2 * record.n_kv_heads * record.head_dim)
+                    else 2 * kv_row_floats(record))
     conv = 2 * conv_layers * record.recurrent_floats
     return (kv_layers * context * per_position + conv) * FLOAT_BYTES
 

@@ -95,7 +95,7 @@ HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n
                   "lora_eps", "qkv_clip", "attn_temp_floor", "attn_temp_scale", "zero_experts",
                   "shortcut_layers", "layer_rope", "conv_kernel", "conv_layers", "kv_layers",
                   "router_sum_eps", "ssm_heads", "ssm_head_dim", "ssm_state", "ssm_groups",
-                  "kda_rank", "ssm_dt_rank", "kda_bound", "ssm_dt_min")
+                  "kda_rank", "ssm_dt_rank", "kda_bound", "ssm_dt_min", "kv_int8")
 KERNEL_SLOTS = ("dot", "matvec_f32", "rmsnorm", "softmax", "swiglu", "add", "add_scaled",
                 "rope_apply", "matmat_f32", "matmat_q8", "matmat_q4", "matmat_q8r16",
                 "matmat_q4r16", "matmat_qk")
