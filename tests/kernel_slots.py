@@ -29,6 +29,7 @@ KERNEL_CALLERS = frozenset({
     "colibri_ssm_scan", "colibri_gated_delta_forward", "delta_head", "normed_gate",
     "colibri_kda_forward", "colibri_mamba1_forward", "scan_channel", "time_steps", "gate_heads",
     "colibri_ssm_inputs", "operator_sublayer", "gate_projection", "decay_row", "channel_decays",
+    "key_score", "add_value",
 })
 
 

@@ -217,7 +217,7 @@ DEFAULT_FIELDS = {
     "rope_attn_factor": 0.0, "sliding_window": 0, "swiglu_limit": 0.0, "swiglu_alpha": 0.0,
     "mla": 0, "q_lora_rank": 0, "kv_lora_rank": 0, "v_head_dim": 0, "lora_eps": 0.0,
     "qkv_clip": 0.0, "attn_temp_floor": 0.0, "attn_temp_scale": 0.0, "zero_experts": 0,
-    "layer_rope": 0, "conv_kernel": 0, "router_sum_eps": 0.0, "ssm_heads": 0,
+    "layer_rope": 0, "kv_int8": 0, "conv_kernel": 0, "router_sum_eps": 0.0, "ssm_heads": 0,
     "ssm_head_dim": 0, "ssm_state": 0, "ssm_groups": 0, "kda_rank": 0, "kda_bound": 0.0,
     "ssm_dt_rank": 0, "ssm_dt_min": 0.0,
 }
