@@ -12,8 +12,8 @@
  *                                               qk from avx2
  *   avx512vnni  q8, q4, q8r16, q4r16            fp32 from avx512, softmax, qk   -
  *                                               from avx2
- *   neon        fp32, q8, q4, q8r16, q4r16      -                               softmax
- *   neondot     q8, q4, q8r16, q4r16            fp32 from neon                  softmax
+ *   neon        fp32, q8, q4, q8r16, q4r16, qk  -                               softmax
+ *   neondot     q8, q4, q8r16, q4r16, qk        fp32 from neon                  softmax
  *   helium      fp32 (no swiglu), q8, q4,       -                               softmax, swiglu
  *               q8r16, q4r16
  *   dsp         q8, q4, q8r16, q4r16            -                               every fp32 slot
@@ -71,5 +71,10 @@ void colibri_neon_matmat_q8r16(float *out, size_t stride, const uint8_t *w, cons
                                uint32_t rows, uint32_t cols, uint32_t n);
 void colibri_neon_matmat_q4r16(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                                uint32_t rows, uint32_t cols, uint32_t n);
+/* arm/neon_qk.c, both tables' super-block products (neondot's with SDOT). */
+void colibri_neon_matmat_qk(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                            uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
+void colibri_neondot_matmat_qk(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                               uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
 
 #endif

@@ -183,4 +183,5 @@ const colibri_kernels colibri_kernels_neondot = {
     .matmat_q4 = colibri_neondot_matmat_q4,
     .matmat_q8r16 = colibri_neondot_matmat_q8r16,
     .matmat_q4r16 = colibri_neondot_matmat_q4r16,
+    .matmat_qk = colibri_neondot_matmat_qk, /* neon_qk.c */
 };
