@@ -7,9 +7,9 @@
  *   qemu-system-arm -M mps3-an547 -cpu cortex-m55 -m 2G -icount shift=0 \
  *       -semihosting -display none -serial null -kernel build/qemu_an547/colibri-qbench.elf
  *
- * A 256 x 1024 matrix (Q8 and Q4, by row and in groups of 16 rows: R16),
- * 1 token (decode) and 4 (prompt); one line per (table, dtype, layout,
- * tokens): SysTick ticks per block of 32 weights and token, and the
+ * A 256 x 1024 matrix (Q8 and Q4, by row and in groups of 16 rows: R16;
+ * then the super-blocks QK2 .. QK6), 1 token (decode) and 4 (prompt); one
+ * line per (table, dtype, layout, tokens): SysTick ticks per block of 32 weights and token, and the
  * output's FNV-1a digest (equal across tables). Under
  * -icount shift=0 a 32 MHz SysTick tick is 31.25 instructions (the AN547's
  * board file). Built with kernels_m's start (tests/ports/cortex_m).
@@ -83,6 +83,41 @@ static void fill(int q4, int r16)
     }
 }
 
+/* Random super-blocks of `bits` bits, each d and dmin a normal binary16. */
+static void fill_qk(uint32_t bits)
+{
+    uint32_t bytes = COLIBRI_QK_BYTES(bits);
+    for (uint32_t i = 0; i < sizeof weights; i++) {
+        weights[i] = (uint8_t)next_u32();
+    }
+    for (uint32_t s = 0; s < ROWS * COLS / COLIBRI_QK_BLOCK; s++) {
+        for (uint32_t i = 0; i < 2u; i++) {
+            uint16_t h = (uint16_t)(0x2000u + (next_u32() & 0x3FFu));
+            weights[s * bytes + 2u * i] = (uint8_t)h,
+                                     weights[s * bytes + 2u * i + 1u] = (uint8_t)(h >> 8);
+        }
+    }
+}
+
+static uint32_t ticks_qk(const colibri_kernels *k, uint32_t n, uint32_t bits)
+{
+    SYST_RVR = 0x00FFFFFFu;
+    SYST_CVR = 0;
+    SYST_CSR = 5u;
+    uint32_t start = SYST_CVR;
+    k->matmat_qk(out, ROWS, weights, acts, ROWS, COLS, n, bits);
+    uint32_t end = SYST_CVR;
+    SYST_CSR = 0;
+    return (start - end) & 0x00FFFFFFu;
+}
+
+static void report(const char *table, const char *dtype, uint32_t n, uint32_t tk)
+{
+    printf("table=%s dtype=%s tokens=%u ticks_per_block=%u.%02u digest=%08x\n", table, dtype,
+           (unsigned)n, (unsigned)(tk / (ROWS * NB * n)),
+           (unsigned)(tk * 100u / (ROWS * NB * n) % 100u), (unsigned)digest(out, n * ROWS));
+}
+
 /* SysTick ticks of one product (a 24-bit down counter on the CPU clock). */
 static uint32_t ticks(matmat_q *product, uint32_t n)
 {
@@ -113,11 +148,21 @@ int main(void)
                     continue;
                 }
                 uint32_t tk = ticks(slot(tables[i], q4, r16), n);
-                printf("table=%s dtype=%s%s tokens=%u ticks_per_block=%u.%02u digest=%08x\n",
-                       tables[i]->name, q4 ? "q4" : "q8", r16 ? "r16" : "", (unsigned)n,
-                       (unsigned)(tk / (ROWS * NB * n)),
-                       (unsigned)(tk * 100u / (ROWS * NB * n) % 100u),
-                       (unsigned)digest(out, n * ROWS));
+                report(tables[i]->name, q4 ? (r16 ? "q4r16" : "q4") : (r16 ? "q8r16" : "q8"), n,
+                       tk);
+            }
+        }
+    }
+    _Static_assert(sizeof weights >= ROWS * (COLS / COLIBRI_QK_BLOCK) * COLIBRI_QK_BYTES(6u),
+                   "room for QK6");
+    for (uint32_t bits = 2; bits <= 6u; bits++) {
+        char dtype[4] = {'q', 'k', (char)('0' + bits), 0};
+        fill_qk(bits);
+        for (uint32_t n = 1; n <= TOKENS; n += TOKENS - 1u) {
+            for (uint32_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+                if (tables[i]->matmat_qk != NULL) {
+                    report(tables[i]->name, dtype, n, ticks_qk(tables[i], n, bits));
+                }
             }
         }
     }

@@ -61,6 +61,12 @@ static inline uint32_t colibri_qk_min(const uint8_t *sb, uint32_t j)
                                              << 2;
 }
 
+/* Bytes of one super-block row of cols weights at `bits` bits. */
+static inline size_t colibri_qk_row_bytes(uint32_t cols, uint32_t bits)
+{
+    return (size_t)((cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK) * COLIBRI_QK_BYTES(bits);
+}
+
 /* Element e of block j in a part of w bits a level (w = 1, 2 or 4; 32w
  * bytes, the eight blocks interleaved): bits (w j) % 8 .. + w - 1 of byte
  * 32 ((w j) / 8) + e. So a 32-byte chunk holds element e of 8 / w blocks. */

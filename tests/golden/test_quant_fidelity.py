@@ -201,10 +201,9 @@ def fidelity(reference: np.ndarray, logits: np.ndarray) -> tuple[np.ndarray, np.
     return p.argmax(-1) == q.argmax(-1), (np.exp(lp) * (lp - lq)).sum(-1)
 
 
-@pytest.mark.parametrize("quant", list(BOUNDS))
-@pytest.mark.parametrize("family", FAMILIES)
-def test_quantized_logits_near_transformers(family, quant, quantized, colibri_run, tmp_path):
-    model, image = quantized(family, quant)
+def near_transformers(model, image, colibri_run, tmp_path) -> tuple[float, float]:
+    """Top-1 agreement and mean KL of the image's logits against the model's
+    float32 ones over _prompts (the engine run as colibri-run)."""
     vocab = model.config.vocab_size
     agree, kl = [], []
     for i, ids in enumerate(_prompts(vocab)):
@@ -215,7 +214,14 @@ def test_quantized_logits_near_transformers(family, quant, quantized, colibri_ru
         a, k = fidelity(want, got)
         agree += a.tolist()
         kl += k.tolist()
-    top1, mean_kl = float(np.mean(agree)), float(np.mean(kl))
+    return float(np.mean(agree)), float(np.mean(kl))
+
+
+@pytest.mark.parametrize("quant", list(BOUNDS))
+@pytest.mark.parametrize("family", FAMILIES)
+def test_quantized_logits_near_transformers(family, quant, quantized, colibri_run, tmp_path):
+    model, image = quantized(family, quant)
+    top1, mean_kl = near_transformers(model, image, colibri_run, tmp_path)
     record(family, f"{quant}_top1_disagreement", 1.0 - top1)
     record(family, f"{quant}_mean_kl", mean_kl)
     low, high = LOOSER.get(family, BOUNDS)[quant]

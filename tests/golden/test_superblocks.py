@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from colibri_tools.image.image_reader import read_image
 from colibri_tools.image.image_spec import BLOCK_BYTES, QK_DTYPES, Role
 from cpu_tables import runnable
-from golden_helpers import record, run_engine
+from golden_helpers import record
 from test_bit_identity import _logits
-from test_quant_fidelity import _prompts, fidelity
+from test_quant_fidelity import near_transformers
 
 WIDE = {"mixtral": dict(hidden_size=256, intermediate_size=256, head_dim=32),
         "qwen2_moe": dict(hidden_size=256, intermediate_size=256, moe_intermediate_size=256,
@@ -60,26 +59,12 @@ def wide(tmp_path_factory):
     return get
 
 
-def _fidelity(model, image, colibri_run, tmp_path) -> tuple[float, float]:
-    vocab = model.config.vocab_size
-    agree, kl = [], []
-    for i, ids in enumerate(_prompts(vocab)):
-        with torch.no_grad():
-            want = model(torch.tensor([ids])).logits[0].numpy()
-        _, got = run_engine(colibri_run, image, ids, logits_path=tmp_path / f"{i}.bin",
-                            vocab=vocab)
-        a, k = fidelity(want, got)
-        agree += a.tolist()
-        kl += k.tolist()
-    return float(np.mean(agree)), float(np.mean(kl))
-
-
 @pytest.mark.parametrize("family", ["mixtral", "olmoe"])
 def test_widths_near_transformers(family, wide, colibri_run, tmp_path):
     found = {}
     for quant in ["int4", *WIDTHS]:
         model, image = wide(family, quant)
-        top1, kl = found[quant] = _fidelity(model, image, colibri_run, tmp_path)
+        top1, kl = found[quant] = near_transformers(model, image, colibri_run, tmp_path)
         record(f"{family}_wide", f"{quant}_top1_disagreement", 1.0 - top1)
         record(f"{family}_wide", f"{quant}_mean_kl", kl)
         want_top1, want_kl = MEASURED[family][quant]

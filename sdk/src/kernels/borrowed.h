@@ -15,8 +15,8 @@
  *   neon        fp32, q8, q4, q8r16, q4r16, qk  -                               softmax
  *   neondot     q8, q4, q8r16, q4r16, qk        fp32 from neon                  softmax
  *   helium      fp32 (no swiglu), q8, q4,       -                               softmax, swiglu
- *               q8r16, q4r16
- *   dsp         q8, q4, q8r16, q4r16            -                               every fp32 slot
+ *               q8r16, q4r16, qk
+ *   dsp         q8, q4, q8r16, q4r16, qk        -                               every fp32 slot
  *
  * "fp32" = dot, matvec_f32, matmat_f32, rmsnorm, add, add_scaled,
  * rope_apply and swiglu; the quantized slots are matmat_q8, matmat_q4,
@@ -76,5 +76,11 @@ void colibri_neon_matmat_qk(float *out, size_t stride, const uint8_t *w, const c
                             uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
 void colibri_neondot_matmat_qk(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                                uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
+
+/* armv8m/helium_qk.c and dsp_qk.c, the Cortex-M tables' super-block products. */
+void colibri_helium_matmat_qk(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                              uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
+void colibri_dsp_matmat_qk(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                           uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
 
 #endif

@@ -325,8 +325,7 @@ void colibri_reference_matmat_qk(float *out, size_t out_stride, const uint8_t *w
                                  uint32_t bits)
 {
     uint32_t nb = colibri_qblocks(cols);
-    size_t row_bytes =
-        (size_t)((cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK) * COLIBRI_QK_BYTES(bits);
+    size_t row_bytes = colibri_qk_row_bytes(cols, bits);
     for (uint32_t r = 0; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
             out[t * out_stride + r] = dot_qk(w + r * row_bytes, x + (size_t)t * nb, nb, bits);

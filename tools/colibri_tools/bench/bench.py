@@ -6,6 +6,11 @@ drift, ratios much less), with the machine's memory read bandwidth.
                   [--threads 1,2] [--llama-bench PATH] [--torch] [--json FILE]
     colibri-bench -m model.bin [--threads 1,2] ...     (a converted model of yours)
     colibri-bench --quant int8|int4 --llama-bench PATH  (quantized, beside Q8_0/Q4_0)
+    colibri-bench --formats qk2,qk3,qk4 --llama-types Q2_K,Q3_K_M,Q4_K_M --llama-bench PATH
+                  [--hf DIR --eval-text TEXT [--calibration TEXT]]
+                                                        (several formats side by side, on the
+                                                        random or a trained checkpoint:
+                                                        bench_lowbit.py)
     colibri-bench --real olmoe-1b-7b --quant int4       (a real checkpoint's shapes)
     colibri-bench --real olmoe-1b-7b --quant int4 --budgets 100,50,25,12.5
                   [--llama-bench PATH] [--image FILE] [--gguf FILE]
@@ -55,6 +60,7 @@ from ..errors import ColibriError
 from ..version import add_version_option
 from .bench_model import SHAPE, build_model, bytes_per_token, llama_model, llama_type, shape_of
 from .bench_synth import REAL_SHAPES
+from .bench_timing import cpu_description, time_colibri
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
@@ -68,42 +74,6 @@ def _stat(text: str, line: str, key: str) -> float:
         if f"{line}:" in row and f" {key}=" in row:
             return float(row.split(f" {key}=", 1)[1].split()[0])
     raise BenchError(f"colibri-run --stats printed no {line} {key}")
-
-
-def time_colibri(image: pathlib.Path, ids: list[int], gen: int, threads: int,
-                 kernels: str | None = None) -> dict:
-    """The engine in this process (colibri_tools.runtime.engine), set up as colibri-run
-    --preload --batch PROMPT would be: the prompt in one forward call, then
-    gen decode steps, each timed around its forward call, after one
-    untimed warm-up of the prompt and a decode step (llama-bench warms up
-    the same way: first touches of the scratch and KV pages and the
-    threads' start stay out of both). kernels: a table name (None: the best
-    this CPU runs)."""
-    from ..runtime.engine import Engine
-
-    with Engine(image, threads=threads, batch=min(len(ids), 256), preload=True,
-                context=len(ids) + gen + 1, kernels=kernels) as engine:
-        engine.timed_greedy(ids, 2)
-        tokens, prompt_ns, steps = engine.timed_greedy(ids, gen + 1)
-        scratch, table = engine.scratch_bytes, engine.kernels
-    return {"prompt_tok_s": len(ids) * 1e9 / prompt_ns,
-            "decode_tok_s": len(steps) * 1e9 / max(sum(steps), 1),
-            "scratch_bytes": scratch, "tokens": tokens, "kernels": table}
-
-
-def cpu_description() -> str:
-    """The CPU's model name and the vector extensions the kernel tables use
-    (Linux /proc/cpuinfo; "unknown CPU" elsewhere)."""
-    try:
-        text = pathlib.Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown CPU"
-    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
-    name = fields.get("model name") or fields.get("CPU part") or "unknown CPU"
-    flags = set((fields.get("flags") or fields.get("Features") or "").split())
-    known = ("avx2", "fma", "avx_vnni", "avx512f", "avx512_vnni", "asimd", "asimddp")
-    return f"{name} ({' '.join(f for f in known if f in flags) or 'no vector extensions listed'})"
 
 
 def time_torch(model, ids: list[int], gen: int) -> dict:
@@ -221,6 +191,10 @@ def run_benchmark(args: argparse.Namespace) -> dict:
     if args.llama_bench and not pathlib.Path(args.llama_bench).is_file():
         raise BenchError(f"--llama-bench {args.llama_bench}: no such file "
                          "(../shared/tools/build-llama-bench builds one)")
+    if args.formats:
+        from .bench_lowbit import run_lowbit
+
+        return run_lowbit(args)
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         model, image, gguf, f32_gguf = None, args.model, None, None
         if image is None:
@@ -388,6 +362,40 @@ def _percents(text: str) -> list[float]:
     return values
 
 
+QUANTS = ("int8", "int4", "qk2", "qk3", "qk4", "qk5", "qk6")
+# llama-quantize types it refuses without an importance matrix (IQ3_XXS stores some matrices IQ2_S)
+NEEDS_IMATRIX = ("IQ1_", "IQ2_", "IQ3_XXS", "Q2_K_S")
+
+
+def _names(known: tuple[str, ...] | None):
+    """A comma-separated list of names (of `known` when given)."""
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        bad = [n for n in names if known is not None and n not in known]
+        if not names or bad:
+            raise argparse.ArgumentTypeError(f"{text!r}: a list of {', '.join(known or ['names'])}")
+        return names
+    return parse
+
+
+def _check_lowbit(args: argparse.Namespace) -> str | None:
+    if not args.formats:
+        return ("--llama-types, --hf, --eval-text and --calibration go with --formats"
+                if args.llama_types or args.hf or args.eval_text or args.calibration else None)
+    if args.quant or args.model or args.real or args.emulate or args.budgets or args.torch:
+        return "--formats runs its own formats (no --quant, -m, --real, --emulate, --budgets, --torch)"
+    if args.llama_types and not args.llama_bench:
+        return "--llama-types needs --llama-bench"
+    if (args.eval_text or args.calibration) and not args.hf:
+        return "--eval-text and --calibration need --hf (a checkpoint with its tokenizer)"
+    if not args.calibration and any(t.startswith(NEEDS_IMATRIX) for t in args.llama_types):
+        return (f"--llama-types {','.join(args.llama_types)}: llama-quantize makes "
+                f"{', '.join(NEEDS_IMATRIX)}* only with an importance matrix: add --calibration")
+    if args.hf is not None and not (args.hf / "config.json").is_file():
+        return f"--hf {args.hf}: no config.json there"
+    return None
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="colibri-bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--family", default="mixtral", choices=["mixtral", "qwen3_moe"])
@@ -397,8 +405,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-m", "--model", type=pathlib.Path, help="benchmark this model image instead")
     p.add_argument("--llama-bench", help="llama.cpp's llama-bench binary: run it beside Colibri")
     p.add_argument("--torch", action="store_true", help="also time transformers (1 thread)")
-    p.add_argument("--quant", choices=["int8", "int4"], help="quantized weights (Q8/Q4; "
-                   "llama.cpp: Q8_0/Q4_0) and a fidelity report")
+    p.add_argument("--quant", choices=QUANTS, help="quantized weights (Q8/Q4, or super-blocks "
+                   "qk2 .. qk6; llama.cpp: Q8_0/Q4_0, Q2_K, Q3_K_M .. Q5_K_M, Q6_K) and a "
+                   "fidelity report")
+    p.add_argument("--formats", type=_names(QUANTS + ("f32",)), help="several Colibri formats "
+                   "side by side (e.g. qk2,qk3,qk4), each beside --llama-types (bench_lowbit.py)")
+    p.add_argument("--llama-types", type=_names(None), default=[], help="with --formats: "
+                   "llama-quantize types (e.g. Q2_K,Q3_K_M,Q4_K_M,Q4_0,IQ3_XXS)")
+    p.add_argument("--hf", type=pathlib.Path, help="with --formats: this transformers Mixtral "
+                   "checkpoint (e.g. trained by colibri-train-tiny) instead of the random model")
+    p.add_argument("--eval-text", type=pathlib.Path, help="with --hf: fidelity prompts are "
+                   "windows of this text (one the model was not trained on)")
+    p.add_argument("--calibration", type=pathlib.Path, help="with --hf: a text for Colibri's "
+                   "importance-weighted super-blocks and llama.cpp's llama-imatrix")
     p.add_argument("--row-groups", action=argparse.BooleanOptionalAction, help="with --quant: "
                    "the quantized matrices in groups of 16 rows, colibri-convert's default "
                    "(--no-row-groups: row by row; --real and --budgets default to row by row)")
@@ -466,7 +485,7 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return "--llama-bench takes the mixtral family"
     if min(args.fidelity_prompts, args.fidelity_length) < 1 or args.fidelity_length > 512:
         return "--fidelity-prompts >= 1 and --fidelity-length 1 .. 512"
-    return None
+    return _check_lowbit(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -485,6 +504,10 @@ def main(argv: list[str] | None = None) -> int:
         from .bench_budget import print_budgets
 
         print_budgets(report)
+    elif args.formats:
+        from .bench_lowbit import print_lowbit
+
+        print_lowbit(report)
     elif args.emulate:
         from .bench_emulate import print_emulate
 

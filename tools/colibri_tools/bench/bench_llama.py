@@ -46,8 +46,54 @@ def _layer_tensors(sd: dict, i: int, cfg) -> dict[str, np.ndarray]:
     }
 
 
-def write_gguf(model, path: pathlib.Path) -> pathlib.Path:
-    """Write a transformers Mixtral model as an F32 GGUF at path."""
+def byte_level(text: str) -> str:
+    """A token's text in the byte-level alphabet llama.cpp's BPE tokenizer
+    matches merges in (GPT-2's: each UTF-8 byte one printable character)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1),
+                 *range(ord("\xae"), ord("\xff") + 1)]
+    extra = iter(range(256, 512))
+    table = {b: chr(b) if b in printable else chr(next(extra)) for b in range(256)}
+    return "".join(table[b] for b in text.encode("utf-8"))
+
+
+def gguf_vocab(tokenizer_json: pathlib.Path) -> dict:
+    """The tokens, types and merges of a `tokenizers` BPE (colibri-train-tiny's)
+    in byte-level form, so that llama.cpp's "gpt2" tokenizer encodes text with
+    them (its pre-tokenizer splits words with their leading space as
+    colibri-train-tiny's does); special tokens are control tokens."""
+    data = json.loads(pathlib.Path(tokenizer_json).read_text("utf-8"))
+    vocab = data["model"]["vocab"]
+    special = {t["id"] for t in data.get("added_tokens", []) if t.get("special")}
+    tokens = [None] * len(vocab)
+    for text, i in vocab.items():
+        tokens[i] = text if i in special else byte_level(text)
+    merges = [m.split(" ", 1) if isinstance(m, str) else m for m in data["model"]["merges"]]
+    return {"tokens": tokens, "types": [3 if i in special else 1 for i in range(len(tokens))],
+            "merges": [f"{byte_level(a)} {byte_level(b)}" for a, b in merges]}
+
+
+def _add_vocab(w, cfg, tokenizer_json: pathlib.Path | None) -> None:
+    if tokenizer_json is None:
+        w.add_tokenizer_model("none")
+        return
+    vocab = gguf_vocab(tokenizer_json)
+    if len(vocab["tokens"]) != cfg.vocab_size:
+        raise LlamaBenchError(f"{tokenizer_json}: {len(vocab['tokens'])} tokens, the model "
+                              f"has {cfg.vocab_size}")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-2")
+    w.add_token_list(vocab["tokens"])
+    w.add_token_types(vocab["types"])
+    w.add_token_merges(vocab["merges"])
+    w.add_bos_token_id(cfg.bos_token_id if cfg.bos_token_id is not None else 0)
+    w.add_eos_token_id(cfg.eos_token_id if cfg.eos_token_id is not None else 0)
+    w.add_add_bos_token(False)
+
+
+def write_gguf(model, path: pathlib.Path, tokenizer_json: pathlib.Path | None = None) -> pathlib.Path:
+    """Write a transformers Mixtral model as an F32 GGUF at path; with
+    tokenizer_json (a `tokenizers` BPE) its vocabulary too (for llama-imatrix),
+    else none (llama-bench and llama_logits take token ids)."""
     import gguf
 
     cfg = model.config
@@ -71,7 +117,7 @@ def write_gguf(model, path: pathlib.Path) -> pathlib.Path:
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_expert_count(cfg.num_local_experts)
     w.add_expert_used_count(cfg.num_experts_per_tok)
-    w.add_tokenizer_model("none")
+    _add_vocab(w, cfg, tokenizer_json)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(cfg.num_hidden_layers):
         for name, array in _layer_tensors(sd, i, cfg).items():
@@ -116,8 +162,11 @@ def parse_llama_bench(stdout: str) -> dict:
     return result
 
 
-# --quant NAME -> the llama.cpp type of the same bit width (llama-quantize's name)
-LLAMA_TYPES = {"int8": "Q8_0", "int4": "Q4_0"}
+# --quant NAME -> the llama.cpp type of the same bit width (llama-quantize's name);
+# the super-blocks beside the K-quants (Q3_K_M .. Q5_K_M: the mixes llama.cpp's
+# users pick, which keep some matrices a width up, as Colibri keeps K, V and the head QK6)
+LLAMA_TYPES = {"int8": "Q8_0", "int4": "Q4_0", "qk2": "Q2_K", "qk3": "Q3_K_M", "qk4": "Q4_K_M",
+               "qk5": "Q5_K_M", "qk6": "Q6_K"}
 LOGITS_SOURCE = pathlib.Path(__file__).resolve().parents[3] / "bench" / "llama_logits.c"
 
 
@@ -133,18 +182,45 @@ def peer_tool(llama_bench: pathlib.Path, name: str) -> pathlib.Path:
 
 
 def quantize_gguf(llama_bench: pathlib.Path, f32: pathlib.Path, kind: str, pure: bool = False,
-                  timeout: float = 1800) -> pathlib.Path:
-    """llama-quantize F32 -> kind (Q8_0, Q4_0) with its defaults, as a user of
-    that llama.cpp build would (Q4_0 then stores the output matrix Q6_K), or
-    with `pure` every matrix as kind; the result sits beside f32."""
-    out = f32.with_name(f"{f32.stem}-{kind.lower()}{'-pure' if pure else ''}.gguf")
+                  imatrix: pathlib.Path | None = None, timeout: float = 1800) -> pathlib.Path:
+    """llama-quantize F32 -> kind (Q8_0, Q4_0, Q3_K_M, ...) with its defaults, as
+    a user of that llama.cpp build would (Q4_0 then stores the output matrix
+    Q6_K), or with `pure` every matrix as kind; with `imatrix` (llama-imatrix's
+    file) importance-weighted; the result sits beside f32."""
+    tag = ("-pure" if pure else "") + ("-imat" if imatrix else "")
+    out = f32.with_name(f"{f32.stem}-{kind.lower()}{tag}.gguf")
     cmd = [str(peer_tool(llama_bench, "llama-quantize")), *(["--pure"] if pure else []),
-           str(f32), str(out), kind]
+           *(["--imatrix", str(imatrix)] if imatrix else []), str(f32), str(out), kind]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-5:])
         raise LlamaBenchError(f"llama-quantize {kind} failed (exit {done.returncode}):\n{tail}")
     return out
+
+
+def make_imatrix(llama_bench: pathlib.Path, f32: pathlib.Path, text: pathlib.Path, context: int,
+                 threads: int = 1, timeout: float = 3600) -> pathlib.Path:
+    """llama-imatrix's importance matrix of the F32 GGUF (which must hold a
+    vocabulary: write_gguf's tokenizer_json) over `text` in chunks of
+    `context` tokens; beside f32."""
+    out = f32.with_name(f"{f32.stem}-imatrix.gguf")
+    cmd = [str(peer_tool(llama_bench, "llama-imatrix")), "-m", str(f32), "-f", str(text),
+           "-o", str(out), "-c", str(context), "-t", str(threads), "--no-ppl"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0 or not out.is_file():
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise LlamaBenchError(f"llama-imatrix failed (exit {done.returncode}):\n{tail}")
+    return out
+
+
+def gguf_sizes(path: pathlib.Path) -> dict:
+    """Bytes of the whole GGUF file, and bytes and weights of its routed
+    expert matrices (the *_exps tensors)."""
+    import gguf
+
+    experts = [t for t in gguf.GGUFReader(str(path)).tensors if t.name.endswith("_exps.weight")]
+    return {"bytes": path.stat().st_size, "expert_bytes": sum(int(t.n_bytes) for t in experts),
+            "expert_weights": sum(int(t.n_elements) for t in experts)}
 
 
 def build_llama_logits(llama_bench: pathlib.Path, out_dir: pathlib.Path) -> pathlib.Path:

@@ -27,12 +27,10 @@ def hf_config(args: argparse.Namespace):
                                        head_dim=args.hidden // args.heads, **common)
 
 
-def build_model(args: argparse.Namespace, work: pathlib.Path):
-    """A random model of the shape asked for, saved and converted in work."""
+def random_model(args: argparse.Namespace, work: pathlib.Path):
+    """A random model of the shape asked for, saved as a checkpoint in work/hf."""
     import torch
     import transformers
-
-    from ..converter.convert import convert
 
     torch.manual_seed(args.seed)
     model = transformers.AutoModelForCausalLM.from_config(hf_config(args)).eval()
@@ -41,6 +39,14 @@ def build_model(args: argparse.Namespace, work: pathlib.Path):
             if param.dim() >= 2:
                 param.normal_(0.0, param.shape[-1] ** -0.5)
     model.save_pretrained(work / "hf")
+    return model
+
+
+def build_model(args: argparse.Namespace, work: pathlib.Path):
+    """A random model of the shape asked for, saved and converted in work."""
+    from ..converter.convert import convert
+
+    model = random_model(args, work)
     convert(work / "hf", work / "out", progress=False, quant=args.quant,
             quant_attention=args.quant is not None, quant_embeddings=args.quant is not None,
             row_groups=args.row_groups)

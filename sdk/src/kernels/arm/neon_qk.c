@@ -228,8 +228,7 @@ NEON_Q_INLINE void qk_matmat(float *out, size_t stride, const uint8_t *w, const 
                              qk_isum_fn isum)
 {
     uint32_t nb = colibri_qblocks(cols);
-    size_t row_bytes =
-        (size_t)((cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK) * COLIBRI_QK_BYTES(bits);
+    size_t row_bytes = colibri_qk_row_bytes(cols, bits);
     for (uint32_t r = 0; r < rows; r += 4u) {
         for (uint32_t t = 0; t < n; t += 2u) {
             float *o = out + t * stride + r;

@@ -25,6 +25,7 @@
 
 #include "colibri_compat.h"
 #include "kernels.h"
+#include "kernels/borrowed.h"
 #include "kernels/r16.h"
 #include "quant.h"
 #include "qtile.h"
@@ -194,4 +195,5 @@ const colibri_kernels colibri_kernels_dsp = {
     .matmat_q4 = colibri_dsp_matmat_q4,
     .matmat_q8r16 = colibri_dsp_matmat_q8r16,
     .matmat_q4r16 = colibri_dsp_matmat_q4r16,
+    .matmat_qk = colibri_dsp_matmat_qk,
 };

@@ -17,6 +17,7 @@
 #include "colibri_compat.h"
 #include "colibri_math.h"
 #include "kernels.h"
+#include "kernels/borrowed.h"
 #include "kernels/r16.h"
 #include "quant.h"
 #include "qtile.h"
@@ -330,4 +331,5 @@ const colibri_kernels colibri_kernels_helium = {
     .matmat_q4 = matmat_q4_helium,
     .matmat_q8r16 = matmat_q8r16_helium,
     .matmat_q4r16 = matmat_q4r16_helium,
+    .matmat_qk = colibri_helium_matmat_qk,
 };

@@ -22,6 +22,7 @@
 #include "kernels.h"
 #include "quant.h"
 #include "kernels/borrowed.h"
+#include "kernels/x86/avx2_lanes.h"
 
 #define AVX2Q __attribute__((target("avx2,fma,f16c")))
 #define INLINE static inline __attribute__((always_inline))
@@ -47,35 +48,6 @@ AVX2Q INLINE __m256i levels(const uint8_t *sb, uint32_t j, uint32_t bits)
     }
     __m256i h = part_fields(sb + 16u + 32u * low, high, j);
     return _mm256_or_si256(q, _mm256_sll_epi16(h, _mm_cvtsi32_si128((int)low)));
-}
-
-/* Eight vectors of eight int32 partial sums -> one of the eight totals. */
-AVX2Q INLINE __m256i sums8(const __m256i *p)
-{
-    __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-    __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-                            _mm256_permute2x128_si256(a, b, 0x31));
-}
-
-/* v[i] lane j <- v[j] lane i (8 x 8). */
-AVX2Q INLINE void transpose8(__m256 *v)
-{
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (int i = 0; i < 4; i++) {
-        v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-    }
 }
 
 /* A super-block's eight scales d * sc_j and mins dmin * m_j (lane = block),
@@ -111,7 +83,7 @@ AVX2Q INLINE void row_superblock(__m256 *isum, __m256 *scale, __m256 *min, const
         uint32_t j = k < count ? k : count - 1u;
         part[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(levels(sb, j, bits), xq[j]), ones);
     }
-    *isum = _mm256_cvtepi32_ps(sums8(part));
+    *isum = _mm256_cvtepi32_ps(isum8(part));
     superblock_scales(scale, min, sb);
 }
 
@@ -168,8 +140,7 @@ AVX2Q INLINE void qk_matmat(float *out, size_t stride, const uint8_t *w, const c
                             uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits)
 {
     uint32_t nb = colibri_qblocks(cols);
-    size_t row_bytes =
-        (size_t)((cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK) * COLIBRI_QK_BYTES(bits);
+    size_t row_bytes = colibri_qk_row_bytes(cols, bits);
     for (uint32_t r = 0; r < rows; r += TILE_ROWS) {
         for (uint32_t t = 0; t < n; t++) {
             qk_tile(out + t * stride + r, w + r * row_bytes, row_bytes, x + (size_t)t * nb, nb,

@@ -11,6 +11,7 @@
 #include "kernels.h"
 #include "quant.h"
 #include "kernels/borrowed.h"
+#include "kernels/x86/avx2_lanes.h"
 
 #define AVX2Q __attribute__((target("avx2,fma,f16c")))
 
@@ -23,16 +24,6 @@
  * never saturates 16 bits) then pmaddwd by ones; Q4 as pmaddubsw(nibble, x)
  * - pmaddubsw(8, x) (both below 2 * 15 * 127). Rows past the matrix and
  * tokens past n repeat the last one; their lanes are not stored. */
-
-/* Eight vectors of eight int32 partial sums -> one vector of the eight
- * totals, vector p in lane p. */
-AVX2Q static inline __attribute__((always_inline)) __m256i isum8(const __m256i *p)
-{
-    __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-    __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-                            _mm256_permute2x128_si256(a, b, 0x31));
-}
 
 /* The eight lanes' scales of block b: d_w of each lane's row (binary16,
  * packed four to a 64-bit word, converted, repeated T times) times d_x of
@@ -205,26 +196,6 @@ row_sums(int32_t *sums, float *scales, const uint8_t *row, const colibri_qblock 
         _mm256_storeu_si256((__m256i *)(void *)(sums + j), isum8(part));
         _mm256_storeu_ps(scales + j,
                          _mm256_cvtph_ps(_mm_set_epi64x((long long)h[1], (long long)h[0])));
-    }
-}
-
-/* v[i] lane j <- v[j] lane i (8 x 8). */
-AVX2Q static inline __attribute__((always_inline)) void transpose8(__m256 *v)
-{
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (int i = 0; i < 4; i++) {
-        v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
     }
 }
 
