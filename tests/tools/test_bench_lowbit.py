@@ -16,7 +16,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name, bits", [("qk3", 3), ("Q3_K_M", 3), ("IQ3_XXS", 3), ("int4", 4),
-                                        ("Q4_0", 4), ("qk6", 6), ("F32", 32), ("f32", 32)])
+                                        ("Q4_0", 4), ("qk6", 6), ("F32", 32), ("f32", 32),
+                                        ("bpw3.0", 3)])
 def test_nominal_bits_read_from_the_name(name, bits):
     from colibri_tools.bench.bench_lowbit import nominal_bits
 
@@ -127,6 +128,7 @@ def test_tokenizer_reaches_the_gguf_in_byte_level_form(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--formats", "qk3", "--quant", "int4"], "--formats runs its own formats"),
     (["--formats", "qk9"], "a list of"),
+    (["--formats", "bpw3.x"], "a list of"),
     (["--llama-types", "Q2_K"], "go with --formats"),
     (["--formats", "qk3", "--llama-types", "Q3_K_M"], "needs --llama-bench"),
     (["--formats", "qk3", "--eval-text", "README.md"], "need --hf"),
@@ -150,7 +152,8 @@ def test_formats_run_side_by_side(tmp_path):
              "--experts", "4", "--top-k", "2", "--ffn", "256", "--prompt", "12", "--gen", "4",
              "--repeat", "1", "--threads", "1", "--fidelity-prompts", "3", "--fidelity-length", "8"]
     extra = ["--llama-bench", llama, "--llama-types", "Q2_K,Q4_K_M"] if llama else []
-    done = subprocess.run([str(REPO / ".venv/bin/colibri-bench"), *shape, "--formats", "qk2,qk4",
+    done = subprocess.run([str(REPO / ".venv/bin/colibri-bench"), *shape, "--formats",
+                           "qk2,qk4,bpw3.0",
                            *extra, "--json", str(tmp_path / "r.json")],
                           capture_output=True, text=True, timeout=900, cwd=REPO)
     assert done.returncode == 0, done.stderr
@@ -161,6 +164,8 @@ def test_formats_run_side_by_side(tmp_path):
         assert 8 * row["expert_bytes"] / row["expert_weights"] == bits
         assert row["positions"] == 24 and row["calibrated"] is False
     assert 0 < qk4["kl_mean"] < qk2["kl_mean"]
+    chosen = rows[("colibri", "bpw3.0")]  # --target-bpw 3.0 over the matrices it may choose for
+    assert 2.5 <= 8 * chosen["expert_bytes"] / chosen["expert_weights"] <= 3.5
     assert {(s["engine"], s["weights"]) for s in report["speeds"]} >= {("colibri", "qk2"),
                                                                        ("colibri", "qk4")}
     if llama:

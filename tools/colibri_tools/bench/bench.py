@@ -50,6 +50,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
@@ -367,11 +368,12 @@ QUANTS = ("int8", "int4", "qk2", "qk3", "qk4", "qk5", "qk6")
 NEEDS_IMATRIX = ("IQ1_", "IQ2_", "IQ3_XXS", "Q2_K_S")
 
 
-def _names(known: tuple[str, ...] | None):
-    """A comma-separated list of names (of `known` when given)."""
+def _names(known: tuple[str, ...] | None, pattern: str | None = None):
+    """A comma-separated list of names (of `known`, or matching `pattern`, when given)."""
     def parse(text: str) -> list[str]:
         names = [n.strip() for n in text.split(",") if n.strip()]
-        bad = [n for n in names if known is not None and n not in known]
+        bad = [n for n in names if known is not None and n not in known
+               and not (pattern and re.fullmatch(pattern, n))]
         if not names or bad:
             raise argparse.ArgumentTypeError(f"{text!r}: a list of {', '.join(known or ['names'])}")
         return names
@@ -408,8 +410,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quant", choices=QUANTS, help="quantized weights (Q8/Q4, or super-blocks "
                    "qk2 .. qk6; llama.cpp: Q8_0/Q4_0, Q2_K, Q3_K_M .. Q5_K_M, Q6_K) and a "
                    "fidelity report")
-    p.add_argument("--formats", type=_names(QUANTS + ("f32",)), help="several Colibri formats "
-                   "side by side (e.g. qk2,qk3,qk4), each beside --llama-types (bench_lowbit.py)")
+    p.add_argument("--formats", type=_names(QUANTS + ("f32",), r"bpw\d+(\.\d+)?"),
+                   help="several Colibri formats side by side (e.g. qk2,qk3,qk4; bpw3.0: the "
+                   "widths colibri-convert --target-bpw 3.0 chooses), each beside --llama-types "
+                   "(bench_lowbit.py)")
     p.add_argument("--llama-types", type=_names(None), default=[], help="with --formats: "
                    "llama-quantize types (e.g. Q2_K,Q3_K_M,Q4_K_M,Q4_0,IQ3_XXS)")
     p.add_argument("--hf", type=pathlib.Path, help="with --formats: this transformers Mixtral "

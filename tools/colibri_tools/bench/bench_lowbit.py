@@ -32,7 +32,6 @@ import tempfile
 
 import numpy as np
 
-from ..errors import ColibriError
 from . import bench_fidelity as fid
 
 
@@ -115,21 +114,23 @@ def _checkpoint(args: argparse.Namespace, work: pathlib.Path):
     return model, args.hf, tokenizer if tokenizer.is_file() else None
 
 
+def target_bpw(fmt: str) -> float | None:
+    """bpw3.0 -> 3.0 (widths chosen by colibri-convert --target-bpw); else None."""
+    return float(fmt[3:]) if fmt.startswith("bpw") else None
+
+
 def _convert(hf_dir: pathlib.Path, out: pathlib.Path, fmt: str, calibration) -> bool:
-    """One Colibri image; True when it is importance-weighted by calibration."""
+    """One Colibri image: a --quant name, f32, or bpwB (--target-bpw B); True
+    when it is importance-weighted by calibration (the super-block ones)."""
     from ..converter.convert import convert
 
-    quant = None if fmt == "f32" else fmt
-    kwargs = dict(progress=False, quant=quant, quant_attention=quant is not None,
-                  quant_embeddings=quant is not None)
-    if calibration is not None and fmt.startswith("qk"):
-        try:
-            convert(hf_dir, out, calibration=calibration, **kwargs)
-            return True
-        except (TypeError, ColibriError):  # a converter without --calibration for qk
-            pass
-    convert(hf_dir, out, **kwargs)
-    return False
+    target = target_bpw(fmt)
+    quant = None if fmt == "f32" or target is not None else fmt
+    weighted = calibration is not None and (target is not None or fmt.startswith("qk"))
+    convert(hf_dir, out, progress=False, quant=quant, target_bpw=target,
+            quant_attention=fmt != "f32", quant_embeddings=fmt != "f32",
+            calibration=calibration if weighted else None)
+    return weighted
 
 
 def colibri_images(args: argparse.Namespace, hf_dir: pathlib.Path, work: pathlib.Path) -> dict:
