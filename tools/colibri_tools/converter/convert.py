@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import shutil
 import signal
@@ -45,6 +46,7 @@ from ..image.quant import (
     in_row_groups,
     mixed_dtypes,
     most_used_experts,
+    shared_roles,
     tensor_size,
 )
 from ..image.sizes import MAX_BATCH, scratch_size, state_size
@@ -246,19 +248,26 @@ def _weighted_sources(spec: ModelSpec, sources: list[SourceTensor], ckpt: Checkp
 
 
 def _chosen_widths(sources: list[SourceTensor], target_bpw: float) -> list[SourceTensor]:
-    """--target-bpw: each super-block matrix at the width quant_widths chose."""
+    """--target-bpw: each super-block matrix at the width quant_widths chose
+    (the shared ones, keys, values and LM head, kept QK6)."""
     from .quant_widths import budget_bytes, choose_widths, width_cost
 
-    costs = [width_cost(s) for s in sources if s.entry.dtype in QK_DTYPES]
+    shared = shared_roles([s.entry for s in sources])
+    fixed = [s.entry for s in sources if s.entry.dtype in QK_DTYPES and s.entry.role in shared]
+    costs = [width_cost(s) for s in sources
+             if s.entry.dtype in QK_DTYPES and s.entry.role not in shared]
     if not costs:
         raise OptionError("--target-bpw: no matrix of this model can be stored as super-blocks")
-    chosen = choose_widths(costs, budget_bytes(costs, target_bpw))
+    budget = budget_bytes(costs, target_bpw, sum(tensor_size(e) for e in fixed),
+                          sum(math.prod(e.shape) for e in fixed))
+    chosen = choose_widths(costs, budget)
     key = lambda e: (e.role, e.layer, e.expert)  # noqa: E731
     out = [replace(s, entry=replace(s.entry, dtype=chosen[key(s.entry)]))
            if key(s.entry) in chosen else s for s in sources]
-    got = sum(tensor_size(s.entry) for s in out if key(s.entry) in chosen)
-    log.info("--target-bpw %.3f: %d matrices, %.3f bits a weight (%d bytes)", target_bpw,
-             len(costs), 8 * got / sum(c.weights for c in costs), got)
+    got = sum(tensor_size(s.entry) for s in out if s.entry.dtype in QK_DTYPES)
+    weights = sum(math.prod(s.entry.shape) for s in out if s.entry.dtype in QK_DTYPES)
+    log.info("--target-bpw %.3f: %d matrices chosen, %d kept QK6, %.3f bits a weight (%d bytes)",
+             target_bpw, len(costs), len(fixed), 8 * got / weights, got)
     return out
 
 

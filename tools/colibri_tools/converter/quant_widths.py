@@ -12,7 +12,12 @@ weighs 1 and only the weights' own sensitivity decides.
 Then a greedy choice: every matrix starts at QK2, and the upgrade that buys
 the most error per byte is taken while the total stays within the budget
 (target x weights / 8 bytes): for these convex-ish curves, the smallest
-summed error for the bytes.
+summed error for the bytes. The matrices whose output every later
+computation shares (keys, values, the LM head: quant.shared_roles) are not
+candidates: they stay QK6, as under --quant qk2 .. qk5, and count in the
+target. The summed error does not see how an error propagates, and on a
+trained model choosing them too put the LM head at 2.5 bits and doubled the
+KL (docs/quantization.md).
 """
 
 from __future__ import annotations
@@ -87,12 +92,15 @@ def _upgrade(c: WidthCost, at: int) -> tuple[float, Key, int]:
     return (-saved / max(c.bytes[at + 1] - c.bytes[at], 1), c.key, at)
 
 
-def budget_bytes(costs: Sequence[WidthCost], target_bpw: float) -> int:
-    """target_bpw x the candidates' weights / 8, checked against the widths' range."""
-    weights = sum(c.weights for c in costs)
-    low = 8 * sum(c.bytes[0] for c in costs) / weights
-    high = 8 * sum(c.bytes[-1] for c in costs) / weights
+def budget_bytes(costs: Sequence[WidthCost], target_bpw: float, fixed_bytes: int = 0,
+                 fixed_weights: int = 0) -> int:
+    """The candidates' bytes: target_bpw x all the super-block matrices' weights
+    / 8 (the candidates' and `fixed_weights` more, whose widths are fixed and
+    take `fixed_bytes`), less fixed_bytes; checked against the widths' range."""
+    weights = sum(c.weights for c in costs) + fixed_weights
+    low = 8 * (sum(c.bytes[0] for c in costs) + fixed_bytes) / weights
+    high = 8 * (sum(c.bytes[-1] for c in costs) + fixed_bytes) / weights
     if not low <= target_bpw <= high:
         raise OptionError(f"--target-bpw {target_bpw}: these matrices take {low:.3f} .. "
                           f"{high:.3f} bits a weight (QK2 .. QK6, scales and padding included)")
-    return int(target_bpw * weights / 8)
+    return int(target_bpw * weights / 8) - fixed_bytes

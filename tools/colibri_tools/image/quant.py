@@ -137,7 +137,7 @@ def assign_dtypes(entries: list[TensorEntry], quant: str | None, attention: bool
     """The entries with the dtype `quant` gives the feed-forward matrices (with
     `attention` the attention projections, with `embeddings` the token
     embedding and LM head too; under int4 K, V and the head Q8, under qk2 ..
-    qk5 QK6: _shared_roles; the token embedding never QK: _embedding_dtype);
+    qk5 QK6: shared_roles; the token embedding never QK: _embedding_dtype);
     the rest float32."""
     dtype = dtype_of(quant)
     roles = (FFN_ROLES | (ATTENTION_ROLES if attention else frozenset())
@@ -146,14 +146,14 @@ def assign_dtypes(entries: list[TensorEntry], quant: str | None, attention: bool
         return list(entries)
     if any(e.role == Role.ATTN_ROUTER for e in entries):  # attention experts' q, o: float32
         roles -= FLOAT_WITH_ATTENTION_EXPERTS
-    shared = _shared_roles(entries)
+    shared = shared_roles(entries)
     return [replace(e, dtype=_role_dtype(dtype, e.role, e.role in shared))
             if e.role in roles else e for e in entries]
 
 
 def _role_dtype(dtype: int, role: int, shared: bool) -> int:
     """The dtype of a quantized matrix under --quant `dtype`: shared ones
-    (_shared_roles) Q8 under int4 and QK6 under qk2 .. qk5 (llama.cpp's K-quant
+    (shared_roles) Q8 under int4 and QK6 under qk2 .. qk5 (llama.cpp's K-quant
     files keep their output Q6_K alike), the token embedding Q8 or Q4 under a
     QK dtype (its rows are read one by one, not through a product)."""
     if role == Role.TOKEN_EMBED and dtype in QK_DTYPES:
@@ -163,7 +163,7 @@ def _role_dtype(dtype: int, role: int, shared: bool) -> int:
     return DTYPE_QK6 if shared and DTYPE_QK2 <= dtype < DTYPE_QK6 else dtype
 
 
-def _shared_roles(entries: list[TensorEntry]) -> frozenset[int]:
+def shared_roles(entries: list[TensorEntry]) -> frozenset[int]:
     """The roles stored Q8 under int4 (when quantized at all): the matrices
     whose output everything after them shares, so their error is not diluted:
     the key and value projections (every query head of a group reads the
