@@ -15,6 +15,17 @@ def _logits(colibri_run, image, ids, path, vocab, *extra: str) -> bytes:
     return path.read_bytes()
 
 
+def assert_same_bits(colibri_run, image, vocab, tmp_path, runs) -> None:
+    """40 ids through each run's colibri-run options: the logits of the
+    reference kernels on one thread, one token at a time, byte for byte."""
+    ids = [(7 * i + 3) % vocab for i in range(40)]
+    want = _logits(colibri_run, image, ids, tmp_path / "ref.bin", vocab, "--kernels", "reference",
+                   "--threads", "1", "--batch", "1")
+    for options in runs:
+        assert _logits(colibri_run, image, ids, tmp_path / "got.bin", vocab, *options) == want, \
+            options
+
+
 @pytest.mark.parametrize("table", runnable())
 @pytest.mark.parametrize("family", FAMILIES)
 def test_kernel_tables_bit_identical(family, table, converted, colibri_run, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from colibri_tools.errors import OptionError
 from cpu_tables import runnable
 from golden_helpers import record
-from test_bit_identity import _logits
+from test_bit_identity import assert_same_bits
 from test_quant_fidelity import near_transformers
 
 # Mean KL of the next token against transformers over 4 prompts x 40 positions,
@@ -54,14 +54,9 @@ def test_int8_cache_bit_identical(family, int8_cache, colibri_run, tmp_path):
     """Every table this CPU runs, threads and chunks against the reference
     kernels, one thread, one token at a time."""
     model, image = int8_cache(family)
-    vocab = model.config.vocab_size
-    ids = [(7 * i + 3) % vocab for i in range(40)]
-    want = _logits(colibri_run, image, ids, tmp_path / "ref.bin", vocab, "--kernels", "reference",
-                   "--threads", "1", "--batch", "1")
     runs = [("--threads", "2", "--batch", "7"), ("--threads", "3", "--batch", "40"),
             *(("--kernels", t, "--batch", "32") for t in runnable())]
-    for options in runs:
-        assert _logits(colibri_run, image, ids, tmp_path / "got.bin", vocab, *options) == want
+    assert_same_bits(colibri_run, image, model.config.vocab_size, tmp_path, runs)
 
 
 def test_int8_cache_state_is_smaller(int8_cache, converted):

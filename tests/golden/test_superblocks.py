@@ -12,7 +12,7 @@ from colibri_tools.image.image_reader import read_image
 from colibri_tools.image.image_spec import BLOCK_BYTES, QK_DTYPES, Role
 from cpu_tables import runnable
 from golden_helpers import record
-from test_bit_identity import _logits
+from test_bit_identity import assert_same_bits
 from test_quant_fidelity import near_transformers
 
 WIDE = {"mixtral": dict(hidden_size=256, intermediate_size=256, head_dim=32),
@@ -94,15 +94,9 @@ def test_widths_bit_identical(family, quant, wide, colibri_run, tmp_path):
     reference kernels on one thread, one token at a time (the attention and
     embeddings quantized too: QK6 keys, values and LM head)."""
     model, image = wide(family, quant, quant_attention=True, quant_embeddings=True)
-    vocab = model.config.vocab_size
-    ids = [(7 * i + 3) % vocab for i in range(40)]
-    want = _logits(colibri_run, image, ids, tmp_path / "ref.bin", vocab, "--kernels", "reference",
-                   "--threads", "1", "--batch", "1")
     runs = [("--threads", "2", "--batch", "7"), ("--threads", "4", "--batch", "40"),
             *(("--kernels", t, "--batch", b) for t in runnable() for b in ("1", "7"))]
-    for options in runs:
-        got = _logits(colibri_run, image, ids, tmp_path / "got.bin", vocab, *options)
-        assert got == want, options
+    assert_same_bits(colibri_run, image, model.config.vocab_size, tmp_path, runs)
 
 
 def test_calibration_weighs_every_used_expert(wide, tmp_path):

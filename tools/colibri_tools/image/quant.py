@@ -43,7 +43,7 @@ from .image_spec import (
     qk_bits,
     row_blocks,
 )
-from .quant_superblock import dequantize_qk, quantize_qk
+from .quant_superblock import dequantize_qk, half_scales, quantize_qk
 
 # colibri-convert --quant NAME -> dtype
 QUANT_NAMES = {"int8": DTYPE_Q8, "int4": DTYPE_Q4,
@@ -186,12 +186,7 @@ def _blocks(w: np.ndarray) -> np.ndarray:
 
 
 def _half_scales(d: np.ndarray, what: str) -> np.ndarray:
-    with np.errstate(over="ignore"):  # an overflow is reported below
-        d16 = d.astype(np.float16)
-    if not np.all(np.isfinite(d16)):
-        raise OptionError(f"{what}: a block's scale does not fit binary16 (weights above "
-                          f"{65504 * 127:.3g})")
-    return d16
+    return half_scales(d, what, "block", 127)
 
 
 def _q8(blocks: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:

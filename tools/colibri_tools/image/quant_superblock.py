@@ -105,19 +105,22 @@ def _error(w: np.ndarray, a: np.ndarray, s: np.ndarray, c: np.ndarray, nmax: int
     return (a * (s[..., None] * q + c[..., None] - w) ** 2).sum(-1)
 
 
-def _half(values: np.ndarray, what: str) -> np.ndarray:
-    with np.errstate(over="ignore"):
+def half_scales(values: np.ndarray, what: str, unit: str = "super-block",
+                levels: int = SCALE_MAX) -> np.ndarray:
+    """Scales as binary16, or an OptionError naming the weights too large for
+    them (a scale of 65504 times `levels`); quant.py's blocks use it too."""
+    with np.errstate(over="ignore"):  # an overflow is reported below
         h = values.astype(np.float16)
     if not np.all(np.isfinite(h)):
-        raise OptionError(f"{what}: a super-block's scale does not fit binary16 (weights above "
-                          f"{65504 * SCALE_MAX:.3g})")
+        raise OptionError(f"{what}: a {unit}'s scale does not fit binary16 (weights above "
+                          f"{65504 * levels:.3g})")
     return h
 
 
 def _six_bits(values: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Per super-block: the binary16 step (largest value / 63) and each
     block's value in steps, rounded to [0, 63]."""
-    step16 = _half(values.max(-1) / SCALE_MAX, what)
+    step16 = half_scales(values.max(-1) / SCALE_MAX, what)
     step = step16.astype(np.float64)[..., None]
     with np.errstate(divide="ignore", invalid="ignore"):
         k = np.rint(values / np.where(step > 0, step, 1.0))
