@@ -1,8 +1,9 @@
 /*
  * colibri_qbench.c - speed of the quantized products (matmat_q8, matmat_q4,
  * the same blocks in groups of 16 rows: matmat_q8r16, matmat_q4r16, and the
- * super-blocks of matmat_qk at 2 .. 6 bits: qk2 .. qk6) of every kernel
- * table this CPU runs, on one thread, against the reference:
+ * super-blocks of matmat_qk at 2 .. 6 bits: qk2 .. qk6, and in groups of 16
+ * rows: matmat_qkr16, qk2r16 .. qk6r16) of every kernel table this CPU
+ * runs, on one thread, against the reference:
  *
  *   colibri-qbench [--rows R] [--cols C] [--tokens N] [--reps K]
  *
@@ -109,6 +110,23 @@ static void fill_superblocks(uint8_t *w, size_t count, uint32_t bits)
     }
 }
 
+/* The super-blocks of rows x nsb (row after row, bits bits) in groups of 16
+ * rows (docs/format.md 3.6: colibri_qk_r16_offset); padding rows zero. */
+static void pack_qk_r16(uint8_t *dst, const uint8_t *src, size_t rows, size_t nsb, uint32_t bits)
+{
+    size_t g_rows = COLIBRI_QGROUP_ROWS, bytes = COLIBRI_QK_BYTES(bits), tile = g_rows * bytes;
+    memset(dst, 0, (rows + g_rows - 1) / g_rows * nsb * tile);
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t s = 0; s < nsb; s++) {
+            const uint8_t *sb = src + (r * nsb + s) * bytes;
+            uint8_t *t = dst + ((r / g_rows) * nsb + s) * tile;
+            for (uint32_t p = 0; p < bytes; p++) {
+                t[colibri_qk_r16_offset(p, (uint32_t)(r % g_rows))] = sb[p];
+            }
+        }
+    }
+}
+
 /* Fastest of reps runs of a super-block product (and of 0.2 s more), in ns. */
 static uint64_t best_time_qk(qkmatmat_fn f, float *out, const uint8_t *w, const colibri_qblock *x,
                              uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits, int reps)
@@ -147,39 +165,48 @@ static int arg_u32(int argc, char **argv, const char *name, uint32_t fallback)
     return (int)fallback;
 }
 
-/* The qk2 .. qk6 lines: each table's matmat_qk (a NULL one is the
- * reference's, not printed again). */
+/* The qk2 .. qk6 lines: each table's matmat_qk, then the qk2r16 .. qk6r16
+ * lines: its matmat_qkr16 on the same super-blocks in groups of 16 rows (a
+ * NULL slot is the reference's, not printed again). */
 static void bench_superblocks(const char *const *order, int n_tables, const colibri_qblock *x,
                               float *out, uint32_t rows, uint32_t cols, uint32_t n, int reps)
 {
     size_t count = (size_t)rows * ((cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK);
     size_t blocks = (size_t)rows * colibri_qblocks(cols);
+    size_t nsb = (cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK;
     uint8_t *w = malloc(count * COLIBRI_QK_BYTES(6u));
-    if (w == NULL) {
+    uint8_t *w16 = malloc(((size_t)rows + 15u) / 16u * 16u * nsb * COLIBRI_QK_BYTES(6u));
+    if (w == NULL || w16 == NULL) {
         fprintf(stderr, "colibri-qbench: out of memory\n");
+        free(w), free(w16);
         return;
     }
-    for (uint32_t bits = 2; bits <= 6u; bits++) {
+    for (uint32_t variant = 0; variant < 10u; variant++) {
+        uint32_t bits = 2u + variant % 5u, r16 = variant / 5u;
         uint64_t reference_ns = 0;
-        rng = 2463534242u + bits;
+        rng = 2463534242u + bits; /* the r16 twin gets the same super-blocks */
         fill_superblocks(w, count, bits);
+        if (r16) {
+            pack_qk_r16(w16, w, rows, nsb, bits);
+        }
         for (int i = 0; i < n_tables; i++) {
             const colibri_kernels *k = colibri_linux_kernels(order[i]);
-            qkmatmat_fn f = k != NULL ? k->matmat_qk : NULL;
+            qkmatmat_fn f = k == NULL ? NULL : r16 ? k->matmat_qkr16 : k->matmat_qk;
             if (f == NULL) {
                 continue;
             }
-            uint64_t ns = best_time_qk(f, out, w, x, rows, cols, n, bits, reps);
+            uint64_t ns = best_time_qk(f, out, r16 ? w16 : w, x, rows, cols, n, bits, reps);
             reference_ns = i == 0 ? ns : reference_ns;
-            printf("table=%s dtype=qk%u tokens=%u ns_per_block=%.3f weights_gb_per_s=%.2f "
+            printf("table=%s dtype=qk%u%s tokens=%u ns_per_block=%.3f weights_gb_per_s=%.2f "
                    "speedup=%.2f digest=%016llx\n",
-                   order[i], (unsigned)bits, (unsigned)n, (double)ns / (double)(blocks * n),
+                   order[i], (unsigned)bits, r16 ? "r16" : "", (unsigned)n,
+                   (double)ns / (double)(blocks * n),
                    (double)(count * COLIBRI_QK_BYTES(bits)) / (double)ns,
                    (double)reference_ns / (double)ns,
                    (unsigned long long)digest(out, (size_t)n * rows));
         }
     }
-    free(w);
+    free(w), free(w16);
 }
 
 int main(int argc, char **argv)

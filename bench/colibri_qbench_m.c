@@ -8,7 +8,7 @@
  *       -semihosting -display none -serial null -kernel build/qemu_an547/colibri-qbench.elf
  *
  * A 256 x 1024 matrix (Q8 and Q4, by row and in groups of 16 rows: R16;
- * then the super-blocks QK2 .. QK6), 1 token (decode) and 4 (prompt); one
+ * then the super-blocks QK2 .. QK6, by row and R16), 1 token (decode) and 4 (prompt); one
  * line per (table, dtype, layout, tokens): SysTick ticks per block of 32 weights and token, and the
  * output's FNV-1a digest (equal across tables). Under
  * -icount shift=0 a 32 MHz SysTick tick is 31.25 instructions (the AN547's
@@ -83,15 +83,16 @@ static void fill(int q4, int r16)
     }
 }
 
-/* Random super-blocks of `bits` bits, each d and dmin a normal binary16. */
-static void fill_qk(uint32_t bits)
+/* Random super-blocks of `bits` bits, each d and dmin a normal binary16 (by
+ * row: a super-block's first 2 x 2 bytes; R16: a tile's first 16 x 4). */
+static void fill_qk(uint32_t bits, int r16)
 {
-    uint32_t bytes = COLIBRI_QK_BYTES(bits);
+    uint32_t g = r16 ? 16u : 1u, bytes = g * COLIBRI_QK_BYTES(bits);
     for (uint32_t i = 0; i < sizeof weights; i++) {
         weights[i] = (uint8_t)next_u32();
     }
-    for (uint32_t s = 0; s < ROWS * COLS / COLIBRI_QK_BLOCK; s++) {
-        for (uint32_t i = 0; i < 2u; i++) {
+    for (uint32_t s = 0; s < ROWS * COLS / COLIBRI_QK_BLOCK / g; s++) {
+        for (uint32_t i = 0; i < 2u * g; i++) {
             uint16_t h = (uint16_t)(0x2000u + (next_u32() & 0x3FFu));
             weights[s * bytes + 2u * i] = (uint8_t)h,
                                      weights[s * bytes + 2u * i + 1u] = (uint8_t)(h >> 8);
@@ -99,13 +100,13 @@ static void fill_qk(uint32_t bits)
     }
 }
 
-static uint32_t ticks_qk(const colibri_kernels *k, uint32_t n, uint32_t bits)
+static uint32_t ticks_qk(const colibri_kernels *k, uint32_t n, uint32_t bits, int r16)
 {
     SYST_RVR = 0x00FFFFFFu;
     SYST_CVR = 0;
     SYST_CSR = 5u;
     uint32_t start = SYST_CVR;
-    k->matmat_qk(out, ROWS, weights, acts, ROWS, COLS, n, bits);
+    (r16 ? k->matmat_qkr16 : k->matmat_qk)(out, ROWS, weights, acts, ROWS, COLS, n, bits);
     uint32_t end = SYST_CVR;
     SYST_CSR = 0;
     return (start - end) & 0x00FFFFFFu;
@@ -155,13 +156,15 @@ int main(void)
     }
     _Static_assert(sizeof weights >= ROWS * (COLS / COLIBRI_QK_BLOCK) * COLIBRI_QK_BYTES(6u),
                    "room for QK6");
-    for (uint32_t bits = 2; bits <= 6u; bits++) {
-        char dtype[4] = {'q', 'k', (char)('0' + bits), 0};
-        fill_qk(bits);
+    for (uint32_t layout = 0; layout < 10u; layout++) {
+        uint32_t bits = 2u + layout % 5u;
+        int r16 = layout >= 5u;
+        char dtype[8] = {'q', 'k', (char)('0' + bits), r16 ? 'r' : 0, '1', '6', 0};
+        fill_qk(bits, r16);
         for (uint32_t n = 1; n <= TOKENS; n += TOKENS - 1u) {
             for (uint32_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-                if (tables[i]->matmat_qk != NULL) {
-                    report(tables[i]->name, dtype, n, ticks_qk(tables[i], n, bits));
+                if ((r16 ? tables[i]->matmat_qkr16 : tables[i]->matmat_qk) != NULL) {
+                    report(tables[i]->name, dtype, n, ticks_qk(tables[i], n, bits, r16));
                 }
             }
         }

@@ -49,8 +49,7 @@ extern "C" {
 
 /* Image format version this build reads (docs/format.md). */
 #define COLIBRI_FORMAT_MAJOR 1
-#define COLIBRI_FORMAT_MINOR 15
-
+#define COLIBRI_FORMAT_MINOR 16
 /* Largest top_k and max_context; the record's other limits: docs/format.md 1.1. */
 #define COLIBRI_MAX_TOP_K 64
 #define COLIBRI_MAX_CONTEXT (1u << 24)
@@ -203,28 +202,26 @@ typedef struct colibri_port {
  * bits as the reference. A NULL slot means the reference kernel.
  * ------------------------------------------------------------------------- */
 
-/* Quantized weights (docs/format.md, docs/kernels.md): each row of a matrix
- * is ceil(cols / 32) blocks of 32 elements (zeros past cols), each block a
- * binary16 scale d (little-endian) and then its values: Q8 32 int8 q
- * (weight = d * q, 34 bytes), Q4 16 bytes, byte j holding element j in its
- * low nibble and element j + 16 in its high one (weight = d * (nibble - 8),
- * 18 bytes). */
+/* Quantized weights (docs/format.md, docs/kernels.md): a row is ceil(cols /
+ * 32) blocks of 32 (zeros past cols), each a binary16 scale d and its values:
+ * Q8 32 int8 q (weight = d * q, 34 bytes), Q4 16 bytes, byte j holding
+ * element j (low nibble) and j + 16 (weight = d * (nibble - 8), 18 bytes). */
 #define COLIBRI_QBLOCK 32u
 #define COLIBRI_Q8_BLOCK_BYTES 34u
 #define COLIBRI_Q4_BLOCK_BYTES 18u
 
-/* The same blocks in groups of 16 rows (format 1.8, dtypes Q8_R16 and
- * Q4_R16): a group is ceil(cols / 32) tiles in block order, tile b holding
- * block b of each of its 16 rows: the 16 binary16 scales (row i at 2i), then
- * 64-byte chunks k where bytes 4i .. 4i + 3 belong to row i: Q8 (8 chunks)
- * its elements 4k .. 4k + 3; Q4 (4 chunks) elements 4k .. 4k + 3 in the low
- * nibbles and 16 + 4k .. 16 + 4k + 3 in the high ones; zero rows pad. */
+/* The same in groups of 16 rows (1.8, Q8_R16, Q4_R16): a group is a tile a
+ * block, tile b holding block b of its 16 rows: the 16 scales (row i at 2i),
+ * then 64-byte chunks k, bytes 4i .. 4i + 3 row i's: Q8 its elements 4k ..
+ * 4k + 3; Q4 those (low nibbles) and 16 + 4k .. (high); zero rows pad. */
 #define COLIBRI_QGROUP_ROWS 16u
 
 /* Super-blocks (format 1.15, dtypes QK2 .. QK6, docs/format.md 3.5): 256
  * weights of a row at b = 2 .. 6 bits in COLIBRI_QK_BYTES(b) bytes: binary16
  * d and dmin, the 6-bit scales and mins of its eight blocks of 32 and their
- * b-bit levels q (weight = d * scale * q - dmin * min); zeros pad a row. */
+ * b-bit levels q (weight = d * scale * q - dmin * min); zeros pad a row.
+ * QK2_R16 .. QK6_R16 (1.16, 3.6): the same in groups of 16 rows, a tile per
+ * super-block, its 16 rows' bytes interleaved (levels 4 bytes at a time). */
 #define COLIBRI_QK_BLOCK 256u
 #define COLIBRI_QK_BYTES(bits) (16u + 32u * (bits))
 
@@ -277,15 +274,18 @@ typedef struct colibri_kernels {
                          uint32_t rows, uint32_t cols, uint32_t n);
     /* The same on super-blocks of `bits` bits (QK2 .. QK6 above): per block
      * of 32 of a row, acc = fma(isum, d * scale * d_x, acc), then
-     * acc = fma(-sum(q_x), dmin * min * d_x, acc) (docs/kernels.md). */
+     * acc = fma(-sum(q_x), dmin * min * d_x, acc) (docs/kernels.md); and on
+     * QK2_R16 .. QK6_R16 (w: a group's first tile): matmat_qk's bits. */
     void (*matmat_qk)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
                       uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
+    void (*matmat_qkr16)(float *out, size_t out_stride, const uint8_t *w, const colibri_qblock *x,
+                         uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits);
 } colibri_kernels;
 
 extern const colibri_kernels colibri_kernels_reference; /* portable C: defines every result */
-/* SIMD tables, each present only in a core built with it (make KERNELS=...,
- * a board's `kernels`): x86-64 AVX2 and AVX-512F (a port checks the CPU
- * first), AArch64 Advanced SIMD, Armv8.1-M Helium (Cortex-M55). */
+/* SIMD tables, each only in a core built with it (make KERNELS=..., a board's
+ * `kernels`): x86-64 AVX2, AVX-512F (a port checks the CPU first), AArch64
+ * Advanced SIMD, Armv8.1-M Helium (Cortex-M55). */
 extern const colibri_kernels colibri_kernels_avx2;
 extern const colibri_kernels colibri_kernels_avx512;
 /* avx512 with its quantized products on AVX-512 VNNI (and BW). */

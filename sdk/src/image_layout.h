@@ -191,7 +191,8 @@ enum {
 /* Tensor dtypes (section 3.3): float32, the blockwise Q8 and Q4 (1.3),
  * whose block sizes are COLIBRI_QBLOCK and COLIBRI_Q8/Q4_BLOCK_BYTES, the
  * same blocks in groups of COLIBRI_QGROUP_ROWS rows (1.8), and the
- * super-blocks of 256 weights at 2 .. 6 bits (1.15, section 3.5). */
+ * super-blocks of 256 weights at 2 .. 6 bits (1.15, section 3.5), row by row
+ * or in groups of 16 rows (1.16, 3.6). */
 enum {
     DTYPE_F32 = 0,
     DTYPE_Q8 = 1,
@@ -199,18 +200,21 @@ enum {
     DTYPE_Q8_R16 = 3,
     DTYPE_Q4_R16 = 4,
     DTYPE_QK2 = 5, /* .. DTYPE_QK6 = 9: bits = dtype - 3 */
-    DTYPE_QK6 = 9
+    DTYPE_QK6 = 9,
+    DTYPE_QK2_R16 = 10, /* .. DTYPE_QK6_R16 = 14 (1.16): bits = dtype - 8 */
+    DTYPE_QK6_R16 = 14
 };
 
-/* Whether a dtype is a super-block one (QK2 .. QK6), and its bits. */
+/* Whether a dtype is a super-block one (QK2 .. QK6, QK2_R16 .. QK6_R16), and
+ * its bits. */
 static inline int dtype_superblocks(uint32_t dtype)
 {
-    return dtype >= DTYPE_QK2 && dtype <= DTYPE_QK6;
+    return dtype >= DTYPE_QK2 && dtype <= DTYPE_QK6_R16;
 }
 
 static inline uint32_t dtype_qk_bits(uint32_t dtype)
 {
-    return dtype - 3u;
+    return dtype <= DTYPE_QK6 ? dtype - 3u : dtype - 8u;
 }
 
 /* Bytes of one block of a quantized dtype (0 for float32). */
@@ -235,10 +239,11 @@ static inline size_t dtype_row_bytes(uint32_t dtype, uint32_t cols)
     return (size_t)((cols + per - 1u) / per) * dtype_block_bytes(dtype);
 }
 
-/* Whether a dtype stores its rows in groups of 16 (1.8). */
+/* Whether a dtype stores its rows in groups of 16 (1.8, 1.16). */
 static inline int dtype_row_groups(uint32_t dtype)
 {
-    return dtype == DTYPE_Q8_R16 || dtype == DTYPE_Q4_R16;
+    return dtype == DTYPE_Q8_R16 || dtype == DTYPE_Q4_R16 ||
+           (dtype >= DTYPE_QK2_R16 && dtype <= DTYPE_QK6_R16);
 }
 
 /* Tensor roles (section 3.1). */

@@ -41,6 +41,10 @@ void colibri_reference_matmat_q4r16(float *out, size_t out_stride, const uint8_t
 void colibri_reference_matmat_qk(float *out, size_t out_stride, const uint8_t *w,
                                  const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n,
                                  uint32_t bits);
+/* The same in groups of 16 rows (QK2_R16 .. QK6_R16). */
+void colibri_reference_matmat_qkr16(float *out, size_t out_stride, const uint8_t *w,
+                                    const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                    uint32_t n, uint32_t bits);
 
 /* sum_i a[i] * b[i], in the canonical order (16 lanes, then a pairwise tree). */
 float colibri_reference_dot(const float *a, const float *b, uint32_t n);

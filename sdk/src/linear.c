@@ -1,7 +1,8 @@
 /* linear.c - colibri_linear and colibri_linear_group: matrix products split
  * by rows into tasks, several products in one batch of the port's threads;
  * float32 weights through matmat_f32, Q8/Q4 weights (docs/format.md 3.3)
- * through matmat_q8/q4 (or matmat_qk, 3.5) on input rows quantized once. */
+ * through matmat_q8/q4 (or matmat_qk/qkr16, 3.5, 3.6) on input rows quantized
+ * once. */
 #include "linear.h"
 #include "quant.h"
 
@@ -57,8 +58,9 @@ static void product_rows(const colibri_kernels *k, const linear_product *p, uint
         k->matmat_f32(out, p->out_stride, (const float *)(const void *)w, (const float *)p->in,
                       rows, p->cols, p->n);
     } else if (dtype_superblocks(p->w.dtype)) {
-        k->matmat_qk(out, p->out_stride, w, (const colibri_qblock *)p->in, rows, p->cols, p->n,
-                     dtype_qk_bits(p->w.dtype));
+        (dtype_row_groups(p->w.dtype) ? k->matmat_qkr16 : k->matmat_qk)(
+            out, p->out_stride, w, (const colibri_qblock *)p->in, rows, p->cols, p->n,
+            dtype_qk_bits(p->w.dtype));
     } else {
         quantized_product(k, p->w.dtype)(out, p->out_stride, w, (const colibri_qblock *)p->in, rows,
                                          p->cols, p->n);

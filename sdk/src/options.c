@@ -67,6 +67,7 @@ static void kernels_resolve(colibri_kernels *out, const colibri_kernels *chosen)
     KERNEL_SLOT(out, chosen, matmat_q8r16);
     KERNEL_SLOT(out, chosen, matmat_q4r16);
     KERNEL_SLOT(out, chosen, matmat_qk);
+    KERNEL_SLOT(out, chosen, matmat_qkr16);
 }
 
 void colibri_options_apply(colibri_model *m, const colibri_options *options)

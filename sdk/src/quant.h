@@ -67,6 +67,17 @@ static inline size_t colibri_qk_row_bytes(uint32_t cols, uint32_t bits)
     return (size_t)((cols + COLIBRI_QK_BLOCK - 1u) / COLIBRI_QK_BLOCK) * COLIBRI_QK_BYTES(bits);
 }
 
+/* Where byte p of row i's super-block lies in a tile of a QK R16 group
+ * (format 1.16, docs/format.md 3.6): d and dmin in 2-byte columns, scales
+ * and mins in 1-byte ones, levels in 4-byte ones (a 64-byte chunk each). */
+static inline uint32_t colibri_qk_r16_offset(uint32_t p, uint32_t i)
+{
+    return p < 2u    ? 2u * i + p
+           : p < 4u  ? 32u + 2u * i + (p - 2u)
+           : p < 16u ? 64u + 16u * (p - 4u) + i
+                     : 256u + 64u * ((p - 16u) / 4u) + 4u * i + (p - 16u) % 4u;
+}
+
 /* Element e of block j in a part of w bits a level (w = 1, 2 or 4; 32w
  * bytes, the eight blocks interleaved): bits (w j) % 8 .. + w - 1 of byte
  * 32 ((w j) / 8) + e. So a 32-byte chunk holds element e of 8 / w blocks. */

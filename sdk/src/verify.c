@@ -14,14 +14,15 @@ static int tensor_intact(const colibri_model *m, uint32_t index, const uint8_t *
 /* Every block's binary16 scale of a quantized tensor is finite (exponent
  * bits not all ones): the first 2 bytes of each block, the first 32 of each
  * tile of 16 (R16 dtypes), d and dmin, the first 4 of each super-block
- * (QK dtypes); float32 tensors have no scales. */
+ * (QK dtypes) and the first 64 of each tile of them (QK R16: the 16 d, then
+ * the 16 dmin); float32 tensors have no scales. */
 static int scales_finite(const colibri_model *m, uint32_t index, const uint8_t *data)
 {
     const uint8_t *e = tensor_entry(m, index);
     uint32_t dtype = colibri_rd_u16(e + TEN_DTYPE);
     uint64_t size = colibri_rd_u64(e + TEN_SIZE);
     uint32_t tile = dtype_row_groups(dtype) ? COLIBRI_QGROUP_ROWS : 1u;
-    uint32_t scales = dtype_superblocks(dtype) ? 2u : tile;
+    uint32_t scales = dtype_superblocks(dtype) ? 2u * tile : tile;
     uint64_t step = (uint64_t)dtype_block_bytes(dtype) * tile;
     if (dtype == DTYPE_F32) {
         return 1;

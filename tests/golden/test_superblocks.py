@@ -1,15 +1,22 @@
-"""Super-block images (format 1.15, --quant qk2 .. qk6, docs/quantization.md)
-against transformers' float32 logits, on tiny models whose widths are
-multiples of 256 (a super-block's width): each width's top-1 agreement and
-KL divergence within the bounds measured when the format landed, fewer bits
-never closer, qk4 closer than int4 at the same size (4.5 bits a weight), and
-the same bits on every kernel table, thread count and chunk size."""
+"""Super-block images (format 1.15, --quant qk2 .. qk6, docs/quantization.md;
+in groups of 16 rows by default, 1.16) against transformers' float32 logits,
+on tiny models whose widths are multiples of 256 (a super-block's width):
+each width's top-1 agreement and KL divergence within the bounds measured
+when the format landed, fewer bits never closer, qk4 closer than int4 at the
+same size (4.5 bits a weight), and the same bits on every kernel table,
+thread count and chunk size, by row and in groups of 16 rows."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from colibri_tools.image.image_reader import read_image
-from colibri_tools.image.image_spec import BLOCK_BYTES, QK_DTYPES, Role
+from colibri_tools.image.image_spec import (
+    BLOCK_BYTES,
+    QK_DTYPES,
+    QK_R16_DTYPES,
+    SUPERBLOCK_DTYPES,
+    Role,
+)
 from cpu_tables import runnable
 from golden_helpers import record
 from test_bit_identity import assert_same_bits
@@ -74,26 +81,37 @@ def test_widths_near_transformers(family, wide, colibri_run, tmp_path):
     assert found["qk4"][1] < 0.85 * found["int4"][1], found  # same bytes, 15 % closer at least
 
 
+# colibri-convert's default (groups of 16 rows), and --no-row-groups
+LAYOUTS = {"r16": {}, "by_row": {"row_groups": False}}
+
+
+@pytest.mark.parametrize("layout, minor, dtype", [("r16", 16, QK_R16_DTYPES[1]),
+                                                  ("by_row", 15, QK_DTYPES[1])])
 @pytest.mark.parametrize("family", list(WIDE))
-def test_image_holds_super_blocks(family, wide):
-    _, image = wide(family, "qk3")
+def test_image_holds_super_blocks(family, layout, minor, dtype, wide):
+    """qk3: QK3_R16 by default (1.16), QK3 with --no-row-groups (1.15); rows
+    that are whole groups of 16 take 3.5 bits a weight either way."""
+    _, image = wide(family, "qk3", **LAYOUTS[layout])
     read = read_image(image)
-    assert read.header["version_minor"] == 15
+    assert read.header["version_minor"] == minor
     experts = [t for t in read.tensors if t.role in (Role.EXPERT_GATE, Role.EXPERT_UP,
                                                         Role.EXPERT_DOWN)]
-    assert experts and all(t.dtype == QK_DTYPES[1] for t in experts)
+    assert experts and all(t.dtype == dtype for t in experts)
     for t in experts:
         rows, cols = t.shape
+        assert rows % 16 == 0
         assert t.size == rows * (cols // 256) * BLOCK_BYTES[t.dtype] == rows * cols * 3.5 / 8
 
 
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("quant", ["qk3", "qk6"])  # levels of 2 + 1 and 4 + 2 bits
 @pytest.mark.parametrize("family", ["mixtral", "qwen2_moe"])
-def test_widths_bit_identical(family, quant, wide, colibri_run, tmp_path):
+def test_widths_bit_identical(family, quant, layout, wide, colibri_run, tmp_path):
     """Every table this CPU runs, threads 1-4 and chunks 1, 7, 40 against the
     reference kernels on one thread, one token at a time (the attention and
     embeddings quantized too: QK6 keys, values and LM head)."""
-    model, image = wide(family, quant, quant_attention=True, quant_embeddings=True)
+    model, image = wide(family, quant, quant_attention=True, quant_embeddings=True,
+                        **LAYOUTS[layout])
     runs = [("--threads", "2", "--batch", "7"), ("--threads", "4", "--batch", "40"),
             *(("--kernels", t, "--batch", b) for t in runnable() for b in ("1", "7"))]
     assert_same_bits(colibri_run, image, model.config.vocab_size, tmp_path, runs)
@@ -113,11 +131,11 @@ def test_calibration_weighs_every_used_expert(wide, tmp_path):
     before, after = read_image(plain), read_image(weighted / "model.bin")
     changed = [a for a, b in zip(after.tensors, before.tensors)
                if after.tensor_bytes(a) != before.tensor_bytes(b)]
-    assert changed and all(t.dtype in QK_DTYPES for t in changed)
+    assert changed and all(t.dtype in SUPERBLOCK_DTYPES for t in changed)
     assert {t.role for t in changed} >= {Role.EXPERT_GATE, Role.EXPERT_UP, Role.EXPERT_DOWN}
 
 
-def _bits_per_weight(image, dtypes=QK_DTYPES) -> float:
+def _bits_per_weight(image, dtypes=SUPERBLOCK_DTYPES) -> float:
     tensors = [t for t in read_image(image).tensors if t.dtype in dtypes]
     return 8 * sum(t.size for t in tensors) / sum(np.prod(t.shape) for t in tensors)
 
@@ -137,7 +155,7 @@ def test_calibrated_widths_differ_and_meet_the_target(wide, tmp_path):
     text = tmp_path / "calibration.txt"
     text.write_text("Colibri runs mixtures of experts on small devices. " * 60, "utf-8")
     _, image = wide("olmoe", None, target_bpw=3.5, calibration=text)
-    widths = {t.dtype for t in read_image(image).tensors if t.dtype in QK_DTYPES}
+    widths = {t.dtype for t in read_image(image).tensors if t.dtype in SUPERBLOCK_DTYPES}
     assert len(widths) > 1
     assert 0.99 * 3.5 <= _bits_per_weight(image) <= 3.5
 
@@ -154,13 +172,13 @@ def test_quant_report_lists_the_widths(wide, capsys):
     _, image = wide("olmoe", None, target_bpw=2.75, quant_attention=True)
     assert main([str(fp32), str(image), "--widths", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    table = [t for t in read_image(image).tensors if t.dtype in QK_DTYPES]
+    table = [t for t in read_image(image).tensors if t.dtype in SUPERBLOCK_DTYPES]
     assert [r["bytes"] for r in rows] == [t.size for t in table]
     by_width = {}
     for r in rows:
         by_width.setdefault(r["dtype"], []).append(r["relative_error"])
-    assert set(by_width) == {"QK2", "QK3", "QK6"}  # keys and values kept QK6
-    assert max(by_width["QK6"]) < min(by_width["QK3"]) and max(by_width["QK3"]) < min(
-        by_width["QK2"])
+    assert set(by_width) == {"QK2_R16", "QK3_R16", "QK6_R16"}  # keys and values kept QK6
+    assert max(by_width["QK6_R16"]) < min(by_width["QK3_R16"]) and max(by_width["QK3_R16"]) < min(
+        by_width["QK2_R16"])
     assert main([str(fp32), str(image), "--widths"]) == 0
     assert "all quantized matrices" in capsys.readouterr().out

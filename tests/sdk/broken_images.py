@@ -3,11 +3,12 @@ colibri_verify) must report. Built from one valid image by editing bytes at
 the offsets docs/format.md gives; written here on their own, independent of
 the converter's code, so a mistake in the writer cannot hide here.
 
-    python tests/sdk/broken_images.py VALID OUT_DIR [VALID_Q8 [VALID_R16 [VALID_QK3]]]
+    python tests/sdk/broken_images.py VALID OUT_DIR [VALID_Q8 [VALID_R16 [VALID_QK3 [VALID_QK3_R16]]]]
 (model.bin files) writes one file per defect plus manifest.json (name ->
 expected statuses); with an image whose feed-forward matrices are Q8 (format 1.3), also the
-quantized defects, with one whose are Q4_R16 (1.8), those of row groups, and
-with one whose are QK3 (1.15), those of super-blocks.
+quantized defects, with one whose are Q4_R16 (1.8), those of row groups,
+with one whose are QK3 (1.15), those of super-blocks, and with one whose are
+QK3_R16 (1.16), those of super-blocks in groups of 16 rows.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ QUANT_SIZE, QUANT_BLOCKS, QUANT_SCALE, RESERVED = 31, 32, 33, 35
 HEADER, LAYER_ENTRY, TENSOR_ENTRY = 256, 16, 64
 ROLE_ATTN_NORM, ROLE_ROUTER, ROLE_EXPERT_GATE = 16, 40, 48
 DTYPE_Q8, DTYPE_Q4, DTYPE_Q8_R16, DTYPE_Q4_R16 = 1, 2, 3, 4
-DTYPE_QK2, DTYPE_QK3, DTYPE_UNKNOWN = 5, 6, 10
+DTYPE_QK2, DTYPE_QK3, DTYPE_QK2_R16, DTYPE_QK3_R16 = 5, 6, 10, 11
+DTYPE_UNKNOWN = 15  # the first dtype no reader knows (1.16 has 0 .. 14)
 ROLE_TOKEN_EMBED = 1
 
 
@@ -429,12 +431,67 @@ def _superblock_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     }
 
 
+def _superblock_group_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
+    """Defects of a format 1.16 image whose expert matrices are QK3_R16: the
+    QK3 super-blocks in tiles of 16 rows, 16 * 112 bytes each (the 16 d, the
+    16 dmin, the scale bytes, then the level chunks), the last group of a
+    matrix padded to 16 rows with zero rows."""
+    gate = tensor(v, first_expert_gate(v))
+    router = tensor(v, first_role(v, ROLE_ROUTER))
+    embed = tensor(v, first_role(v, ROLE_TOKEN_EMBED))
+    data_at, size = get(v, gate + 32, "Q"), get(v, gate + 40, "Q")
+    rows, row_blocks = get(v, gate + 12, "I"), get(v, gate + 52, "I")
+    assert get(v, gate + 6, "H") == DTYPE_QK3_R16 and get(v, gate + 48, "I") == 256
+    assert rows % 16 != 0
+    sb, tile = 112, 16 * 112
+    assert size == -(-rows // 16) * row_blocks * tile
+
+    def set_at(offset: int, fmt: str, value):
+        return lambda img: put(img, offset, fmt, value)
+
+    def half(bits: int, at: int):
+        """The binary16 at data byte `at` set to `bits`, data CRC made right."""
+        def edit(img: bytearray) -> None:
+            put(img, data_at + at, "H", bits)
+            put(img, gate + 28, "I", zlib.crc32(bytes(img[data_at:data_at + size])))
+        return edit
+
+    def flip_level(img: bytearray) -> None:
+        img[data_at + 256 + 64 * 3 + 4 * 2] ^= 0x04  # chunk 3, row 2
+
+    init = lambda status: {"init": status}  # noqa: E731
+    last_group = (rows // 16) * row_blocks * tile  # its tile 0; rows past `rows` are padding
+    return {
+        "qkr16_block_size_32": (edited(v, set_at(gate + 48, "I", 32)), init(QUANT_BLOCKS)),
+        "qkr16_row_blocks_off_by_one": (edited(v, set_at(gate + 52, "I", row_blocks + 1)),
+                                        init(QUANT_BLOCKS)),
+        "qkr16_size_rows_not_padded": (edited(v, set_at(gate + 40, "Q", rows * row_blocks * sb)),
+                                       init(QUANT_SIZE)),
+        "qkr16_size_one_tile_short": (edited(v, set_at(gate + 40, "Q", size - tile)),
+                                      init(QUANT_SIZE)),
+        "qkr16_read_as_qk3": (edited(v, set_at(gate + 6, "H", DTYPE_QK3)), init(QUANT_SIZE)),
+        "qkr16_read_as_qk2_r16": (edited(v, set_at(gate + 6, "H", DTYPE_QK2_R16)),
+                                  init(QUANT_SIZE)),
+        "qkr16_dtype_unknown": (edited(v, set_at(gate + 6, "H", DTYPE_UNKNOWN)),
+                                init(UNSUPPORTED_DTYPE)),
+        "qkr16_token_embedding": (edited(v, set_at(embed + 6, "H", DTYPE_QK3_R16)),
+                                  init(UNSUPPORTED_DTYPE)),
+        "qkr16_router": (edited(v, set_at(router + 6, "H", DTYPE_QK3_R16)),
+                         init(UNSUPPORTED_DTYPE)),
+        "qkr16_d_infinite": (edited(v, half(0x7C00, 2 * 3)), {"init": OK, "verify": QUANT_SCALE}),
+        "qkr16_padding_row_dmin_nan": (edited(v, half(0x7E00, last_group + 32 + 2 * 15)),
+                                       {"init": OK, "verify": QUANT_SCALE}),
+        "qkr16_level_corrupted": (edited(v, flip_level, crc=False),
+                                  {"init": OK, "verify": CHECKSUM}),
+    }
+
+
 def write_broken_images(valid: bytes, out_dir: pathlib.Path, quantized: bytes | None = None,
-                        row_groups: bytes | None = None,
-                        superblocks: bytes | None = None) -> dict[str, dict]:
+                        row_groups: bytes | None = None, superblocks: bytes | None = None,
+                        superblock_groups: bytes | None = None) -> dict[str, dict]:
     """Write every defect of `valid` (and of the Q8 image `quantized`, the
-    Q4_R16 image `row_groups`, the QK3 image `superblocks` when given) with a
-    manifest of the statuses."""
+    Q4_R16 image `row_groups`, the QK3 image `superblocks`, the QK3_R16 image
+    `superblock_groups` when given) with a manifest of the statuses."""
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {}
     defects = _defects(valid)
@@ -444,6 +501,8 @@ def write_broken_images(valid: bytes, out_dir: pathlib.Path, quantized: bytes | 
         defects.update(_row_group_defects(row_groups))
     if superblocks is not None:
         defects.update(_superblock_defects(superblocks))
+    if superblock_groups is not None:
+        defects.update(_superblock_group_defects(superblock_groups))
     for name, (data, expect) in defects.items():
         (out_dir / f"{name}.bin").write_bytes(data)
         manifest[name] = expect
@@ -453,6 +512,4 @@ def write_broken_images(valid: bytes, out_dir: pathlib.Path, quantized: bytes | 
 
 if __name__ == "__main__":
     write_broken_images(pathlib.Path(sys.argv[1]).read_bytes(), pathlib.Path(sys.argv[2]),
-                        pathlib.Path(sys.argv[3]).read_bytes() if len(sys.argv) > 3 else None,
-                        pathlib.Path(sys.argv[4]).read_bytes() if len(sys.argv) > 4 else None,
-                        pathlib.Path(sys.argv[5]).read_bytes() if len(sys.argv) > 5 else None)
+                        *(pathlib.Path(a).read_bytes() for a in sys.argv[3:7]))

@@ -79,22 +79,24 @@ def test_valid_image_loads_verifies_and_runs(asan_bins, valid_image):
 
 
 def test_quantized_images_load_verify_and_run(asan_bins, valid_q8_image, valid_q4_image,
-                                              valid_r16_image, valid_qk_image):
+                                              valid_r16_image, valid_qk_image,
+                                              valid_qk_r16_image):
     """Format 1.3: Q8 feed-forward matrices; Q4 feed-forward and attention;
     1.8: the same in groups of 16 rows; 1.15: QK3 super-blocks, each row's one
-    padded (under ASan/UBSan: no read past a quantized tensor, nor past a
-    padded last group or super-block)."""
+    padded; 1.16: those in groups of 16 rows (under ASan/UBSan: no read past a
+    quantized tensor, nor past a padded last group or super-block)."""
     for image, minor in ((valid_q8_image, 3), (valid_q4_image, 3), (valid_r16_image, 8),
-                         (valid_qk_image, 15)):
+                         (valid_qk_image, 15), (valid_qk_r16_image, 16)):
         assert image.read_bytes()[10] == minor  # version_minor
         assert probe(asan_bins, image) == {"init": 0, "verify": 0, "forward": 0}
 
 
 def test_broken_images_each_report_their_status(asan_bins, valid_image, valid_q8_image,
-                                                valid_r16_image, valid_qk_image, tmp_path):
+                                                valid_r16_image, valid_qk_image,
+                                                valid_qk_r16_image, tmp_path):
     manifest = write_broken_images(valid_image.read_bytes(), tmp_path / "broken",
                                    valid_q8_image.read_bytes(), valid_r16_image.read_bytes(),
-                                   valid_qk_image.read_bytes())
+                                   valid_qk_image.read_bytes(), valid_qk_r16_image.read_bytes())
     wrong = {}
     for name, expect in manifest.items():
         got = probe(asan_bins, tmp_path / "broken" / f"{name}.bin")
@@ -112,8 +114,8 @@ def test_fingerprint_mismatch_is_refused(asan_bins, valid_image):
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="libFuzzer needs clang")
 def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_r16_image, valid_qk_image,
-                                 valid_mla_image, valid_experts_last_image, valid_family_images,
-                                 tmp_path, record_property):
+                                 valid_qk_r16_image, valid_mla_image, valid_experts_last_image,
+                                 valid_family_images, tmp_path, record_property):
     """Bounded libFuzzer run seeded with a valid image, a Multi-head Latent
     Attention one, an experts-last one (format 1.9, also given in part to a
     port whose experts never come), PhiMoE, ERNIE-4.5 and gpt-oss ones and
@@ -124,7 +126,8 @@ def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_r16_image, v
     subprocess.run(["make", "-s", "-j2", "fuzz"], cwd=REPO, check=True)
     corpus = tmp_path / "corpus"
     write_broken_images(valid_image.read_bytes(), corpus, valid_q8_image.read_bytes(),
-                        valid_r16_image.read_bytes(), valid_qk_image.read_bytes())
+                        valid_r16_image.read_bytes(), valid_qk_image.read_bytes(),
+                        valid_qk_r16_image.read_bytes())
     (corpus / "manifest.json").unlink()
     (corpus / "valid_mla.bin").write_bytes(valid_mla_image.read_bytes())
     (corpus / "valid_experts_last.bin").write_bytes(valid_experts_last_image.read_bytes())
@@ -142,7 +145,7 @@ def test_fuzz_loader_for_a_while(valid_image, valid_q8_image, valid_r16_image, v
 
 
 def test_python_reader_agrees_with_the_core(valid_image, valid_q8_image, valid_r16_image,
-                                            valid_qk_image, tmp_path):
+                                            valid_qk_image, valid_qk_r16_image, tmp_path):
     """The tools' image reader reports the same status as colibri_init (and,
     for an image colibri_init accepts, as colibri_verify)."""
     from colibri_tools.errors import ImageFormatError
@@ -150,7 +153,8 @@ def test_python_reader_agrees_with_the_core(valid_image, valid_q8_image, valid_r
     from colibri_tools.image.status import Status
 
     manifest = write_broken_images(valid_image.read_bytes(), tmp_path, valid_q8_image.read_bytes(),
-                                   valid_r16_image.read_bytes(), valid_qk_image.read_bytes())
+                                   valid_r16_image.read_bytes(), valid_qk_image.read_bytes(),
+                                   valid_qk_r16_image.read_bytes())
     for name, expect in manifest.items():
         data = (tmp_path / f"{name}.bin").read_bytes()
         if expect["init"] == 0:

@@ -644,7 +644,10 @@ int main(int argc, char **argv)
         test_swiglu_range(k);
         test_quantized(k, own_r16);
         if (tables[t]->matmat_qk != NULL) { /* a NULL one is the reference's, checked there */
-            test_qk(k);
+            test_qk(k, BY_ROW);
+        }
+        if (tables[t]->matmat_qkr16 != NULL) {
+            test_qk(k, R16);
         }
         printf("%s: checked\n", k->name);
     }

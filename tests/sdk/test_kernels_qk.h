@@ -1,9 +1,10 @@
 /*
  * test_kernels_qk.h - the super-block products (matmat_qk, format 1.15,
- * docs/format.md 3.5) of every table against the contract written out once
- * more: the test keeps each weight's level, each block's scale and min and
- * each super-block's d and dmin, packs them as the format says (its own
- * packer, not the core's), and computes the dot from the unpacked values.
+ * docs/format.md 3.5, and matmat_qkr16, 1.16, 3.6) of every table against
+ * the contract written out once more: the test keeps each weight's level,
+ * each block's scale and min and each super-block's d and dmin, packs them
+ * as the format says (its own packer, not the core's; the R16 tiles from the
+ * rows by 3.6's table), and computes the dot from the unpacked values.
  * Included by test_kernels.c after its activation helpers.
  */
 
@@ -19,7 +20,9 @@ typedef struct qkweights {
 static qkweights qk_w;
 /* The packed super-blocks go where test_kernels.c packs its blocks. */
 #define qk_packed q_packed
-_Static_assert(sizeof q_packed >= Q_ROWS * QK_MAX_SB * (16u + 32u * 6u) + 1u, "room to pack");
+_Static_assert(sizeof q_packed >= (Q_ROWS + G - 1) / G * G * QK_MAX_SB * (16u + 32u * 6u) + 1u,
+               "room to pack");
+static uint8_t qk_by_row[Q_ROWS * QK_MAX_SB * (16u + 32u * 6u)];
 
 /* Levels at random with the extremes 0 and 2^bits - 1 among them, scales and
  * mins 0 .. 63 (0 and 63 too), d and dmin as scale_of gives (extremes too);
@@ -78,6 +81,37 @@ static void qk_pack(uint8_t *out, const qkweights *w)
     }
 }
 
+/* docs/format.md 3.6's table: byte p of row i's super-block in its tile. */
+static uint32_t qk_tile_byte(uint32_t p, uint32_t i)
+{
+    if (p < 4u) {
+        return p < 2u ? 2u * i + p : 32u + 2u * i + p - 2u;
+    }
+    if (p < 16u) {
+        return 64u + 16u * (p - 4u) + i;
+    }
+    uint32_t u = (p - 16u) / 4u, t = (p - 16u) % 4u;
+    return 256u + 64u * u + 4u * i + t;
+}
+
+/* The rows (packed by qk_pack) in groups of 16, a tile per super-block;
+ * padding rows zero. */
+static void qk_pack_r16(uint8_t *out, const qkweights *w)
+{
+    uint32_t bytes = 16u + 32u * w->bits, groups = (w->rows + G - 1u) / G;
+    qk_pack(qk_by_row, w);
+    memset(out, 0, (size_t)groups * G * w->nsb * bytes);
+    for (uint32_t r = 0; r < w->rows; r++) {
+        for (uint32_t s = 0; s < w->nsb; s++) {
+            const uint8_t *sb = qk_by_row + ((size_t)r * w->nsb + s) * bytes;
+            uint8_t *tile = out + ((size_t)(r / G) * w->nsb + s) * G * bytes;
+            for (uint32_t p = 0; p < bytes; p++) {
+                tile[qk_tile_byte(p, r % G)] = sb[p];
+            }
+        }
+    }
+}
+
 /* Per block of 32 in order (none of a row's padding): acc = fmaf(isum,
  * (d * sc) * d_x, acc), then acc = fmaf(-xsum, (dmin * m) * d_x, acc). */
 static float spec_qkdot(const qkweights *w, uint32_t r, const float *d, const int8_t *q)
@@ -97,11 +131,11 @@ static float spec_qkdot(const qkweights *w, uint32_t r, const float *d, const in
     return acc;
 }
 
-static void test_qk_matmat(const colibri_kernels *k, uint32_t bits, uint32_t cols, int akind,
-                           uint32_t shift)
+static void test_qk_matmat(const colibri_kernels *k, int layout, uint32_t bits, uint32_t cols,
+                           int akind, uint32_t shift)
 {
     qkweights_fill(&qk_w, bits, cols, akind % 2);
-    qk_pack(qk_packed + shift, &qk_w);
+    (layout == R16 ? qk_pack_r16 : qk_pack)(qk_packed + shift, &qk_w);
     check_quantizer(cols, akind);
     int ok = 1;
     for (size_t ri = 0; ri < sizeof q_rows / sizeof q_rows[0]; ri++) {
@@ -110,7 +144,8 @@ static void test_qk_matmat(const colibri_kernels *k, uint32_t bits, uint32_t col
             for (uint32_t i = 0; i < Q_TOKENS * Q_OUT_STRIDE; i++) {
                 got[i] = want[i] = (float)i;
             }
-            k->matmat_qk(got, Q_OUT_STRIDE, qk_packed + shift, q_blocks, rows, cols, n, bits);
+            (layout == R16 ? k->matmat_qkr16 : k->matmat_qk)(got, Q_OUT_STRIDE, qk_packed + shift,
+                                                             q_blocks, rows, cols, n, bits);
             for (uint32_t t = 0; t < n; t++) {
                 for (uint32_t r = 0; r < rows; r++) {
                     want[t * Q_OUT_STRIDE + r] = spec_qkdot(&qk_w, r, q_d[t], q_q[t]);
@@ -120,7 +155,7 @@ static void test_qk_matmat(const colibri_kernels *k, uint32_t bits, uint32_t col
         }
     }
     char slot[16];
-    snprintf(slot, sizeof slot, "matmat_qk%u", (unsigned)bits);
+    snprintf(slot, sizeof slot, "matmat_qk%s%u", layout == R16 ? "r16_" : "", (unsigned)bits);
     check(ok, k, slot, cols, shift, akind);
 }
 
@@ -131,14 +166,14 @@ static void test_qk_matmat(const colibri_kernels *k, uint32_t bits, uint32_t col
  * is where they differ: the test's time on the emulated CPUs. */
 static const uint32_t qk_cols[] = {1, 257, 1000, 2080};
 
-static void test_qk(const colibri_kernels *k)
+static void test_qk(const colibri_kernels *k, int layout)
 {
     size_t cases = sizeof qk_cols / sizeof qk_cols[0] - (q_col_cases(k) < 13u);
     for (size_t c = 0; c < cases; c++) {
         for (uint32_t bits = 2; bits <= 6u; bits++) {
             int kinds = bits == 3u ? Q_ACT_KINDS : 2;
             for (int akind = 0; akind < kinds; akind++) {
-                test_qk_matmat(k, bits, qk_cols[c], akind, (uint32_t)(c % 2u));
+                test_qk_matmat(k, layout, bits, qk_cols[c], akind, (uint32_t)(c % 2u));
             }
         }
     }

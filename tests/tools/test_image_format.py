@@ -451,7 +451,7 @@ def _mutations(data: bytes) -> dict:
         "wrong role": (lambda b: _put(b, "H", second, 3 if _u("H", data, second) != 3 else 2),
                        True, "COLIBRI_E_BAD_TENSOR_TABLE"),
         "wrong expert": (lambda b: _put(b, "H", gate + 4, 1), True, "COLIBRI_E_BAD_TENSOR_TABLE"),
-        "unknown dtype": (lambda b: _put(b, "H", gate + 6, 10), True, "COLIBRI_E_UNSUPPORTED_DTYPE"),
+        "unknown dtype": (lambda b: _put(b, "H", gate + 6, 15), True, "COLIBRI_E_UNSUPPORTED_DTYPE"),
         "q8 dtype on an f32 entry": (lambda b: _put(b, "H", gate + 6, 1), True,
                                      "COLIBRI_E_QUANT_BLOCKS"),
         "shape": (lambda b: _put(b, "I", gate + 12, 13), True, "COLIBRI_E_BAD_SHAPE"),

@@ -50,4 +50,27 @@ colibri_r16_walk(float *out, size_t stride, const uint8_t *w, const colibri_qblo
     }
 }
 
+/* QK_R16 tiles (format 1.16): with a high part (3, 5, 6 bits) a tile's lines
+ * are read out of order (the high part's chunks, past the low part's, with
+ * every block), which the hardware prefetcher of the Zen 4 host does not
+ * follow from DRAM: qk3 took 3.5x as long a block from DRAM as from cache.
+ * So blocks j0 .. j0 + k - 1 of a tile ask for their eighths of the tile's
+ * bytes COLIBRI_QKR16_PREFETCH bytes ahead: spread over the blocks, not a
+ * burst a tile, so that the line fill buffers stay free for the loads. A
+ * low part alone is read in order, which the hardware follows better than
+ * any hint. Prefetches past the matrix are hints, never faults. */
+enum { COLIBRI_QKR16_PREFETCH = 6144 };
+
+static inline __attribute__((always_inline)) void
+colibri_qkr16_prefetch(const uint8_t *tile, uint32_t bits, uint32_t j0, uint32_t k)
+{
+    size_t part = 2u * COLIBRI_QK_BYTES(bits); /* an eighth of the tile */
+    if (bits == 2u || bits == 4u) {
+        return;
+    }
+    for (size_t at = j0 * part; at < (j0 + k) * part; at += 64u) {
+        __builtin_prefetch(tile + COLIBRI_QKR16_PREFETCH + at);
+    }
+}
+
 #endif

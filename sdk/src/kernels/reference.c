@@ -295,40 +295,77 @@ QUANT_MATMAT(colibri_reference_matmat_q4, dot_q4, 1u, COLIBRI_Q4_BLOCK_BYTES)
 QUANT_MATMAT(colibri_reference_matmat_q8r16, dot_q8r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q8_BLOCK_BYTES)
 QUANT_MATMAT(colibri_reference_matmat_q4r16, dot_q4r16, COLIBRI_QGROUP_ROWS, COLIBRI_Q4_BLOCK_BYTES)
 
-/* Row r of a super-block matrix (QK2 .. QK6) by activation row x, its nb
- * blocks of 32 (a row's padding blocks past them are not read): per block j
- * acc = fma(isum, (d * scale_j) * d_x, acc); acc = fma(-xsum, (dmin * min_j)
- * * d_x, acc), where isum = sum q_e q_x,e and xsum = sum q_x,e are exact. */
-static float dot_qk(const uint8_t *row, const colibri_qblock *x, uint32_t nb, uint32_t bits)
+/* A super-block sb (QK2 .. QK6) by its count <= 8 activation blocks x:
+ * per block j, acc = fma(isum, (d * scale_j) * d_x, acc); acc = fma(-xsum,
+ * (dmin * min_j) * d_x, acc), where isum = sum q_e q_x,e and xsum = sum
+ * q_x,e are exact. Returns acc. */
+static float superblock_dot(const uint8_t *sb, const colibri_qblock *x, uint32_t count,
+                            uint32_t bits, float acc)
 {
-    float acc = 0.0f;
-    for (uint32_t b = 0; b < nb; b++) {
-        const uint8_t *sb = row + (size_t)(b / 8u) * COLIBRI_QK_BYTES(bits);
+    for (uint32_t j = 0; j < count; j++) {
         uint8_t q[COLIBRI_QBLOCK];
         int32_t isum = 0, xsum = 0;
-        colibri_qk_levels(q, sb, b % 8u, bits);
+        colibri_qk_levels(q, sb, j, bits);
         for (uint32_t e = 0; e < COLIBRI_QBLOCK; e++) {
-            isum += (int32_t)q[e] * x[b].q[e];
-            xsum += x[b].q[e];
+            isum += (int32_t)q[e] * x[j].q[e];
+            xsum += x[j].q[e];
         }
-        float scale = colibri_qblock_scale(sb) * (float)colibri_qk_scale(sb, b % 8u);
-        float min =
-            colibri_half_to_float(colibri_rd_u16(sb + 2u)) * (float)colibri_qk_min(sb, b % 8u);
-        acc = colibri_fmaf((float)isum, scale * x[b].d, acc);
-        acc = colibri_fmaf((float)-xsum, min * x[b].d, acc);
+        float scale = colibri_qblock_scale(sb) * (float)colibri_qk_scale(sb, j);
+        float min = colibri_half_to_float(colibri_rd_u16(sb + 2u)) * (float)colibri_qk_min(sb, j);
+        acc = colibri_fmaf((float)isum, scale * x[j].d, acc);
+        acc = colibri_fmaf((float)-xsum, min * x[j].d, acc);
     }
     return acc;
+}
+
+/* The blocks of super-block s of a row of nb blocks. */
+static uint32_t superblock_count(uint32_t nb, uint32_t s)
+{
+    uint32_t left = nb - s * 8u;
+    return left < 8u ? left : 8u;
 }
 
 void colibri_reference_matmat_qk(float *out, size_t out_stride, const uint8_t *w,
                                  const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n,
                                  uint32_t bits)
 {
-    uint32_t nb = colibri_qblocks(cols);
+    uint32_t nb = colibri_qblocks(cols), nsb = (nb + 7u) / 8u;
     size_t row_bytes = colibri_qk_row_bytes(cols, bits);
     for (uint32_t r = 0; r < rows; r++) {
         for (uint32_t t = 0; t < n; t++) {
-            out[t * out_stride + r] = dot_qk(w + r * row_bytes, x + (size_t)t * nb, nb, bits);
+            float acc = 0.0f;
+            for (uint32_t s = 0; s < nsb; s++) {
+                const uint8_t *sb = w + r * row_bytes + (size_t)s * COLIBRI_QK_BYTES(bits);
+                acc = superblock_dot(sb, x + (size_t)t * nb + s * 8u, superblock_count(nb, s), bits,
+                                     acc);
+            }
+            out[t * out_stride + r] = acc;
+        }
+    }
+}
+
+/* The same on QK R16 groups: row i of a tile gathered back to its
+ * super-block (colibri_qk_r16_offset), then as above. */
+void colibri_reference_matmat_qkr16(float *out, size_t out_stride, const uint8_t *w,
+                                    const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                    uint32_t n, uint32_t bits)
+{
+    uint32_t nb = colibri_qblocks(cols), nsb = (nb + 7u) / 8u, bytes = COLIBRI_QK_BYTES(bits);
+    for (uint32_t r = 0; r < rows; r++) {
+        const uint8_t *group =
+            w + (size_t)(r / COLIBRI_QGROUP_ROWS) * nsb * COLIBRI_QGROUP_ROWS * bytes;
+        for (uint32_t t = 0; t < n; t++) {
+            float acc = 0.0f;
+            for (uint32_t s = 0; s < nsb; s++) {
+                const uint8_t *tile = group + (size_t)s * COLIBRI_QGROUP_ROWS * bytes;
+                uint8_t sb[COLIBRI_QK_BYTES(6u)];
+                for (uint32_t p = 0; p < bytes; p++) {
+                    sb[p] = tile[colibri_qk_r16_offset(p, r % COLIBRI_QGROUP_ROWS)];
+                }
+                acc = superblock_dot(sb, x + (size_t)t * nb + s * 8u, superblock_count(nb, s), bits,
+                                     acc);
+            }
+            out[t * out_stride + r] = acc;
         }
     }
 }
@@ -349,4 +386,5 @@ const colibri_kernels colibri_kernels_reference = {
     .matmat_q8r16 = colibri_reference_matmat_q8r16,
     .matmat_q4r16 = colibri_reference_matmat_q4r16,
     .matmat_qk = colibri_reference_matmat_qk,
+    .matmat_qkr16 = colibri_reference_matmat_qkr16,
 };

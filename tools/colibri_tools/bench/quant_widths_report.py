@@ -51,10 +51,10 @@ def matrix_widths(fp32_image: str | Path, quant_image: str | Path) -> list[Matri
 
 def render_widths(rows: list[MatrixWidth]) -> str:
     """A line per matrix, then per layer and overall: bytes and bits a weight."""
-    lines = ["layer  matrix           expert  dtype   bytes      bits/weight  rel. error"]
-    for r in rows:
+    lines = ["layer  matrix           expert  dtype    bytes      bits/weight  rel. error"]
+    for r in rows:  # dtype: Q8 .. QK6, or in groups of 16 rows Q8_R16 .. QK6_R16
         lines.append(f"{'-' if r.layer is None else r.layer:>5}  {r.role:<16} "
-                     f"{'-' if r.expert is None else r.expert:>6}  {r.dtype:<6} {r.bytes:>10}  "
+                     f"{'-' if r.expert is None else r.expert:>6}  {r.dtype:<7} {r.bytes:>10}  "
                      f"{r.bits_per_weight:>11.3f}  {r.relative_error:.4f}")
     for layer in sorted({r.layer for r in rows if r.layer is not None}):
         lines.append(_total(f"layer {layer}", [r for r in rows if r.layer == layer]))

@@ -35,6 +35,7 @@ from ..image.image_spec import (
     MAX_ALIGNMENT,
     MIN_ALIGNMENT,
     QK_DTYPES,
+    SUPERBLOCK_DTYPES,
     FfnKind,
     ModelRecord,
 )
@@ -247,14 +248,20 @@ def _weighted_sources(spec: ModelSpec, sources: list[SourceTensor], ckpt: Checkp
     return weighted
 
 
-def _chosen_widths(sources: list[SourceTensor], target_bpw: float) -> list[SourceTensor]:
+def _chosen_widths(sources: list[SourceTensor], target_bpw: float,
+                   row_groups: bool) -> list[SourceTensor]:
     """--target-bpw: each super-block matrix at the width quant_widths chose
-    (the shared ones, keys, values and LM head, kept QK6)."""
+    (the shared ones, keys, values and LM head, kept QK6), the bytes counted
+    as they will be stored (with `row_groups` in groups of 16 rows)."""
     from .quant_widths import budget_bytes, choose_widths, width_cost
 
+    def stored(entries: list) -> list:
+        return in_row_groups(entries) if row_groups else entries
+
     shared = shared_roles([s.entry for s in sources])
-    fixed = [s.entry for s in sources if s.entry.dtype in QK_DTYPES and s.entry.role in shared]
-    costs = [width_cost(s) for s in sources
+    fixed = stored([s.entry for s in sources
+                    if s.entry.dtype in QK_DTYPES and s.entry.role in shared])
+    costs = [width_cost(s, row_groups) for s in sources
              if s.entry.dtype in QK_DTYPES and s.entry.role not in shared]
     if not costs:
         raise OptionError("--target-bpw: no matrix of this model can be stored as super-blocks")
@@ -264,8 +271,9 @@ def _chosen_widths(sources: list[SourceTensor], target_bpw: float) -> list[Sourc
     key = lambda e: (e.role, e.layer, e.expert)  # noqa: E731
     out = [replace(s, entry=replace(s.entry, dtype=chosen[key(s.entry)]))
            if key(s.entry) in chosen else s for s in sources]
-    got = sum(tensor_size(s.entry) for s in out if s.entry.dtype in QK_DTYPES)
-    weights = sum(math.prod(s.entry.shape) for s in out if s.entry.dtype in QK_DTYPES)
+    chosen_entries = [e for e in stored([s.entry for s in out]) if e.dtype in SUPERBLOCK_DTYPES]
+    got = sum(tensor_size(e) for e in chosen_entries)
+    weights = sum(math.prod(e.shape) for e in chosen_entries)
     log.info("--target-bpw %.3f: %d matrices chosen, %d kept QK6, %.3f bits a weight (%d bytes)",
              target_bpw, len(costs), len(fixed), 8 * got / weights, got)
     return out
@@ -304,8 +312,9 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
     layer's experts that the `calibration` text uses most as Q8 and the others
     as Q4 (the rest of the feed-forward Q8; docs/quantization.md). `row_groups`
     (None: whenever quantized) stores those matrices (but the token embedding)
-    in groups of 16 rows (Q8_R16, Q4_R16: docs/format.md 3.4), the layout the
-    SIMD kernels of every target read fastest or as fast; False row by row.
+    in groups of 16 rows (Q8_R16, Q4_R16: docs/format.md 3.4; under qk2 .. qk6
+    QK2_R16 .. QK6_R16, 3.6), the layout the SIMD kernels read fastest; False
+    row by row.
     `experts_last` places every expert block after the other tensors' data
     (format 1.9, docs/format.md 3.2): a device holds the start of the image
     and its port reads the routed experts from storage. `target_bpw` chooses a
@@ -329,7 +338,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
                           f"{quant or 'float32'}")
     if (quant_attention or quant_embeddings or row_groups) and quant is None:
         raise OptionError("--quant-attention, --quant-embeddings and --row-groups need --quant "
-                          "int8, int4 or mixed")
+                          "(int8, int4, mixed, qk2 .. qk6) or --target-bpw")
     if not 1 <= batch <= MAX_BATCH:
         raise OptionError(f"--batch {batch}: must be 1 .. {MAX_BATCH}")
     row_groups = quant is not None if row_groups is None else row_groups
@@ -351,7 +360,7 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         elif calibration is not None:
             sources = _weighted_sources(spec, sources, ckpt, Path(calibration), alignment)
         if target_bpw is not None:
-            sources = _chosen_widths(sources, target_bpw)
+            sources = _chosen_widths(sources, target_bpw, row_groups)
         if row_groups:
             entries = in_row_groups([s.entry for s in sources])
             sources = [replace(s, entry=e) for s, e in zip(sources, entries)]
@@ -436,11 +445,12 @@ def _parser() -> argparse.ArgumentParser:
                    "embedding and the output projection (LM head) too")
     p.add_argument("--row-groups", action=argparse.BooleanOptionalAction, help="with --quant "
                    "(the default there): store the quantized matrices (but the token embedding) "
-                   "in groups of 16 rows, format 1.8 (docs/format.md 3.4): the same results, "
+                   "in groups of 16 rows, format 1.8 (docs/format.md 3.4; the super-blocks of "
+                   "qk2 .. qk6 and --target-bpw: format 1.16, 3.6): the same results, "
                    "read fastest by the x86-64 (AVX2, AVX-512) and AArch64 (NEON, SDOT) kernels "
                    "and as fast, in instructions, by Helium and the Cortex-M DSP table; "
-                   "--no-row-groups: row by row, for readers older than format 1.8 "
-                   "(docs/quantization.md)")
+                   "--no-row-groups: row by row, for readers older than format 1.8 (super-"
+                   "blocks: 1.16; docs/quantization.md)")
     p.add_argument("--experts-last", action="store_true", help="place every expert block after "
                    "the other tensors' data (format 1.9, docs/format.md 3.2), so that a device "
                    "can hold the start of the image in RAM and read the routed experts from "

@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import OptionError
 from ..image.image_spec import QK_DTYPES, qk_bits
 from ..image.image_writer import SourceTensor
-from ..image.quant import matrix_bytes
+from ..image.quant import IN_ROW_GROUPS, matrix_bytes
 from ..image.quant_superblock import dequantize_qk, quantize_qk
 
 Key = tuple[int, int, int]  # (role, layer, expert)
@@ -39,7 +39,8 @@ Key = tuple[int, int, int]  # (role, layer, expert)
 
 @dataclass(frozen=True)
 class WidthCost:
-    """One matrix at each width (QK_DTYPES order): its bytes and its error."""
+    """One matrix at each width (QK_DTYPES order): its bytes (as it will be
+    stored: row by row, or in groups of 16 rows) and its error."""
 
     key: Key
     weights: int
@@ -47,8 +48,10 @@ class WidthCost:
     errors: tuple[float, ...]
 
 
-def width_cost(source: SourceTensor) -> WidthCost:
-    """Quantize the matrix at every width and measure its weighted error."""
+def width_cost(source: SourceTensor, row_groups: bool = False) -> WidthCost:
+    """Quantize the matrix at every width and measure its weighted error;
+    its bytes are those of QK2_R16 .. QK6_R16 with `row_groups` (rows rounded
+    up to 16), else of QK2 .. QK6."""
     w = np.asarray(source.load(), dtype=np.float32)
     imp = source.importance
     column_weight = np.ones(w.shape[1]) if imp is None or not np.any(imp > 0) else imp
@@ -57,8 +60,9 @@ def width_cost(source: SourceTensor) -> WidthCost:
         back = dequantize_qk(dtype, quantize_qk(dtype, w, imp), w.shape)
         errors.append(float(np.sum(column_weight * np.sum((back - w) ** 2, axis=0))))
     e = source.entry
+    stored = [IN_ROW_GROUPS[d] if row_groups else d for d in QK_DTYPES]
     return WidthCost((e.role, e.layer, e.expert), w.size,
-                     tuple(matrix_bytes(d, *w.shape) for d in QK_DTYPES), tuple(errors))
+                     tuple(matrix_bytes(d, *w.shape) for d in stored), tuple(errors))
 
 
 def choose_widths(costs: Sequence[WidthCost], budget: int) -> dict[Key, int]:

@@ -73,6 +73,7 @@ from .minors import (
     MINOR_LLAMA4_ERA,
     MINOR_MAMBA2,
     MINOR_POST_NORMS,
+    MINOR_QK_ROW_GROUPS,
     MINOR_QUANT,
     MINOR_ROW_GROUPS,
     MINOR_SUPERBLOCKS,
@@ -129,14 +130,14 @@ MAX_ROUTER_NORM_MIN = 1.0  # = MAX_ROUTER_NORM_MIN there: floor of the routing w
 def format_minor(arch: int, r: ModelRecord, quantized: bool = False,
                  row_groups: bool = False, experts_last: bool = False,
                  attn_kinds: tuple[int, ...] = (), ffn_kinds: tuple[int, ...] = (),
-                 superblocks: bool = False) -> int:
+                 superblocks: bool = False, qk_row_groups: bool = False) -> int:
     """The minor format version an image needs: the newest feature it uses
-    (docs/format.md section 7). `superblocks`: a QK2 .. QK6 tensor (1.15);
-    `row_groups`: a Q8_R16/Q4_R16 tensor;
-    `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
+    (docs/format.md section 7). `qk_row_groups`: a QK2_R16 .. QK6_R16 tensor
+    (1.16); `superblocks`: a QK2 .. QK6 tensor (1.15); `row_groups`: a Q8_R16/Q4_R16
+    tensor; `experts_last`: the EXPERTS_LAST layout (1.9); `attn_kinds`: the layers'
     (2 is 1.10, 3 is 1.11, 4 is 1.13, 5 and 6 are 1.14); `ffn_kinds`: theirs (2 is 1.12)."""
-    if superblocks or r.kv_int8:
-        return MINOR_SUPERBLOCKS
+    if qk_row_groups or superblocks or r.kv_int8:
+        return MINOR_QK_ROW_GROUPS if qk_row_groups else MINOR_SUPERBLOCKS
     if (r.ssm_heads or arch >= Arch.GRANITEMOE_HYBRID or set(SSM_KINDS) & set(attn_kinds)
             or ATTN_NONE in attn_kinds or FfnKind.NONE in ffn_kinds or r.activation == ACT_RELU2):
         return MINOR_MAMBA2

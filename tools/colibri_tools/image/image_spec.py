@@ -1,4 +1,4 @@
-"""Constants and byte layout of the Colibri model image, version 1.15 (docs/format.md).
+"""Constants and byte layout of the Colibri model image, version 1.16 (docs/format.md).
 
 Every field table below is (name, offset, struct code) and is the single place
 the Python tools take offsets from. All integers and floats are little-endian.
@@ -24,8 +24,10 @@ from .dtypes import (  # noqa: F401 (re-exported: the image_spec names)
     QBLOCK,
     QK_BLOCK,
     QK_DTYPES,
+    QK_R16_DTYPES,
     QUANT_DTYPES,
     R16_DTYPES,
+    SUPERBLOCK_DTYPES,
     block_weights,
     qk_bits,
     row_blocks,
@@ -34,7 +36,7 @@ from .dtypes import (  # noqa: F401 (re-exported: the image_spec names)
 MAGIC = b"COLIBRI\x1a"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
-NEWEST_MINOR_READ = 15  # the newest minor version this reader knows (docs/format.md)
+NEWEST_MINOR_READ = 16  # the newest minor version this reader knows (docs/format.md)
 HEADER_SIZE = 256
 HEADER_SIZE_EXTENDED = 512  # format 1.13: with the record's extension (section 1.2)
 LAYER_ENTRY_SIZE = 16

@@ -23,6 +23,7 @@ from .image_spec import (
     LAYER_ENTRY_SIZE,
     MAGIC,
     QK_DTYPES,
+    QK_R16_DTYPES,
     QUANT_DTYPES,
     R16_DTYPES,
     TENSOR_ENTRY_SIZE,
@@ -160,10 +161,12 @@ def _tables(arch: int, alignment: int, record: ModelRecord, layers: list[LayerEn
     quantized = any(t.dtype in QUANT_DTYPES for t in tensors)
     row_groups = any(t.dtype in R16_DTYPES for t in tensors)
     superblocks = any(t.dtype in QK_DTYPES for t in tensors)
+    qk_row_groups = any(t.dtype in QK_R16_DTYPES for t in tensors)
     header = {"magic": MAGIC, "version_major": VERSION_MAJOR,
               "version_minor": format_minor(arch, record, quantized, row_groups, experts_last,
                                             tuple(e.attn_kind for e in layers),
-                                            tuple(e.ffn_kind for e in layers), superblocks),
+                                            tuple(e.ffn_kind for e in layers), superblocks,
+                                            qk_row_groups),
               "header_size": layer_offset, "image_size": image_size, "meta_crc32": 0,
               "flags": header_flags(record, experts_last),
               "alignment": alignment, "arch": arch, "layer_table_offset": layer_offset,

@@ -12,3 +12,4 @@ MINOR_ZERO_EXPERTS = 12         # zero_experts, ffn_kind 2 (shortcut), arch 24
 MINOR_CONV = 13                 # the record's extension, attn_kind 4 (short convolution), arch 26
 MINOR_MAMBA2 = 14               # the extension's ssm_* fields, attn_kind 5 .. 9, ffn_kind 3, arch 27 .. 33
 MINOR_SUPERBLOCKS = 15          # version_minor of an image with a QK2 .. QK6 tensor
+MINOR_QK_ROW_GROUPS = 16        # version_minor of an image with a QK2_R16 .. QK6_R16 tensor

@@ -13,7 +13,8 @@ groups of 16 rows: per group and block a tile of the 16 scales and then
 is a row (colibri-convert --row-groups).
 
 QK2 .. QK6 (format 1.15, docs/format.md 3.5): super-blocks of 256 weights at
-2 .. 6 bits (quant_superblock.py).
+2 .. 6 bits (quant_superblock.py); QK2_R16 .. QK6_R16 (1.16, 3.6) the same
+super-blocks in groups of 16 rows (qk_row_groups.py).
 """
 
 from __future__ import annotations
@@ -36,13 +37,16 @@ from .image_spec import (
     GROUP_ROWS,
     QBLOCK,
     QK_DTYPES,
+    QK_R16_DTYPES,
     QUANT_DTYPES,
     R16_DTYPES,
+    SUPERBLOCK_DTYPES,
     Role,
     TensorEntry,
     qk_bits,
     row_blocks,
 )
+from .qk_row_groups import from_qk_row_groups, group_rows, to_qk_row_groups
 from .quant_superblock import dequantize_qk, half_scales, quantize_qk
 
 # colibri-convert --quant NAME -> dtype
@@ -50,9 +54,11 @@ QUANT_NAMES = {"int8": DTYPE_Q8, "int4": DTYPE_Q4,
                **{f"qk{qk_bits(d)}": d for d in QK_DTYPES}}
 QK_NAMES = tuple(f"qk{qk_bits(d)}" for d in QK_DTYPES)
 DTYPE_NAMES = {DTYPE_F32: "F32", DTYPE_Q8: "Q8", DTYPE_Q4: "Q4", DTYPE_Q8_R16: "Q8_R16",
-               DTYPE_Q4_R16: "Q4_R16", **{d: f"QK{qk_bits(d)}" for d in QK_DTYPES}}
+               DTYPE_Q4_R16: "Q4_R16", **{d: f"QK{qk_bits(d)}" for d in QK_DTYPES},
+               **{d: f"QK{qk_bits(d)}_R16" for d in QK_R16_DTYPES}}
 # A dtype's twin in groups of 16 rows, and back.
-IN_ROW_GROUPS = {DTYPE_Q8: DTYPE_Q8_R16, DTYPE_Q4: DTYPE_Q4_R16}
+IN_ROW_GROUPS = {DTYPE_Q8: DTYPE_Q8_R16, DTYPE_Q4: DTYPE_Q4_R16,
+                 **dict(zip(QK_DTYPES, QK_R16_DTYPES))}
 BY_ROW = {v: k for k, v in IN_ROW_GROUPS.items()}
 # Quantized by default: the feed-forward matrices (routed experts, shared
 # expert, dense layers), which hold nearly all of an MoE's weights.
@@ -84,12 +90,13 @@ def quantizable(role: int) -> bool:
 
 def allowed_dtypes(role: int) -> tuple[int, ...]:
     """The dtypes a reader accepts for a role (sdk/src/tensor_check.c): row
-    groups and super-blocks for every quantizable matrix but the token
-    embedding, whose rows are read one by one."""
+    groups and super-blocks (row by row or in groups) for every quantizable
+    matrix but the token embedding, whose rows are read one by one."""
     if not quantizable(role):
         return (DTYPE_F32,)
-    return (DTYPE_F32, DTYPE_Q8, DTYPE_Q4) + (R16_DTYPES + QK_DTYPES
-                                              if role != Role.TOKEN_EMBED else ())
+    if role == Role.TOKEN_EMBED:
+        return (DTYPE_F32, DTYPE_Q8, DTYPE_Q4)
+    return (DTYPE_F32,) + QUANT_DTYPES
 
 
 def dtype_allowed(role: int, dtype: int) -> bool:
@@ -97,8 +104,9 @@ def dtype_allowed(role: int, dtype: int) -> bool:
 
 
 def in_row_groups(entries: list[TensorEntry]) -> list[TensorEntry]:
-    """colibri-convert --row-groups: every Q8/Q4 matrix that may be (all but
-    the token embedding) in groups of 16 rows instead."""
+    """colibri-convert --row-groups: every Q8/Q4 or QK matrix that may be (all
+    but the token embedding) in groups of 16 rows instead: Q8_R16, Q4_R16,
+    QK2_R16 .. QK6_R16."""
     return [replace(e, dtype=IN_ROW_GROUPS[e.dtype])
             if e.dtype in IN_ROW_GROUPS and dtype_allowed(e.role, IN_ROW_GROUPS[e.dtype]) else e
             for e in entries]
@@ -122,7 +130,7 @@ def matrix_bytes(dtype: int, rows: int, cols: int) -> int:
 
 def _stored_rows(dtype: int, rows: int) -> int:
     """Rows a quantized matrix stores: whole groups of 16 for the R16 dtypes."""
-    return -(-rows // GROUP_ROWS) * GROUP_ROWS if dtype in R16_DTYPES else rows
+    return group_rows(rows) if dtype in R16_DTYPES else rows
 
 
 def tensor_size(entry: TensorEntry) -> int:
@@ -215,28 +223,39 @@ def quantize(dtype: int, w: np.ndarray, what: str = "tensor",
              importance: np.ndarray | None = None) -> bytes:
     """The bytes of a [rows, cols] float matrix as Q8 or Q4 blocks (row after
     row, each row's blocks in order), or as QK super-blocks (`importance`:
-    their search's weights, quant_superblock.quantize_qk)."""
+    their search's weights, quant_superblock.quantize_qk); an R16 dtype's
+    in groups of 16 rows."""
     w = np.asarray(w, dtype=np.float32)
     if w.ndim != 2:
         raise OptionError(f"{what}: only matrices are quantized, not shape {w.shape}")
     if not np.all(np.isfinite(w)):
         raise OptionError(f"{what}: weights are not all finite")
-    if dtype in QK_DTYPES:
-        return quantize_qk(dtype, w, importance, what).tobytes()
+    if dtype in SUPERBLOCK_DTYPES:
+        out = quantize_qk(dtype, w, importance, what)
+    else:
+        out = _blocks_of(dtype, w, what)
+    return (to_row_groups(dtype, out) if dtype in R16_DTYPES else out).tobytes()
+
+
+def _blocks_of(dtype: int, w: np.ndarray, what: str) -> np.ndarray:
+    """[rows, cols] -> [rows, nb, block bytes]: the Q8 or Q4 blocks, row by row."""
     blocks = _blocks(w)
     d16, payload = (_q8 if BY_ROW.get(dtype, dtype) == DTYPE_Q8 else _q4)(blocks, what)
     rows, nb, _ = blocks.shape
     out = np.empty((rows, nb, BLOCK_BYTES[dtype]), dtype=np.uint8)
     out[..., :2] = d16.astype("<f2").view(np.uint8).reshape(rows, nb, 2)
     out[..., 2:] = payload.view(np.uint8)
-    return (to_row_groups(dtype, out) if dtype in R16_DTYPES else out).tobytes()
+    return out
 
 
 def to_row_groups(dtype: int, blocks: np.ndarray) -> np.ndarray:
     """[rows, nb, block bytes] blocks (row after row) -> the R16 layout, flat:
     per group of 16 rows (the last padded with zero rows) and block a tile of
     the 16 scales and then chunks k of 64 bytes, row i's bytes 2 + 4k .. 2 +
-    4k + 3 of its block at 4i (docs/format.md 3.4)."""
+    4k + 3 of its block at 4i (docs/format.md 3.4); QK_R16's tiles:
+    qk_row_groups.py (3.6)."""
+    if dtype in QK_R16_DTYPES:
+        return to_qk_row_groups(dtype, blocks)
     rows, nb, width = blocks.shape
     padded = np.zeros((_stored_rows(dtype, rows), nb, width), dtype=np.uint8)
     padded[..., 2:] = 0x88 if BY_ROW[dtype] == DTYPE_Q4 else 0  # zero weights
@@ -250,6 +269,8 @@ def to_row_groups(dtype: int, blocks: np.ndarray) -> np.ndarray:
 
 def from_row_groups(dtype: int, data: np.ndarray, rows: int, nb: int) -> np.ndarray:
     """The inverse of to_row_groups: [rows, nb, block bytes]."""
+    if dtype in QK_R16_DTYPES:
+        return from_qk_row_groups(dtype, data, rows, nb)
     width = BLOCK_BYTES[dtype]
     tiles = np.asarray(data, dtype=np.uint8).reshape(-1, nb, GROUP_ROWS * width)
     scales = tiles[..., :2 * GROUP_ROWS].reshape(*tiles.shape[:2], GROUP_ROWS, 2)
@@ -283,8 +304,8 @@ def quantized_values(dtype: int, data: bytes | np.ndarray,
 
 def dequantize(dtype: int, data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """The float32 weights of a Q8/Q4 tensor: d * q, one float32 product each
-    (a QK one: quant_superblock.dequantize_qk)."""
-    if dtype in QK_DTYPES:
+    (a QK or QK_R16 one: quant_superblock.dequantize_qk)."""
+    if dtype in SUPERBLOCK_DTYPES:
         return dequantize_qk(dtype, data, shape)
     rows, cols = shape
     d, q = quantized_values(dtype, data, shape)
@@ -294,11 +315,14 @@ def dequantize(dtype: int, data: bytes | np.ndarray, shape: tuple[int, ...]) -> 
 
 def first_bad_scale(dtype: int, data: np.ndarray) -> int | None:
     """Byte offset (in the tensor's data) of the first binary16 scale that is
-    infinite or NaN; None when all are finite or the dtype has none."""
+    infinite or NaN; None when all are finite or the dtype has none. The
+    scales open each block (Q8, Q4: d; QK: d, dmin) or each tile of 16 rows
+    (Q8_R16, Q4_R16: 16 d; QK_R16: 16 d, 16 dmin), padding rows included."""
     if dtype not in QUANT_DTYPES:
         return None
-    per_tile = GROUP_ROWS if dtype in R16_DTYPES else 2 if dtype in QK_DTYPES else 1
-    tile = BLOCK_BYTES[dtype] * (GROUP_ROWS if dtype in R16_DTYPES else 1)  # QK: d, dmin
+    rows = GROUP_ROWS if dtype in R16_DTYPES else 1
+    per_tile = rows * (2 if dtype in SUPERBLOCK_DTYPES else 1)
+    tile = BLOCK_BYTES[dtype] * rows
     raw = np.asarray(data, dtype=np.uint8).reshape(-1, tile)[:, :2 * per_tile]
     halves = raw.reshape(-1, per_tile, 2).astype(np.uint16)
     bad = np.flatnonzero(((halves[..., 0] | (halves[..., 1] << 8)) & 0x7C00) == 0x7C00)

@@ -1,5 +1,7 @@
 """The super-block dtypes QK2 .. QK6 of format 1.15 (docs/format.md 3.5): the
-numpy quantizer and dequantizer of exactly that layout.
+numpy quantizer and dequantizer of exactly that layout (and the dequantizer
+of QK2_R16 .. QK6_R16, 1.16, the same super-blocks in groups of 16 rows:
+qk_row_groups.py).
 
 A row is cut into super-blocks of 256 weights (the last one padded with
 zeros), each eight blocks of 32. A block j has a 6-bit scale sc_j and a 6-bit
@@ -27,7 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import OptionError
-from .image_spec import BLOCK_BYTES, QBLOCK, QK_BLOCK, qk_bits
+from .image_spec import BLOCK_BYTES, QBLOCK, QK_BLOCK, QK_R16_DTYPES, qk_bits
+from .qk_row_groups import from_qk_row_groups
 
 SUB = QK_BLOCK // QBLOCK  # blocks of 32 in a super-block
 SCALE_MAX = 63
@@ -176,7 +179,7 @@ def quantize_qk(dtype: int, w: np.ndarray, importance: np.ndarray | None = None,
                 what: str = "tensor") -> np.ndarray:
     """[rows, cols] float32 (and optionally the importance of each column,
     [cols], or of each weight, [rows, cols]) -> [rows, super-blocks, 16 + 32b]
-    uint8."""
+    uint8, row by row (for a QK_R16 dtype too: qk_row_groups tiles them)."""
     bits = qk_bits(dtype)
     nmax = (1 << bits) - 1
     blocks = _padded(w)
@@ -210,10 +213,14 @@ def _importance(importance: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
 def qk_values(dtype: int, data: bytes | np.ndarray, shape: tuple[int, int]
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(scale [rows, nb], min [rows, nb] as float32 d * sc and dmin * m, q
-    [rows, nb, 32] int32) of a QK matrix, nb = its blocks of 32 with padding."""
+    [rows, nb, 32] int32) of a QK matrix (row by row, or QK_R16 tiles), nb =
+    its blocks of 32 with padding."""
     rows, cols = shape
     bits = qk_bits(dtype)
-    sb = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    if dtype in QK_R16_DTYPES:  # the tiles of 16 rows back to rows (format 1.16)
+        sb = from_qk_row_groups(dtype, data, rows, -(-cols // QK_BLOCK))
+    else:
+        sb = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
     sb = sb.reshape(rows, -1, BLOCK_BYTES[dtype]).astype(np.int32)
     d = np.ascontiguousarray(sb[..., 0:4].astype(np.uint8)).view("<f2").astype(np.float32)
     first, high = sb[..., 4:12], sb[..., 12:16]

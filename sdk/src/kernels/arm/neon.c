@@ -293,5 +293,6 @@ const colibri_kernels colibri_kernels_neon = {
     .matmat_q4 = colibri_neon_matmat_q4,
     .matmat_q8r16 = colibri_neon_matmat_q8r16, /* neon_r16.c */
     .matmat_q4r16 = colibri_neon_matmat_q4r16,
-    .matmat_qk = colibri_neon_matmat_qk, /* neon_qk.c */
+    .matmat_qk = colibri_neon_matmat_qk,       /* neon_qk.c */
+    .matmat_qkr16 = colibri_neon_matmat_qkr16, /* neon_qkr16.c */
 };

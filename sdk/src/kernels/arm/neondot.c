@@ -183,5 +183,6 @@ const colibri_kernels colibri_kernels_neondot = {
     .matmat_q4 = colibri_neondot_matmat_q4,
     .matmat_q8r16 = colibri_neondot_matmat_q8r16,
     .matmat_q4r16 = colibri_neondot_matmat_q4r16,
-    .matmat_qk = colibri_neondot_matmat_qk, /* neon_qk.c */
+    .matmat_qk = colibri_neondot_matmat_qk,       /* neon_qk.c */
+    .matmat_qkr16 = colibri_neondot_matmat_qkr16, /* neon_qkr16.c */
 };

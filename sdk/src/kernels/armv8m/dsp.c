@@ -196,4 +196,5 @@ const colibri_kernels colibri_kernels_dsp = {
     .matmat_q8r16 = colibri_dsp_matmat_q8r16,
     .matmat_q4r16 = colibri_dsp_matmat_q4r16,
     .matmat_qk = colibri_dsp_matmat_qk,
+    .matmat_qkr16 = colibri_dsp_matmat_qkr16,
 };

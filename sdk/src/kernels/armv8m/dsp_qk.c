@@ -17,6 +17,11 @@
  * acc = fma(isum, (d * sc_j) * d_x, acc), acc = fma(-xsum, (dmin * m_j) * d_x,
  * acc). Words are loaded with memcpy (Armv7-M's LDR takes unaligned
  * addresses). Two instances of the word loop: with and without a high part.
+ *
+ * Super-blocks in groups of 16 rows (matmat_qkr16, format 1.16, 3.6) go
+ * through the same instances: a row's four level bytes of a word are side
+ * by side in an R16 tile too, 64 bytes from its next word instead of 4, and
+ * its d, dmin, scales and mins 16 times as far apart (qk_rows says where).
  */
 #include <arm_acle.h>
 
@@ -39,6 +44,17 @@ typedef struct qword2 {
 typedef struct qk_place {
     uint32_t low_ror, high_ror, low_mask, high_mask;
 } qk_place;
+
+/* Where a tile's two rows are: row k's first super-block has d at d[k]
+ * (dmin 2g bytes on), its scale and min bytes (byte 4 of 3.5 on) at sc[k],
+ * g bytes apart, and its level words (bytes 16 + 4u ..) at lv[k], 4g bytes
+ * apart; its next super-block is step bytes on. By row g = 1, in an R16
+ * tile g = 16 (docs/format.md 3.6). */
+typedef struct qk_rows {
+    const uint8_t *d[2], *sc[2], *lv[2];
+    size_t step;
+    uint32_t g;
+} qk_rows;
 
 /* A block's integer sums: isum[t][r] of row r and token t, xsum[t]. */
 typedef struct qk_sums {
@@ -91,15 +107,19 @@ INLINE uint32_t level_word(const uint8_t *low, size_t high_at, const qk_place *p
     return v;
 }
 
-/* A block's sums: rows' low parts at l0, l1, tokens' q at q0, q1 (T). */
-INLINE qk_sums block_sums(const uint8_t *l0, const uint8_t *l1, size_t high_at, const qk_place *p,
-                          const int8_t *q0, const int8_t *q1, int has_high, uint32_t T)
+/* A block's sums: rows' low parts at l0, l1 (words gap bytes apart),
+ * tokens' q at q0, q1 (T). Row 1's words are read at l0 + l1_at (one
+ * register fewer in the loop). */
+INLINE qk_sums block_sums(const uint8_t *l0, const uint8_t *l1, size_t high_at, uint32_t gap,
+                          const qk_place *p, const int8_t *q0, const int8_t *q1, int has_high,
+                          uint32_t T)
 {
     int32_t s00 = 0, s01 = 0, s10 = 0, s11 = 0, x0 = 0, x1 = 0;
+    ptrdiff_t l1_at = l1 - l0;
 #pragma GCC unroll 1
-    for (uint32_t k = 0; k < COLIBRI_QBLOCK; k += 4u) {
-        qword2 r0 = split_unsigned(level_word(l0 + k, high_at, p, has_high));
-        qword2 r1 = split_unsigned(level_word(l1 + k, high_at, p, has_high));
+    for (uint32_t k = 0; k < COLIBRI_QBLOCK; k += 4u, l0 += gap) {
+        qword2 r0 = split_unsigned(level_word(l0, high_at, p, has_high));
+        qword2 r1 = split_unsigned(level_word(l0 + l1_at, high_at, p, has_high));
         qword2 t0 = split_signed(load_word(q0 + k));
         s00 = smlad2(r0, t0, s00);
         s01 = smlad2(r1, t0, s01);
@@ -117,19 +137,21 @@ INLINE qk_sums block_sums(const uint8_t *l0, const uint8_t *l1, size_t high_at, 
     return s;
 }
 
-/* A super-block's d and dmin as floats (quant.h's exact conversion; one
- * copy of it). */
-static void __attribute__((noinline)) d_dmin(float dm[2], const uint8_t *sb)
+/* A super-block's d and dmin (2g bytes on) as floats (quant.h's exact
+ * conversion; one copy of it). */
+static void __attribute__((noinline)) d_dmin(float dm[2], const uint8_t *d_at, uint32_t g)
 {
-    dm[0] = colibri_qblock_scale(sb);
-    dm[1] = colibri_qblock_scale(sb + 2);
+    dm[0] = colibri_qblock_scale(d_at);
+    dm[1] = colibri_qblock_scale(d_at + 2u * g);
 }
 
-/* Block j's scale d * sc_j and min dmin * m_j (bytes 4 + j: sc_j |
- * (m_j & 3) << 6; byte 12 + j % 4: m_j >> 2, low nibble for j < 4). */
-INLINE void scale_min(float sm[2], const uint8_t *sb, uint32_t j, float d, float dmin)
+/* Block j's scale d * sc_j and min dmin * m_j (from sc, bytes g apart:
+ * byte 4 + j: sc_j | (m_j & 3) << 6; byte 12 + j % 4: m_j >> 2, low nibble
+ * for j < 4). */
+INLINE void scale_min(float sm[2], const uint8_t *sc, uint32_t g, uint32_t j, float d, float dmin)
 {
-    uint32_t byte = sb[4u + j], top = ((uint32_t)sb[12u + (j & 3u)] >> (4u * (j >> 2))) & 0xFu;
+    uint32_t byte = sc[g * j];
+    uint32_t top = ((uint32_t)sc[g * (8u + (j & 3u))] >> (4u * (j >> 2))) & 0xFu;
     sm[0] = d * (float)(byte & 0x3Fu);
     sm[1] = dmin * (float)(byte >> 6 | top << 2);
 }
@@ -140,31 +162,32 @@ INLINE float step(float acc, int32_t isum, int32_t xsum, const float sm[2], floa
     return colibri_fmaf((float)-xsum, sm[1] * dx, acc);
 }
 
-/* Rows w0, w1 (rows of them real) by tokens x0, x1 (T) through every block. */
-INLINE void qk_tile(float *out, size_t stride, const uint8_t *w0, const uint8_t *w1,
-                    const colibri_qblock *x0, const colibri_qblock *x1, uint32_t nb, uint32_t bits,
-                    uint32_t rows, int has_high, uint32_t T)
+/* Rows w (rows of them real) by tokens x0, x1 (T) through every block; a
+ * 32-byte level chunk is 8 level words. */
+INLINE void qk_tile(float *out, size_t stride, const qk_rows *w, const colibri_qblock *x0,
+                    const colibri_qblock *x1, uint32_t nb, uint32_t bits, uint32_t rows,
+                    int has_high, uint32_t T)
 {
     float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f; /* a<token><row> */
-    uint32_t low = bits <= 3u ? 2u : 4u, high = bits - low;
-    size_t sb_bytes = COLIBRI_QK_BYTES(bits);
+    uint32_t low = bits <= 3u ? 2u : 4u, high = bits - low, g = w->g, chunk = 32u * g;
     float dm0[2] = {0.0f, 0.0f}, dm1[2] = {0.0f, 0.0f};
+    size_t at = 0; /* the super-block's bytes past the first one's */
     for (uint32_t b = 0; b < nb; b++) {
         uint32_t j = b % SUB;
-        const uint8_t *sb0 = w0 + (b / SUB) * sb_bytes, *sb1 = w1 + (b / SUB) * sb_bytes;
         if (j == 0u) {
-            d_dmin(dm0, sb0);
-            d_dmin(dm1, sb1);
+            at = (b / SUB) * w->step;
+            d_dmin(dm0, w->d[0] + at, g);
+            d_dmin(dm1, w->d[1] + at, g);
         }
-        uint32_t low_at = 16u + 32u * (low * j / 8u);
-        size_t high_at = 16u + 32u * low + 32u * (high * j / 8u) - low_at;
+        uint32_t low_at = chunk * (low * j / 8u);
+        size_t high_at = chunk * (low + high * j / 8u) - low_at;
         qk_place p = {low * j % 8u, (high * j % 8u + 32u - low) % 32u,
                       ((1u << low) - 1u) * 0x01010101u, (((1u << high) - 1u) << low) * 0x01010101u};
-        qk_sums s =
-            block_sums(sb0 + low_at, sb1 + low_at, high_at, &p, x0[b].q, x1[b].q, has_high, T);
+        const uint8_t *l0 = w->lv[0] + at + low_at, *l1 = w->lv[1] + at + low_at;
+        qk_sums s = block_sums(l0, l1, high_at, 4u * g, &p, x0[b].q, x1[b].q, has_high, T);
         float sm0[2], sm1[2];
-        scale_min(sm0, sb0, j, dm0[0], dm0[1]);
-        scale_min(sm1, sb1, j, dm1[0], dm1[1]);
+        scale_min(sm0, w->sc[0] + at, g, j, dm0[0], dm0[1]);
+        scale_min(sm1, w->sc[1] + at, g, j, dm1[0], dm1[1]);
         a00 = step(a00, s.isum[0][0], s.xsum[0], sm0, x0[b].d);
         a01 = step(a01, s.isum[0][1], s.xsum[0], sm1, x0[b].d);
         if (T == 2u) {
@@ -176,37 +199,55 @@ INLINE void qk_tile(float *out, size_t stride, const uint8_t *w0, const uint8_t 
 }
 
 /* The instances: a high part or none, one token or two. */
-static void qk_tile_low(float *out, size_t stride, const uint8_t *w0, const uint8_t *w1,
-                        const colibri_qblock *x0, const colibri_qblock *x1, uint32_t nb,
-                        uint32_t bits, uint32_t rows, uint32_t T)
+static void qk_tile_low(float *out, size_t stride, const qk_rows *w, const colibri_qblock *x0,
+                        const colibri_qblock *x1, uint32_t nb, uint32_t bits, uint32_t rows,
+                        uint32_t T)
 {
-    qk_tile(out, stride, w0, w1, x0, x1, nb, bits, rows, 0, T);
+    qk_tile(out, stride, w, x0, x1, nb, bits, rows, 0, T);
 }
 
-static void qk_tile_high(float *out, size_t stride, const uint8_t *w0, const uint8_t *w1,
-                         const colibri_qblock *x0, const colibri_qblock *x1, uint32_t nb,
-                         uint32_t bits, uint32_t rows, uint32_t T)
+static void qk_tile_high(float *out, size_t stride, const qk_rows *w, const colibri_qblock *x0,
+                         const colibri_qblock *x1, uint32_t nb, uint32_t bits, uint32_t rows,
+                         uint32_t T)
 {
-    qk_tile(out, stride, w0, w1, x0, x1, nb, bits, rows, 1, T);
+    qk_tile(out, stride, w, x0, x1, nb, bits, rows, 1, T);
+}
+
+/* Row i of the tile at t (3.6; by row: t the super-block, i = 0, g = 1). */
+static void qk_row_at(qk_rows *w, int k, const uint8_t *t, uint32_t i, uint32_t g)
+{
+    w->d[k] = t + 2u * i, w->sc[k] = t + 4u * g + i, w->lv[k] = t + 16u * g + 4u * i;
+}
+
+/* Both layouts: rows in pairs (of one R16 group: 16 is even), g = 1 by row
+ * (a row of super-blocks), 16 in groups (a group of tiles). */
+static void qk_matmat(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                      uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits, uint32_t g)
+{
+    uint32_t nb = colibri_qblocks(cols);
+    qk_rows tile = {.step = (size_t)g * COLIBRI_QK_BYTES(bits), .g = g};
+    size_t rows_bytes = (nb + SUB - 1u) / SUB * tile.step; /* g rows' */
+    for (uint32_t r = 0; r < rows; r += 2u) {
+        uint32_t r1 = rows - r >= 2u ? r + 1u : r;
+        qk_row_at(&tile, 0, w + r / g * rows_bytes, r % g, g);
+        qk_row_at(&tile, 1, w + r1 / g * rows_bytes, r1 % g, g);
+        for (uint32_t t = 0; t < n; t += 2u) {
+            uint32_t T = n - t >= 2u ? 2u : 1u;
+            const colibri_qblock *x0 = x + (size_t)t * nb, *x1 = x0 + (T - 1u) * nb;
+            (bits == 2u || bits == 4u ? qk_tile_low : qk_tile_high)(
+                out + t * stride + r, stride, &tile, x0, x1, nb, bits, r1 - r + 1u, T);
+        }
+    }
 }
 
 void colibri_dsp_matmat_qk(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                            uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits)
 {
-    uint32_t nb = colibri_qblocks(cols);
-    size_t row_bytes = colibri_qk_row_bytes(cols, bits);
-    for (uint32_t r = 0; r < rows; r += 2u) {
-        uint32_t rows_here = rows - r >= 2u ? 2u : 1u;
-        const uint8_t *w0 = w + r * row_bytes, *w1 = w0 + (rows_here - 1u) * row_bytes;
-        for (uint32_t t = 0; t < n; t += 2u) {
-            uint32_t T = n - t >= 2u ? 2u : 1u;
-            const colibri_qblock *x0 = x + (size_t)t * nb, *x1 = x0 + (T - 1u) * nb;
-            float *o = out + t * stride + r;
-            if (bits == 2u || bits == 4u) {
-                qk_tile_low(o, stride, w0, w1, x0, x1, nb, bits, rows_here, T);
-            } else {
-                qk_tile_high(o, stride, w0, w1, x0, x1, nb, bits, rows_here, T);
-            }
-        }
-    }
+    qk_matmat(out, stride, w, x, rows, cols, n, bits, 1u);
+}
+
+void colibri_dsp_matmat_qkr16(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                              uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits)
+{
+    qk_matmat(out, stride, w, x, rows, cols, n, bits, COLIBRI_QGROUP_ROWS);
 }

@@ -332,4 +332,5 @@ const colibri_kernels colibri_kernels_helium = {
     .matmat_q8r16 = matmat_q8r16_helium,
     .matmat_q4r16 = matmat_q4r16_helium,
     .matmat_qk = colibri_helium_matmat_qk,
+    .matmat_qkr16 = colibri_helium_matmat_qkr16,
 };

@@ -17,6 +17,15 @@
  * VMLADAVA sums them exactly with the token's q, VADDVA sums the q (once
  * per token and block), and per (row, token) the reference's two steps:
  * acc = fma(isum, scale * d_x, acc), acc = fma(-xsum, min * d_x, acc).
+ *
+ * Super-blocks in groups of 16 rows (matmat_qkr16, format 1.16, 3.6) go
+ * through the same tile, a super-block at a time: each of its two rows'
+ * super-blocks is first put back in its by-row order (3.5) in a buffer on
+ * the stack, by VLDRB gathers: the 16 head bytes (d, dmin, scales and mins)
+ * with one, every 16 level bytes (four bytes of each of four 64-byte
+ * chunks: r16_offsets) with another. So the by-row loop stays as it is, and
+ * a chunk is gathered once, not once for each block it holds (a gather
+ * takes a beat a byte on a Cortex-M55, about four times a 16-byte load).
  */
 #include <arm_mve.h>
 
@@ -100,12 +109,12 @@ static inline float qk_step(float acc, qk_levels w, int8x16_t xlo, int8x16_t xhi
     return colibri_fmaf((float)neg_xsum, min * dx, acc);
 }
 
-/* Rows w0, w1 (rows of them real) by tokens x0, x1 (T) through every block. */
-static void qk_tile(float *out, size_t stride, const uint8_t *w0, const uint8_t *w1,
-                    const colibri_qblock *x0, const colibri_qblock *x1, uint32_t nb, uint32_t bits,
-                    uint32_t rows, uint32_t T)
+/* Rows w0, w1 by tokens x0, x1 (T) through nb blocks, into a[token][row]. */
+static void __attribute__((noinline))
+qk_tile(float a[2][2], const uint8_t *w0, const uint8_t *w1, const colibri_qblock *x0,
+        const colibri_qblock *x1, uint32_t nb, uint32_t bits, uint32_t T)
 {
-    float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f; /* a<token><row> */
+    float a00 = a[0][0], a01 = a[0][1], a10 = a[1][0], a11 = a[1][1]; /* a<token><row> */
     uint32_t low = bits <= 3u ? 2u : 4u, high = bits - low;
     size_t sb_bytes = COLIBRI_QK_BYTES(bits);
     qk_head h0, h1;
@@ -130,22 +139,72 @@ static void qk_tile(float *out, size_t stride, const uint8_t *w0, const uint8_t 
             a11 = qk_step(a11, r1, xlo, xhi, h1.scale[j], h1.min[j], x1[b].d, neg);
         }
     }
-    colibri_qtile_store(out, stride, rows, T, a00, a01, a10, a11);
+    a[0][0] = a00, a[0][1] = a01, a[1][0] = a10, a[1][1] = a11;
+}
+
+/* Where a row's super-block bytes are in an R16 tile, past row 0's (3.6):
+ * its 16 head bytes (d 2i, dmin 32 + 2i, byte 4 + k at 64 + 16k + i) at
+ * r16_head + i * r16_head_row, element e of 16 consecutive level bytes at
+ * r16_offsets[e] past the first (four bytes of each of four chunks). */
+static const uint8_t r16_head[16] = {0,   1,   32,  33,  64,  80,  96,  112,
+                                     128, 144, 160, 176, 192, 208, 224, 240};
+static const uint8_t r16_head_row[16] = {2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const uint8_t r16_offsets[16] = {0,   1,   2,   3,   64,  65,  66,  67,
+                                        128, 129, 130, 131, 192, 193, 194, 195};
+
+/* Row i's super-block of the tile at t in its by-row order (3.5), to sb. */
+static void qk_from_r16(uint8_t *sb, const uint8_t *t, uint32_t i, uint32_t bits)
+{
+    uint8x16_t head = vmlaq_n_u8(vldrbq_u8(r16_head), vldrbq_u8(r16_head_row), (uint8_t)i);
+    uint8x16_t offsets = vldrbq_u8(r16_offsets);
+    vstrbq_u8(sb, vldrbq_gather_offset_u8(t, head));
+    for (uint32_t k = 0; k < 2u * bits; k++) { /* 32 * bits level bytes */
+        vstrbq_u8(sb + 16u + 16u * k,
+                  vldrbq_gather_offset_u8(t + 256u + 4u * i + 256u * k, offsets));
+    }
+}
+
+/* Rows two by two (in groups of 16: a pair is in one group, 16 being even)
+ * by tokens two by two: by row (3.5) the tile goes through a row's blocks
+ * at once; R16 (3.6) a super-block at a time, the two rows' put back in
+ * their by-row order first. */
+static void qk_matmat(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
+                      uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits, int r16)
+{
+    uint32_t nb = colibri_qblocks(cols), g = r16 ? COLIBRI_QGROUP_ROWS : 1u;
+    uint32_t span = r16 ? SUB : nb; /* blocks a qk_tile */
+    size_t tile_bytes = g * COLIBRI_QK_BYTES(bits), g_bytes = (nb + SUB - 1u) / SUB * tile_bytes;
+    uint8_t sb[2][COLIBRI_QK_BYTES(6u)];
+    for (uint32_t r = 0; r < rows; r += 2u) {
+        uint32_t r1 = rows - r >= 2u ? r + 1u : r;
+        const uint8_t *w0 = w + r / g * g_bytes, *w1 = w + r1 / g * g_bytes;
+        for (uint32_t t = 0; t < n; t += 2u) {
+            uint32_t T = n - t >= 2u ? 2u : 1u;
+            const colibri_qblock *x0 = x + (size_t)t * nb, *x1 = x0 + (T - 1u) * nb;
+            float a[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+            for (uint32_t b = 0; b < nb; b += span) {
+                if (r16) {
+                    qk_from_r16(sb[0], w0 + b / SUB * tile_bytes, r % g, bits);
+                    qk_from_r16(sb[1], w0 + b / SUB * tile_bytes, r1 % g, bits);
+                }
+                qk_tile(a, r16 ? sb[0] : w0, r16 ? sb[1] : w1, x0 + b, x1 + b,
+                        nb - b < span ? nb - b : span, bits, T);
+            }
+            colibri_qtile_store(out + t * stride + r, stride, r1 - r + 1u, T, a[0][0], a[0][1],
+                                a[1][0], a[1][1]);
+        }
+    }
 }
 
 void colibri_helium_matmat_qk(float *out, size_t stride, const uint8_t *w, const colibri_qblock *x,
                               uint32_t rows, uint32_t cols, uint32_t n, uint32_t bits)
 {
-    uint32_t nb = colibri_qblocks(cols);
-    size_t row_bytes = colibri_qk_row_bytes(cols, bits);
-    for (uint32_t r = 0; r < rows; r += 2u) {
-        uint32_t rows_here = rows - r >= 2u ? 2u : 1u;
-        const uint8_t *w0 = w + r * row_bytes, *w1 = w0 + (rows_here - 1u) * row_bytes;
-        for (uint32_t t = 0; t < n; t += 2u) {
-            uint32_t T = n - t >= 2u ? 2u : 1u;
-            const colibri_qblock *x0 = x + (size_t)t * nb;
-            qk_tile(out + t * stride + r, stride, w0, w1, x0, x0 + (T - 1u) * nb, nb, bits,
-                    rows_here, T);
-        }
-    }
+    qk_matmat(out, stride, w, x, rows, cols, n, bits, 0);
+}
+
+void colibri_helium_matmat_qkr16(float *out, size_t stride, const uint8_t *w,
+                                 const colibri_qblock *x, uint32_t rows, uint32_t cols, uint32_t n,
+                                 uint32_t bits)
+{
+    qk_matmat(out, stride, w, x, rows, cols, n, bits, 1);
 }

@@ -312,4 +312,5 @@ const colibri_kernels colibri_kernels_avx2 = {
     .matmat_q8r16 = colibri_avx2_matmat_q8r16, /* avx2_r16.c */
     .matmat_q4r16 = colibri_avx2_matmat_q4r16,
     .matmat_qk = colibri_avx2_matmat_qk,
+    .matmat_qkr16 = colibri_avx2_matmat_qkr16, /* avx2_qkr16.c */
 };

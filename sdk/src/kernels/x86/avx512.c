@@ -324,4 +324,5 @@ const colibri_kernels colibri_kernels_avx512 = {
     .matmat_q8r16 = colibri_avx2_matmat_q8r16,
     .matmat_q4r16 = colibri_avx2_matmat_q4r16,
     .matmat_qk = colibri_avx2_matmat_qk,
+    .matmat_qkr16 = colibri_avx2_matmat_qkr16,
 };

@@ -115,4 +115,5 @@ const colibri_kernels colibri_kernels_avx512vnni = {
     .matmat_q8r16 = colibri_avx512vnni_matmat_q8r16,
     .matmat_q4r16 = colibri_avx512vnni_matmat_q4r16,
     .matmat_qk = colibri_avx2_matmat_qk,
+    .matmat_qkr16 = colibri_avx512vnni_matmat_qkr16,
 };

@@ -4,7 +4,7 @@
  * sums, and the products each file gives the table's dispatch
  * (avx512vnni.c): decode with rows read whole (avx512vnni_decode.c), Q4
  * prompts in strips of sixteen rows (avx512vnni_strip.c) and the row-group
- * slots (avx512vnni_r16.c). The method is in avx512vnni.c's comment.
+ * slots (avx512vnni_r16.c, avx512vnni_qkr16.c). The method is in avx512vnni.c's comment.
  */
 #ifndef COLIBRI_KERNELS_AVX512VNNI_H
 #define COLIBRI_KERNELS_AVX512VNNI_H
@@ -35,6 +35,10 @@ VNNI void colibri_avx512vnni_matmat_q8r16(float *out, size_t stride, const uint8
 VNNI void colibri_avx512vnni_matmat_q4r16(float *out, size_t stride, const uint8_t *w,
                                           const colibri_qblock *x, uint32_t rows, uint32_t cols,
                                           uint32_t n);
+/* The QK2_R16 .. QK6_R16 slot (avx512vnni_qkr16.c). */
+VNNI void colibri_avx512vnni_matmat_qkr16(float *out, size_t stride, const uint8_t *w,
+                                          const colibri_qblock *x, uint32_t rows, uint32_t cols,
+                                          uint32_t n, uint32_t bits);
 
 typedef struct qtile {
     const uint8_t *w[PAIRS];        /* the tile's rows (R used) */
