@@ -98,7 +98,7 @@ HPARAMS_FIELDS = ("arch", "vocab_size", "hidden_size", "n_layers", "n_heads", "n
                   "kda_rank", "ssm_dt_rank", "kda_bound", "ssm_dt_min", "kv_int8")
 KERNEL_SLOTS = ("dot", "matvec_f32", "rmsnorm", "softmax", "swiglu", "add", "add_scaled",
                 "rope_apply", "matmat_f32", "matmat_q8", "matmat_q4", "matmat_q8r16",
-                "matmat_q4r16", "matmat_qk")
+                "matmat_q4r16", "matmat_qk", "matmat_qkr16")
 
 ROUTE_FN = ctypes.CFUNCTYPE(None, _ptr, _u32, _u32, _u32, _u32, ctypes.POINTER(_u32),
                             ctypes.POINTER(_f32))

@@ -234,8 +234,11 @@ static void qk_matmat(float *out, size_t stride, const uint8_t *w, const colibri
         for (uint32_t t = 0; t < n; t += 2u) {
             uint32_t T = n - t >= 2u ? 2u : 1u;
             const colibri_qblock *x0 = x + (size_t)t * nb, *x1 = x0 + (T - 1u) * nb;
-            (bits == 2u || bits == 4u ? qk_tile_low : qk_tile_high)(
-                out + t * stride + r, stride, &tile, x0, x1, nb, bits, r1 - r + 1u, T);
+            if (bits == 2u || bits == 4u) { /* direct calls: no pointer for the stack bound */
+                qk_tile_low(out + t * stride + r, stride, &tile, x0, x1, nb, bits, r1 - r + 1u, T);
+            } else {
+                qk_tile_high(out + t * stride + r, stride, &tile, x0, x1, nb, bits, r1 - r + 1u, T);
+            }
         }
     }
 }
