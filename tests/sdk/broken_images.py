@@ -386,6 +386,23 @@ def _row_group_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     }
 
 
+def _set_at(offset: int, fmt: str, value):
+    """An edit that writes value (struct format fmt) at offset."""
+    return lambda img: put(img, offset, fmt, value)
+
+
+def _half_editor(gate: int, data_at: int, size: int):
+    """half(bits, at): an edit setting the binary16 at data byte `at` of the
+    tensor whose entry is at `gate` to `bits`, its data CRC made right (the
+    super-block defects of 1.15 and 1.16)."""
+    def half(bits: int, at: int):
+        def edit(img: bytearray) -> None:
+            put(img, data_at + at, "H", bits)
+            put(img, gate + 28, "I", zlib.crc32(bytes(img[data_at:data_at + size])))
+        return edit
+    return half
+
+
 def _superblock_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     """Defects of a format 1.15 image whose expert matrices are QK3: rows of
     super-blocks of 256 weights, 112 bytes each (binary16 d and dmin, 12
@@ -399,15 +416,8 @@ def _superblock_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     assert get(v, gate + 6, "H") == DTYPE_QK3 and get(v, gate + 48, "I") == 256
     sb = 112
 
-    def set_at(offset: int, fmt: str, value):
-        return lambda img: put(img, offset, fmt, value)
-
-    def half(bits: int, at: int):
-        """The binary16 at data byte `at` set to `bits`, data CRC made right."""
-        def edit(img: bytearray) -> None:
-            put(img, data_at + at, "H", bits)
-            put(img, gate + 28, "I", zlib.crc32(bytes(img[data_at:data_at + size])))
-        return edit
+    set_at = _set_at
+    half = _half_editor(gate, data_at, size)
 
     def flip_level(img: bytearray) -> None:
         img[data_at + sb + 40] ^= 0x10
@@ -446,15 +456,8 @@ def _superblock_group_defects(v: bytes) -> dict[str, tuple[bytes, dict]]:
     sb, tile = 112, 16 * 112
     assert size == -(-rows // 16) * row_blocks * tile
 
-    def set_at(offset: int, fmt: str, value):
-        return lambda img: put(img, offset, fmt, value)
-
-    def half(bits: int, at: int):
-        """The binary16 at data byte `at` set to `bits`, data CRC made right."""
-        def edit(img: bytearray) -> None:
-            put(img, data_at + at, "H", bits)
-            put(img, gate + 28, "I", zlib.crc32(bytes(img[data_at:data_at + size])))
-        return edit
+    set_at = _set_at
+    half = _half_editor(gate, data_at, size)
 
     def flip_level(img: bytearray) -> None:
         img[data_at + 256 + 64 * 3 + 4 * 2] ^= 0x04  # chunk 3, row 2
