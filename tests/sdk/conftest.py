@@ -105,7 +105,7 @@ def valid_qk_image(tmp_path_factory) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def valid_qk_r16_image(tmp_path_factory) -> pathlib.Path:
     """The QK3 image above in groups of 16 rows (format 1.16: QK3_R16, QK6_R16
-    for K, V and the LM head; the token embedding Q4), each matrix's last
+    for K, V and the LM head; the token embedding Q8), each matrix's last
     group padded (the experts' 12 rows: 4 padding rows)."""
     return _quantized_image(tmp_path_factory, "qk3", attention=True, row_groups=True)
 

@@ -120,7 +120,7 @@ def test_bytes_a_weight_unchanged_when_rows_are_whole_groups():
 def test_convert_writes_qk_row_groups_by_default(hf_checkpoint, tmp_path):
     """--quant qk3: every super-block matrix QK3_R16 (K, V and the LM head
     QK6_R16), version_minor 16; --no-row-groups: QK3 and QK6, 1.15. The
-    token embedding is Q4 either way, and both images hold the same weights."""
+    token embedding is Q8 either way, and both images hold the same weights."""
     from colibri_tools.converter.convert import main
     from colibri_tools.image.image_format import Role, read_image
 
@@ -133,9 +133,9 @@ def test_convert_writes_qk_row_groups_by_default(hf_checkpoint, tmp_path):
     assert grouped.header["version_minor"] == 16 and rows.header["version_minor"] == 15
     dtypes = {t.role: t.dtype for t in grouped.tensors}
     assert dtypes[Role.EXPERT_GATE] == QK3_R16 and dtypes[Role.ATTN_K] == QK6_R16
-    assert dtypes[Role.LM_HEAD] == QK6_R16 and dtypes[Role.TOKEN_EMBED] == 2  # Q4
-    assert {t.dtype for t in grouped.tensors} == {0, 2, QK3_R16, QK6_R16}
-    assert {t.dtype for t in rows.tensors} == {0, 2, QK3, QK6}
+    assert dtypes[Role.LM_HEAD] == QK6_R16 and dtypes[Role.TOKEN_EMBED] == 1  # Q8
+    assert {t.dtype for t in grouped.tensors} == {0, 1, QK3_R16, QK6_R16}
+    assert {t.dtype for t in rows.tensors} == {0, 1, QK3, QK6}
     assert weights_name(grouped.tensors) == weights_name(rows.tensors) == "mixed"
     for g, r in zip(grouped.tensors, rows.tensors):
         assert g.dtype == (r.dtype + 5 if r.dtype in (QK3, QK6) else r.dtype)
@@ -178,7 +178,7 @@ def test_target_bpw_is_met_as_stored(hf_checkpoint, tmp_path, target):
     image = read_image(out / "model.bin", verify_data=True)
     chosen = [t for t in image.tensors if 10 <= t.dtype <= 14]
     assert image.header["version_minor"] == 16
-    assert {t.dtype for t in image.tensors} - {0, 2} == {t.dtype for t in chosen}
+    assert {t.dtype for t in image.tensors} - {0, 1} == {t.dtype for t in chosen}  # embedding Q8
     assert any(t.shape[0] % 16 for t in chosen)  # a padded matrix is counted
     bits = 8 * sum(t.size for t in chosen) / sum(int(np.prod(t.shape)) for t in chosen)
     assert 0.99 * target <= bits <= target, bits

@@ -162,10 +162,12 @@ def assign_dtypes(entries: list[TensorEntry], quant: str | None, attention: bool
 def _role_dtype(dtype: int, role: int, shared: bool) -> int:
     """The dtype of a quantized matrix under --quant `dtype`: shared ones
     (shared_roles) Q8 under int4 and QK6 under qk2 .. qk5 (llama.cpp's K-quant
-    files keep their output Q6_K alike), the token embedding Q8 or Q4 under a
-    QK dtype (its rows are read one by one, not through a product)."""
+    files keep their output Q6_K alike), the token embedding Q8 under a QK
+    dtype: its rows are read one by one, not through a product, and each
+    token's row is the whole residual stream's start (Q4 there was most of
+    qk4's KL on a trained model: docs/quantization.md)."""
     if role == Role.TOKEN_EMBED and dtype in QK_DTYPES:
-        return DTYPE_Q8 if shared or qk_bits(dtype) > 4 else DTYPE_Q4
+        return DTYPE_Q8
     if shared and dtype == DTYPE_Q4:
         return DTYPE_Q8
     return DTYPE_QK6 if shared and DTYPE_QK2 <= dtype < DTYPE_QK6 else dtype
