@@ -98,7 +98,10 @@ typedef enum colibri_status {
     COLIBRI_E_EXPERT_UNAVAILABLE = 34,  /* the port could not give an expert's block */
     COLIBRI_E_RESERVED = 35,            /* a reserved field is not zero (a later feature) */
     COLIBRI_E_UPDATE_MISMATCH = 36,     /* the slot's image is not the bytes the update wrote */
-    COLIBRI_E_LAST_IMAGE = 37           /* refused: the slot is the last bootable image */
+    COLIBRI_E_LAST_IMAGE = 37,          /* refused: the slot is the last bootable image */
+    COLIBRI_E_ROUTER_FAILED = 38,       /* the port's router returned nonzero */
+    COLIBRI_E_BAD_ROUTE = 39            /* the port's router: expert out of range or twice,
+                                         * or a weight not finite */
 } colibri_status;
 
 /* A one-line English description of a status; never NULL. */
@@ -123,8 +126,9 @@ uint32_t colibri_version(void);
  *   version 3: + route, route_ctx
  *   version 4: + expert_acquire, expert_release, experts_chosen
  *   version 5: + attention_route
+ *   version 6: + router
  */
-#define COLIBRI_PORT_VERSION 5
+#define COLIBRI_PORT_VERSION 6
 
 /* The most expert blocks a forward pass holds at once (expert_acquire). */
 #define COLIBRI_EXPERTS_HELD 2u
@@ -145,6 +149,18 @@ typedef void (*colibri_task_fn)(void *arg, uint32_t task);
  */
 typedef void (*colibri_route_fn)(void *route_ctx, uint32_t layer, uint32_t pos, uint32_t n_tokens,
                                  uint32_t top_k, const uint32_t *experts, const float *weights);
+
+/*
+ * A router outside the core (port version 6: an accelerator, an FPGA IP; docs/core.md): for MoE
+ * layer `layer` and a chunk of n_tokens tokens, x holds the router's input (n_tokens rows of
+ * `hidden` floats: what the core's router would multiply). It writes token t's top_k experts to
+ * experts[t * top_k + j], in any order, and to weights[t * top_k + j] what their outputs are
+ * multiplied by (no scaling follows), and returns 0; else the call ends with
+ * COLIBRI_E_ROUTER_FAILED. A token's experts must be distinct and below n_experts + zero_experts,
+ * its weights finite, else COLIBRI_E_BAD_ROUTE. Runs on the calling thread.
+ */
+typedef int (*colibri_router_fn)(void *ctx, uint32_t layer, uint32_t n_tokens, uint32_t hidden,
+                                 const float *x, uint32_t top_k, uint32_t *experts, float *weights);
 
 typedef struct colibri_port {
     uint32_t version; /* the COLIBRI_PORT_VERSION the port was written for */
@@ -194,6 +210,9 @@ typedef struct colibri_port {
      * with route_ctx, once per layer and chunk after the attention's router
      * chose (before the layer's FFN), top_k experts a token. NULL: none. */
     colibri_route_fn attention_route;
+    /* (optional, version 6) the router above, with ctx, for every MoE FFN (the
+     * attention experts keep the core's); NULL: the core's router. */
+    colibri_router_fn router;
 } colibri_port;
 
 /* ---------------------------------------------------------------------------
@@ -210,18 +229,13 @@ typedef struct colibri_port {
 #define COLIBRI_Q8_BLOCK_BYTES 34u
 #define COLIBRI_Q4_BLOCK_BYTES 18u
 
-/* The same in groups of 16 rows (1.8, Q8_R16, Q4_R16): a group is a tile a
- * block, tile b holding block b of its 16 rows: the 16 scales (row i at 2i),
- * then 64-byte chunks k, bytes 4i .. 4i + 3 row i's: Q8 its elements 4k ..
- * 4k + 3; Q4 those (low nibbles) and 16 + 4k .. (high); zero rows pad. */
+/* The same in groups of 16 rows (1.8, Q8_R16, Q4_R16; docs/format.md 3.4): a
+ * tile a block of the 16 rows, their scales then their values interleaved. */
 #define COLIBRI_QGROUP_ROWS 16u
 
-/* Super-blocks (format 1.15, dtypes QK2 .. QK6, docs/format.md 3.5): 256
- * weights of a row at b = 2 .. 6 bits in COLIBRI_QK_BYTES(b) bytes: binary16
- * d and dmin, the 6-bit scales and mins of its eight blocks of 32 and their
- * b-bit levels q (weight = d * scale * q - dmin * min); zeros pad a row.
- * QK2_R16 .. QK6_R16 (1.16, 3.6): the same in groups of 16 rows, a tile per
- * super-block, its 16 rows' bytes interleaved (levels 4 bytes at a time). */
+/* Super-blocks (1.15, QK2 .. QK6, docs/format.md 3.5): 256 weights of a row at b bits: binary16
+ * d and dmin, eight blocks' 6-bit scales and mins, b-bit levels q (weight = d * scale * q -
+ * dmin * min). QK2_R16 .. QK6_R16 (1.16, 3.6): in groups of 16 rows, a tile a super-block. */
 #define COLIBRI_QK_BLOCK 256u
 #define COLIBRI_QK_BYTES(bits) (16u + 32u * (bits))
 
@@ -303,13 +317,7 @@ extern const colibri_kernels colibri_kernels_dsp;
 
 /* Hyper-parameters, decoded from the image's model record (docs/format.md). */
 typedef struct colibri_hparams {
-    uint32_t arch; /* 1 mixtral, 2 qwen2_moe, 3 olmoe, 4 qwen3_moe, 5 switch, 6 granitemoe,
-                    * 7 granitemoeshared, 8 phimoe, 9 ernie4_5_moe, 10 glm4_moe, 11 dots1,
-                    * 12 gpt_oss, 13 deepseek_v2, 14 deepseek_v3, 15 flex_olmo, 16 hunyuan_v1_moe,
-                    * 17 glm4_moe_lite, 18 minimax_m2, 19 exaone_moe, 20 dbrx, 21 afmoe, 22 llama4,
-                    * 23 jetmoe, 24 longcat_flash, 25 mimo_v2_flash, 26 lfm2_moe,
-                    * 27 granitemoehybrid, 28 qwen3_next, 29 qwen3_5_moe, 30 kimi_linear,
-                    * 31 bailing_hybrid, 32 jamba, 33 nemotron_h */
+    uint32_t arch; /* the family, 1 mixtral .. 33 nemotron_h: docs/format.md 1.1, offset 36 */
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -356,11 +364,9 @@ typedef struct colibri_hparams {
     /* format 1.4: with router_norm_topk the k weights are divided by
      * max(their sum, router_norm_min) (ERNIE-4.5's moe_norm_min; else 0). */
     float router_norm_min;
-    /* format 1.5 RoPE (defaults when the image has none: rope_dim =
-     * head_dim, rope_kind 0): RoPE turns the first rope_dim dimensions of
-     * each head; rope_kind 1 (YaRN) blends interpolated and extrapolated
-     * frequencies with the ramp clamp((i - ramp_low) / ramp_width, 0, 1)
-     * and multiplies cos and sin by rope_attn_factor. */
+    /* format 1.5 RoPE (none in the image: rope_dim = head_dim, rope_kind 0) on the first
+     * rope_dim dimensions of each head; rope_kind 1 YaRN, its ramp clamp((i - ramp_low) /
+     * ramp_width, 0, 1) and rope_attn_factor (docs/format.md 1.1). */
     uint32_t rope_dim;
     uint32_t rope_kind;
     float rope_factor;
@@ -375,22 +381,15 @@ typedef struct colibri_hparams {
     uint32_t activation;
     float swiglu_limit;
     float swiglu_alpha;
-    /* format 1.7 Multi-head Latent Attention (mla 1, DeepSeek-V2/V3;
-     * else all 0): q from x directly or through a rank q_lora_rank LoRA
-     * with its RMSNorm; the KV cache holds a kv_lora_rank latent (after its
-     * RMSNorm, eps lora_eps) and one rope_dim RoPE key per position; each
-     * head's key is [W_uk latent, rope key], its value W_uv latent
-     * (v_head_dim). head_dim = nope + rope_dim. */
+    /* format 1.7 Multi-head Latent Attention (mla 1, DeepSeek-V2/V3; else all 0): the KV cache
+     * holds a kv_lora_rank latent and a rope_dim key a position (docs/format.md 1.1, mla). */
     uint32_t mla;
     uint32_t q_lora_rank;
     uint32_t kv_lora_rank;
     uint32_t v_head_dim;
     float lora_eps;
-    /* format 1.11: q, k and v clamped to [-qkv_clip, qkv_clip] after their
-     * projections (DBRX; 0: not clamped); Llama 4's attention temperature:
-     * in layers without RoPE q at position p is multiplied by
-     * log1p(floor((p + 1) / attn_temp_floor)) * attn_temp_scale + 1 (both 0:
-     * none). */
+    /* format 1.11: q, k and v clamped to [-qkv_clip, qkv_clip] (DBRX; 0: not); Llama 4: q at p
+     * times log1p(floor((p + 1) / attn_temp_floor)) * attn_temp_scale + 1 without RoPE. */
     float qkv_clip;
     float attn_temp_floor;
     float attn_temp_scale;
@@ -562,7 +561,8 @@ typedef enum colibri_logits_mode {
  * state->max_context, else COLIBRI_E_CONTEXT_FULL) and the scratch size is
  * checked (COLIBRI_E_WORKSPACE_TOO_SMALL): a refused call changes nothing.
  * With a port's expert_acquire, a block it cannot give ends the call with
- * COLIBRI_E_EXPERT_UNAVAILABLE: state->pos is where it was before the call
+ * COLIBRI_E_EXPERT_UNAVAILABLE (its router: COLIBRI_E_ROUTER_FAILED,
+ * COLIBRI_E_BAD_ROUTE): state->pos is where it was before the call
  * (the state holds nothing of it that a later call would read), and the
  * logits buffer's contents are undefined.
  *

@@ -313,11 +313,33 @@ static void experts_chosen(const colibri_model *m, uint32_t l, uint32_t n, works
     m->port.experts_chosen(m->port.ctx, l, ws->sel, count);
 }
 
-/* The router's choice for each of the chunk's n tokens. */
-static void route_tokens(const colibri_model *m, const layer_view *layer, uint32_t n, workspace *ws)
+/* The port's router's choice for each of the chunk's n tokens, checked
+ * and in the core's order. */
+static colibri_status port_routes(const colibri_model *m, uint32_t l, uint32_t n, workspace *ws)
+{
+    const colibri_hparams *hp = &m->hp;
+    colibri_status status = COLIBRI_OK;
+    if (m->port.router(m->port.ctx, l, n, hp->hidden_size, ws->xn, hp->top_k, ws->topk_i,
+                       ws->topk_w) != 0) {
+        return COLIBRI_E_ROUTER_FAILED;
+    }
+    for (uint32_t t = 0; t < n && status == COLIBRI_OK; t++) {
+        status = colibri_router_accept(hp, ws->topk_i + (size_t)t * hp->top_k,
+                                       ws->topk_w + (size_t)t * hp->top_k);
+    }
+    return status;
+}
+
+/* The router's choice for each of the chunk's n tokens: the port's, or
+ * the core's own. */
+static colibri_status route_tokens(const colibri_model *m, const layer_view *layer, uint32_t l,
+                                   uint32_t n, workspace *ws)
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t width = colibri_router_width(hp);
+    if (m->port.router != NULL) {
+        return port_routes(m, l, n, ws);
+    }
     colibri_linear(m, ws->router, width, layer->router, ws->xn, width, hp->hidden_size, n, ws->xq);
     add_bias(m, ws->router, layer->router_logit_bias, width, n);
     for (uint32_t t = 0; t < n; t++) {
@@ -325,6 +347,7 @@ static void route_tokens(const colibri_model *m, const layer_view *layer, uint32
                               ws->topk_i + (size_t)t * hp->top_k,
                               ws->topk_w + (size_t)t * hp->top_k);
     }
+    return COLIBRI_OK;
 }
 
 /* The routed experts of layer l: used experts in ascending order, in groups
@@ -338,7 +361,10 @@ static colibri_status routed_experts(const colibri_model *m, const layer_view *l
 {
     const colibri_hparams *hp = &m->hp;
     uint32_t e, end;
-    route_tokens(m, layer, n, ws);
+    colibri_status status = route_tokens(m, layer, l, n, ws);
+    if (status != COLIBRI_OK) {
+        return status;
+    }
     experts_chosen(m, l, n, ws);
     memset(ws->ffn_sum, 0, (size_t)n * hp->hidden_size * sizeof(float));
     e = used_from(m, 0, n, ws);
@@ -404,12 +430,15 @@ static colibri_status moe_forward(const colibri_model *m, const layer_view *laye
 {
     const colibri_hparams *hp = &m->hp;
     colibri_status status = routed_experts(m, layer, l, n, ws);
+    if (status != COLIBRI_OK) {
+        return status;
+    }
     zero_experts(m, n, ws);
     add_bias(m, ws->ffn_sum, layer->moe_out_bias, hp->hidden_size, n);
-    if (status == COLIBRI_OK && hp->shared_intermediate > 0) {
+    if (hp->shared_intermediate > 0) {
         shared_expert(m, layer, n, ws);
     }
-    return status;
+    return COLIBRI_OK;
 }
 
 static void dense_ffn(const colibri_model *m, const layer_view *layer, uint32_t n, workspace *ws)

@@ -41,6 +41,9 @@ static void port_copy(colibri_port *out, const colibri_port *in)
     if (in->version >= 5u) {
         out->attention_route = in->attention_route;
     }
+    if (in->version >= 6u) {
+        out->router = in->router;
+    }
 }
 
 #define KERNEL_SLOT(out, chosen, slot)                                                             \

@@ -64,6 +64,23 @@ void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k)
     }
 }
 
+colibri_status colibri_router_accept(const colibri_hparams *hp, uint32_t *idx, float *weight)
+{
+    uint32_t experts = hp->n_experts + hp->zero_experts;
+    for (uint32_t j = 0; j < hp->top_k; j++) {
+        if (idx[j] >= experts || !colibri_is_finite(weight[j])) {
+            return COLIBRI_E_BAD_ROUTE;
+        }
+    }
+    colibri_router_sort_by_expert(idx, weight, hp->top_k);
+    for (uint32_t j = 1; j < hp->top_k; j++) {
+        if (idx[j] == idx[j - 1u]) {
+            return COLIBRI_E_BAD_ROUTE;
+        }
+    }
+    return COLIBRI_OK;
+}
+
 /* Sparsemixer's weight of expert `pick` at inference (PhiMoE): a softmax
  * over the logits s_e left unmasked, taken at `pick`. With top = s[pick], the
  * largest logit not skipped, s_e is masked when e == skip or when

@@ -41,6 +41,9 @@ static const char *const messages[] = {
     [COLIBRI_E_RESERVED] = "reserved bytes not zero (a later format feature)",
     [COLIBRI_E_UPDATE_MISMATCH] = "the image in the slot is not the bytes this update wrote",
     [COLIBRI_E_LAST_IMAGE] = "refused: that slot holds the last bootable image",
+    [COLIBRI_E_ROUTER_FAILED] = "the port's router failed (returned nonzero)",
+    [COLIBRI_E_BAD_ROUTE] = "the port's router chose an expert out of range or twice, or a "
+                            "weight that is not finite",
 };
 
 const char *colibri_strerror(colibri_status status)

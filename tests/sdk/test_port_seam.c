@@ -8,7 +8,9 @@
  * same logits bit for bit; a version-2 port (ending before the route slots)
  * works the same; a version-3 router observer hears of every MoE layer of
  * every position once, with top_k ascending experts whose weights are those
- * the forward pass used, and changes no bit of the logits.
+ * the forward pass used, and changes no bit of the logits; a version-5 port
+ * (ending before the router slot) works the same, and a version-6 router that
+ * fails ends the call with COLIBRI_E_ROUTER_FAILED.
  *
  *   test_port_seam MODEL.bin        prints one line per failure and "N passed, M failed"
  */
@@ -33,6 +35,14 @@ static const void *no_block(void *ctx, uint32_t layer, uint32_t expert, uint64_t
 static void no_release(void *ctx, uint32_t layer, uint32_t expert)
 {
     (void)ctx, (void)layer, (void)expert;
+}
+
+static int failing_router(void *ctx, uint32_t layer, uint32_t n_tokens, uint32_t hidden,
+                          const float *x, uint32_t top_k, uint32_t *experts, float *weights)
+{
+    (void)ctx, (void)layer, (void)n_tokens, (void)hidden, (void)x, (void)top_k;
+    (void)experts, (void)weights;
+    return 1;
 }
 
 static uint64_t count_ticks(void *ctx)
@@ -205,6 +215,21 @@ int main(int argc, char **argv)
     v4.version = 5;
     CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK &&
           model.port.attention_route == log_route);
+    /* Version 6's router: a version-5 port's slot is never read (a block that
+     * ends before it); a router that always fails gives its status, and
+     * nothing of the call is left in the state. */
+    size_t v5_size = offsetof(colibri_port, router);
+    colibri_port *v5_exact = malloc(v5_size);
+    memset(v5_exact, 0, v5_size);
+    v5_exact->version = 5;
+    options.port = v5_exact;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK && model.port.router == NULL);
+    CHECK(run(&model, got) == 0 && !memcmp(ref, got, model.hp.vocab_size * 4));
+    free(v5_exact);
+    colibri_port v6 = {.version = 6, .router = failing_router};
+    options.port = &v6;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK);
+    CHECK(run(&model, got) == (model.hp.n_experts > 0u ? COLIBRI_E_ROUTER_FAILED : 0));
 
     free(ref);
     free(got);

@@ -44,6 +44,8 @@ class Status(IntEnum):
     E_RESERVED = 35
     E_UPDATE_MISMATCH = 36
     E_LAST_IMAGE = 37
+    E_ROUTER_FAILED = 38
+    E_BAD_ROUTE = 39
 
     @property
     def c_name(self) -> str:

@@ -41,10 +41,10 @@ from ..errors import ColibriError
 from ..image.status import Status
 from . import engine_experts
 from .engine_experts import ExpertCache
-from .engine_routes import Routes
+from .engine_routes import ROUTER_FN, Routes, router_fn
 
 C_VERSION_NUMBER = 100  # COLIBRI_VERSION_NUMBER this binding mirrors (0.1.0)
-PORT_VERSION = 5        # COLIBRI_PORT_VERSION of the colibri_port mirrored here
+PORT_VERSION = 6        # COLIBRI_PORT_VERSION of the colibri_port mirrored here
 LIB_ENV = "COLIBRI_LIB"
 LIB_NAME = "libcolibri_linux.so"
 DEFAULT_CONTEXT = 2048  # colibri-run's default (docs/linux.md)
@@ -116,7 +116,8 @@ class Port(ctypes.Structure):
     _fields_ = [("version", _u32), ("ticks", _ptr), ("prefetch", _ptr), ("ctx", _ptr),
                 ("parallel_for", _ptr), ("kernels", ctypes.POINTER(Kernels)),
                 ("route", ROUTE_FN), ("route_ctx", _ptr), ("expert_acquire", _ptr),
-                ("expert_release", _ptr), ("experts_chosen", _ptr), ("attention_route", ROUTE_FN)]
+                ("expert_release", _ptr), ("experts_chosen", _ptr), ("attention_route", ROUTE_FN),
+                ("router", ROUTER_FN)]
 
 
 class Model(ctypes.Structure):
@@ -277,7 +278,7 @@ class Engine:
                  threads: int | None = None, batch: int = DEFAULT_BATCH,
                  kernels: str | Kernels | None = None, mlock: bool = False,
                  preload: bool = False, verify: bool = False, fingerprint: int = 0,
-                 routes: bool = False,
+                 routes: bool = False, router=None,
                  lock: bool = True, memory_budget: int | None = None,
                  expert_slots: int | None = None, io_threads: int = 4,
                  cache_policy: str = "quota") -> None:
@@ -288,6 +289,7 @@ class Engine:
         self._pool = None
         self._closed = False
         self.experts: ExpertCache | None = None
+        self._router_fn = router_fn(router)  # engine_routes.router_fn: the port's router
         try:
             self._open(context, threads, batch, kernels, mlock, preload, verify, fingerprint,
                        routes, lock)
@@ -348,6 +350,7 @@ class Engine:
         self._attention_route_fn = ROUTE_FN(self._on_attention_route) if routes else ROUTE_FN()
         self._port_struct.route = self._route_fn
         self._port_struct.attention_route = self._attention_route_fn
+        self._port_struct.router = self._router_fn
 
     def _open(self, context, threads, batch, kernels, mlock, preload, verify, fingerprint,
               routes, lock) -> None:

@@ -1,7 +1,9 @@
 """What the core's routers chose, recorded through the port's observers
 (docs/core.md, Watching the router): the FFN's route (port version 3) and the
 attention experts' attention_route (port version 5, JetMoE). The engine
-(engine.py) installs both when asked for routes."""
+(engine.py) installs both when asked for routes. And a router of the
+caller's in place of the core's (port version 6, docs/core.md, A router
+outside the core): router_fn."""
 
 from __future__ import annotations
 
@@ -9,6 +11,36 @@ import ctypes
 from dataclasses import dataclass
 
 import numpy as np
+
+ROUTER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
+                             ctypes.c_uint32, ctypes.POINTER(ctypes.c_float), ctypes.c_uint32,
+                             ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_float))
+
+
+def router_fn(router) -> ROUTER_FN:
+    """The port's router slot for `router(layer, x)`, x float32 [n_tokens,
+    hidden] (the router's input), which returns (experts, weights), each
+    [n_tokens, top_k] (what the core then checks: COLIBRI_E_BAD_ROUTE), or
+    None to fail (COLIBRI_E_ROUTER_FAILED, as when it raises or returns
+    arrays of another shape). None: the slot stays empty, the core routes."""
+    if router is None:
+        return ROUTER_FN()
+
+    def call(_ctx, layer, n_tokens, hidden, x, top_k, experts, weights) -> int:
+        try:
+            got = router(layer, np.ctypeslib.as_array(x, shape=(n_tokens, hidden)).copy())
+            if got is None:
+                return 1
+            chosen, weight = np.asarray(got[0]), np.asarray(got[1])
+            if chosen.shape != (n_tokens, top_k) or weight.shape != (n_tokens, top_k):
+                return 1
+            np.ctypeslib.as_array(experts, shape=(n_tokens, top_k))[:] = chosen.astype(np.uint32)
+            np.ctypeslib.as_array(weights, shape=(n_tokens, top_k))[:] = weight
+        except Exception:  # noqa: BLE001 - a Python error must not cross into C
+            return 1
+        return 0
+
+    return ROUTER_FN(call)
 
 
 @dataclass(frozen=True)
