@@ -58,6 +58,9 @@ endif
 PORT_DIR := ports/baremetal/$(patsubst baremetal-%,%,$(BOARD_PORT))
 PORT_DIR := $(subst cortex-m,cortex_m,$(PORT_DIR))
 -include $(PORT_DIR)/port.mk
+# An app may add to the port's sources and flags, or bring its own linker
+# script (samples/baremetal/tz_secure/app.mk: the TrustZone-M Secure image).
+-include samples/baremetal/$(APP)/app.mk
 
 FW_SRC := $(CORE_SRC) $(call kernel_src,$(BOARD_KERNELS)) $(wildcard ports/serial/*.c ports/baremetal/*.c) $(PORT_SRC) \
           $(wildcard samples/baremetal/$(APP)/*.c)
@@ -125,3 +128,5 @@ $(FW_DIR)/firmware.hex: $(FW_DIR)/firmware.elf
 
 $(FW_DIR)/size.txt: $(FW_DIR)/firmware.elf
 	$(BOARD_SIZE) -A $< > $@
+
+include ports/baremetal/trustzone/tz.mk

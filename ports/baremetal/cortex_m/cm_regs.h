@@ -20,6 +20,7 @@
 #define CM_HFSR_ADDR 0xE000ED2C   /* HardFault status */
 #define CM_MMFAR_ADDR 0xE000ED34  /* MemManage fault address */
 #define CM_BFAR_ADDR 0xE000ED38   /* BusFault address */
+#define CM_SFSR_ADDR 0xE000EDE4   /* SecureFault status (Armv8-M Security Extension) */
 #define CM_CLIDR_ADDR 0xE000ED78  /* cache level ID */
 #define CM_CCSIDR_ADDR 0xE000ED80 /* cache size ID (of the level CSSELR selects) */
 #define CM_CSSELR_ADDR 0xE000ED84 /* cache size selection */

@@ -79,6 +79,9 @@ void cm_fault_report(uint32_t *frame, uint32_t exc_return)
     put_field(" pc=", frame[6]);
     put_field(" lr=", frame[5]);
     put_field(" exc_return=", exc_return);
+#if defined(__ARM_FEATURE_CMSE) && __ARM_FEATURE_CMSE == 3
+    put_field(" sfsr=", CM_REG(CM_SFSR_ADDR)); /* a Secure image: SecureFault's cause */
+#endif
     console_puts("\n");
     board_exit(CM_EXIT_FAULT);
 }

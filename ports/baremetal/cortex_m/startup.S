@@ -17,7 +17,10 @@
  *   7. calls main with interrupts enabled, and board_exit(main's result).
  *
  * cm_fault_entry is the common entry of HardFault/MemManage/BusFault/
- * UsageFault: it hands the stacked frame to cm_fault_report (C).
+ * UsageFault (and SecureFault): it hands the stacked frame to
+ * cm_fault_report (C). In a Secure image built with -mcmse (the TrustZone
+ * split, docs/trustzone.md) a fault of Non-secure code stacked its frame on
+ * the Non-secure stack, EXC_RETURN.S clear: it reads that one.
  */
 #include "cm_regs.h"
 
@@ -100,6 +103,20 @@ Reset_Handler:
     .type cm_fault_entry, %function
     .thumb_func
 cm_fault_entry:
+#if defined(__ARM_FEATURE_CMSE) && __ARM_FEATURE_CMSE == 3
+    tst     lr, #0x40               /* EXC_RETURN.S clear: the frame is Non-secure's, */
+    bne     1f
+    mrs     r0, msp_ns              /* on MSP_NS from its handlers, */
+    tst     lr, #8
+    beq     2f
+    mrs     r1, control_ns          /* and from its threads as CONTROL_NS.SPSEL says */
+    tst     r1, #2                  /* (EXC_RETURN.SPSEL is the Secure side's here) */
+    it      ne
+    mrsne   r0, psp_ns
+2:  mov     r1, lr
+    b       cm_fault_report
+1:
+#endif
     tst     lr, #4                  /* EXC_RETURN.SPSEL: which stack holds the frame */
     ite     eq
     mrseq   r0, msp
