@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from colibri_tools.board import board_cli, board_schema, port_aarch64, port_cortex_m
+from colibri_tools.board import board_cli, board_schema, port_aarch64, port_cortex_m, port_trustzone
 from colibri_tools.board.board_schema import FIELDS, Field
 from colibri_tools.board.flash_backends import PLANNERS
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BASE = "qemu_virt_a72"      # has [slots], [uart], [ticks], [interrupts], [emulate]
-OWNER_BASE = {"port_cortex_m": "stm32h747i_disco", "port_aarch64": "qemu_virt_a72"}
-OWNER_MAIN = {"port_cortex_m": port_cortex_m.main, "port_aarch64": port_aarch64.main}
+OWNER_BASE = {"port_cortex_m": "stm32h747i_disco", "port_aarch64": "qemu_virt_a72",
+              "port_trustzone": "qemu_an547"}
+OWNER_MAIN = {"port_cortex_m": port_cortex_m.main, "port_aarch64": port_aarch64.main,
+              "port_trustzone": lambda argv: port_trustzone.main(["header", *argv])}
 
 WRONG_TYPE = {"integer": "12", "number": "fast", "string": 7, "boolean": "yes",
               "list of strings": 7, "string or list of strings": 7, "table": 7}
@@ -56,6 +58,12 @@ OUT_OF_RANGE: dict[str, Any] = {
     "[flash] west_weights_args": ["a\nb"], "[flash] cubeprogrammer_external_loader": "a\nb",
     "[flash] path": "a\nb", "[flash] host": "a b", "[flash] firmware_address": -1,
     "[flash] weights_address": -1,
+    "[trustzone.nsc]": {"origin": 0x41000, "length": 0x1000},
+    "[trustzone.ns_code]": {"origin": 0x3F000, "length": 0x41000},
+    "[trustzone.ns_ram]": {"origin": 0x21000000, "length": 0x1000},
+    "[trustzone.nsc] origin": 0x3F010, "[trustzone.nsc] length": 0,
+    "[trustzone.ns_code] origin": -1, "[trustzone.ns_code] length": 0x10,
+    "[trustzone.ns_ram] origin": 1 << 32, "[trustzone.ns_ram] length": 0,
 }
 
 

@@ -283,8 +283,24 @@ def _emulate_and_flash() -> list[Field]:
     ]
 
 
+def _trustzone() -> list[Field]:
+    tz = "port_trustzone"
+    granules = "0..2^32-1, a multiple of 32 (the SAU's granule)"
+    regions = {"nsc": "in [memory.code], below ns_code: the Secure entries' veneers",
+               "ns_code": "in [memory.code], above nsc: the Non-secure code",
+               "ns_ram": "clear of [memory.ram], [memory.code] and the weights"}
+    fields = [Field(("trustzone",), "table", owner=tz)]
+    for key, words in regions.items():
+        fields += [Field(("trustzone", key), "table", "yes", Rule(words, None), owner=tz),
+                   Field(("trustzone", key, "origin"), "integer", "yes", Rule(granules, None),
+                         owner=tz),
+                   Field(("trustzone", key, "length"), "integer", "yes", Rule(
+                       "1..2^32, a multiple of 32, the end at most 2^32", None), owner=tz)]
+    return fields
+
+
 FIELDS: tuple[Field, ...] = (*_top_level(), *_memory_and_weights(), *_console_and_ticks(),
-                             *_emulate_and_flash())
+                             *_emulate_and_flash(), *_trustzone())
 
 
 def _shown(value: Any, rule: Rule | None) -> str:

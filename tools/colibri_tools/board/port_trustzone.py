@@ -36,8 +36,9 @@ def _region(table: dict, key: str, where: str) -> Region:
         if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < 1 << 32:
             raise BoardError(f"{where}: {key}.{name} must be an integer 0 .. 0xFFFFFFFF")
     if length == 0 or origin % SAU_GRANULE or length % SAU_GRANULE or origin + length > 1 << 32:
-        raise BoardError(f"{where}: {key} must be in the SAU's {SAU_GRANULE}-byte granules, "
-                         f"not empty, below 4 GiB (0x{origin:X}, 0x{length:X})")
+        raise BoardError(f"{where}: {key}: origin and length must be multiples of the SAU's "
+                         f"{SAU_GRANULE}-byte granules, length not 0, the end at most 4 GiB "
+                         f"(0x{origin:X}, 0x{length:X})")
     return Region(origin, length)
 
 
