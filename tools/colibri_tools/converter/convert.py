@@ -29,8 +29,10 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import ColibriError, ImageFormatError, OptionError
+from ..image.image_layout import align_up, place_tensors
 from ..image.image_reader import ModelImage, read_image
 from ..image.image_spec import (
+    DATA_ALIGN,
     DEFAULT_ALIGNMENT,
     MAX_ALIGNMENT,
     MIN_ALIGNMENT,
@@ -38,6 +40,7 @@ from ..image.image_spec import (
     SUPERBLOCK_DTYPES,
     FfnKind,
     ModelRecord,
+    tables_end,
 )
 from ..image.image_writer import SourceTensor, WrittenImage, write_image
 from ..image.quant import (
@@ -58,6 +61,7 @@ from .checkpoint import Checkpoint
 from .config_header import write_config_header
 from .families import ModelSpec, as_switch, model_spec, switch_candidate
 from .multimodal import TEXT_MODELS, RenamedView, text_model_name
+from .quant_widths import parse_size
 from .tensor_map import TensorMap
 from .tensor_map_kda import SAVED_NAMES
 
@@ -248,12 +252,14 @@ def _weighted_sources(spec: ModelSpec, sources: list[SourceTensor], ckpt: Checkp
     return weighted
 
 
-def _chosen_widths(sources: list[SourceTensor], target_bpw: float,
-                   row_groups: bool) -> list[SourceTensor]:
-    """--target-bpw: each super-block matrix at the width quant_widths chose
-    (the shared ones, keys, values and LM head, kept QK6), the bytes counted
-    as they will be stored (with `row_groups` in groups of 16 rows)."""
-    from .quant_widths import budget_bytes, choose_widths, width_cost
+def _chosen_widths(sources: list[SourceTensor], target_bpw: float | None, row_groups: bool,
+                   target_size: int | None = None, image_bytes=None) -> list[SourceTensor]:
+    """--target-bpw (or --target-size: the image at most target_size bytes as
+    image_bytes(entries) counts them): each super-block matrix at the width
+    quant_widths chose (the shared ones, keys, values and LM head, kept
+    QK6), the bytes counted as they will be stored (with `row_groups` in
+    groups of 16 rows)."""
+    from .quant_widths import budget_bytes, choose_widths, choose_widths_for_size, width_cost
 
     def stored(entries: list) -> list:
         return in_row_groups(entries) if row_groups else entries
@@ -264,19 +270,38 @@ def _chosen_widths(sources: list[SourceTensor], target_bpw: float,
     costs = [width_cost(s, row_groups) for s in sources
              if s.entry.dtype in QK_DTYPES and s.entry.role not in shared]
     if not costs:
-        raise OptionError("--target-bpw: no matrix of this model can be stored as super-blocks")
-    budget = budget_bytes(costs, target_bpw, sum(tensor_size(e) for e in fixed),
-                          sum(math.prod(e.shape) for e in fixed))
-    chosen = choose_widths(costs, budget)
+        raise OptionError("--target-bpw, --target-size: no matrix of this model can be stored "
+                          "as super-blocks")
     key = lambda e: (e.role, e.layer, e.expert)  # noqa: E731
-    out = [replace(s, entry=replace(s.entry, dtype=chosen[key(s.entry)]))
-           if key(s.entry) in chosen else s for s in sources]
+
+    def with_widths(chosen: dict) -> list[SourceTensor]:
+        return [replace(s, entry=replace(s.entry, dtype=chosen[key(s.entry)]))
+                if key(s.entry) in chosen else s for s in sources]
+
+    if target_size is not None:
+        chosen = choose_widths_for_size(costs, target_size, lambda widths: image_bytes(
+            stored([s.entry for s in with_widths(widths)])))
+    else:
+        chosen = choose_widths(costs, budget_bytes(costs, target_bpw,
+                                                   sum(tensor_size(e) for e in fixed),
+                                                   sum(math.prod(e.shape) for e in fixed)))
+    out = with_widths(chosen)
     chosen_entries = [e for e in stored([s.entry for s in out]) if e.dtype in SUPERBLOCK_DTYPES]
     got = sum(tensor_size(e) for e in chosen_entries)
     weights = sum(math.prod(e.shape) for e in chosen_entries)
-    log.info("--target-bpw %.3f: %d matrices chosen, %d kept QK6, %.3f bits a weight (%d bytes)",
-             target_bpw, len(costs), len(fixed), 8 * got / weights, got)
+    log.info("--target-%s: %d matrices chosen, %d kept QK6, %.3f bits a weight (%d bytes)",
+             f"bpw {target_bpw:.3f}" if target_size is None else f"size {target_size}",
+             len(costs), len(fixed), 8 * got / weights, got)
     return out
+
+
+def _image_bytes(spec: ModelSpec, alignment: int, experts_last: bool):
+    """entries -> the bytes of the image write_image would make of them."""
+    def size(entries: list) -> int:
+        end = tables_end(len(spec.ffn_kinds), len(entries), spec.record.header_size)
+        return place_tensors(entries, align_up(end, DATA_ALIGN), alignment,
+                             experts_last=experts_last)[1]
+    return size
 
 
 def _with_int8_cache(spec: ModelSpec) -> ModelSpec:
@@ -300,7 +325,8 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
             quant_attention: bool = False, quant_embeddings: bool = False,
             calibration: str | Path | None = None, int8_share: float = 0.25,
             row_groups: bool | None = None, experts_last: bool = False,
-            target_bpw: float | None = None, kv_int8: bool = False) -> ConvertResult:
+            target_bpw: float | None = None, kv_int8: bool = False,
+            target_size: int | None = None) -> ConvertResult:
     """Convert the checkpoint in hf_dir; write model.bin, model_config.h (its
     scratch sized for prompt chunks of `batch` tokens) and (when the
     checkpoint has tokenizer.json) model_tokenizer.json into out_dir. With
@@ -320,14 +346,18 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
     and its port reads the routed experts from storage. `target_bpw` chooses a
     super-block width (QK2 .. QK6) for each matrix --quant qk* would store, by
     measured error (weighed by the `calibration` text when given), so that
-    those matrices take target_bpw bits a weight (quant_widths.py). `kv_int8`
+    those matrices take target_bpw bits a weight (quant_widths.py); `target_size`
+    instead so that model.bin takes at most that many bytes. `kv_int8`
     sets the image's KV_INT8 flag (format 1.15): the engine holds keys and
     values as int8 per head and position, about a quarter of the state
     (docs/core.md); not for MLA models, whose latent stays float32."""
     _check_alignment(alignment)
-    if target_bpw is not None:
+    if target_bpw is not None and target_size is not None:
+        raise OptionError("--target-bpw or --target-size: one target, not both")
+    chooser = "--target-bpw" if target_bpw is not None else "--target-size" if target_size else ""
+    if chooser:
         if quant is not None:
-            raise OptionError("--target-bpw chooses the widths itself: not with --quant")
+            raise OptionError(f"{chooser} chooses the widths itself: not with --quant")
         quant = "qk4"  # the candidates: what a super-block --quant would store
     if quant is not None and quant not in (*QUANT_NAMES, "mixed"):
         raise OptionError(f"--quant {quant}: one of {', '.join(QUANT_NAMES)}, mixed")
@@ -353,14 +383,15 @@ def convert(hf_dir: str | Path, out_dir: str | Path, *, context: int | None = No
         context = _choose_context(spec.record, context)
         if board is not None:  # mixed: sized as int8, chosen widths as qk6, upper bounds
             _check_fits(board, spec, ckpt.path, alignment, context, batch, app,
-                        "int8" if mixed else "qk6" if target_bpw is not None else quant)
+                        "int8" if mixed else "qk6" if chooser else quant)
         if mixed:
             sources = _mixed_sources(spec, sources, ckpt, Path(calibration), int8_share, alignment,
                                      quant_attention, quant_embeddings)
         elif calibration is not None:
             sources = _weighted_sources(spec, sources, ckpt, Path(calibration), alignment)
-        if target_bpw is not None:
-            sources = _chosen_widths(sources, target_bpw, row_groups)
+        if chooser:
+            sources = _chosen_widths(sources, target_bpw, row_groups, target_size,
+                                     _image_bytes(spec, alignment, experts_last))
         if row_groups:
             entries = in_row_groups([s.entry for s in sources])
             sources = [replace(s, entry=e) for s, e in zip(sources, entries)]
@@ -465,6 +496,10 @@ def _parser() -> argparse.ArgumentParser:
                    "error (weighed by --calibration's text when given: hot experts and shared "
                    "matrices then take more bits) so that they take this many bits a weight "
                    "(2.5 .. 6.5, scales included)")
+    p.add_argument("--target-size", help="instead of --quant or --target-bpw: the same choice of "
+                   "widths, so that model.bin takes at most this many bytes (8G, 512M, 6000000; "
+                   "K, M, G, T are powers of 1024): the largest image that fits a device's "
+                   "memory or flash")
     p.add_argument("--kv-int8", action="store_true", help="hold the KV cache as int8 with a "
                    "scale per head and position (format 1.15): about a quarter of the state, so "
                    "a board holds about 4x the context (docs/core.md); not for MLA models")
@@ -507,7 +542,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              quant_embeddings=args.quant_embeddings,
                              calibration=args.calibration, int8_share=args.int8_share,
                              row_groups=args.row_groups, experts_last=args.experts_last,
-                             target_bpw=args.target_bpw, kv_int8=args.kv_int8)
+                             target_bpw=args.target_bpw, kv_int8=args.kv_int8,
+                             target_size=None if args.target_size is None
+                             else parse_size(args.target_size))
     except (ColibriError, OSError) as exc:
         print(f"colibri-convert: error: {exc}", file=sys.stderr)
         return 1

@@ -1,5 +1,5 @@
-"""colibri-convert --target-bpw B: a bit width for every matrix from a target
-(docs/quantization.md). Each candidate matrix (those --quant would store as
+"""colibri-convert --target-bpw B (or --target-size SIZE): a bit width for
+every matrix from a target (docs/quantization.md). Each candidate matrix (those --quant would store as
 super-blocks) is quantized at every width, QK2 .. QK6, and its error
 measured as the quantizer weighs it: sum over columns of the column's
 importance times the squared weight errors of that column. With a
@@ -23,7 +23,8 @@ KL (docs/quantization.md).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,7 +72,7 @@ def choose_widths(costs: Sequence[WidthCost], budget: int) -> dict[Key, int]:
     level = {c.key: 0 for c in costs}
     spent = sum(c.bytes[0] for c in costs)
     if spent > budget:
-        raise OptionError(f"--target-bpw: even every matrix at {qk_bits(QK_DTYPES[0])} bits is "
+        raise OptionError(f"the target: even every matrix at {qk_bits(QK_DTYPES[0])} bits is "
                           f"{spent} bytes, over the budget of {budget}")
     heap = [_upgrade(c, 0) for c in costs if len(QK_DTYPES) > 1]
     heapq.heapify(heap)
@@ -108,3 +109,39 @@ def budget_bytes(costs: Sequence[WidthCost], target_bpw: float, fixed_bytes: int
         raise OptionError(f"--target-bpw {target_bpw}: these matrices take {low:.3f} .. "
                           f"{high:.3f} bits a weight (QK2 .. QK6, scales and padding included)")
     return int(target_bpw * weights / 8) - fixed_bytes
+
+
+SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
+SIZE_SHIFTS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+
+
+def parse_size(text: str) -> int:
+    """--target-size: bytes, or K, M, G, T (KiB ... TiB: powers of 1024;
+    "8G", "7.5GiB", "512M", "6000000")."""
+    found = SIZE.fullmatch(text)
+    if found is None:
+        raise OptionError(f"--target-size {text!r}: a size such as 8G, 512M or 6000000 (bytes)")
+    return int(float(found.group(1)) * (1 << SIZE_SHIFTS[found.group(2).upper()]))
+
+
+def choose_widths_for_size(costs: Sequence[WidthCost], target: int,
+                           image_bytes: Callable[[dict[Key, int]], int]) -> dict[Key, int]:
+    """--target-size: the widths whose image (image_bytes(widths): the file as
+    written, every tensor and the alignment between them) is at most target
+    bytes, the most error saved for them. The budget of the candidates is
+    the target less what the rest of the image takes with every candidate at
+    QK2; the expert blocks' alignment moves with their sizes, so a choice
+    over the target is made again with the overshoot taken off its budget."""
+    smallest = {c.key: QK_DTYPES[0] for c in costs}
+    least = image_bytes(smallest)
+    if least > target:
+        raise OptionError(f"--target-size {target}: the image takes at least {least} bytes "
+                          f"(every such matrix at {qk_bits(QK_DTYPES[0])} bits)")
+    budget = target - (least - sum(c.bytes[0] for c in costs))
+    for _ in range(16):
+        chosen = choose_widths(costs, budget)
+        overshoot = image_bytes(chosen) - target
+        if overshoot <= 0:
+            return chosen
+        budget -= overshoot
+    return smallest  # not reached: each round takes the overshoot off the budget
