@@ -154,10 +154,10 @@ typedef void (*colibri_route_fn)(void *route_ctx, uint32_t layer, uint32_t pos, 
  * A router outside the core (port version 6: an accelerator, an FPGA IP; docs/core.md): for MoE
  * layer `layer` and a chunk of n_tokens tokens, x holds the router's input (n_tokens rows of
  * `hidden` floats: what the core's router would multiply). It writes token t's top_k experts to
- * experts[t * top_k + j], in any order, and to weights[t * top_k + j] what their outputs are
- * multiplied by (no scaling follows), and returns 0; else the call ends with
- * COLIBRI_E_ROUTER_FAILED. A token's experts must be distinct and below n_experts + zero_experts,
- * its weights finite, else COLIBRI_E_BAD_ROUTE. Runs on the calling thread.
+ * experts[t * top_k + j], in any order, and their weights to weights[t * top_k + j], used as
+ * they are (the outputs' factors; Llama 4's router_score 5: the inputs'), and returns 0; else
+ * the call ends with COLIBRI_E_ROUTER_FAILED. A token's experts must be distinct and below
+ * n_experts + zero_experts, its weights finite, else COLIBRI_E_BAD_ROUTE. Calling thread only.
  */
 typedef int (*colibri_router_fn)(void *ctx, uint32_t layer, uint32_t n_tokens, uint32_t hidden,
                                  const float *x, uint32_t top_k, uint32_t *experts, float *weights);

@@ -29,6 +29,9 @@ void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k);
  * the topk_group best groups are candidates; optional renormalisation,
  * routed scaling, then ascending expert order.
  */
+void colibri_router_select(const colibri_model *m, float *scores, const float *bias, uint32_t *idx,
+                           float *weight);
+
 /*
  * A port router's choice for one token (port version 6), checked and put in
  * the core's order: COLIBRI_E_BAD_ROUTE unless its top_k experts are
@@ -36,8 +39,5 @@ void colibri_router_sort_by_expert(uint32_t *idx, float *weight, uint32_t k);
  * the pairs sorted by ascending expert, as colibri_router_select leaves them.
  */
 colibri_status colibri_router_accept(const colibri_hparams *hp, uint32_t *idx, float *weight);
-
-void colibri_router_select(const colibri_model *m, float *scores, const float *bias, uint32_t *idx,
-                           float *weight);
 
 #endif

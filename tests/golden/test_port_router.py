@@ -171,6 +171,13 @@ def _faulty(model, fault: str, at_call: int):
             raise RuntimeError("the accelerator timed out")
         elif fault == "wrong shape":
             return experts[:, :1], weights[:, :1]
+        elif fault == "experts as floats":
+            return experts.astype(np.float64) + 0.25, weights
+        elif fault == "index past uint32":
+            experts = experts.astype(np.int64)
+            experts[0, 0] = (1 << 32) + int(experts[0, 1] == 0)  # would wrap to a valid one
+        elif fault == "experts as booleans":
+            return experts > 0, weights
         return experts, weights
 
     return route
@@ -180,7 +187,9 @@ def _faulty(model, fault: str, at_call: int):
     ("index out of range", "COLIBRI_E_BAD_ROUTE"), ("index negative", "COLIBRI_E_BAD_ROUTE"),
     ("expert twice", "COLIBRI_E_BAD_ROUTE"), ("weight NaN", "COLIBRI_E_BAD_ROUTE"),
     ("weight infinite", "COLIBRI_E_BAD_ROUTE"), ("failed", "COLIBRI_E_ROUTER_FAILED"),
-    ("exception", "COLIBRI_E_ROUTER_FAILED"), ("wrong shape", "COLIBRI_E_ROUTER_FAILED")])
+    ("exception", "COLIBRI_E_ROUTER_FAILED"), ("wrong shape", "COLIBRI_E_ROUTER_FAILED"),
+    ("experts as floats", "COLIBRI_E_ROUTER_FAILED"), ("index past uint32", "COLIBRI_E_BAD_ROUTE"),
+    ("experts as booleans", "COLIBRI_E_ROUTER_FAILED")])
 def test_a_faulty_router_is_refused_and_loses_nothing(mixtral, fault, status):
     """The fault comes in the second call's second chunk, its second layer
     (the first chunk's keys and values already written): the call fails with

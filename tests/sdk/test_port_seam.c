@@ -10,7 +10,8 @@
  * every position once, with top_k ascending experts whose weights are those
  * the forward pass used, and changes no bit of the logits; a version-5 port
  * (ending before the router slot) works the same, and a version-6 router that
- * fails ends the call with COLIBRI_E_ROUTER_FAILED.
+ * fails ends the call with COLIBRI_E_ROUTER_FAILED, one that picks an expert
+ * out of range with COLIBRI_E_BAD_ROUTE.
  *
  *   test_port_seam MODEL.bin        prints one line per failure and "N passed, M failed"
  */
@@ -43,6 +44,19 @@ static int failing_router(void *ctx, uint32_t layer, uint32_t n_tokens, uint32_t
     (void)ctx, (void)layer, (void)n_tokens, (void)hidden, (void)x, (void)top_k;
     (void)experts, (void)weights;
     return 1;
+}
+
+/* A router that picks expert n_experts (out of range) for every choice. */
+static int out_of_range_router(void *ctx, uint32_t layer, uint32_t n_tokens, uint32_t hidden,
+                               const float *x, uint32_t top_k, uint32_t *experts, float *weights)
+{
+    const colibri_model *m = (const colibri_model *)ctx;
+    (void)layer, (void)hidden, (void)x;
+    for (uint32_t i = 0; i < n_tokens * top_k; i++) {
+        experts[i] = m->hp.n_experts + m->hp.zero_experts;
+        weights[i] = 0.5f;
+    }
+    return 0;
 }
 
 static uint64_t count_ticks(void *ctx)
@@ -230,6 +244,10 @@ int main(int argc, char **argv)
     options.port = &v6;
     CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK);
     CHECK(run(&model, got) == (model.hp.n_experts > 0u ? COLIBRI_E_ROUTER_FAILED : 0));
+    v6.router = out_of_range_router;
+    v6.ctx = &model;
+    CHECK(colibri_init(&model, image, size, &options) == COLIBRI_OK);
+    CHECK(run(&model, got) == (model.hp.n_experts > 0u ? COLIBRI_E_BAD_ROUTE : 0));
 
     free(ref);
     free(got);

@@ -64,9 +64,31 @@ static void put_field(const char *name, uint32_t value)
     console_put_hex32(value);
 }
 
+#if defined(__ARM_FEATURE_CMSE) && __ARM_FEATURE_CMSE == 3
+#include <arm_cmse.h>
+/* A Secure image (the TrustZone split): a Non-secure fault's frame is where
+ * the Non-secure side's stack pointer said, so it is read only where
+ * Non-secure code could read it (else a fault would print Secure words). */
+static uint32_t *readable_frame(uint32_t *frame, uint32_t exc_return)
+{
+    static uint32_t none[8];
+    if ((exc_return & 0x40u) != 0u) {
+        return frame;
+    }
+    return cmse_check_address_range(frame, sizeof none, CMSE_NONSECURE) != NULL ? frame : none;
+}
+#else
+static uint32_t *readable_frame(uint32_t *frame, uint32_t exc_return)
+{
+    (void)exc_return;
+    return frame;
+}
+#endif
+
 /* frame: the stacked r0-r3, r12, lr, pc, xPSR of the faulting context. */
 void cm_fault_report(uint32_t *frame, uint32_t exc_return)
 {
+    frame = readable_frame(frame, exc_return);
     if (probe_fault_handled(frame)) {
         return; /* exception return through the EXC_RETURN still in lr */
     }

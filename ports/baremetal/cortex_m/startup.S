@@ -109,13 +109,22 @@ cm_fault_entry:
     mrs     r0, msp_ns              /* on MSP_NS from its handlers, */
     tst     lr, #8
     beq     2f
-    mrs     r1, control_ns          /* and from its threads as CONTROL_NS.SPSEL says */
-    tst     r1, #2                  /* (EXC_RETURN.SPSEL is the Secure side's here) */
+    mrs     r1, control_ns          /* and from its threads as CONTROL_NS.SPSEL says (QEMU */
+    tst     r1, #2                  /* 7.2 gave EXC_RETURN.SPSEL 1 for a frame on MSP_NS) */
     it      ne
     mrsne   r0, psp_ns
 2:  mov     r1, lr
+    b       cm_fault_report         /* which reads it only where Non-secure code could */
+1:  tst     lr, #0x20               /* DCRS clear: the integrity signature and r4-r11 */
+    bne     3f                      /* (40 bytes) come before the basic frame */
+    tst     lr, #4
+    ite     eq
+    mrseq   r0, msp
+    mrsne   r0, psp
+    add     r0, r0, #40
+    mov     r1, lr
     b       cm_fault_report
-1:
+3:
 #endif
     tst     lr, #4                  /* EXC_RETURN.SPSEL: which stack holds the frame */
     ite     eq

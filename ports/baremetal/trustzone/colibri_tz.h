@@ -7,9 +7,14 @@
  * crossed once per call, not per layer.
  *
  * Every pointer argument must be Non-secure memory the caller may read (or,
- * for what the call writes, write): else the call does nothing and returns
- * COLIBRI_TZ_E_POINTER. The statuses are colibri_status values (colibri.h)
- * or these.
+ * for what the call writes, write), in one SAU/IDAU/MPU region, with the
+ * caller's privilege: else the call does nothing and returns
+ * COLIBRI_TZ_E_POINTER (NULL only where no bytes are read or written). The
+ * entries that use the state (info, forward, reset) run one at a time: one
+ * called from a Non-secure interrupt that preempted another returns
+ * COLIBRI_TZ_E_BUSY. Call forward from Thread mode: from a handler it runs
+ * on the Secure handler stack, which a pass may outgrow (a fault ends the
+ * run). The statuses are colibri_status values (colibri.h) or these.
  */
 #ifndef COLIBRI_TZ_H
 #define COLIBRI_TZ_H
@@ -19,6 +24,7 @@
 
 #define COLIBRI_TZ_E_POINTER 1000   /* a pointer argument is not the caller's Non-secure memory */
 #define COLIBRI_TZ_E_NOT_READY 1001 /* the Secure side refused the image at boot */
+#define COLIBRI_TZ_E_BUSY 1002      /* called from an interrupt that preempted another entry */
 
 /* What the Secure side serves. */
 typedef struct colibri_tz_info {

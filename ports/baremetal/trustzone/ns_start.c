@@ -2,8 +2,9 @@
  * ns_start.c - the Non-secure application's start (TrustZone-M,
  * docs/trustzone.md): its vector table, at the start of its code region
  * (the Secure side points VTOR_NS here and MSP_NS at entry 0), a reset
- * handler that copies .data, zeroes .bss and runs main, and a tick count on
- * the Non-secure SysTick (which counts the same clock as the Secure one).
+ * handler that sets its stack limit, copies .data, zeroes .bss and runs
+ * main, and a tick count on the Non-secure SysTick (which counts the same
+ * clock as the Secure one), whose handler calls tz_ns_tick_hook when set.
  * The console and the end of the run are the Secure side's (ns_board.c).
  */
 #include <stdint.h>
@@ -19,7 +20,11 @@ void tz_ns_fault(void);
 void tz_ns_systick(void);
 uint64_t tz_ns_ticks(void);
 
-extern uint32_t __ns_stack_top[], __ns_data_start[], __ns_data_end[], __ns_data_load[];
+/* Called from the Non-secure SysTick handler when set (a test's hook). */
+void (*volatile tz_ns_tick_hook)(void);
+
+extern uint32_t __ns_stack_top[], __ns_stack_limit[], __ns_data_start[], __ns_data_end[];
+extern uint32_t __ns_data_load[];
 extern uint32_t __ns_bss_start[], __ns_bss_end[];
 
 typedef union ns_vector {
@@ -52,6 +57,7 @@ static const uint32_t ticks_per_ms = COLIBRI_BOARD_TICKS_HZ / 1000u;
 void tz_ns_reset(void)
 {
     volatile uint32_t *to = __ns_data_start;
+    __asm__ volatile("msr msplim, %0" : : "r"(__ns_stack_limit)); /* an overflow faults */
     const volatile uint32_t *from = __ns_data_load;
     while (to < __ns_data_end) {
         *to++ = *from++;
@@ -67,7 +73,11 @@ void tz_ns_reset(void)
 
 void tz_ns_systick(void)
 {
+    void (*hook)(void) = tz_ns_tick_hook;
     elapsed_ms = elapsed_ms + 1u;
+    if (hook != NULL) {
+        hook();
+    }
 }
 
 /* Milliseconds and the current one's count-down, read consistently. */

@@ -5,12 +5,15 @@
  * linker puts its SG veneer in the Non-secure callable region).
  *
  * Every pointer is checked with cmse_check_address_range (the TT
- * instruction: the SAU, IDAU and the Non-secure MPU as the caller sees
- * them) for the bytes the call reads or writes, before anything is read or
- * written: a pointer into Secure memory, or a range that wraps, is refused
- * with COLIBRI_TZ_E_POINTER. The ids are copied into Secure memory before
- * they are checked and used, so a Non-secure interrupt cannot change them
- * in between.
+ * instruction: the SAU, the IDAU and the Non-secure MPU with the caller's
+ * privilege) before anything is read or written: a pointer into Secure
+ * memory, a range that wraps or leaves one region, or a non-NULL pointer
+ * that is not Non-secure even for no bytes, is refused with
+ * COLIBRI_TZ_E_POINTER. An entry that uses the state, the ids or the scratch
+ * refuses to run inside another (a Non-secure interrupt that preempts a
+ * Secure forward pass and calls in again) with COLIBRI_TZ_E_BUSY: the
+ * nested call would move the position or the ids under the outer one. The
+ * ids are copied into Secure memory before they are checked and used.
  */
 #include <arm_cmse.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include "tz_secure.h"
 
 #define CONSOLE_CHUNK 64u
+#define CONTROL_NPRIV 0x1u
 
 #define TZ_ENTRY __attribute__((cmse_nonsecure_entry))
 
@@ -31,6 +35,7 @@ static struct {
     int32_t *ids;
     uint32_t max_context;
     uint64_t forward_ticks;
+    volatile uint32_t busy; /* an entry that uses the state is running */
 } served;
 
 /* What keeps the entries through --gc-sections: nothing Secure calls them,
@@ -54,15 +59,29 @@ void tz_serve(const colibri_model *model, colibri_state *state, void *scratch, s
     served.max_context = max_context;
 }
 
-/* [p, p + size) is Non-secure memory the caller may read (write: and write). */
+/* The caller was unprivileged Non-secure code: Thread mode (the entry runs
+ * in the caller's mode) with CONTROL_NS.nPRIV set. */
+static int caller_unprivileged(void)
+{
+    uint32_t ipsr, control;
+    __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
+    __asm__ volatile("mrs %0, control_ns" : "=r"(control));
+    return ipsr == 0u && (control & CONTROL_NPRIV) != 0u;
+}
+
+/* [p, p + size) is Non-secure memory the caller may read (write: and
+ * write); NULL only for no bytes, and a non-NULL pointer is checked even
+ * then (its first byte). */
 static int caller_may(const void *p, uint64_t size, int write)
 {
-    int flags = CMSE_NONSECURE | (write ? CMSE_MPU_READWRITE : CMSE_MPU_READ);
-    if (size == 0u) {
-        return 1;
+    int flags = CMSE_NONSECURE | (write ? CMSE_MPU_READWRITE : CMSE_MPU_READ) |
+                (caller_unprivileged() ? CMSE_MPU_UNPRIV : 0);
+    if (p == NULL) {
+        return size == 0u;
     }
-    return size <= (uint64_t)SIZE_MAX && p != NULL &&
-           cmse_check_address_range((void *)(uintptr_t)p, (size_t)size, flags) != NULL;
+    return size <= (uint64_t)SIZE_MAX &&
+           cmse_check_address_range((void *)(uintptr_t)p, size > 0u ? (size_t)size : 1u, flags) !=
+               NULL;
 }
 
 static uint64_t logits_bytes(uint32_t n_ids, uint32_t mode, uint32_t vocab)
@@ -71,50 +90,74 @@ static uint64_t logits_bytes(uint32_t n_ids, uint32_t mode, uint32_t vocab)
     return rows * vocab * sizeof(float);
 }
 
-TZ_ENTRY int32_t colibri_tz_info_get(colibri_tz_info *info)
+/* The checks every entry that uses the state makes first; then it is busy. */
+static int32_t enter(void)
 {
     if (served.model == NULL) {
         return COLIBRI_TZ_E_NOT_READY;
     }
+    if (served.busy) {
+        return COLIBRI_TZ_E_BUSY;
+    }
+    served.busy = 1u;
+    return COLIBRI_OK;
+}
+
+static int32_t leave(int32_t status)
+{
+    served.busy = 0u;
+    return status;
+}
+
+TZ_ENTRY int32_t colibri_tz_info_get(colibri_tz_info *info)
+{
+    int32_t status = enter();
+    if (status != COLIBRI_OK) {
+        return status;
+    }
     if (!caller_may(info, sizeof *info, 1)) {
-        return COLIBRI_TZ_E_POINTER;
+        return leave(COLIBRI_TZ_E_POINTER);
     }
     info->vocab_size = served.model->hp.vocab_size;
     info->max_context = served.state->max_context;
     info->fingerprint = served.model->fingerprint;
     info->pos = served.state->pos;
     info->forward_ticks = served.forward_ticks;
-    return COLIBRI_OK;
+    return leave(COLIBRI_OK);
 }
 
 TZ_ENTRY int32_t colibri_tz_forward(const int32_t *ids, uint32_t n_ids, float *logits,
                                     uint32_t mode)
 {
-    colibri_status status;
-    if (served.model == NULL) {
-        return COLIBRI_TZ_E_NOT_READY;
-    }
-    if (n_ids > served.max_context) {
-        return COLIBRI_E_CONTEXT_FULL;
+    int32_t status = enter();
+    if (status != COLIBRI_OK) {
+        return status;
     }
     if (!caller_may(ids, (uint64_t)n_ids * sizeof *ids, 0) ||
         !caller_may(logits, logits_bytes(n_ids, mode, served.model->hp.vocab_size), 1)) {
-        return COLIBRI_TZ_E_POINTER;
+        return leave(COLIBRI_TZ_E_POINTER);
+    }
+    if (mode > (uint32_t)COLIBRI_LOGITS_NONE) {
+        return leave(COLIBRI_E_BAD_ARGUMENT); /* before the enum's narrowing could hide it */
+    }
+    if (n_ids > served.max_context) {
+        return leave(COLIBRI_E_CONTEXT_FULL);
     }
     memcpy(served.ids, ids, (size_t)n_ids * sizeof *ids);
     status = colibri_forward(served.model, served.state, served.ids, n_ids, logits,
                              (colibri_logits_mode)mode, served.scratch, served.scratch_size,
                              &served.forward_ticks);
-    return status;
+    return leave(status);
 }
 
 TZ_ENTRY int32_t colibri_tz_reset(void)
 {
-    if (served.model == NULL) {
-        return COLIBRI_TZ_E_NOT_READY;
+    int32_t status = enter();
+    if (status == COLIBRI_OK) {
+        colibri_state_reset(served.state);
+        status = leave(COLIBRI_OK);
     }
-    colibri_state_reset(served.state);
-    return COLIBRI_OK;
+    return status;
 }
 
 TZ_ENTRY int32_t colibri_tz_console_write(const char *text, uint32_t n)

@@ -1,7 +1,8 @@
 /*
  * tz_secure.c - the Secure side's boot of the Non-secure world (Armv8-M
  * Security Extension; docs/trustzone.md): the SAU's three regions from the
- * board file (tz_config.h), SecureFault, the FPU for both worlds, then the
+ * board file (tz_config.h), SecureFault, the FPU for both worlds with the
+ * Secure registers cleared before a Non-secure handler runs, then the
  * Non-secure reset handler through BLXNS.
  *
  * With the SAU on, an address in no SAU region is Secure, and the IDAU can
@@ -28,6 +29,13 @@
 #define NSACR_CP10_CP11 0x00000C00u
 #define CPACR_NS_ADDR 0xE002ED88u /* the Non-secure CPACR, through the alias */
 #define VTOR_NS_ADDR 0xE002ED08u
+/* FPCCR: a Non-secure exception that preempts Secure code finds the FP and
+ * MVE registers cleared (TS: Secure state saved and cleared; CLRONRET(S):
+ * cleared on returns too), so no weight or activation of a Secure pass
+ * reaches a Non-secure handler through them. */
+#define FPCCR_TS 0x04000000u
+#define FPCCR_CLRONRETS 0x08000000u
+#define FPCCR_CLRONRET 0x10000000u
 
 typedef void __attribute__((cmse_nonsecure_call)) tz_ns_reset(void);
 
@@ -47,6 +55,7 @@ void tz_secure_setup(void)
     CM_REG(CM_SHCSR_ADDR) |= SHCSR_SECUREFAULTENA;
     CM_REG(NSACR_ADDR) |= NSACR_CP10_CP11;
     CM_REG(CPACR_NS_ADDR) |= CM_CPACR_CP10_CP11_FULL;
+    CM_REG(CM_FPCCR_ADDR) |= FPCCR_TS | FPCCR_CLRONRET | FPCCR_CLRONRETS;
     cm_dsb();
     cm_isb();
 }

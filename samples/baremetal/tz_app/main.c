@@ -9,8 +9,10 @@
  * Lines (tests/ports/cortex_m/test_trustzone.py reads them):
  *   tz: info vocab=V context=C fingerprint=F pos=P      or  tz: info status=S
  *   logits ROW 0x... (the 8-id prompt of board_selftest_m, every position)
- *   tz: forward status=0 total_ticks=T      (around the call, the Non-secure SysTick)
- *   tz: info ... forward_ticks=U            (again: U the Secure side's count of the pass alone)
+ *   tz: forward status=0 total_ticks=T secure_ticks=U   (T around the call, the Non-secure
+ *       SysTick; U the Secure side's count of the pass alone)
+ *   tz: preempted forward status=0 interrupted=yes nested_reset=1002 fp_registers=clear
+ *       (a second pass with the Non-secure SysTick handler calling in)
  *   tz: refused <what> status=S                          (pointers the Secure side must refuse)
  *   tz: reading the weights at 0x...                     (then the Secure side's FAULT line)
  */
@@ -30,6 +32,7 @@
 #define EXIT_NOT_REFUSED 5
 
 uint64_t tz_ns_ticks(void);
+extern void (*volatile tz_ns_tick_hook)(void);
 
 static float logits[N_IDS * MAX_VOCAB];
 static int32_t ids[N_IDS];
@@ -93,9 +96,60 @@ static void run_prompt(uint32_t vocab)
         put_status("tz: forward", status);
         board_exit(EXIT_FORWARD);
     }
+    colibri_tz_info info = {0};
+    (void)colibri_tz_info_get(&info);
     print_logits(vocab);
     console_puts("tz: forward status=0 total_ticks=");
     console_put_u64(total);
+    console_puts(" secure_ticks=");
+    console_put_u64(info.forward_ticks);
+    console_puts("\n");
+}
+
+/* What a Non-secure interrupt in the middle of a Secure pass sees. */
+static volatile struct {
+    uint32_t armed, done, fp_or;
+    int32_t nested;
+} preempt;
+
+/* The FP/MVE registers s0 .. s31 (q0 .. q7), or-ed: 0 when all are clear. */
+static uint32_t fp_registers(void)
+{
+    uint32_t words[32], acc = 0;
+    __asm__ volatile("vstmia %0, {s0-s31}" : : "r"(words) : "memory");
+    for (uint32_t i = 0; i < 32u; i++) {
+        acc |= words[i];
+    }
+    return acc;
+}
+
+static void on_tick(void)
+{
+    if (preempt.armed && !preempt.done) {
+        preempt.fp_or = fp_registers();
+        preempt.nested = colibri_tz_reset();
+        preempt.done = 1u;
+    }
+}
+
+/* A second forward pass (the next positions, no logits) with the SysTick
+ * handler calling in: the nested call is refused, the registers were clear. */
+static void preempted_pass(void)
+{
+    int32_t status;
+    tz_ns_tick_hook = on_tick;
+    preempt.armed = 1u;
+    status = colibri_tz_forward(ids, N_IDS, NULL, COLIBRI_LOGITS_NONE);
+    preempt.armed = 0u;
+    tz_ns_tick_hook = NULL;
+    console_puts("tz: preempted forward status=");
+    console_put_u64((uint64_t)(uint32_t)status);
+    console_puts(" interrupted=");
+    console_puts(preempt.done ? "yes" : "no");
+    console_puts(" nested_reset=");
+    console_put_u64((uint64_t)(uint32_t)preempt.nested);
+    console_puts(" fp_registers=");
+    console_puts(preempt.fp_or == 0u ? "clear" : "LEAKED");
     console_puts("\n");
 }
 
@@ -117,6 +171,9 @@ static void refused_pointers(uint32_t vocab)
     expect_refused("ids_in_the_weights", colibri_tz_forward(secure_ids, 1, logits, 1));
     expect_refused("logits_in_secure_ram", colibri_tz_forward(ids, 1, secure_ram, 1));
     expect_refused("logits_past_ns_ram", colibri_tz_forward(ids, 1, past_end, 1));
+    expect_refused("logits_in_secure_ram_mode_0x100",
+                   colibri_tz_forward(ids, 1, secure_ram, 0x100u));
+    expect_refused("no_ids_in_the_weights", colibri_tz_forward(secure_ids, 0, NULL, 2));
     expect_refused("info_in_secure_ram", colibri_tz_info_get((colibri_tz_info *)secure_ram));
     expect_refused("text_in_the_weights", colibri_tz_console_write((const char *)secure_ids, 16u));
 }
@@ -127,8 +184,11 @@ int main(void)
     console_puts("tz_app: Non-secure\n");
     info = served();
     run_prompt(info.vocab_size);
+    preempted_pass();
     refused_pointers(info.vocab_size);
-    info = served(); /* the refused calls changed nothing: pos is the prompt's */
+    console_puts("tz: refused mode_0x100");
+    put_status("", colibri_tz_forward(ids, 1, logits, 0x100u));
+    info = served(); /* the refused calls changed nothing: pos is the two passes' */
     console_puts("tz: reading the weights at ");
     console_put_hex32(COLIBRI_BOARD_WEIGHTS_ADDR);
     console_puts("\n");

@@ -4,8 +4,9 @@ state and scratch; the Non-secure application (samples/baremetal/tz_app)
 calls colibri_tz_forward through its veneer, once per forward pass.
 
 Checked here: the Non-secure logits are the single-world self-test's bits;
-pointers into Secure memory (or ranges leaving the caller's) are refused with
-COLIBRI_TZ_E_POINTER and change nothing; a Non-secure read of the weights is
+a Non-secure interrupt inside a Secure pass finds the entries busy and the
+FP/MVE registers clear; pointers into Secure memory (or ranges leaving the
+caller's) are refused with COLIBRI_TZ_E_POINTER and change nothing; a Non-secure read of the weights is
 a SecureFault (AUVIOL) that the Secure side catches and reports; an unsigned
 image, one signed by another key and one with a byte changed are refused
 before any weight is used; the crossing costs far under 5 % of a forward
@@ -25,11 +26,13 @@ from colibri_tools.board import boards, port_trustzone
 from colibri_tools.image import signing
 
 BOARD = "qemu_an547"
-TZ_E_POINTER, TZ_E_NOT_READY = 1000, 1001  # ports/baremetal/trustzone/colibri_tz.h
+TZ_E_POINTER, TZ_E_NOT_READY, TZ_E_BUSY = 1000, 1001, 1002  # trustzone/colibri_tz.h
+E_BAD_ARGUMENT = 1
 EXIT_FAULT, EXIT_NOT_SERVED = 250, 3       # cortex_m.h CM_EXIT_FAULT; tz_app
 SFSR_AUVIOL = 0x8
 REFUSED = {"ids_in_the_weights", "logits_in_secure_ram", "logits_past_ns_ram",
-           "info_in_secure_ram", "text_in_the_weights"}
+           "logits_in_secure_ram_mode_0x100", "no_ids_in_the_weights", "info_in_secure_ram",
+           "text_in_the_weights"}
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +98,20 @@ def test_nonsecure_logits_are_the_single_world_bits(tz_run, cm_firmware, cm_mode
 def test_pointers_into_secure_memory_are_refused_and_change_nothing(tz_run):
     refused = {line.split()[2]: int(fields(line)["status"])
                for line in _lines(tz_run.stdout, "tz: refused ")}
-    assert refused == {what: TZ_E_POINTER for what in REFUSED}
+    assert refused == {**{what: TZ_E_POINTER for what in REFUSED}, "mode_0x100": E_BAD_ARGUMENT}
     before, after = (fields(line) for line in _lines(tz_run.stdout, "tz: info "))
-    assert before["pos"] == "0" and after["pos"] == "8"  # the prompt's, nothing more
+    assert before["pos"] == "0" and after["pos"] == "16"  # the two passes', nothing more
     assert before["fingerprint"] == after["fingerprint"]
+
+
+def test_a_nonsecure_interrupt_inside_a_pass_finds_it_busy_and_the_registers_clear(tz_run):
+    """A second pass with the Non-secure SysTick handler calling
+    colibri_tz_reset while the Secure side computes: the nested call is
+    refused (it would move the position under the pass), and the FP/MVE
+    registers the handler reads hold nothing of the Secure pass (FPCCR.TS)."""
+    line = fields(_lines(tz_run.stdout, "tz: preempted forward ")[0])
+    assert line == {"status": "0", "interrupted": "yes", "nested_reset": str(TZ_E_BUSY),
+                    "fp_registers": "clear"}
 
 
 def test_a_nonsecure_read_of_the_weights_is_caught_as_a_securefault(tz_run):
@@ -140,8 +153,8 @@ def test_the_secure_call_costs_under_5_percent_of_a_forward(tz_run, record_prope
     """Ticks of the Non-secure SysTick around colibri_tz_forward against the
     Secure side's count of colibri_forward alone (the same clock: under
     -icount shift=0 a tick is 31.25 instructions)."""
-    total = int(fields(_lines(tz_run.stdout, "tz: forward ")[0])["total_ticks"])
-    inside = int(fields(_lines(tz_run.stdout, "tz: info ")[1])["forward_ticks"])
+    line = fields(_lines(tz_run.stdout, "tz: forward ")[0])
+    total, inside = int(line["total_ticks"]), int(line["secure_ticks"])
     record_property("tz_forward_ticks", f"total {total} secure {inside}")
     assert 0 < inside < total <= 1.05 * inside
 
@@ -171,7 +184,10 @@ def test_the_nonsecure_image_holds_no_engine_and_calls_veneers(tz_firmware):
      'ns_ram = { origin = 0x20000000, length = 0x1000 }', "nsc below ns_code"),
     ('nsc = { origin = 0x3F000, length = 0x1000 }\n'
      'ns_code = { origin = 0x40000, length = 0x40000 }\n'
-     'ns_ram = { origin = 0x20000000, length = 0x1000 }\nuart = 1', "unknown key(s) uart")])
+     'ns_ram = { origin = 0x20000000, length = 0x1000 }\nuart = 1', "unknown key(s) uart"),
+    ('nsc = { origin = 0x3F000, length = 0x1000 }\n'
+     'ns_code = { origin = 0x40000, length = 0x40000 }\n'
+     'ns_ram = { origin = 0x31000000, length = 0x1000 }', "ns_ram's other alias")])
 def test_a_trustzone_table_that_cannot_work_is_refused(table, message, tmp_path):
     text = (REPO / "boards" / f"{BOARD}.toml").read_text()
     start = text.index("[trustzone]")

@@ -9,7 +9,9 @@ docs/trustzone.md), from the board file's [trustzone] table:
 The Secure image keeps everything else: [memory.code] below nsc, [memory.ram],
 the weights and the peripherals. The three regions must be in 32-byte granules
 (the SAU's), nsc and ns_code inside [memory.code] with nsc below ns_code (the
-Secure code ends at nsc), ns_ram clear of [memory.ram] and of the weights.
+Secure code ends at nsc), ns_ram clear of [memory.ram] and of the weights,
+and neither Non-secure region the other alias (address bit 28, the IDAU's)
+of Secure memory.
 
     python -m colibri_tools.board.port_trustzone header BOARD [-o tz_config.h]
     python -m colibri_tools.board.port_trustzone ld-secure BOARD [-o tz_secure.ld]
@@ -25,6 +27,7 @@ from .port_cortex_m import PORT
 
 REGIONS = ("nsc", "ns_code", "ns_ram")
 SAU_GRANULE = 32
+IDAU_ALIAS_BIT = 1 << 28  # the SSE-200/300 IDAU: bit 28 set is the Secure alias of the same memory
 
 
 def _region(table: dict, key: str, where: str) -> Region:
@@ -69,6 +72,12 @@ def trustzone_regions(board: Board) -> dict[str, Region]:
     if ram.overlaps(board.ram) or ram.overlaps(board.weights) or ram.overlaps(board.code):
         raise BoardError(f"{where}: ns_ram must be clear of [memory.ram], [memory.code] and "
                          f"the weights (they stay Secure)")
+    secure = (board.ram, board.weights, Region(board.code.origin, nsc.origin - board.code.origin))
+    for key in ("ns_code", "ns_ram"):
+        alias = Region(regions[key].origin ^ IDAU_ALIAS_BIT, regions[key].length)
+        if any(alias.overlaps(region) for region in secure):
+            raise BoardError(f"{where}: {key}'s other alias (address bit 28, the IDAU's) is "
+                             f"Secure memory: the Non-secure side would reach it there")
     return regions
 
 

@@ -20,9 +20,11 @@ ROUTER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, cty
 def router_fn(router) -> ROUTER_FN:
     """The port's router slot for `router(layer, x)`, x float32 [n_tokens,
     hidden] (the router's input), which returns (experts, weights), each
-    [n_tokens, top_k] (what the core then checks: COLIBRI_E_BAD_ROUTE), or
-    None to fail (COLIBRI_E_ROUTER_FAILED, as when it raises or returns
-    arrays of another shape). None: the slot stays empty, the core routes."""
+    [n_tokens, top_k], the experts integers (what the core then checks:
+    COLIBRI_E_BAD_ROUTE, also for an index outside uint32), or None to fail
+    (COLIBRI_E_ROUTER_FAILED, as when it raises or returns arrays of another
+    shape, or experts that are not integers). None: the slot stays empty,
+    the core routes."""
     if router is None:
         return ROUTER_FN()
 
@@ -32,11 +34,16 @@ def router_fn(router) -> ROUTER_FN:
             if got is None:
                 return 1
             chosen, weight = np.asarray(got[0]), np.asarray(got[1])
-            if chosen.shape != (n_tokens, top_k) or weight.shape != (n_tokens, top_k):
+            if chosen.shape != (n_tokens, top_k) or weight.shape != (n_tokens, top_k) or \
+                    chosen.dtype == np.bool_ or not np.issubdtype(chosen.dtype, np.integer):
                 return 1
-            np.ctypeslib.as_array(experts, shape=(n_tokens, top_k))[:] = chosen.astype(np.uint32)
+            # out of uint32's range: an index the core refuses (not one a cast wraps to)
+            wide = chosen.astype(np.int64, casting="unsafe") if chosen.dtype != np.uint64 \
+                else np.minimum(chosen, 1 << 32).astype(np.int64)
+            wide[(wide < 0) | (wide >= 1 << 32)] = 0xFFFFFFFF
+            np.ctypeslib.as_array(experts, shape=(n_tokens, top_k))[:] = wide.astype(np.uint32)
             np.ctypeslib.as_array(weights, shape=(n_tokens, top_k))[:] = weight
-        except Exception:  # noqa: BLE001 - a Python error must not cross into C
+        except BaseException:  # noqa: BLE001 - nothing may cross into C, not even Ctrl-C
             return 1
         return 0
 
