@@ -190,30 +190,6 @@ AVX2Q INLINE void block_steps(__m256 (*acc)[2], __m256i (*isum)[2], const tile_c
     }
 }
 
-/* Blocks j0 .. j0 + K - 1 (K = 2 / T; those past count: not used) of a
- * tile by T tokens: their sums, then their float steps in block order. */
-AVX2Q INLINE void tile_step(__m256 (*acc)[2], const uint8_t *tile, const colibri_qblock *const *xs,
-                            const tile_consts *c, uint32_t j0, uint32_t count, uint32_t bits,
-                            uint32_t T)
-{
-    const uint32_t K = 2u / T;
-    const int8_t *q[2][TOKENS];
-    __m256i isum[2][TOKENS][2];
-    const uint8_t *levels = tile;
-    __asm__ volatile("" : "+r"(levels)); /* reload chunks, not keep them from step to step */
-    for (uint32_t k = 0; k < K; k++) {
-        for (uint32_t t = 0; t < T; t++) {
-            q[k][t] = xs[t][j0 + k < count ? j0 + k : j0].q;
-        }
-    }
-    colibri_qkr16_prefetch(tile, bits, j0, K);
-    blocks_isums(isum, levels, q, j0, K, bits, T);
-    block_steps(acc, isum[0], c, xs, j0, T);
-    if (K == 2u && j0 + 1u < count) {
-        block_steps(acc, isum[1], c, xs, j0 + 1u, T);
-    }
-}
-
 /* One tile (a super-block of the 16 rows: count <= 8 blocks) against T
  * tokens' blocks xs[t][0 .. count): acc[t][h] of rows 8h .. 8h + 7, block
  * after block, K = 2 / T blocks a step (a block past count: its sums taken
@@ -233,19 +209,26 @@ AVX2Q INLINE void tile_tokens(__m256 (*acc)[2], const uint8_t *tile,
             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(tile + 32u + 16u * h)));
     }
     tile_scales(c.sc, c.mn, tile);
-    if (T == 1u) { /* decode: the steps unrolled, every shift a constant */
 #pragma GCC unroll 8
-        for (uint32_t j0 = 0; j0 < SUB; j0 += K) {
-            if (j0 >= count) {
-                break;
-            }
-            tile_step(acc, tile, xs, &c, j0, count, bits, T);
+    for (uint32_t j0 = 0; j0 < SUB; j0 += K) {
+        if (j0 >= count) {
+            break;
         }
-        return;
-    }
-#pragma GCC unroll 1
-    for (uint32_t j0 = 0; j0 < count; j0 += K) { /* prompts: the tokens pay for the shifts */
-        tile_step(acc, tile, xs, &c, j0, count, bits, T);
+        const int8_t *q[2][TOKENS];
+        __m256i isum[2][TOKENS][2];
+        const uint8_t *levels = tile;
+        __asm__ volatile("" : "+r"(levels)); /* reload chunks, not keep them from step to step */
+        for (uint32_t k = 0; k < K; k++) {
+            for (uint32_t t = 0; t < T; t++) {
+                q[k][t] = xs[t][j0 + k < count ? j0 + k : j0].q;
+            }
+        }
+        colibri_qkr16_prefetch(tile, bits, j0, K);
+        blocks_isums(isum, levels, q, j0, K, bits, T);
+        block_steps(acc, isum[0], &c, xs, j0, T);
+        if (K == 2u && j0 + 1u < count) {
+            block_steps(acc, isum[1], &c, xs, j0 + 1u, T);
+        }
     }
 }
 

@@ -51,13 +51,7 @@ VNNI static INLINE __m512i part_chunk(const uint8_t *tile, uint32_t first, uint3
     const uint8_t *at = tile + 256u + 64u * (8u * (first + w * j / 8u) + v);
     __m512i raw = _mm512_loadu_si512((const void *)at);
     uint32_t from = w * j % 8u;
-    if (__builtin_constant_p(from)) {
-        return from >= to ? _mm512_srli_epi16(raw, from - to) : _mm512_slli_epi16(raw, to - from);
-    }
-    /* j at run time (prompts): down by `from`, up by `to`; the bits either
-     * shift carries across a byte boundary fall outside the field's place. */
-    __m512i down = _mm512_srl_epi16(raw, _mm_cvtsi32_si128((int)from));
-    return to == 0u ? down : _mm512_slli_epi16(down, to);
+    return from >= to ? _mm512_srli_epi16(raw, from - to) : _mm512_slli_epi16(raw, to - from);
 }
 
 /* Block j's eight level vectors (docs/format.md 3.5, 3.6): a low part of L
@@ -156,20 +150,12 @@ VNNI static INLINE void group_chunk(float *out, size_t stride, const uint8_t *ti
     }
     for (uint32_t s = 0; SUB * s < c->blocks; s++) {
         const uint8_t *tile = tiles + (size_t)s * tile_bytes;
-        uint32_t count = c->blocks - SUB * s < SUB ? c->blocks - SUB * s : SUB;
-        if (T == 1u) { /* decode: the blocks unrolled, every shift an immediate */
 #pragma GCC unroll 8
-            for (uint32_t j = 0; j < SUB; j++) {
-                if (j >= count) {
-                    break;
-                }
-                colibri_qkr16_prefetch(tile, bits, j, 1u);
-                block_tokens(acc, tile, c, SUB * s + j, j, bits, T);
+        for (uint32_t j = 0; j < SUB; j++) {
+            if (SUB * s + j >= c->blocks) {
+                break;
             }
-            continue;
-        }
-#pragma GCC unroll 1
-        for (uint32_t j = 0; j < count; j++) { /* prompts: the tokens pay for the shifts */
+            colibri_qkr16_prefetch(tile, bits, j, 1u);
             block_tokens(acc, tile, c, SUB * s + j, j, bits, T);
         }
     }
