@@ -38,10 +38,9 @@ def router_fn(router) -> ROUTER_FN:
                     chosen.dtype == np.bool_ or not np.issubdtype(chosen.dtype, np.integer):
                 return 1
             # out of uint32's range: an index the core refuses (not one a cast wraps to)
-            wide = chosen.astype(np.int64, casting="unsafe") if chosen.dtype != np.uint64 \
-                else np.minimum(chosen, 1 << 32).astype(np.int64)
-            wide[(wide < 0) | (wide >= 1 << 32)] = 0xFFFFFFFF
-            np.ctypeslib.as_array(experts, shape=(n_tokens, top_k))[:] = wide.astype(np.uint32)
+            outside = (chosen < 0) | (chosen > 0xFFFFFFFF)
+            np.ctypeslib.as_array(experts, shape=(n_tokens, top_k))[:] = np.where(
+                outside, 0xFFFFFFFF, chosen).astype(np.uint32)
             np.ctypeslib.as_array(weights, shape=(n_tokens, top_k))[:] = weight
         except BaseException:  # noqa: BLE001 - nothing may cross into C, not even Ctrl-C
             return 1
